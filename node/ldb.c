@@ -1,0 +1,167 @@
+/*
+ * ldb.c — leveldb C API wrapper: open/close, synced batches, gets and
+ * bounded ordered scans. See ldb.h.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "ldb.h"
+#include "sx_errors.h"
+#include "log.h"
+
+int ldb_open(const char *dir, ldb **out)
+{
+    ldb *d = calloc(1, sizeof(*d));
+    char *err = NULL;
+
+    if (d == NULL)
+        return SX_ENOMEM;
+    d->opts = leveldb_options_create();
+    d->ropts = leveldb_readoptions_create();
+    d->wsync = leveldb_writeoptions_create();
+    d->cache = leveldb_cache_create_lru(32u << 20);
+    d->filter = leveldb_filterpolicy_create_bloom(10);
+    if (!d->opts || !d->ropts || !d->wsync || !d->cache || !d->filter) {
+        ldb_close(d);
+        return SX_ENOMEM;
+    }
+    leveldb_options_set_create_if_missing(d->opts, 1);
+    leveldb_options_set_paranoid_checks(d->opts, 1);
+    leveldb_options_set_cache(d->opts, d->cache);
+    leveldb_options_set_filter_policy(d->opts, d->filter);
+    leveldb_options_set_write_buffer_size(d->opts, 8u << 20);
+    leveldb_writeoptions_set_sync(d->wsync, 1);
+    d->db = leveldb_open(d->opts, dir, &err);
+    if (err != NULL) {
+        LOG_ERROR("leveldb open %s: %s", dir, err);
+        leveldb_free(err);
+        ldb_close(d);
+        return SX_EIO;
+    }
+    *out = d;
+    return 0;
+}
+
+void ldb_close(ldb *d)
+{
+    if (d == NULL)
+        return;
+    if (d->db)
+        leveldb_close(d->db);
+    if (d->opts)
+        leveldb_options_destroy(d->opts);
+    if (d->filter)
+        leveldb_filterpolicy_destroy(d->filter);
+    if (d->cache)
+        leveldb_cache_destroy(d->cache);
+    if (d->ropts)
+        leveldb_readoptions_destroy(d->ropts);
+    if (d->wsync)
+        leveldb_writeoptions_destroy(d->wsync);
+    free(d);
+}
+
+int ldb_get(ldb *d, const void *key, size_t kn, uint8_t **val, size_t *vn)
+{
+    char *err = NULL;
+    size_t n = 0;
+    char *v = leveldb_get(d->db, d->ropts, key, kn, &n, &err);
+
+    if (err != NULL) {
+        LOG_ERROR("leveldb get: %s", err);
+        leveldb_free(err);
+        return SX_EIO;
+    }
+    if (v == NULL)
+        return SX_ENOTFOUND;
+    /* leveldb's buffer must be released with leveldb_free; hand out malloc'd */
+    *val = malloc(n ? n : 1);
+    if (*val == NULL) {
+        leveldb_free(v);
+        return SX_ENOMEM;
+    }
+    memcpy(*val, v, n);
+    *vn = n;
+    leveldb_free(v);
+    return 0;
+}
+
+int ldb_write_sync(ldb *d, leveldb_writebatch_t *b)
+{
+    char *err = NULL;
+
+    leveldb_write(d->db, d->wsync, b, &err);
+    if (err != NULL) {
+        LOG_ERROR("leveldb write: %s", err);
+        leveldb_free(err);
+        return SX_EIO;
+    }
+    return 0;
+}
+
+static int key_lt(const char *k, size_t kn, const void *b, size_t bn)
+{
+    size_t m = kn < bn ? kn : bn;
+    int c = memcmp(k, b, m);
+    return c < 0 || (c == 0 && kn < bn);
+}
+
+int ldb_scan(ldb *d, const leveldb_snapshot_t *snap, const void *lo, size_t lo_n,
+             const void *hi, size_t hi_n, bool desc, ldb_visit fn, void *arg)
+{
+    leveldb_readoptions_t *ro = leveldb_readoptions_create();
+    leveldb_iterator_t *it;
+    char *err = NULL;
+    int rc = 0;
+
+    if (ro == NULL)
+        return SX_ENOMEM;
+    leveldb_readoptions_set_fill_cache(ro, 1);
+    if (snap != NULL)
+        leveldb_readoptions_set_snapshot(ro, snap);
+    it = leveldb_create_iterator(d->db, ro);
+    if (it == NULL) {
+        leveldb_readoptions_destroy(ro);
+        return SX_ENOMEM;
+    }
+    if (!desc) {
+        leveldb_iter_seek(it, lo, lo_n);
+    } else if (hi_n > 0) {
+        leveldb_iter_seek(it, hi, hi_n);
+        if (leveldb_iter_valid(it))
+            leveldb_iter_prev(it);
+        else
+            leveldb_iter_seek_to_last(it);
+    } else {
+        leveldb_iter_seek_to_last(it);
+    }
+    while (leveldb_iter_valid(it)) {
+        size_t kn, vn;
+        const char *k = leveldb_iter_key(it, &kn);
+        const char *v = leveldb_iter_value(it, &vn);
+
+        if (!desc && hi_n > 0 && !key_lt(k, kn, hi, hi_n))
+            break;
+        if (desc && key_lt(k, kn, lo, lo_n))
+            break;
+        if (desc && hi_n > 0 && !key_lt(k, kn, hi, hi_n)) {
+            leveldb_iter_prev(it);
+            continue;
+        }
+        rc = fn(arg, (const uint8_t *)k, kn, (const uint8_t *)v, vn);
+        if (rc != 0)
+            break;
+        if (desc)
+            leveldb_iter_prev(it);
+        else
+            leveldb_iter_next(it);
+    }
+    leveldb_iter_get_error(it, &err);
+    if (err != NULL) {
+        LOG_ERROR("leveldb iterate: %s", err);
+        leveldb_free(err);
+        rc = SX_EIO;
+    }
+    leveldb_iter_destroy(it);
+    leveldb_readoptions_destroy(ro);
+    return rc == 1 ? 0 : rc;
+}

@@ -1,0 +1,47 @@
+/*
+ * ldb.h — a thin, error-checked wrapper over leveldb's C API, shared by the
+ * storage and index roles: open one database per partition, synced batch
+ * writes, point reads, and ordered iteration within [lo, hi).
+ */
+#ifndef SX_LDB_H
+#define SX_LDB_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <stdbool.h>
+#include <leveldb/c.h>
+
+typedef struct ldb {
+    leveldb_t *db;
+    leveldb_options_t *opts;
+    leveldb_readoptions_t *ropts;
+    leveldb_writeoptions_t *wsync;   /* sync = true */
+    leveldb_cache_t *cache;
+    leveldb_filterpolicy_t *filter;
+} ldb;
+
+/* Opens (creating if missing) the database at dir. Returns 0 or SX_EIO with
+ * leveldb's message logged. On success *out is owned by the caller. */
+int ldb_open(const char *dir, ldb **out);
+
+/* Closes the database and frees the handle; accepts NULL. */
+void ldb_close(ldb *d);
+
+/* Reads key. On success *val (malloc'd; caller frees with free()) and *vn
+ * are set and 0 is returned; SX_ENOTFOUND when absent; SX_EIO on error. */
+int ldb_get(ldb *d, const void *key, size_t kn, uint8_t **val, size_t *vn);
+
+/* Writes the batch durably (fsync'd before returning). Returns 0 or SX_EIO. */
+int ldb_write_sync(ldb *d, leveldb_writebatch_t *b);
+
+/* Ordered iteration over keys in [lo, hi) (hi_n == 0: to the end of the
+ * keyspace), ascending or descending. The callback returns 0 to continue,
+ * 1 to stop, or a negative/positive sx_err to abort (returned as is).
+ * Key and value views are valid only during the call. snap may be NULL.
+ * Returns 0, the callback's error, or SX_EIO. */
+typedef int (*ldb_visit)(void *arg, const uint8_t *k, size_t kn,
+                         const uint8_t *v, size_t vn);
+int ldb_scan(ldb *d, const leveldb_snapshot_t *snap, const void *lo, size_t lo_n,
+             const void *hi, size_t hi_n, bool desc, ldb_visit fn, void *arg);
+
+#endif

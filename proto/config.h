@@ -1,0 +1,78 @@
+/*
+ * config.h — the cluster map: who serves what, read from the cluster's JSON
+ * config file (documented in deploy/README.md, example in
+ * deploy/cluster.example.json).
+ *
+ * Storage partitions own inclusive ranges [lo, hi] of the 64-bit shard hash;
+ * together they cover it exactly. Index partitions own half-open ranges
+ * [lo, hi) of the index tuple space (indexed values then primary key, the
+ * part of an index key after its 4-byte index id), shared by every index;
+ * together they cover it exactly (first lo and last hi unbounded).
+ */
+#ifndef SX_CONFIG_H
+#define SX_CONFIG_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include "hash.h"
+
+#define SX_ROLE_ROUTER 0
+#define SX_ROLE_STORAGE 1
+#define SX_ROLE_INDEX 2
+
+typedef struct cfg_part {
+    uint64_t id;          /* unique across the cluster, never 0 */
+    int node;             /* index into cfg.nodes */
+    /* storage: hash range, inclusive */
+    uint64_t hlo, hhi;
+    /* index: tuple range [lo, hi); lo_n == 0 means unbounded below,
+     * hi_n == 0 unbounded above */
+    uint8_t *lo, *hi;
+    size_t lo_n, hi_n;
+} cfg_part;
+
+typedef struct cfg_node {
+    char *name;
+    int role;             /* SX_ROLE_* */
+    char *url;            /* nng URL it listens on */
+} cfg_node;
+
+typedef struct sx_config {
+    char *cluster;
+    uint8_t hash_key[SX_HASH_KEY_BYTES];
+    uint8_t token_key[32];
+    int catalog_node;     /* index into nodes of the storage node holding the catalog */
+    int nnodes;
+    cfg_node *nodes;
+    int nstorage;         /* storage partitions, sorted by hlo */
+    cfg_part *storage;
+    int nindex;           /* index partitions, sorted by lo */
+    cfg_part *index;
+} sx_config;
+
+/* Loads and validates the config file at path. On success *out is owned by
+ * the caller (cfg_free). On failure returns SX_ECONFIG (or SX_ENOMEM) and,
+ * if err is not NULL, writes a one-line reason into err[errlen]. */
+int cfg_load(const char *path, sx_config **out, char *err, size_t errlen);
+
+/* Frees a config; accepts NULL. */
+void cfg_free(sx_config *cfg);
+
+/* Node lookup by name; returns its index or -1. */
+int cfg_node_by_name(const sx_config *cfg, const char *name);
+
+/* The storage partition owning hash h (always exists in a valid config). */
+const cfg_part *cfg_storage_for(const sx_config *cfg, uint64_t h);
+
+/* The index partition owning index tuple t..n (always exists). */
+const cfg_part *cfg_index_for(const sx_config *cfg, const uint8_t *t, size_t n);
+
+/* Partition lookup by id, either kind; NULL when unknown. */
+const cfg_part *cfg_part_by_id(const sx_config *cfg, uint64_t id, int *role);
+
+/* Index partitions overlapping the tuple range [lo, hi) (hi_n == 0:
+ * unbounded), as a contiguous run: *first and *count. */
+void cfg_index_range(const sx_config *cfg, const uint8_t *lo, size_t lo_n,
+                     const uint8_t *hi, size_t hi_n, int *first, int *count);
+
+#endif

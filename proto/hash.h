@@ -1,0 +1,30 @@
+/*
+ * hash.h — the keyed shard hash.
+ *
+ * h = SipHash-2-4 (libsodium crypto_shorthash) of the encoded partition-key
+ * component, keyed by the cluster's secret hash key (16 bytes, made when the
+ * cluster is created), read as a little-endian uint64. Fact partitions own
+ * contiguous ranges of h.
+ */
+#ifndef SX_HASH_H
+#define SX_HASH_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#define SX_HASH_KEY_BYTES 16
+
+/* Returns the shard hash of the encoded partition key p..n. Requires that
+ * sodium_init() succeeded (sx_proto_init does it). Thread-safe. */
+uint64_t sx_shard_hash(const uint8_t key[SX_HASH_KEY_BYTES], const void *p, size_t n);
+
+/* Initialises libsodium; returns 0 or SX_EINTERNAL. Idempotent. */
+int sx_proto_init(void);
+
+/* Stores v big-endian into 8 bytes / loads it back. */
+void sx_put_be64(uint8_t *p, uint64_t v);
+uint64_t sx_get_be64(const uint8_t *p);
+void sx_put_be32(uint8_t *p, uint32_t v);
+uint32_t sx_get_be32(const uint8_t *p);
+
+#endif

@@ -1,0 +1,188 @@
+/*
+ * msg.h — every wire message, defined once.
+ *
+ * A frame is one msgpack array:
+ *   request:  [PROTO_VERSION, type, field...]
+ *   reply:    [PROTO_VERSION, type | MSG_REPLY, err, field...]   (err == 0)
+ *             [PROTO_VERSION, type | MSG_REPLY, err, message]     (err != 0)
+ * Fields are positional; each message's request and reply field lists below
+ * yield its C struct, encoder and decoder (table-driven, see msg.c). Readers
+ * ignore extra trailing fields (so later versions may append fields).
+ * proto/PROTOCOL.md documents each message; keep both in step.
+ *
+ * Field kinds and their C types:
+ *   U64  uint64_t          msgpack non-negative int
+ *   STR  sx_buf            msgpack str (borrowed from the frame)
+ *   BIN  sx_buf            msgpack bin (borrowed)
+ *   RAW  sx_buf            any one msgpack value, raw bytes (borrowed)
+ *   U64S sx_u64s           array of non-negative ints (allocated)
+ *   STRS sx_bufs           array of str (allocated array, borrowed items)
+ *   BINS sx_bufs           array of bin
+ *   RAWS sx_bufs           array of any values
+ */
+#ifndef SX_MSG_H
+#define SX_MSG_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include "mp.h"
+
+#define PROTO_VERSION 1
+#define MSG_REPLY 0x80
+
+typedef struct sx_u64s { uint32_t n; uint64_t *v; } sx_u64s;
+typedef struct sx_bufs { uint32_t n; sx_buf *v; } sx_bufs;
+
+#define MSG_CT_U64 uint64_t
+#define MSG_CT_STR sx_buf
+#define MSG_CT_BIN sx_buf
+#define MSG_CT_RAW sx_buf
+#define MSG_CT_U64S sx_u64s
+#define MSG_CT_STRS sx_bufs
+#define MSG_CT_BINS sx_bufs
+#define MSG_CT_RAWS sx_bufs
+
+/* Query conditions, consistency levels, catalog operations. */
+enum { Q_COND_NONE = 0, Q_COND_RANGE = 1, Q_COND_PREFIX = 2 };
+enum { Q_EVENTUAL = 0, Q_VERIFIED = 1, Q_STRONG = 2 };
+enum { CATOP_CREATE_TABLE = 1, CATOP_CREATE_INDEX = 2, CATOP_DROP_INDEX = 3 };
+enum { OUT_PUT = 0, OUT_DEL = 1 };
+
+/* ---- client port (router) and shared ---- */
+#define MSG_PING_REQ(F)
+#define MSG_PING_REP(F) F(STR, role) F(STR, name)
+
+#define MSG_TABLE_CREATE_REQ(F) F(STR, table) F(STR, pk) F(STR, sk)
+#define MSG_TABLE_CREATE_REP(F) F(U64, catver)
+
+#define MSG_INDEX_CREATE_REQ(F) F(STR, table) F(STR, index) F(STRS, attrs) \
+    F(U64, proj) F(STRS, proj_attrs)
+#define MSG_INDEX_CREATE_REP(F) F(U64, catver)
+
+#define MSG_INDEX_DROP_REQ(F) F(STR, table) F(STR, index)
+#define MSG_INDEX_DROP_REP(F) F(U64, catver)
+
+#define MSG_INDEX_LIST_REQ(F) F(STR, table)
+#define MSG_INDEX_LIST_REP(F) F(RAWS, indexes)
+
+#define MSG_PUT_REQ(F) F(STR, table) F(RAWS, items)
+#define MSG_PUT_REP(F) F(U64S, versions)
+
+#define MSG_GET_REQ(F) F(STR, table) F(RAW, key)
+#define MSG_GET_REP(F) F(RAW, item) F(U64, version)
+
+#define MSG_DELETE_REQ(F) F(STR, table) F(RAW, key)
+#define MSG_DELETE_REP(F) F(U64, version)
+
+#define MSG_QUERY_REQ(F) F(STR, table) F(STR, index) F(RAW, eq) F(U64, cond) \
+    F(RAW, from) F(RAW, to) F(STR, prefix) F(U64, limit) F(U64, desc)         \
+    F(STRS, attrs) F(U64, consistency) F(BIN, token) F(U64, timeout_ms)
+#define MSG_QUERY_REP(F) F(RAWS, items) F(BIN, token) F(U64S, index_parts)  \
+    F(U64S, fact_parts) F(U64, entries) F(U64, stale) F(U64, covering)
+
+#define MSG_SCAN_REQ(F) F(STR, table) F(RAW, where) F(U64, limit) F(BIN, token)
+#define MSG_SCAN_REP(F) F(RAWS, items) F(BIN, token)
+
+#define MSG_STATUS_REQ(F)
+#define MSG_STATUS_REP(F) F(RAWS, nodes)
+
+#define MSG_CATALOG_REQ(F)
+#define MSG_CATALOG_REP(F) F(U64, version) F(RAW, catalog)
+
+/* ---- inter-node port ---- */
+#define MSG_CAT_UPDATE_REQ(F) F(U64, op) F(STR, table) F(STR, index)        \
+    F(STR, pk) F(STR, sk) F(STRS, attrs) F(U64, proj) F(STRS, proj_attrs)
+#define MSG_CAT_UPDATE_REP(F) F(U64, version)
+
+#define MSG_CAT_BACKFILLED_REQ(F) F(U64, index_id) F(U64, part)
+#define MSG_CAT_BACKFILLED_REP(F) F(U64, version)
+
+#define MSG_S_WRITE_REQ(F) F(U64, part) F(U64, catver) F(U64, table_id)     \
+    F(U64S, dels) F(RAWS, objs)
+#define MSG_S_WRITE_REP(F) F(U64S, versions) F(U64S, found)
+
+#define MSG_S_GET_REQ(F) F(U64, part) F(U64, table_id) F(BINS, keys)
+#define MSG_S_GET_REP(F) F(RAWS, items) F(U64S, versions)
+
+#define MSG_S_RANGE_REQ(F) F(U64, part) F(U64, table_id) F(BIN, lo) F(BIN, hi) \
+    F(U64, desc) F(U64, limit) F(RAW, where)
+#define MSG_S_RANGE_REP(F) F(RAWS, items) F(BIN, next)
+
+#define MSG_S_HEADS_REQ(F)
+#define MSG_S_HEADS_REP(F) F(U64S, parts) F(U64S, heads)
+
+#define MSG_I_APPLY_REQ(F) F(U64, part) F(U64, source) F(U64, upto) F(U64, hw) \
+    F(U64S, seqs) F(U64S, kinds) F(U64S, versions) F(BINS, keys)            \
+    F(U64S, hashes) F(RAWS, projs)
+#define MSG_I_APPLY_REP(F) F(U64, watermark)
+
+#define MSG_I_RANGE_REQ(F) F(U64, part) F(BIN, lo) F(BIN, hi) F(U64, desc) F(U64, limit)
+#define MSG_I_RANGE_REP(F) F(BINS, keys) F(U64S, hashes) F(U64S, versions) F(RAWS, projs)
+
+#define MSG_I_WATERMARKS_REQ(F) F(U64, part)
+#define MSG_I_WATERMARKS_REP(F) F(U64S, sources) F(U64S, wms)
+
+#define MSG_NODE_STATUS_REQ(F)
+#define MSG_NODE_STATUS_REP(F) F(RAW, status)
+
+/* X(NAME, number): numbers cross the wire; never renumber. */
+#define SX_MESSAGES(X)                                                        \
+    X(PING, 1) X(TABLE_CREATE, 2) X(INDEX_CREATE, 3) X(INDEX_DROP, 4)         \
+    X(INDEX_LIST, 5) X(PUT, 6) X(GET, 7) X(DELETE, 8) X(QUERY, 9) X(SCAN, 10) \
+    X(STATUS, 11) X(CATALOG, 12)                                              \
+    X(CAT_UPDATE, 20) X(CAT_BACKFILLED, 21) X(S_WRITE, 22) X(S_GET, 23)      \
+    X(S_RANGE, 24) X(S_HEADS, 25) X(I_APPLY, 26) X(I_RANGE, 27)              \
+    X(I_WATERMARKS, 28) X(NODE_STATUS, 29)
+
+typedef enum msg_type {
+#define MSG__ENUM(name, num) MSG_##name = num,
+    SX_MESSAGES(MSG__ENUM)
+#undef MSG__ENUM
+} msg_type;
+
+/* Structs: msg_<name>_req and msg_<name>_rep, e.g. msg_put_req. */
+#define MSG__FIELD(kind, fname) MSG_CT_##kind fname;
+#define MSG__STRUCTS(name, num)                                               \
+    typedef struct { char _unused; MSG_##name##_REQ(MSG__FIELD) } msg_##name##_req; \
+    typedef struct { char _unused; MSG_##name##_REP(MSG__FIELD) } msg_##name##_rep;
+SX_MESSAGES(MSG__STRUCTS)
+#undef MSG__STRUCTS
+#undef MSG__FIELD
+
+/* Encodes a request of type t from its struct s into out (a fresh or empty
+ * buffer). Returns 0 or SX_ENOMEM / SX_EINVAL (unknown type). */
+int msg_encode_req(msg_type t, const void *s, mp_buf *out);
+
+/* Encodes a successful reply. */
+int msg_encode_rep(msg_type t, const void *s, mp_buf *out);
+
+/* Encodes an error reply: err (non-zero) and a one-line message. */
+int msg_encode_err(msg_type t, int err, const char *message, mp_buf *out);
+
+/* Reads a frame's header: version, type (without MSG_REPLY) and whether it
+ * is a reply. Returns 0, SX_EPROTO, or SX_EVERSION. */
+int msg_peek(const uint8_t *p, size_t n, msg_type *t, int *is_reply);
+
+/* Decodes a request frame of type t into s (zeroed first). Borrowed views
+ * point into p, which must outlive s; lists are allocated: release with
+ * msg_free_req. Returns 0, SX_EPROTO, SX_EVERSION, SX_ENOMEM. */
+int msg_decode_req(msg_type t, const uint8_t *p, size_t n, void *s);
+
+/* Decodes a reply frame of type t. Returns 0 and fills s; or returns the
+ * peer's error code and copies its message into errmsg[errlen] (if not
+ * NULL); or SX_EPROTO / SX_EVERSION / SX_ENOMEM for a bad frame. Release
+ * with msg_free_rep. */
+int msg_decode_rep(msg_type t, const uint8_t *p, size_t n, void *s,
+                   char *errmsg, size_t errlen);
+
+/* Frees the lists a decode allocated; safe on a zeroed struct. */
+void msg_free_req(msg_type t, void *s);
+void msg_free_rep(msg_type t, void *s);
+
+/* The message's name, e.g. "PUT", or "?" when unknown. */
+const char *msg_name(msg_type t);
+
+/* Largest element count accepted in one list field. */
+#define MSG_MAX_LIST 100000
+
+#endif
