@@ -1,0 +1,33 @@
+/*
+ * node.h — what the parts of shardex-node share: the role entry points that
+ * main.c dispatches to, and the stop flag set by SIGTERM/SIGINT.
+ */
+#ifndef SX_NODE_H
+#define SX_NODE_H
+
+#include <stdbool.h>
+#include "config.h"
+
+/* Node start-up options, filled by main.c from the command line. */
+typedef struct node_opts {
+    const sx_config *cfg;   /* the cluster map; outlives the node */
+    int self;               /* index of this node in cfg->nodes */
+    const char *data_dir;   /* existing directory for this node's databases */
+    int workers;            /* request-serving threads (default 16) */
+} node_opts;
+
+/* Runs a storage node (fact partitions; plus the catalog partition when
+ * this node is cfg->catalog_node) until node_should_stop(). Prints "ready"
+ * on stdout once serving. Returns 0 on a clean stop or an sx_err when it
+ * cannot start (message logged). Implemented in storage_node.c. */
+int st_node_run(const node_opts *o);
+
+/* Runs an index node (index partitions) until node_should_stop(). Prints
+ * "ready" on stdout once serving. Returns 0 or an sx_err. Implemented in
+ * index_node.c. */
+int ix_node_run(const node_opts *o);
+
+/* True once SIGTERM or SIGINT arrived. Thread-safe. Implemented in main.c. */
+bool node_should_stop(void);
+
+#endif
