@@ -1,8 +1,9 @@
 /*
  * catalog_cache.h — a node's (or router's) cached copy of the catalog.
  *
- * Fetched with the CATALOG message from the catalog node (or straight from
- * the local catalog partition when this process hosts it). Catalog versions
+ * Fetched with the CATALOG message from the catalog node over nng (the
+ * catalog node itself fetches from its own URL too: one path, no special
+ * case). Catalog versions
  * are immutable once published: catcache_get returns a borrowed pointer
  * that stays valid until catcache_free (old versions are kept, not freed —
  * catalog changes are rare, so the memory is bounded by their number).
@@ -13,14 +14,12 @@
 #include <stdint.h>
 #include "catalog.h"
 #include "config.h"
-#include "catalog_part.h"
 
 typedef struct catcache catcache;
 
-/* Creates a cache for cfg. local may be NULL (then the catalog is fetched
- * over nng from cfg->nodes[cfg->catalog_node].url). Returns 0 or SX_ENOMEM
- * / SX_ENET. No fetch happens yet. */
-int catcache_new(const sx_config *cfg, catp *local, catcache **out);
+/* Creates a cache for cfg, dialing cfg->nodes[cfg->catalog_node].url.
+ * Returns 0 or SX_ENOMEM / SX_ENET. No fetch happens yet. */
+int catcache_new(const sx_config *cfg, catcache **out);
 
 /* Frees the cache and every catalog version it handed out; accepts NULL. */
 void catcache_free(catcache *cc);
