@@ -6,6 +6,7 @@
  *   reply:    [PROTO_VERSION, type | MSG_REPLY, err, field...]   (err == 0)
  *             [PROTO_VERSION, type | MSG_REPLY, err, message]     (err != 0)
  * Fields are positional; each message's request and reply field lists below
+ * (F(T, kind, name) entries; T is the struct type when a table is built)
  * yield its C struct, encoder and decoder (table-driven, see msg.c). Readers
  * ignore extra trailing fields (so later versions may append fields).
  * proto/PROTOCOL.md documents each message; keep both in step.
@@ -49,81 +50,81 @@ enum { CATOP_CREATE_TABLE = 1, CATOP_CREATE_INDEX = 2, CATOP_DROP_INDEX = 3 };
 enum { OUT_PUT = 0, OUT_DEL = 1 };
 
 /* ---- client port (router) and shared ---- */
-#define MSG_PING_REQ(F)
-#define MSG_PING_REP(F) F(STR, role) F(STR, name)
+#define MSG_PING_REQ(F, T)
+#define MSG_PING_REP(F, T) F(T, STR, role) F(T, STR, name)
 
-#define MSG_TABLE_CREATE_REQ(F) F(STR, table) F(STR, pk) F(STR, sk)
-#define MSG_TABLE_CREATE_REP(F) F(U64, catver)
+#define MSG_TABLE_CREATE_REQ(F, T) F(T, STR, table) F(T, STR, pk) F(T, STR, sk)
+#define MSG_TABLE_CREATE_REP(F, T) F(T, U64, catver)
 
-#define MSG_INDEX_CREATE_REQ(F) F(STR, table) F(STR, index) F(STRS, attrs) \
-    F(U64, proj) F(STRS, proj_attrs)
-#define MSG_INDEX_CREATE_REP(F) F(U64, catver)
+#define MSG_INDEX_CREATE_REQ(F, T) F(T, STR, table) F(T, STR, index) F(T, STRS, attrs) \
+    F(T, U64, proj) F(T, STRS, proj_attrs)
+#define MSG_INDEX_CREATE_REP(F, T) F(T, U64, catver)
 
-#define MSG_INDEX_DROP_REQ(F) F(STR, table) F(STR, index)
-#define MSG_INDEX_DROP_REP(F) F(U64, catver)
+#define MSG_INDEX_DROP_REQ(F, T) F(T, STR, table) F(T, STR, index)
+#define MSG_INDEX_DROP_REP(F, T) F(T, U64, catver)
 
-#define MSG_INDEX_LIST_REQ(F) F(STR, table)
-#define MSG_INDEX_LIST_REP(F) F(RAWS, indexes)
+#define MSG_INDEX_LIST_REQ(F, T) F(T, STR, table)
+#define MSG_INDEX_LIST_REP(F, T) F(T, RAWS, indexes)
 
-#define MSG_PUT_REQ(F) F(STR, table) F(RAWS, items)
-#define MSG_PUT_REP(F) F(U64S, versions)
+#define MSG_PUT_REQ(F, T) F(T, STR, table) F(T, RAWS, items)
+#define MSG_PUT_REP(F, T) F(T, U64S, versions)
 
-#define MSG_GET_REQ(F) F(STR, table) F(RAW, key)
-#define MSG_GET_REP(F) F(RAW, item) F(U64, version)
+#define MSG_GET_REQ(F, T) F(T, STR, table) F(T, RAW, key)
+#define MSG_GET_REP(F, T) F(T, RAW, item) F(T, U64, version)
 
-#define MSG_DELETE_REQ(F) F(STR, table) F(RAW, key)
-#define MSG_DELETE_REP(F) F(U64, version)
+#define MSG_DELETE_REQ(F, T) F(T, STR, table) F(T, RAW, key)
+#define MSG_DELETE_REP(F, T) F(T, U64, version)
 
-#define MSG_QUERY_REQ(F) F(STR, table) F(STR, index) F(RAW, eq) F(U64, cond) \
-    F(RAW, from) F(RAW, to) F(STR, prefix) F(U64, limit) F(U64, desc)         \
-    F(STRS, attrs) F(U64, consistency) F(BIN, token) F(U64, timeout_ms)
-#define MSG_QUERY_REP(F) F(RAWS, items) F(BIN, token) F(U64S, index_parts)  \
-    F(U64S, fact_parts) F(U64, entries) F(U64, stale) F(U64, covering)
+#define MSG_QUERY_REQ(F, T) F(T, STR, table) F(T, STR, index) F(T, RAW, eq) F(T, U64, cond) \
+    F(T, RAW, from) F(T, RAW, to) F(T, STR, prefix) F(T, U64, limit) F(T, U64, desc)         \
+    F(T, STRS, attrs) F(T, U64, consistency) F(T, BIN, token) F(T, U64, timeout_ms)
+#define MSG_QUERY_REP(F, T) F(T, RAWS, items) F(T, BIN, token) F(T, U64S, index_parts)  \
+    F(T, U64S, fact_parts) F(T, U64, entries) F(T, U64, stale) F(T, U64, covering)
 
-#define MSG_SCAN_REQ(F) F(STR, table) F(RAW, where) F(U64, limit) F(BIN, token)
-#define MSG_SCAN_REP(F) F(RAWS, items) F(BIN, token)
+#define MSG_SCAN_REQ(F, T) F(T, STR, table) F(T, RAW, where) F(T, U64, limit) F(T, BIN, token)
+#define MSG_SCAN_REP(F, T) F(T, RAWS, items) F(T, BIN, token)
 
-#define MSG_STATUS_REQ(F)
-#define MSG_STATUS_REP(F) F(RAWS, nodes)
+#define MSG_STATUS_REQ(F, T)
+#define MSG_STATUS_REP(F, T) F(T, RAWS, nodes)
 
-#define MSG_CATALOG_REQ(F)
-#define MSG_CATALOG_REP(F) F(U64, version) F(RAW, catalog)
+#define MSG_CATALOG_REQ(F, T)
+#define MSG_CATALOG_REP(F, T) F(T, U64, version) F(T, RAW, catalog)
 
 /* ---- inter-node port ---- */
-#define MSG_CAT_UPDATE_REQ(F) F(U64, op) F(STR, table) F(STR, index)        \
-    F(STR, pk) F(STR, sk) F(STRS, attrs) F(U64, proj) F(STRS, proj_attrs)
-#define MSG_CAT_UPDATE_REP(F) F(U64, version)
+#define MSG_CAT_UPDATE_REQ(F, T) F(T, U64, op) F(T, STR, table) F(T, STR, index)        \
+    F(T, STR, pk) F(T, STR, sk) F(T, STRS, attrs) F(T, U64, proj) F(T, STRS, proj_attrs)
+#define MSG_CAT_UPDATE_REP(F, T) F(T, U64, version)
 
-#define MSG_CAT_BACKFILLED_REQ(F) F(U64, index_id) F(U64, part)
-#define MSG_CAT_BACKFILLED_REP(F) F(U64, version)
+#define MSG_CAT_BACKFILLED_REQ(F, T) F(T, U64, index_id) F(T, U64, part)
+#define MSG_CAT_BACKFILLED_REP(F, T) F(T, U64, version)
 
-#define MSG_S_WRITE_REQ(F) F(U64, part) F(U64, catver) F(U64, table_id)     \
-    F(U64S, dels) F(RAWS, objs)
-#define MSG_S_WRITE_REP(F) F(U64S, versions) F(U64S, found)
+#define MSG_S_WRITE_REQ(F, T) F(T, U64, part) F(T, U64, catver) F(T, U64, table_id)     \
+    F(T, U64S, dels) F(T, RAWS, objs)
+#define MSG_S_WRITE_REP(F, T) F(T, U64S, versions) F(T, U64S, found)
 
-#define MSG_S_GET_REQ(F) F(U64, part) F(U64, table_id) F(BINS, keys)
-#define MSG_S_GET_REP(F) F(RAWS, items) F(U64S, versions)
+#define MSG_S_GET_REQ(F, T) F(T, U64, part) F(T, U64, table_id) F(T, BINS, keys)
+#define MSG_S_GET_REP(F, T) F(T, RAWS, items) F(T, U64S, versions)
 
-#define MSG_S_RANGE_REQ(F) F(U64, part) F(U64, table_id) F(BIN, lo) F(BIN, hi) \
-    F(U64, desc) F(U64, limit) F(RAW, where)
-#define MSG_S_RANGE_REP(F) F(RAWS, items) F(BIN, next)
+#define MSG_S_RANGE_REQ(F, T) F(T, U64, part) F(T, U64, table_id) F(T, BIN, lo) F(T, BIN, hi) \
+    F(T, U64, desc) F(T, U64, limit) F(T, RAW, where)
+#define MSG_S_RANGE_REP(F, T) F(T, RAWS, items) F(T, BIN, next)
 
-#define MSG_S_HEADS_REQ(F)
-#define MSG_S_HEADS_REP(F) F(U64S, parts) F(U64S, heads)
+#define MSG_S_HEADS_REQ(F, T)
+#define MSG_S_HEADS_REP(F, T) F(T, U64S, parts) F(T, U64S, heads)
 
-#define MSG_I_APPLY_REQ(F) F(U64, part) F(U64, source) F(U64, upto) F(U64, hw) \
-    F(U64S, seqs) F(U64S, kinds) F(U64S, versions) F(BINS, keys)            \
-    F(U64S, hashes) F(RAWS, projs)
-#define MSG_I_APPLY_REP(F) F(U64, watermark)
+#define MSG_I_APPLY_REQ(F, T) F(T, U64, part) F(T, U64, source) F(T, U64, upto) F(T, U64, hw) \
+    F(T, U64S, seqs) F(T, U64S, kinds) F(T, U64S, versions) F(T, BINS, keys)            \
+    F(T, U64S, hashes) F(T, RAWS, projs)
+#define MSG_I_APPLY_REP(F, T) F(T, U64, watermark)
 
-#define MSG_I_RANGE_REQ(F) F(U64, part) F(BIN, lo) F(BIN, hi) F(U64, desc) F(U64, limit)
-#define MSG_I_RANGE_REP(F) F(BINS, keys) F(U64S, hashes) F(U64S, versions) F(RAWS, projs)
+#define MSG_I_RANGE_REQ(F, T) F(T, U64, part) F(T, BIN, lo) F(T, BIN, hi) F(T, U64, desc) F(T, U64, limit)
+#define MSG_I_RANGE_REP(F, T) F(T, BINS, keys) F(T, U64S, hashes) F(T, U64S, versions) F(T, RAWS, projs)
 
-#define MSG_I_WATERMARKS_REQ(F) F(U64, part)
-#define MSG_I_WATERMARKS_REP(F) F(U64S, sources) F(U64S, wms)
+#define MSG_I_WATERMARKS_REQ(F, T) F(T, U64, part)
+#define MSG_I_WATERMARKS_REP(F, T) F(T, U64S, sources) F(T, U64S, wms)
 
-#define MSG_NODE_STATUS_REQ(F)
-#define MSG_NODE_STATUS_REP(F) F(RAW, status)
+#define MSG_NODE_STATUS_REQ(F, T)
+#define MSG_NODE_STATUS_REP(F, T) F(T, RAW, status)
 
 /* X(NAME, number): numbers cross the wire; never renumber. */
 #define SX_MESSAGES(X)                                                        \
@@ -140,11 +141,11 @@ typedef enum msg_type {
 #undef MSG__ENUM
 } msg_type;
 
-/* Structs: msg_<name>_req and msg_<name>_rep, e.g. msg_put_req. */
-#define MSG__FIELD(kind, fname) MSG_CT_##kind fname;
+/* Structs: msg_<NAME>_req and msg_<NAME>_rep, e.g. msg_PUT_req, msg_S_WRITE_rep. */
+#define MSG__FIELD(T, kind, fname) MSG_CT_##kind fname;
 #define MSG__STRUCTS(name, num)                                               \
-    typedef struct { char _unused; MSG_##name##_REQ(MSG__FIELD) } msg_##name##_req; \
-    typedef struct { char _unused; MSG_##name##_REP(MSG__FIELD) } msg_##name##_rep;
+    typedef struct { char _unused; MSG_##name##_REQ(MSG__FIELD, _) } msg_##name##_req; \
+    typedef struct { char _unused; MSG_##name##_REP(MSG__FIELD, _) } msg_##name##_rep;
 SX_MESSAGES(MSG__STRUCTS)
 #undef MSG__STRUCTS
 #undef MSG__FIELD

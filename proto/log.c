@@ -1,0 +1,62 @@
+/*
+ * log.c — timestamped, levelled log lines to one file (see log.h).
+ * The only mutable globals of the module are the output stream and level,
+ * set once at start-up and guarded by log_lock afterwards.
+ */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include "log.h"
+#include "sx_errors.h"
+
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static FILE *log_out;                     /* guarded by log_lock; NULL = stderr */
+static sx_log_level log_min = SX_LOG_INFO; /* guarded by log_lock */
+
+int sx_log_open(const char *path)
+{
+    FILE *f = fopen(path, "a");
+
+    if (f == NULL)
+        return SX_EIO;
+    setvbuf(f, NULL, _IOLBF, 0);
+    pthread_mutex_lock(&log_lock);
+    if (log_out)
+        fclose(log_out);
+    log_out = f;
+    pthread_mutex_unlock(&log_lock);
+    return 0;
+}
+
+void sx_log_level_set(sx_log_level lvl)
+{
+    pthread_mutex_lock(&log_lock);
+    log_min = lvl;
+    pthread_mutex_unlock(&log_lock);
+}
+
+void sx_log(sx_log_level lvl, const char *fmt, ...)
+{
+    static const char *names[] = { "DEBUG", "INFO", "WARN", "ERROR" };
+    struct timespec ts;
+    struct tm tm;
+    char when[32];
+    va_list ap;
+    FILE *f;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+    pthread_mutex_lock(&log_lock);
+    if (lvl >= log_min) {
+        f = log_out ? log_out : stderr;
+        fprintf(f, "%s.%03ldZ %s ", when, ts.tv_nsec / 1000000, names[lvl]);
+        va_start(ap, fmt);
+        vfprintf(f, fmt, ap);
+        va_end(ap);
+        fputc('\n', f);
+    }
+    pthread_mutex_unlock(&log_lock);
+}
