@@ -86,7 +86,9 @@ bool mp_try_nil(mp_cur *c);
  * Returns 0 or SX_EPROTO. */
 int mp_validate(const void *p, size_t n);
 
-/* A growable output buffer with a msgpack packer writing into it. */
+/* A growable output buffer with a msgpack packer writing into it. The
+ * packer points at the buffer's own sbuffer: never copy an initialised
+ * mp_buf by value; pass pointers. */
 typedef struct mp_buf {
     msgpack_sbuffer sb;
     msgpack_packer pk;

@@ -8,9 +8,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include "net.h"
 #include <nng/protocol/reqrep0/rep.h>
 #include <nng/protocol/reqrep0/req.h>
-#include "net.h"
 #include "log.h"
 #include "sx_errors.h"
 

@@ -33,3 +33,52 @@
 /* Longest encoded key component tuple accepted anywhere (values + primary key). */
 #define SX_MAX_KEY 1024
 
+
+/* A simple growable byte string used to build keys. */
+typedef struct sx_bytes {
+    uint8_t *p;
+    size_t n, cap;
+} sx_bytes;
+
+/* Appends n bytes; returns 0 or SX_ENOMEM. */
+int bytes_append(sx_bytes *b, const void *p, size_t n);
+/* Frees the bytes (accepts a zeroed struct). */
+void bytes_free(sx_bytes *b);
+
+/* Appends the encoding of the msgpack scalar at *c (consumed) to key.
+ * Returns 0, SX_EKEY (not a key-able scalar), SX_EPROTO, or SX_ENOMEM. */
+int tup_encode_mp(sx_bytes *key, mp_cur *c);
+
+/* Typed encoders appending one component. Return 0 or SX_ENOMEM. */
+int tup_encode_null(sx_bytes *key);
+int tup_encode_bool(sx_bytes *key, bool v);
+int tup_encode_int(sx_bytes *key, int64_t v);
+int tup_encode_double(sx_bytes *key, double v);
+int tup_encode_str(sx_bytes *key, const void *p, size_t n);
+int tup_encode_bin(sx_bytes *key, const void *p, size_t n);
+/* Appends a string component without its terminator: the byte prefix shared
+ * by every string component that starts with p. */
+int tup_encode_str_prefix(sx_bytes *key, const void *p, size_t n);
+
+/* Returns the length of the component starting at p (within n bytes), or 0
+ * if it is malformed or truncated. */
+size_t tup_component_len(const uint8_t *p, size_t n);
+
+/* Splits off the first k components: on success *head_len is their total
+ * length. Returns 0 or SX_EPROTO. */
+int tup_split(const uint8_t *p, size_t n, unsigned k, size_t *head_len);
+
+/* Appends the msgpack form of one component (decoding it) to out.
+ * Returns the component length consumed, or 0 if malformed. */
+size_t tup_decode_to_mp(const uint8_t *p, size_t n, mp_buf *out);
+
+/* Turns key into the smallest byte string greater than every string that
+ * starts with key (FoundationDB's strinc): drops trailing 0xFF bytes then
+ * increments the last byte. Returns 0, or SX_EINVAL when key is empty or
+ * all 0xFF (no upper bound exists; callers treat that as "to the end"). */
+int tup_strinc(sx_bytes *key);
+
+/* memcmp-style comparison of two byte strings, shorter-is-smaller on a tie. */
+int sx_keycmp(const uint8_t *a, size_t an, const uint8_t *b, size_t bn);
+
+#endif
