@@ -1,0 +1,259 @@
+/*
+ * item.c — items as msgpack maps: validation, attribute lookup, key and
+ * index-tuple derivation, projections and equality filters (see item.h).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "item.h"
+#include "sx_errors.h"
+
+#define ITEM_MAX_ATTRS 4096
+
+int item_validate(const uint8_t *p, size_t n)
+{
+    mp_cur c = mp_cur_make(p, n);
+    sx_buf *names;
+    uint32_t count;
+    int rc = 0;
+
+    if (n > SX_MAX_ITEM)
+        return SX_ETOOBIG;
+    if (mp_validate(p, n) || mp_read_map(&c, &count))
+        return SX_EPROTO;
+    if (count > ITEM_MAX_ATTRS)
+        return SX_ETOOBIG;
+    names = calloc(count ? count : 1, sizeof(sx_buf));
+    if (names == NULL)
+        return SX_ENOMEM;
+    for (uint32_t i = 0; i < count && rc == 0; i++) {
+        if (mp_read_str(&c, &names[i]) || names[i].n == 0 || names[i].n > CAT_MAX_NAME) {
+            rc = SX_EPROTO;
+            break;
+        }
+        for (uint32_t j = 0; j < i; j++)
+            if (names[j].n == names[i].n && memcmp(names[j].p, names[i].p, names[i].n) == 0)
+                rc = SX_EPROTO;
+        if (rc == 0)
+            rc = mp_skip(&c);
+    }
+    free(names);
+    return rc;
+}
+
+int item_get(const uint8_t *p, size_t n, const char *name, sx_buf *val)
+{
+    mp_cur c = mp_cur_make(p, n);
+    uint32_t count;
+
+    if (mp_read_map(&c, &count))
+        return SX_EPROTO;
+    for (uint32_t i = 0; i < count; i++) {
+        sx_buf k;
+        if (mp_read_str(&c, &k))
+            return SX_EPROTO;
+        if (sx_buf_eq_cstr(k, name))
+            return mp_read_raw(&c, val);
+        if (mp_skip(&c))
+            return SX_EPROTO;
+    }
+    return SX_ENOTFOUND;
+}
+
+/* Encodes the scalar value of attribute name into key. Missing → SX_ENOTFOUND,
+ * non-scalar or null → SX_EKEY. */
+static int encode_attr(const uint8_t *p, size_t n, const char *name, sx_bytes *key)
+{
+    sx_buf v;
+    mp_cur c;
+    int rc = item_get(p, n, name, &v);
+
+    if (rc)
+        return rc;
+    c = mp_cur_make(v.p, v.n);
+    if (mp_try_nil(&c))
+        return SX_EKEY;
+    return tup_encode_mp(key, &c);
+}
+
+int item_primary_key(const cat_table *t, const uint8_t *p, size_t n,
+                     sx_bytes *pk, size_t *pk_len)
+{
+    size_t start = pk->n;
+    int rc = encode_attr(p, n, t->pk, pk);
+
+    if (rc == SX_ENOTFOUND)
+        return SX_EKEY;
+    if (rc)
+        return rc;
+    *pk_len = pk->n - start;
+    if (t->sk) {
+        rc = encode_attr(p, n, t->sk, pk);
+        if (rc == SX_ENOTFOUND)
+            return SX_EKEY;
+        if (rc)
+            return rc;
+    }
+    return pk->n - start > SX_MAX_KEY ? SX_EKEY : 0;
+}
+
+int item_index_tuple(const cat_table *t, const cat_index *ix,
+                     const uint8_t *p, size_t n, sx_bytes *key)
+{
+    size_t start = key->n, pk_len;
+    int rc;
+
+    for (uint32_t i = 0; i < ix->nattrs; i++) {
+        rc = encode_attr(p, n, ix->attrs[i], key);
+        if (rc == SX_EKEY)
+            return SX_ENOTFOUND; /* null, list or map: not in the index */
+        if (rc)
+            return rc;
+    }
+    rc = item_primary_key(t, p, n, key, &pk_len);
+    if (rc)
+        return rc;
+    return key->n - start > SX_MAX_KEY ? SX_EKEY : 0;
+}
+
+static bool name_in(sx_buf name, char *const *v, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (sx_buf_eq_cstr(name, v[i]))
+            return true;
+    return false;
+}
+
+static bool is_key_attr(const cat_table *t, sx_buf name)
+{
+    return sx_buf_eq_cstr(name, t->pk) || (t->sk && sx_buf_eq_cstr(name, t->sk));
+}
+
+/* Writes a map of the item's attributes accepted by keep(). */
+typedef bool (*keep_fn)(const void *ctx, sx_buf name);
+
+static int filter_map(const uint8_t *p, size_t n, keep_fn keep, const void *ctx, mp_buf *out)
+{
+    mp_cur c = mp_cur_make(p, n), start;
+    uint32_t count, kept = 0;
+
+    if (mp_read_map(&c, &count))
+        return SX_EPROTO;
+    start = c;
+    for (uint32_t i = 0; i < count; i++) {
+        sx_buf k;
+        if (mp_read_str(&c, &k) || mp_skip(&c))
+            return SX_EPROTO;
+        kept += keep(ctx, k);
+    }
+    mp_put_map(out, kept);
+    c = start;
+    for (uint32_t i = 0; i < count; i++) {
+        sx_buf k, v;
+        if (mp_read_str(&c, &k) || mp_read_raw(&c, &v))
+            return SX_EPROTO;
+        if (keep(ctx, k)) {
+            mp_put_str(out, k.p, k.n);
+            mp_put_raw(out, v.p, v.n);
+        }
+    }
+    return out->oom ? SX_ENOMEM : 0;
+}
+
+typedef struct proj_ctx {
+    const cat_table *t;
+    const cat_index *ix;
+    char *const *names;
+    uint32_t nnames;
+} proj_ctx;
+
+static bool keep_proj(const void *vctx, sx_buf name)
+{
+    const proj_ctx *x = vctx;
+
+    return is_key_attr(x->t, name) || name_in(name, x->ix->attrs, x->ix->nattrs) ||
+           (x->ix->proj == CAT_PROJ_LIST && name_in(name, x->ix->proj_attrs, x->ix->nproj));
+}
+
+static bool keep_names(const void *vctx, sx_buf name)
+{
+    const proj_ctx *x = vctx;
+
+    return is_key_attr(x->t, name) || name_in(name, x->names, x->nnames);
+}
+
+int item_project(const cat_table *t, const cat_index *ix,
+                 const uint8_t *p, size_t n, mp_buf *out)
+{
+    proj_ctx x = { t, ix, NULL, 0 };
+
+    if (ix->proj == CAT_PROJ_ALL) {
+        if (mp_validate(p, n))
+            return SX_EPROTO;
+        mp_put_raw(out, p, n);
+        return out->oom ? SX_ENOMEM : 0;
+    }
+    return filter_map(p, n, keep_proj, &x, out);
+}
+
+int item_select(const cat_table *t, const uint8_t *p, size_t n,
+                char *const *names, uint32_t nnames, mp_buf *out)
+{
+    proj_ctx x = { t, NULL, names, nnames };
+
+    return filter_map(p, n, keep_names, &x, out);
+}
+
+bool item_covers(const cat_table *t, const cat_index *ix,
+                 char *const *names, uint32_t nnames)
+{
+    if (ix->proj == CAT_PROJ_ALL)
+        return true;
+    if (nnames == 0)
+        return false;
+    for (uint32_t i = 0; i < nnames; i++) {
+        sx_buf name = { (const uint8_t *)names[i], strlen(names[i]) };
+        proj_ctx x = { t, ix, NULL, 0 };
+        if (!keep_proj(&x, name))
+            return false;
+    }
+    return true;
+}
+
+int item_matches(const uint8_t *item, size_t n, const uint8_t *where, size_t wn)
+{
+    mp_cur c = mp_cur_make(where, wn);
+    uint32_t count;
+    int result = 1;
+
+    if (mp_read_map(&c, &count))
+        return -SX_EINVAL;
+    for (uint32_t i = 0; i < count; i++) {
+        sx_bytes want = { 0 }, have = { 0 };
+        char name[CAT_MAX_NAME + 1];
+        sx_buf k;
+        int rc;
+
+        if (mp_read_str(&c, &k) || k.n == 0 || k.n > CAT_MAX_NAME)
+            return -SX_EINVAL;
+        memcpy(name, k.p, k.n);
+        name[k.n] = '\0';
+        rc = tup_encode_mp(&want, &c);
+        if (rc) {
+            bytes_free(&want);
+            return -(rc == SX_ENOMEM ? SX_ENOMEM : SX_EINVAL);
+        }
+        rc = encode_attr(item, n, name, &have);
+        if (rc == 0 && (want.n != have.n || memcmp(want.p, have.p, want.n) != 0))
+            result = 0;
+        else if (rc == SX_ENOTFOUND || rc == SX_EKEY)
+            result = 0;
+        else if (rc) {
+            bytes_free(&want);
+            bytes_free(&have);
+            return -rc;
+        }
+        bytes_free(&want);
+        bytes_free(&have);
+    }
+    return result;
+}
