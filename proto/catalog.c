@@ -181,6 +181,16 @@ static int read_names(mp_cur *c, char ***out, uint32_t *n)
     return 0;
 }
 
+/* Marks map key number bit as seen; a repeated key is malformed (and would
+ * leak the first value). Returns 0 or SX_EPROTO. */
+static int key_once(uint32_t *seen, int bit)
+{
+    if (*seen & (1u << bit))
+        return SX_EPROTO;
+    *seen |= 1u << bit;
+    return 0;
+}
+
 static int read_u32(mp_cur *c, uint32_t *out)
 {
     uint64_t v;
@@ -193,7 +203,7 @@ static int read_u32(mp_cur *c, uint32_t *out)
 
 static int decode_index(mp_cur *c, cat_index *ix)
 {
-    uint32_t n;
+    uint32_t n, seen = 0;
     int rc = 0;
 
     if (mp_read_map(c, &n))
@@ -203,13 +213,14 @@ static int decode_index(mp_cur *c, cat_index *ix)
         if (mp_read_str(c, &k))
             return SX_EPROTO;
         if (sx_buf_eq_cstr(k, "id"))
-            rc = read_u32(c, &ix->id);
+            rc = key_once(&seen, 0) ? SX_EPROTO : read_u32(c, &ix->id);
         else if (sx_buf_eq_cstr(k, "name"))
-            rc = read_name(c, &ix->name);
+            rc = key_once(&seen, 1) ? SX_EPROTO : read_name(c, &ix->name);
         else if (sx_buf_eq_cstr(k, "attrs"))
-            rc = read_names(c, &ix->attrs, &ix->nattrs);
+            rc = key_once(&seen, 2) ? SX_EPROTO : read_names(c, &ix->attrs, &ix->nattrs);
         else if (sx_buf_eq_cstr(k, "proj_attrs"))
-            rc = read_names(c, &ix->proj_attrs, &ix->nproj);
+            rc = key_once(&seen, 3) ? SX_EPROTO
+                                    : read_names(c, &ix->proj_attrs, &ix->nproj);
         else if (sx_buf_eq_cstr(k, "proj")) {
             rc = mp_read_str(c, &s);
             ix->proj = sx_buf_eq_cstr(s, "all") ? CAT_PROJ_ALL
@@ -219,7 +230,7 @@ static int decode_index(mp_cur *c, cat_index *ix)
             ix->state = sx_buf_eq_cstr(s, "ready") ? CAT_READY : CAT_BUILDING;
         } else if (sx_buf_eq_cstr(k, "done_parts")) {
             uint32_t m;
-            if (mp_read_array(c, &m))
+            if (key_once(&seen, 4) || mp_read_array(c, &m))
                 return SX_EPROTO;
             ix->done_parts = calloc(m ? m : 1, sizeof(uint64_t));
             if (ix->done_parts == NULL)
@@ -237,7 +248,7 @@ static int decode_index(mp_cur *c, cat_index *ix)
 
 static int decode_table(mp_cur *c, cat_table *t)
 {
-    uint32_t n;
+    uint32_t n, seen = 0;
     int rc = 0;
 
     if (mp_read_map(c, &n))
@@ -247,17 +258,19 @@ static int decode_table(mp_cur *c, cat_table *t)
         if (mp_read_str(c, &k))
             return SX_EPROTO;
         if (sx_buf_eq_cstr(k, "id"))
-            rc = read_u32(c, &t->id);
+            rc = key_once(&seen, 0) ? SX_EPROTO : read_u32(c, &t->id);
         else if (sx_buf_eq_cstr(k, "name"))
-            rc = read_name(c, &t->name);
+            rc = key_once(&seen, 1) ? SX_EPROTO : read_name(c, &t->name);
         else if (sx_buf_eq_cstr(k, "pk"))
-            rc = read_name(c, &t->pk);
+            rc = key_once(&seen, 2) ? SX_EPROTO : read_name(c, &t->pk);
         else if (sx_buf_eq_cstr(k, "sk")) {
-            if (!mp_try_nil(c))
+            if (key_once(&seen, 3))
+                rc = SX_EPROTO;
+            else if (!mp_try_nil(c))
                 rc = read_name(c, &t->sk);
         } else if (sx_buf_eq_cstr(k, "indexes")) {
             uint32_t m;
-            if (mp_read_array(c, &m))
+            if (key_once(&seen, 4) || mp_read_array(c, &m))
                 return SX_EPROTO;
             t->indexes = calloc(m ? m : 1, sizeof(cat_index));
             if (t->indexes == NULL)
@@ -278,7 +291,7 @@ int cat_decode(const uint8_t *p, size_t n, sx_catalog **out)
 {
     mp_cur c = mp_cur_make(p, n);
     sx_catalog *cat = cat_new();
-    uint32_t m;
+    uint32_t m, seen = 0;
     int rc = 0;
 
     if (cat == NULL)
@@ -294,12 +307,12 @@ int cat_decode(const uint8_t *p, size_t n, sx_catalog **out)
             break;
         }
         if (sx_buf_eq_cstr(k, "version"))
-            rc = mp_read_u64(&c, &cat->version);
+            rc = key_once(&seen, 0) ? SX_EPROTO : mp_read_u64(&c, &cat->version);
         else if (sx_buf_eq_cstr(k, "next_id"))
-            rc = read_u32(&c, &cat->next_id);
+            rc = key_once(&seen, 1) ? SX_EPROTO : read_u32(&c, &cat->next_id);
         else if (sx_buf_eq_cstr(k, "tables")) {
             uint32_t t;
-            if (mp_read_array(&c, &t)) {
+            if (key_once(&seen, 2) || mp_read_array(&c, &t)) {
                 rc = SX_EPROTO;
                 break;
             }
@@ -315,6 +328,10 @@ int cat_decode(const uint8_t *p, size_t n, sx_catalog **out)
         } else
             rc = mp_skip(&c);
     }
+    /* a catalog missing a field is corrupt, not empty (next_id must never
+     * restart: ids are never reused) */
+    if (rc == 0 && seen != 7u)
+        rc = SX_EPROTO;
     if (rc) {
         cat_free(cat);
         return rc == SX_ENOMEM ? rc : SX_EPROTO;
