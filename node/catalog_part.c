@@ -1,0 +1,523 @@
+/*
+ * catalog_part.c — the catalog partition (see catalog_part.h).
+ *
+ * The whole catalog is one msgpack value (cat_encode) stored under one key
+ * in its own leveldb. Every mutation (CAT_UPDATE, CAT_BACKFILLED) goes
+ * through catp_apply: decode the request frame, mutate a clone of the
+ * current catalog, encode it, write it with a synced batch, and only then
+ * swap it in and reply. The request frame is the unit a replicated log
+ * would later carry: apply(frame) is deterministic given the catalog.
+ *
+ * Locking: one mutex (catp.mu) guards cat, enc/enc_n and serialises
+ * mutations (including their synced write); catalog changes are rare.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "catalog_part.h"
+#include "ldb.h"
+#include "log.h"
+#include "sx_errors.h"
+
+#define CATP_KEY "catalog"
+#define CATP_ERRLEN 256
+
+struct catp {
+    pthread_mutex_t mu;
+    ldb *db;
+    sx_catalog *cat;     /* current catalog (owned) */
+    uint8_t *enc;        /* its encoding, served by CATALOG (owned) */
+    size_t enc_n;
+    uint64_t *parts;     /* every storage partition id (from the config) */
+    uint32_t nparts;
+};
+
+/* A name copied out of a frame as a C string. */
+typedef char catp_name[CAT_MAX_NAME + 1];
+
+/* Writes s into out as a printable, shortened quote for messages. */
+static void catp_quote(sx_buf s, char *out, size_t outn)
+{
+    size_t i, j = 0;
+
+    for (i = 0; i < s.n && j + 4 < outn; i++) {
+        unsigned char ch = s.p[i];
+        out[j++] = (ch >= 0x20 && ch < 0x7f) ? (char)ch : '?';
+    }
+    if (i < s.n && j + 3 < outn) {
+        out[j++] = '.';
+        out[j++] = '.';
+        out[j++] = '.';
+    }
+    out[j] = '\0';
+}
+
+/* Copies a name from the frame into out and validates it; on failure
+ * writes a reason naming `what` into err and returns SX_EINVAL. */
+static int catp_name_take(sx_buf s, catp_name out, const char *what, char *err,
+                          size_t errlen)
+{
+    char q[72];
+
+    catp_quote(s, q, sizeof(q));
+    if (s.n == 0) {
+        snprintf(err, errlen, "%s name is empty", what);
+        return SX_EINVAL;
+    }
+    if (s.n > CAT_MAX_NAME) {
+        snprintf(err, errlen, "%s name '%s' is longer than %d bytes", what, q,
+                 CAT_MAX_NAME);
+        return SX_EINVAL;
+    }
+    memcpy(out, s.p, s.n);
+    out[s.n] = '\0';
+    if (memchr(s.p, '\0', s.n) != NULL || !cat_name_ok(out)) {
+        if (strcmp(out, "primary") == 0)
+            snprintf(err, errlen, "%s name 'primary' is reserved", what);
+        else
+            snprintf(err, errlen,
+                     "invalid %s name '%s': use only A-Z a-z 0-9 _ . -", what, q);
+        return SX_EINVAL;
+    }
+    return 0;
+}
+
+/* Copies and validates a list of attribute names (no repeats). */
+static int catp_attrs_take(const sx_bufs *in, catp_name *out, const char **ptrs,
+                           const char *what, char *err, size_t errlen)
+{
+    uint32_t i, j;
+    int rc;
+
+    if (in->n > CAT_MAX_ATTRS) {
+        snprintf(err, errlen, "too many %s attributes (%u; at most %d)", what,
+                 in->n, CAT_MAX_ATTRS);
+        return SX_EINVAL;
+    }
+    for (i = 0; i < in->n; i++) {
+        if ((rc = catp_name_take(in->v[i], out[i], what, err, errlen)) != 0)
+            return rc;
+        for (j = 0; j < i; j++) {
+            if (strcmp(out[i], out[j]) == 0) {
+                snprintf(err, errlen, "%s attribute '%s' repeated", what, out[i]);
+                return SX_EINVAL;
+            }
+        }
+        ptrs[i] = out[i];
+    }
+    return 0;
+}
+
+/* Explains a mutation's error code when no earlier check produced a reason. */
+static void catp_explain(int rc, const char *what, char *err, size_t errlen)
+{
+    if (err[0] == '\0')
+        snprintf(err, errlen, "%s: %s", what, sx_strerror(rc));
+}
+
+/* CATOP_CREATE_TABLE on next. */
+static int catp_create_table(sx_catalog *next, const msg_CAT_UPDATE_req *r,
+                             char *err, size_t errlen)
+{
+    catp_name name, pk, sk;
+    const cat_table *t;
+    int rc;
+
+    if ((rc = catp_name_take(r->table, name, "table", err, errlen)) != 0 ||
+        (rc = catp_name_take(r->pk, pk, "partition key", err, errlen)) != 0)
+        return rc;
+    sk[0] = '\0';
+    if (r->sk.n > 0 &&
+        (rc = catp_name_take(r->sk, sk, "sort key", err, errlen)) != 0)
+        return rc;
+    if (sk[0] != '\0' && strcmp(pk, sk) == 0) {
+        snprintf(err, errlen, "sort key '%s' is the same attribute as the partition key", sk);
+        return SX_EINVAL;
+    }
+    t = cat_table_by_name(next, name, strlen(name));
+    if (t != NULL) {
+        bool same = strcmp(t->pk, pk) == 0 &&
+                    ((t->sk == NULL && sk[0] == '\0') ||
+                     (t->sk != NULL && strcmp(t->sk, sk) == 0));
+        if (same)
+            snprintf(err, errlen, "table '%s' already exists", name);
+        else
+            snprintf(err, errlen,
+                     "table '%s' already exists with a different key (pk '%s', sk %s%s%s)",
+                     name, t->pk, t->sk ? "'" : "", t->sk ? t->sk : "none",
+                     t->sk ? "'" : "");
+        return SX_EEXIST;
+    }
+    rc = cat_create_table(next, name, pk, sk[0] ? sk : NULL);
+    if (rc != 0)
+        catp_explain(rc, "create table", err, errlen);
+    return rc;
+}
+
+/* Checks the projection of a CATOP_CREATE_INDEX request. */
+static int catp_check_proj(const msg_CAT_UPDATE_req *r, char *err, size_t errlen)
+{
+    if (r->proj > CAT_PROJ_LIST) {
+        snprintf(err, errlen, "unknown projection %llu (0 keys, 1 all, 2 list)",
+                 (unsigned long long)r->proj);
+        return SX_EINVAL;
+    }
+    if (r->proj != CAT_PROJ_LIST && r->proj_attrs.n > 0) {
+        snprintf(err, errlen, "projection attributes are only allowed with projection 'list'");
+        return SX_EINVAL;
+    }
+    if (r->proj == CAT_PROJ_LIST && r->proj_attrs.n == 0) {
+        snprintf(err, errlen, "projection 'list' needs at least one projection attribute");
+        return SX_EINVAL;
+    }
+    return 0;
+}
+
+/* CATOP_CREATE_INDEX on next. */
+static int catp_create_index(sx_catalog *next, const msg_CAT_UPDATE_req *r,
+                             char *err, size_t errlen)
+{
+    catp_name table, name;
+    catp_name attrs[CAT_MAX_ATTRS], proj[CAT_MAX_ATTRS];
+    const char *ap[CAT_MAX_ATTRS], *pp[CAT_MAX_ATTRS];
+    const cat_table *t;
+    int rc;
+
+    if ((rc = catp_name_take(r->table, table, "table", err, errlen)) != 0 ||
+        (rc = catp_name_take(r->index, name, "index", err, errlen)) != 0)
+        return rc;
+    if (r->attrs.n == 0) {
+        snprintf(err, errlen, "index '%s' needs at least one attribute", name);
+        return SX_EINVAL;
+    }
+    if ((rc = catp_attrs_take(&r->attrs, attrs, ap, "index", err, errlen)) != 0 ||
+        (rc = catp_check_proj(r, err, errlen)) != 0 ||
+        (rc = catp_attrs_take(&r->proj_attrs, proj, pp, "projection", err,
+                              errlen)) != 0)
+        return rc;
+    t = cat_table_by_name(next, table, strlen(table));
+    if (t == NULL) {
+        snprintf(err, errlen, "table '%s' does not exist", table);
+        return SX_ENOTABLE;
+    }
+    if (cat_index_by_name(t, name, strlen(name)) != NULL) {
+        snprintf(err, errlen, "index '%s' already exists on table '%s'", name, table);
+        return SX_EEXIST;
+    }
+    rc = cat_create_index(next, table, name, ap, r->attrs.n, (cat_proj)r->proj,
+                          pp, r->proj_attrs.n);
+    if (rc != 0)
+        catp_explain(rc, "create index", err, errlen);
+    return rc;
+}
+
+/* CATOP_DROP_INDEX on next. */
+static int catp_drop_index(sx_catalog *next, const msg_CAT_UPDATE_req *r,
+                           char *err, size_t errlen)
+{
+    catp_name table, name;
+    const cat_table *t;
+    int rc;
+
+    if ((rc = catp_name_take(r->table, table, "table", err, errlen)) != 0 ||
+        (rc = catp_name_take(r->index, name, "index", err, errlen)) != 0)
+        return rc;
+    t = cat_table_by_name(next, table, strlen(table));
+    if (t == NULL) {
+        snprintf(err, errlen, "table '%s' does not exist", table);
+        return SX_ENOTABLE;
+    }
+    if (cat_index_by_name(t, name, strlen(name)) == NULL) {
+        snprintf(err, errlen, "index '%s' does not exist on table '%s'", name, table);
+        return SX_ENOINDEX;
+    }
+    rc = cat_drop_index(next, table, name);
+    if (rc != 0)
+        catp_explain(rc, "drop index", err, errlen);
+    return rc;
+}
+
+/* Decodes a CAT_UPDATE frame and applies it to next. */
+static int catp_mutate_update(sx_catalog *next, const uint8_t *req, size_t n,
+                              char *err, size_t errlen)
+{
+    msg_CAT_UPDATE_req r;
+    int rc = msg_decode_req(MSG_CAT_UPDATE, req, n, &r);
+
+    if (rc != 0) {
+        snprintf(err, errlen, "malformed CAT_UPDATE request");
+        return rc;
+    }
+    switch (r.op) {
+    case CATOP_CREATE_TABLE: rc = catp_create_table(next, &r, err, errlen); break;
+    case CATOP_CREATE_INDEX: rc = catp_create_index(next, &r, err, errlen); break;
+    case CATOP_DROP_INDEX: rc = catp_drop_index(next, &r, err, errlen); break;
+    default:
+        snprintf(err, errlen, "unknown catalog operation %llu", (unsigned long long)r.op);
+        rc = SX_EINVAL;
+    }
+    msg_free_req(MSG_CAT_UPDATE, &r);
+    return rc;
+}
+
+/* Decodes a CAT_BACKFILLED frame and applies it to next. A repeated report
+ * (partition already done, or index already ready) changes nothing. */
+static int catp_mutate_backfilled(const catp *c, sx_catalog *next, const uint8_t *req,
+                                  size_t n, char *err, size_t errlen)
+{
+    msg_CAT_BACKFILLED_req r;
+    cat_table *t = NULL;
+    cat_index *ix;
+    uint32_t i;
+    bool known = false;
+    int rc = msg_decode_req(MSG_CAT_BACKFILLED, req, n, &r);
+
+    if (rc != 0) {
+        snprintf(err, errlen, "malformed CAT_BACKFILLED request");
+        return rc;
+    }
+    for (i = 0; i < c->nparts; i++)
+        known = known || c->parts[i] == r.part;
+    ix = r.index_id <= UINT32_MAX ? cat_index_by_id(next, (uint32_t)r.index_id, &t)
+                                  : NULL;
+    if (!known) {
+        snprintf(err, errlen, "partition %llu is not a storage partition",
+                 (unsigned long long)r.part);
+        rc = SX_EINVAL;
+    } else if (ix == NULL) {
+        snprintf(err, errlen, "index id %llu does not exist (dropped?)",
+                 (unsigned long long)r.index_id);
+        rc = SX_ENOINDEX;
+    } else if (ix->state != CAT_READY) {
+        for (i = 0; i < ix->ndone && ix->done_parts[i] != r.part; i++)
+            ;
+        if (i == ix->ndone) {
+            rc = cat_mark_backfilled(next, (uint32_t)r.index_id, r.part, c->parts,
+                                     c->nparts);
+            if (rc != 0)
+                catp_explain(rc, "mark backfilled", err, errlen);
+        }
+    }
+    msg_free_req(MSG_CAT_BACKFILLED, &r);
+    return rc;
+}
+
+/* Encodes cat and writes it durably. On success *enc (of *enc_n bytes) owns its encoding. */
+static int catp_store(catp *c, const sx_catalog *cat, uint8_t **enc, size_t *enc_n)
+{
+    mp_buf b;
+    leveldb_writebatch_t *wb;
+    int rc;
+
+    mp_buf_init(&b);
+    rc = cat_encode(cat, &b);
+    if (rc == 0)
+        rc = mp_buf_take(&b, enc, enc_n);
+    mp_buf_free(&b);
+    if (rc != 0)
+        return rc;
+    wb = leveldb_writebatch_create();
+    if (wb == NULL) {
+        free(*enc);
+        return SX_ENOMEM;
+    }
+    leveldb_writebatch_put(wb, CATP_KEY, strlen(CATP_KEY), (const char *)*enc, *enc_n);
+    rc = ldb_write_sync(c->db, wb);
+    leveldb_writebatch_destroy(wb);
+    if (rc != 0)
+        free(*enc);
+    return rc;
+}
+
+/* The one mutation path: decode frame (CAT_UPDATE or CAT_BACKFILLED) →
+ * mutate a clone → encode → synced write → swap in. Sets *version to the
+ * catalog version after the call (unchanged on error or a no-op). Returns
+ * 0 or an sx_err with a reason in err. Takes c->mu. */
+static int catp_apply(catp *c, msg_type t, const uint8_t *req, size_t n,
+                      uint64_t *version, char *err, size_t errlen)
+{
+    sx_catalog *next;
+    uint8_t *enc = NULL;
+    size_t enc_n = 0;
+    int rc;
+
+    err[0] = '\0';
+    pthread_mutex_lock(&c->mu);
+    next = cat_clone(c->cat);
+    if (next == NULL) {
+        rc = SX_ENOMEM;
+        snprintf(err, errlen, "catalog partition out of memory");
+        goto out;
+    }
+    if (t == MSG_CAT_UPDATE)
+        rc = catp_mutate_update(next, req, n, err, errlen);
+    else
+        rc = catp_mutate_backfilled(c, next, req, n, err, errlen);
+    if (rc != 0 || next->version == c->cat->version)
+        goto out;
+    rc = catp_store(c, next, &enc, &enc_n);
+    if (rc != 0) {
+        snprintf(err, errlen, "catalog write failed: %s", sx_strerror(rc));
+        goto out;
+    }
+    cat_free(c->cat);
+    free(c->enc);
+    c->cat = next;
+    c->enc = enc;
+    c->enc_n = enc_n;
+    next = NULL;
+    LOG_INFO("catalog now at version %llu (%s)",
+             (unsigned long long)c->cat->version, msg_name(t));
+out:
+    *version = c->cat->version;
+    pthread_mutex_unlock(&c->mu);
+    cat_free(next);
+    return rc;
+}
+
+/* Loads the stored catalog, or starts an empty one. */
+static int catp_load(catp *c)
+{
+    uint8_t *v = NULL;
+    size_t vn = 0;
+    mp_buf b;
+    int rc = ldb_get(c->db, CATP_KEY, strlen(CATP_KEY), &v, &vn);
+
+    if (rc == 0) {
+        rc = cat_decode(v, vn, &c->cat);
+        if (rc == 0) {
+            c->enc = v;
+            c->enc_n = vn;
+            return 0;
+        }
+        free(v);
+        LOG_ERROR("catalog partition: stored catalog does not decode (%s)",
+                  sx_strerror(rc));
+        return rc == SX_ENOMEM ? SX_ENOMEM : SX_EIO;
+    }
+    if (rc != SX_ENOTFOUND)
+        return rc;
+    c->cat = cat_new();
+    if (c->cat == NULL)
+        return SX_ENOMEM;
+    mp_buf_init(&b);
+    rc = cat_encode(c->cat, &b);
+    if (rc == 0)
+        rc = mp_buf_take(&b, &c->enc, &c->enc_n);
+    mp_buf_free(&b);
+    return rc;
+}
+
+int catp_open(const char *dir, const sx_config *cfg, catp **out)
+{
+    catp *c = calloc(1, sizeof(*c));
+    int i, rc;
+
+    if (c == NULL)
+        return SX_ENOMEM;
+    if (pthread_mutex_init(&c->mu, NULL) != 0) {
+        free(c);
+        return SX_ENOMEM;
+    }
+    c->parts = calloc(cfg->nstorage > 0 ? (size_t)cfg->nstorage : 1, sizeof(uint64_t));
+    if (c->parts == NULL) {
+        rc = SX_ENOMEM;
+        goto fail;
+    }
+    for (i = 0; i < cfg->nstorage; i++)
+        c->parts[i] = cfg->storage[i].id;
+    c->nparts = (uint32_t)cfg->nstorage;
+    if ((rc = ldb_open(dir, &c->db)) != 0 || (rc = catp_load(c)) != 0)
+        goto fail;
+    LOG_INFO("catalog partition open at %s: version %llu, %u tables", dir,
+             (unsigned long long)c->cat->version, c->cat->ntables);
+    *out = c;
+    return 0;
+fail:
+    catp_close(c);
+    return rc;
+}
+
+void catp_close(catp *c)
+{
+    if (c == NULL)
+        return;
+    ldb_close(c->db);
+    cat_free(c->cat);
+    free(c->enc);
+    free(c->parts);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+sx_catalog *catp_snapshot(catp *c)
+{
+    sx_catalog *copy;
+
+    pthread_mutex_lock(&c->mu);
+    copy = cat_clone(c->cat);
+    pthread_mutex_unlock(&c->mu);
+    return copy;
+}
+
+/* CATALOG: the current version and catalog map. */
+static void catp_serve_catalog(catp *c, const uint8_t *req, size_t n, mp_buf *out)
+{
+    msg_CATALOG_req r;
+    msg_CATALOG_rep rep;
+    int rc = msg_decode_req(MSG_CATALOG, req, n, &r);
+
+    if (rc != 0) {
+        msg_encode_err(MSG_CATALOG, rc, "malformed CATALOG request", out);
+        return;
+    }
+    msg_free_req(MSG_CATALOG, &r);
+    memset(&rep, 0, sizeof(rep));
+    pthread_mutex_lock(&c->mu);
+    rep.version = c->cat->version;
+    rep.catalog.p = c->enc;
+    rep.catalog.n = c->enc_n;
+    rc = msg_encode_rep(MSG_CATALOG, &rep, out);
+    pthread_mutex_unlock(&c->mu);
+    if (rc != 0) {
+        mp_buf_free(out);
+        mp_buf_init(out);
+        msg_encode_err(MSG_CATALOG, rc, "catalog reply failed", out);
+    }
+}
+
+void catp_handle(catp *c, msg_type t, const uint8_t *req, size_t n, mp_buf *out)
+{
+    char err[CATP_ERRLEN];
+    uint64_t version = 0;
+    int rc;
+
+    if (t == MSG_CATALOG) {
+        catp_serve_catalog(c, req, n, out);
+        return;
+    }
+    if (t != MSG_CAT_UPDATE && t != MSG_CAT_BACKFILLED) {
+        msg_encode_err(t, SX_EINVAL, "message not served by the catalog partition", out);
+        return;
+    }
+    rc = catp_apply(c, t, req, n, &version, err, sizeof(err));
+    if (rc != 0) {
+        if (rc != SX_EEXIST)
+            LOG_INFO("catalog %s refused: %s", msg_name(t), err);
+        msg_encode_err(t, rc, err, out);
+        return;
+    }
+    if (t == MSG_CAT_UPDATE) {
+        msg_CAT_UPDATE_rep rep = { .version = version };
+        rc = msg_encode_rep(t, &rep, out);
+    } else {
+        msg_CAT_BACKFILLED_rep rep = { .version = version };
+        rc = msg_encode_rep(t, &rep, out);
+    }
+    if (rc != 0) {
+        mp_buf_free(out);
+        mp_buf_init(out);
+        msg_encode_err(t, rc, "catalog reply failed", out);
+    }
+}
