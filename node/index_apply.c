@@ -1,0 +1,373 @@
+/*
+ * index_apply.c — I_APPLY on one index partition: request validation, group
+ * commit (concurrent batches from many sources share one synced leveldb
+ * WriteBatch), and the apply rules of index_rules.h against stored entries.
+ *
+ * Group commit: each caller queues an op and waits; a caller that finds no
+ * leader becomes it, takes the queued ops (bounded), applies them in queue
+ * order under apply_mu with an in-memory overlay so later records in the
+ * group see earlier ones, writes one synced batch (entries, tombstone
+ * records, watermarks, counters), publishes the new state and wakes everyone
+ * in the group.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "index_part.h"
+#include "index_rules.h"
+#include "hash.h"
+#include "item.h"
+#include "log.h"
+#include "sx_errors.h"
+
+_Static_assert(OUT_PUT == 0 && OUT_DEL == 1, "index_rules.c mirrors OUT_PUT/OUT_DEL");
+
+#define GROUP_MAX_OPS 64
+#define GROUP_MAX_RECORDS 8192
+
+typedef struct ix_apply_op {
+    const msg_I_APPLY_req *m;
+    int src;                    /* position in p->src */
+    int err;
+    uint64_t wm;
+    bool done;
+    struct ix_apply_op *next;
+} ix_apply_op;
+
+/* ---- validation ---- */
+
+static int fail(char *err, size_t errlen, int code, const char *what)
+{
+    snprintf(err, errlen, "%s", what);
+    return code;
+}
+
+static int validate(ix_part *p, const msg_I_APPLY_req *m, int *src,
+                    char *err, size_t errlen)
+{
+    const cfg_part *cp = p->cp;
+    uint32_t n = m->seqs.n, i;
+
+    *src = ix_part_src_index(p, m->source);
+    if (*src < 0 || *src >= p->ncfg)
+        return fail(err, errlen, SX_EINVAL, "unknown source partition");
+    if (m->kinds.n != n || m->versions.n != n || m->keys.n != n ||
+        m->hashes.n != n || m->projs.n != n)
+        return fail(err, errlen, SX_EINVAL, "record lists differ in length");
+    if (!ix_seqs_ok(m->seqs.v, n, m->upto))
+        return fail(err, errlen, SX_EINVAL,
+                    "seqs not strictly increasing or above upto");
+    for (i = 0; i < n; i++) {
+        sx_buf k = m->keys.v[i], pj = m->projs.v[i];
+        mp_cur c = mp_cur_make(pj.p, pj.n);
+        mp_val v;
+
+        if (m->kinds.v[i] != OUT_PUT && m->kinds.v[i] != OUT_DEL)
+            return fail(err, errlen, SX_EINVAL, "unknown record kind");
+        if (k.n < 5 || k.n > IX_MAX_LOCAL)
+            return fail(err, errlen, k.n > IX_MAX_LOCAL ? SX_ETOOBIG : SX_EINVAL,
+                        "index key empty or too long");
+        if (!ix_tuple_in_range(k.p + 4, k.n - 4, cp->lo, cp->lo_n, cp->hi, cp->hi_n))
+            return fail(err, errlen, SX_EWRONGPART, "index key outside this partition");
+        if (pj.n > SX_MAX_ITEM)
+            return fail(err, errlen, SX_ETOOBIG, "projection too large");
+        if (mp_read(&c, &v) != 0 || (v.kind != MP_NIL && v.kind != MP_MAP))
+            return fail(err, errlen, SX_EPROTO, "projection is neither nil nor a map");
+    }
+    return 0;
+}
+
+/* ---- the overlay: entries written earlier in the current group ---- */
+
+typedef struct ov_slot {
+    const uint8_t *k;           /* borrowed from a request frame; NULL = empty */
+    size_t kn;
+    bool live;
+    uint64_t version;
+} ov_slot;
+
+typedef struct overlay {
+    ov_slot *s;
+    size_t cap;                 /* power of two */
+} overlay;
+
+static uint64_t fnv(const uint8_t *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+
+    while (n--) {
+        h ^= *p++;
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+static int ov_init(overlay *o, size_t records)
+{
+    o->cap = 16;
+    while (o->cap < records * 2)
+        o->cap <<= 1;
+    o->s = calloc(o->cap, sizeof(*o->s));
+    return o->s ? 0 : SX_ENOMEM;
+}
+
+/* The slot for key k (empty when absent); the table never fills. */
+static ov_slot *ov_find(overlay *o, const uint8_t *k, size_t kn)
+{
+    size_t i = (size_t)fnv(k, kn) & (o->cap - 1);
+
+    while (o->s[i].k != NULL &&
+           !(o->s[i].kn == kn && memcmp(o->s[i].k, k, kn) == 0))
+        i = (i + 1) & (o->cap - 1);
+    return &o->s[i];
+}
+
+/* ---- applying a group ---- */
+
+typedef struct group_ctx {
+    ix_part *p;
+    leveldb_writebatch_t *b;
+    overlay ov;
+    mp_buf vb;
+    uint64_t entries, tombstones;
+    uint8_t key[IX_MAX_DBKEY];
+} group_ctx;
+
+/* Looks up the stored state of local key k: overlay first, then leveldb. */
+static int stored_state(group_ctx *g, ov_slot *slot, const uint8_t *k, size_t kn,
+                        bool *have, bool *live, uint64_t *version)
+{
+    uint8_t *v = NULL;
+    size_t vn = 0, ekn;
+    ix_entry e;
+    int rc;
+
+    if (slot->k != NULL) {
+        *have = true;
+        *live = slot->live;
+        *version = slot->version;
+        return 0;
+    }
+    ekn = ix_ekey(g->key, k, kn);
+    rc = ldb_get(g->p->db, g->key, ekn, &v, &vn);
+    if (rc == SX_ENOTFOUND) {
+        *have = false;
+        return 0;
+    }
+    if (rc != 0)
+        return rc;
+    rc = ix_entry_decode(v, vn, &e);
+    free(v);
+    if (rc != 0) {
+        LOG_ERROR("index p%llu: corrupt stored entry", (unsigned long long)g->p->id);
+        return rc;
+    }
+    *have = true;
+    *live = e.live;
+    *version = e.version;
+    return 0;
+}
+
+/* Applies record i of m (already past the redelivery check). */
+static int apply_record(group_ctx *g, const msg_I_APPLY_req *m, uint32_t i)
+{
+    sx_buf k = m->keys.v[i];
+    ov_slot *slot = ov_find(&g->ov, k.p, k.n);
+    bool have = false, live = false, nlive;
+    uint64_t ver = 0, nver = m->versions.v[i];
+    ix_action act;
+    size_t kn;
+    int rc;
+
+    rc = stored_state(g, slot, k.p, k.n, &have, &live, &ver);
+    if (rc != 0)
+        return rc;
+    act = ix_decide(have, ver, (int)m->kinds.v[i], nver);
+    if (act == IX_SKIP)
+        return 0;
+    nlive = act == IX_WRITE_LIVE;
+    if (have && live) {
+        g->entries--;
+    } else if (have) {
+        g->tombstones--;
+        kn = ix_tkey(g->key, ver, k.p, k.n);
+        leveldb_writebatch_delete(g->b, (const char *)g->key, kn);
+    }
+    if (nlive) {
+        g->entries++;
+    } else {
+        g->tombstones++;
+        kn = ix_tkey(g->key, nver, k.p, k.n);
+        leveldb_writebatch_put(g->b, (const char *)g->key, kn, "", 0);
+    }
+    msgpack_sbuffer_clear(&g->vb.sb);
+    ix_entry_encode(&g->vb, nlive, nver, m->hashes.v[i],
+                    nlive ? m->projs.v[i] : (sx_buf){ NULL, 0 });
+    if (g->vb.oom)
+        return SX_ENOMEM;
+    kn = ix_ekey(g->key, k.p, k.n);
+    leveldb_writebatch_put(g->b, (const char *)g->key, kn, g->vb.sb.data, g->vb.sb.size);
+    slot->k = k.p;
+    slot->kn = k.n;
+    slot->live = nlive;
+    slot->version = nver;
+    return 0;
+}
+
+static int apply_op(group_ctx *g, ix_apply_op *op)
+{
+    ix_part *p = g->p;
+    const msg_I_APPLY_req *m = op->m;
+    int s = op->src, rc;
+    uint32_t i;
+
+    for (i = 0; i < m->seqs.n; i++) {
+        if (ix_redelivered(m->seqs.v[i], p->work_wm[s]))
+            continue;
+        rc = apply_record(g, m, i);
+        if (rc != 0)
+            return rc;
+    }
+    p->work_wm[s] = ix_advance(p->work_wm[s], m->upto);
+    p->work_hw[s] = ix_advance(p->work_hw[s], m->hw);
+    p->work_dirty[s] = true;
+    op->wm = p->work_wm[s];
+    return 0;
+}
+
+static int put_watermarks(group_ctx *g)
+{
+    ix_part *p = g->p;
+    uint8_t k[9];
+    int s;
+
+    for (s = 0; s < p->nsrc; s++) {
+        if (!p->work_dirty[s])
+            continue;
+        msgpack_sbuffer_clear(&g->vb.sb);
+        mp_put_array(&g->vb, 2);
+        mp_put_u64(&g->vb, p->work_wm[s]);
+        mp_put_u64(&g->vb, p->work_hw[s]);
+        if (g->vb.oom)
+            return SX_ENOMEM;
+        k[0] = IX_PFX_WM;
+        sx_put_be64(k + 1, p->src[s]);
+        leveldb_writebatch_put(g->b, (const char *)k, 9, g->vb.sb.data, g->vb.sb.size);
+    }
+    return 0;
+}
+
+/* Applies the ops of group (n records in all) in one synced batch and
+ * publishes the state. Sets every op's err. Takes apply_mu. */
+static void run_group(ix_part *p, ix_apply_op *group, size_t nrec)
+{
+    group_ctx g;
+    ix_apply_op *op;
+    int rc;
+
+    memset(&g, 0, sizeof(g));
+    g.p = p;
+    mp_buf_init(&g.vb);
+    pthread_mutex_lock(&p->apply_mu);
+    pthread_mutex_lock(&p->state_mu);
+    memcpy(p->work_wm, p->wm, sizeof(uint64_t) * (size_t)p->nsrc);
+    memcpy(p->work_hw, p->hw, sizeof(uint64_t) * (size_t)p->nsrc);
+    g.entries = p->entries;
+    g.tombstones = p->tombstones;
+    pthread_mutex_unlock(&p->state_mu);
+    memset(p->work_dirty, 0, sizeof(bool) * (size_t)p->nsrc);
+
+    g.b = leveldb_writebatch_create();
+    rc = g.b ? ov_init(&g.ov, nrec) : SX_ENOMEM;
+    for (op = group; rc == 0 && op != NULL; op = op->next)
+        rc = apply_op(&g, op);
+    if (rc == 0)
+        rc = put_watermarks(&g);
+    if (rc == 0)
+        rc = ix_put_counts(g.b, g.entries, g.tombstones);
+    if (rc == 0)
+        rc = ldb_write_sync(p->db, g.b);
+    if (rc == 0) {
+        pthread_mutex_lock(&p->state_mu);
+        memcpy(p->wm, p->work_wm, sizeof(uint64_t) * (size_t)p->nsrc);
+        memcpy(p->hw, p->work_hw, sizeof(uint64_t) * (size_t)p->nsrc);
+        p->entries = g.entries;
+        p->tombstones = g.tombstones;
+        pthread_mutex_unlock(&p->state_mu);
+    } else {
+        LOG_ERROR("index p%llu: apply group failed: %s", (unsigned long long)p->id,
+                  sx_strerror(rc));
+    }
+    pthread_mutex_unlock(&p->apply_mu);
+    for (op = group; op != NULL; op = op->next)
+        op->err = rc;
+    if (g.b)
+        leveldb_writebatch_destroy(g.b);
+    free(g.ov.s);
+    mp_buf_free(&g.vb);
+}
+
+/* Takes a bounded prefix of the queue (at least one op). Needs q_mu. */
+static ix_apply_op *take_group(ix_part *p, size_t *nrec)
+{
+    ix_apply_op *head = p->q_head, *last = head;
+    size_t ops = 1;
+
+    *nrec = head->m->seqs.n;
+    while (last->next != NULL && ops < GROUP_MAX_OPS &&
+           *nrec + last->next->m->seqs.n <= GROUP_MAX_RECORDS) {
+        last = last->next;
+        *nrec += last->m->seqs.n;
+        ops++;
+    }
+    p->q_head = last->next;
+    if (p->q_head == NULL)
+        p->q_tail = NULL;
+    last->next = NULL;
+    return head;
+}
+
+int ix_part_apply(ix_part *p, const msg_I_APPLY_req *m, uint64_t *wm,
+                  char *err, size_t errlen)
+{
+    ix_apply_op op;
+    int rc;
+
+    memset(&op, 0, sizeof(op));
+    rc = validate(p, m, &op.src, err, errlen);
+    if (rc != 0)
+        return rc;
+    op.m = m;
+    pthread_mutex_lock(&p->q_mu);
+    if (p->q_tail)
+        p->q_tail->next = &op;
+    else
+        p->q_head = &op;
+    p->q_tail = &op;
+    while (!op.done) {
+        if (p->leader) {
+            pthread_cond_wait(&p->q_cv, &p->q_mu);
+        } else {
+            size_t nrec;
+            ix_apply_op *g = take_group(p, &nrec), *o, *nx;
+
+            p->leader = true;
+            pthread_mutex_unlock(&p->q_mu);
+            run_group(p, g, nrec);
+            pthread_mutex_lock(&p->q_mu);
+            for (o = g; o != NULL; o = nx) {
+                nx = o->next;
+                o->done = true;
+            }
+            p->leader = false;
+            pthread_cond_broadcast(&p->q_cv);
+        }
+    }
+    pthread_mutex_unlock(&p->q_mu);
+    if (op.err != 0) {
+        snprintf(err, errlen, "apply failed: %s", sx_strerror(op.err));
+        return op.err;
+    }
+    *wm = op.wm;
+    return 0;
+}

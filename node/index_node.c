@@ -1,0 +1,341 @@
+/*
+ * index_node.c — the index role of shardex-node: opens this node's index
+ * partitions, serves I_APPLY, I_RANGE, I_WATERMARKS, NODE_STATUS and PING
+ * on the node's URL, and runs the tombstone collector until stopped.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "node.h"
+#include "index_part.h"
+#include "log.h"
+#include "net.h"
+#include "sx_errors.h"
+
+#define GC_INTERVAL_MS 1000
+#define GC_MAX_BATCHES 16
+
+typedef struct ix_node {
+    const sx_config *cfg;
+    const cfg_node *self;
+    int nparts;
+    ix_part **parts;            /* immutable after start-up */
+
+    pthread_mutex_t gc_mu;      /* guards gc_stop */
+    pthread_cond_t gc_cv;
+    bool gc_stop;
+    pthread_t gc_thread;
+} ix_node;
+
+static ix_part *find_part(ix_node *nd, uint64_t id)
+{
+    int i;
+
+    for (i = 0; i < nd->nparts; i++)
+        if (nd->parts[i]->id == id)
+            return nd->parts[i];
+    return NULL;
+}
+
+/* ---- handlers: each appends one reply frame to out ---- */
+
+static void do_ping(ix_node *nd, mp_buf *out)
+{
+    msg_PING_rep rep;
+
+    memset(&rep, 0, sizeof(rep));
+    rep.role = (sx_buf){ (const uint8_t *)"index", 5 };
+    rep.name = (sx_buf){ (const uint8_t *)nd->self->name, strlen(nd->self->name) };
+    msg_encode_rep(MSG_PING, &rep, out);
+}
+
+static void do_apply(ix_node *nd, const msg_I_APPLY_req *m, mp_buf *out)
+{
+    ix_part *p = find_part(nd, m->part);
+    msg_I_APPLY_rep rep;
+    char err[160];
+    int rc;
+
+    if (p == NULL) {
+        msg_encode_err(MSG_I_APPLY, SX_EWRONGPART, "index partition not on this node", out);
+        return;
+    }
+    memset(&rep, 0, sizeof(rep));
+    rc = ix_part_apply(p, m, &rep.watermark, err, sizeof(err));
+    if (rc != 0) {
+        LOG_WARN("I_APPLY p%llu from %llu: %s", (unsigned long long)m->part,
+                 (unsigned long long)m->source, err);
+        msg_encode_err(MSG_I_APPLY, rc, err, out);
+        return;
+    }
+    msg_encode_rep(MSG_I_APPLY, &rep, out);
+}
+
+static void do_range(ix_node *nd, const msg_I_RANGE_req *m, mp_buf *out)
+{
+    ix_part *p = find_part(nd, m->part);
+
+    if (p == NULL) {
+        msg_encode_err(MSG_I_RANGE, SX_EWRONGPART, "index partition not on this node", out);
+        return;
+    }
+    ix_part_range(p, m, out);
+}
+
+static void do_watermarks(ix_node *nd, const msg_I_WATERMARKS_req *m, mp_buf *out)
+{
+    ix_part *p = find_part(nd, m->part);
+    msg_I_WATERMARKS_rep rep;
+    uint64_t *wm;
+
+    if (p == NULL) {
+        msg_encode_err(MSG_I_WATERMARKS, SX_EWRONGPART, "index partition not on this node", out);
+        return;
+    }
+    wm = calloc((size_t)p->nsrc + 1, sizeof(*wm));
+    if (wm == NULL) {
+        msg_encode_err(MSG_I_WATERMARKS, SX_ENOMEM, "out of memory", out);
+        return;
+    }
+    ix_part_state(p, NULL, NULL, wm, NULL);
+    memset(&rep, 0, sizeof(rep));
+    rep.sources = (sx_u64s){ (uint32_t)p->ncfg, p->src };   /* config sources first */
+    rep.wms = (sx_u64s){ (uint32_t)p->ncfg, wm };
+    msg_encode_rep(MSG_I_WATERMARKS, &rep, out);
+    free(wm);
+}
+
+/* Appends one partition's status map. */
+static int status_part(ix_part *p, mp_buf *b)
+{
+    uint64_t entries, tombs, *wm = calloc((size_t)p->nsrc + 1, sizeof(*wm));
+    int s;
+
+    if (wm == NULL)
+        return SX_ENOMEM;
+    ix_part_state(p, &entries, &tombs, wm, NULL);
+    mp_put_map(b, 4);
+    mp_put_cstr(b, "id");
+    mp_put_u64(b, p->id);
+    mp_put_cstr(b, "entries");
+    mp_put_u64(b, entries);
+    mp_put_cstr(b, "tombstones");
+    mp_put_u64(b, tombs);
+    mp_put_cstr(b, "watermarks");
+    mp_put_array(b, (uint32_t)p->nsrc);
+    for (s = 0; s < p->nsrc; s++) {
+        mp_put_array(b, 2);
+        mp_put_u64(b, p->src[s]);
+        mp_put_u64(b, wm[s]);
+    }
+    free(wm);
+    return 0;
+}
+
+static void do_status(ix_node *nd, mp_buf *out)
+{
+    msg_NODE_STATUS_rep rep;
+    mp_buf b;
+    int i, rc = 0;
+
+    mp_buf_init(&b);
+    mp_put_map(&b, 4);
+    mp_put_cstr(&b, "name");
+    mp_put_cstr(&b, nd->self->name);
+    mp_put_cstr(&b, "role");
+    mp_put_cstr(&b, "index");
+    mp_put_cstr(&b, "url");
+    mp_put_cstr(&b, nd->self->url);
+    mp_put_cstr(&b, "partitions");
+    mp_put_array(&b, (uint32_t)nd->nparts);
+    for (i = 0; i < nd->nparts && rc == 0; i++)
+        rc = status_part(nd->parts[i], &b);
+    if (rc != 0 || b.oom) {
+        msg_encode_err(MSG_NODE_STATUS, SX_ENOMEM, "out of memory", out);
+    } else {
+        memset(&rep, 0, sizeof(rep));
+        rep.status = (sx_buf){ (const uint8_t *)b.sb.data, b.sb.size };
+        msg_encode_rep(MSG_NODE_STATUS, &rep, out);
+    }
+    mp_buf_free(&b);
+}
+
+/* Decodes a request of type t into a struct sized for any message, runs
+ * the handler, frees the decode. */
+#define IX_DISPATCH(T, FN)                                                    \
+    do {                                                                      \
+        msg_##T##_req m_;                                                     \
+        int rc_ = msg_decode_req(MSG_##T, req, n, &m_);                       \
+        if (rc_ != 0) {                                                       \
+            msg_encode_err(MSG_##T, rc_, "malformed " #T " request", out);    \
+        } else {                                                              \
+            FN(nd, &m_, out);                                                 \
+        }                                                                     \
+        msg_free_req(MSG_##T, &m_);                                           \
+    } while (0)
+
+static void ix_handle(void *arg, const uint8_t *req, size_t n, mp_buf *out)
+{
+    ix_node *nd = arg;
+    msg_type t;
+    int is_reply = 0, rc;
+
+    rc = msg_peek(req, n, &t, &is_reply);
+    if (rc != 0 || is_reply) {
+        msg_encode_err(rc == 0 ? t : MSG_PING, rc ? rc : SX_EPROTO,
+                       "not a request frame", out);
+        return;
+    }
+    switch (t) {
+    case MSG_PING:
+        do_ping(nd, out);
+        break;
+    case MSG_NODE_STATUS:
+        do_status(nd, out);
+        break;
+    case MSG_I_APPLY:
+        IX_DISPATCH(I_APPLY, do_apply);
+        break;
+    case MSG_I_RANGE:
+        IX_DISPATCH(I_RANGE, do_range);
+        break;
+    case MSG_I_WATERMARKS:
+        IX_DISPATCH(I_WATERMARKS, do_watermarks);
+        break;
+    default:
+        msg_encode_err(t, SX_EINVAL, "message not served by an index node", out);
+        break;
+    }
+}
+
+/* ---- tombstone collector ---- */
+
+static void *gc_main(void *arg)
+{
+    ix_node *nd = arg;
+    struct timespec ts;
+    int i;
+
+    pthread_mutex_lock(&nd->gc_mu);
+    while (!nd->gc_stop) {
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += GC_INTERVAL_MS / 1000;
+        ts.tv_nsec += (long)(GC_INTERVAL_MS % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&nd->gc_cv, &nd->gc_mu, &ts);
+        if (nd->gc_stop)
+            break;
+        pthread_mutex_unlock(&nd->gc_mu);
+        for (i = 0; i < nd->nparts; i++) {
+            int rc = ix_part_gc(nd->parts[i], GC_MAX_BATCHES, NULL);
+
+            if (rc != 0)
+                LOG_WARN("index p%llu: tombstone collection: %s",
+                         (unsigned long long)nd->parts[i]->id, sx_strerror(rc));
+        }
+        pthread_mutex_lock(&nd->gc_mu);
+    }
+    pthread_mutex_unlock(&nd->gc_mu);
+    return NULL;
+}
+
+/* ---- start-up and shutdown ---- */
+
+static int open_parts(ix_node *nd, const node_opts *o)
+{
+    const sx_config *cfg = o->cfg;
+    int i, rc;
+
+    nd->parts = calloc((size_t)cfg->nindex + 1, sizeof(*nd->parts));
+    if (nd->parts == NULL)
+        return SX_ENOMEM;
+    for (i = 0; i < cfg->nindex; i++) {
+        if (cfg->index[i].node != o->self)
+            continue;
+        rc = ix_part_open(cfg, &cfg->index[i], o->data_dir, &nd->parts[nd->nparts]);
+        if (rc != 0)
+            return rc;
+        nd->nparts++;
+    }
+    if (nd->nparts == 0)
+        LOG_WARN("index node %s: no index partitions in the config", nd->self->name);
+    return 0;
+}
+
+static void close_parts(ix_node *nd)
+{
+    int i;
+
+    for (i = 0; i < nd->nparts; i++)
+        ix_part_close(nd->parts[i]);
+    free(nd->parts);
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+    nanosleep(&ts, NULL);
+}
+
+int ix_node_run(const node_opts *o)
+{
+    ix_node nd;
+    nng_socket sock;
+    net_server *srv = NULL;
+    bool gc_started = false;
+    int rc;
+
+    memset(&nd, 0, sizeof(nd));
+    nd.cfg = o->cfg;
+    nd.self = &o->cfg->nodes[o->self];
+    pthread_mutex_init(&nd.gc_mu, NULL);
+    pthread_cond_init(&nd.gc_cv, NULL);
+    if (nd.self->role != SX_ROLE_INDEX) {
+        LOG_ERROR("node %s is not an index node in the config", nd.self->name);
+        rc = SX_ECONFIG;
+        goto out;
+    }
+    rc = open_parts(&nd, o);
+    if (rc != 0)
+        goto out;
+    rc = net_listen(nd.self->url, &sock);
+    if (rc != 0) {
+        LOG_ERROR("index node %s: cannot listen on %s", nd.self->name, nd.self->url);
+        goto out;
+    }
+    rc = net_server_start(sock, o->workers > 0 ? o->workers : 16, ix_handle, &nd, &srv);
+    if (rc != 0) {
+        nng_close(sock);
+        goto out;
+    }
+    if (pthread_create(&nd.gc_thread, NULL, gc_main, &nd) != 0) {
+        rc = SX_ENOMEM;
+        goto out;
+    }
+    gc_started = true;
+    LOG_INFO("index node %s serving %d partitions on %s", nd.self->name,
+             nd.nparts, nd.self->url);
+    printf("ready\n");
+    fflush(stdout);
+    while (!node_should_stop())
+        sleep_ms(50);
+    LOG_INFO("index node %s stopping", nd.self->name);
+out:
+    net_server_stop(srv);
+    if (gc_started) {
+        pthread_mutex_lock(&nd.gc_mu);
+        nd.gc_stop = true;
+        pthread_cond_signal(&nd.gc_cv);
+        pthread_mutex_unlock(&nd.gc_mu);
+        pthread_join(nd.gc_thread, NULL);
+    }
+    close_parts(&nd);
+    pthread_mutex_destroy(&nd.gc_mu);
+    pthread_cond_destroy(&nd.gc_cv);
+    return rc;
+}

@@ -1,0 +1,291 @@
+/*
+ * index_part.c — opening, loading and closing one index partition; the
+ * stored entry format; published state. Applying lives in index_apply.c,
+ * reading in index_read.c, tombstone collection in index_gc.c.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "index_part.h"
+#include "hash.h"
+#include "log.h"
+#include "sx_errors.h"
+
+size_t ix_ekey(uint8_t *k, const uint8_t *local, size_t ln)
+{
+    k[0] = IX_PFX_ENTRY;
+    memcpy(k + 1, local, ln);
+    return 1 + ln;
+}
+
+size_t ix_tkey(uint8_t *k, uint64_t version, const uint8_t *local, size_t ln)
+{
+    k[0] = IX_PFX_TOMB;
+    sx_put_be64(k + 1, version);
+    memcpy(k + 9, local, ln);
+    return 9 + ln;
+}
+
+void ix_entry_encode(mp_buf *out, bool live, uint64_t version, uint64_t h,
+                     sx_buf proj)
+{
+    mp_put_array(out, 4);
+    mp_put_bool(out, live);
+    mp_put_u64(out, version);
+    mp_put_u64(out, h);
+    if (proj.n == 0)
+        mp_put_nil(out);
+    else
+        mp_put_raw(out, proj.p, proj.n);
+}
+
+int ix_entry_decode(const uint8_t *v, size_t n, ix_entry *e)
+{
+    mp_cur c = mp_cur_make(v, n);
+    mp_val b;
+    uint32_t cnt;
+
+    if (mp_read_array(&c, &cnt) != 0 || cnt < 4)
+        return SX_EIO;
+    if (mp_read(&c, &b) != 0 || b.kind != MP_BOOL)
+        return SX_EIO;
+    e->live = b.b;
+    if (mp_read_u64(&c, &e->version) != 0 || mp_read_u64(&c, &e->h) != 0)
+        return SX_EIO;
+    if (mp_read_raw(&c, &e->proj) != 0)
+        return SX_EIO;
+    return 0;
+}
+
+int ix_put_counts(leveldb_writebatch_t *b, uint64_t entries, uint64_t tombstones)
+{
+    mp_buf vb;
+    uint8_t key = IX_PFX_COUNT;
+
+    mp_buf_init(&vb);
+    mp_put_array(&vb, 2);
+    mp_put_u64(&vb, entries);
+    mp_put_u64(&vb, tombstones);
+    if (vb.oom) {
+        mp_buf_free(&vb);
+        return SX_ENOMEM;
+    }
+    leveldb_writebatch_put(b, (const char *)&key, 1, vb.sb.data, vb.sb.size);
+    mp_buf_free(&vb);
+    return 0;
+}
+
+int ix_part_src_index(const ix_part *p, uint64_t source)
+{
+    int i;
+
+    for (i = 0; i < p->nsrc; i++)
+        if (p->src[i] == source)
+            return i;
+    return -1;
+}
+
+void ix_part_state(ix_part *p, uint64_t *entries, uint64_t *tombstones,
+                   uint64_t *wm, uint64_t *hw)
+{
+    pthread_mutex_lock(&p->state_mu);
+    if (entries)
+        *entries = p->entries;
+    if (tombstones)
+        *tombstones = p->tombstones;
+    if (wm)
+        memcpy(wm, p->wm, sizeof(*wm) * (size_t)p->nsrc);
+    if (hw)
+        memcpy(hw, p->hw, sizeof(*hw) * (size_t)p->nsrc);
+    pthread_mutex_unlock(&p->state_mu);
+}
+
+/* ---- loading ---- */
+
+typedef struct wm_rec {
+    uint64_t src, wm, hw;
+} wm_rec;
+
+typedef struct wm_load {
+    wm_rec *v;
+    int n, cap;
+} wm_load;
+
+static int load_wm_visit(void *arg, const uint8_t *k, size_t kn,
+                         const uint8_t *v, size_t vn)
+{
+    wm_load *l = arg;
+    mp_cur c = mp_cur_make(v, vn);
+    uint32_t cnt;
+    wm_rec r;
+
+    if (kn != 9 || mp_read_array(&c, &cnt) != 0 || cnt < 2 ||
+        mp_read_u64(&c, &r.wm) != 0 || mp_read_u64(&c, &r.hw) != 0) {
+        LOG_ERROR("index: corrupt watermark record (key %zu bytes)", kn);
+        return SX_EIO;
+    }
+    r.src = sx_get_be64(k + 1);
+    if (l->n == l->cap) {
+        int nc = l->cap ? l->cap * 2 : 16;
+        wm_rec *nv = realloc(l->v, sizeof(*nv) * (size_t)nc);
+
+        if (nv == NULL)
+            return SX_ENOMEM;
+        l->v = nv;
+        l->cap = nc;
+    }
+    l->v[l->n++] = r;
+    return 0;
+}
+
+typedef struct count_load {
+    uint64_t live, tomb;
+} count_load;
+
+static int count_visit(void *arg, const uint8_t *k, size_t kn,
+                       const uint8_t *v, size_t vn)
+{
+    count_load *cl = arg;
+    ix_entry e;
+
+    (void)k;
+    (void)kn;
+    if (ix_entry_decode(v, vn, &e) != 0) {
+        LOG_ERROR("index: corrupt entry value while counting");
+        return SX_EIO;
+    }
+    if (e.live)
+        cl->live++;
+    else
+        cl->tomb++;
+    return 0;
+}
+
+/* Reads the counters record, or counts entries by one scan. */
+static int load_counts(ix_part *p)
+{
+    uint8_t key = IX_PFX_COUNT, *v = NULL;
+    size_t vn = 0;
+    int rc = ldb_get(p->db, &key, 1, &v, &vn);
+
+    if (rc == 0) {
+        mp_cur c = mp_cur_make(v, vn);
+        uint32_t cnt;
+
+        if (mp_read_array(&c, &cnt) != 0 || cnt < 2 ||
+            mp_read_u64(&c, &p->entries) != 0 ||
+            mp_read_u64(&c, &p->tombstones) != 0)
+            rc = SX_EIO;
+        free(v);
+        return rc;
+    }
+    if (rc == SX_ENOTFOUND) {
+        count_load cl = { 0, 0 };
+        uint8_t lo = IX_PFX_ENTRY, hi = IX_PFX_ENTRY + 1;
+
+        rc = ldb_scan(p->db, NULL, &lo, 1, &hi, 1, false, count_visit, &cl);
+        p->entries = cl.live;
+        p->tombstones = cl.tomb;
+    }
+    return rc;
+}
+
+/* Builds the source list: config storage partitions, then disk-only ids. */
+static int load_sources(ix_part *p, const sx_config *cfg)
+{
+    wm_load l = { NULL, 0, 0 };
+    uint8_t lo = IX_PFX_WM, hi = IX_PFX_WM + 1;
+    int rc, i, cap;
+
+    rc = ldb_scan(p->db, NULL, &lo, 1, &hi, 1, false, load_wm_visit, &l);
+    if (rc != 0)
+        goto out;
+    cap = cfg->nstorage + l.n;
+    p->src = calloc((size_t)cap + 1, sizeof(uint64_t));
+    p->wm = calloc((size_t)cap + 1, sizeof(uint64_t));
+    p->hw = calloc((size_t)cap + 1, sizeof(uint64_t));
+    p->work_wm = calloc((size_t)cap + 1, sizeof(uint64_t));
+    p->work_hw = calloc((size_t)cap + 1, sizeof(uint64_t));
+    p->work_dirty = calloc((size_t)cap + 1, sizeof(bool));
+    if (!p->src || !p->wm || !p->hw || !p->work_wm || !p->work_hw || !p->work_dirty) {
+        rc = SX_ENOMEM;
+        goto out;
+    }
+    for (i = 0; i < cfg->nstorage; i++)
+        p->src[p->nsrc++] = cfg->storage[i].id;
+    p->ncfg = p->nsrc;
+    for (i = 0; i < l.n; i++) {
+        int j = ix_part_src_index(p, l.v[i].src);
+
+        if (j < 0) {
+            j = p->nsrc++;
+            p->src[j] = l.v[i].src;
+            LOG_WARN("index p%llu: watermark for source %llu not in the config",
+                     (unsigned long long)p->id, (unsigned long long)l.v[i].src);
+        }
+        p->wm[j] = l.v[i].wm;
+        p->hw[j] = l.v[i].hw;
+    }
+out:
+    free(l.v);
+    return rc;
+}
+
+int ix_part_open(const sx_config *cfg, const cfg_part *cp, const char *data_dir,
+                 ix_part **out)
+{
+    ix_part *p = calloc(1, sizeof(*p));
+    char path[4096];
+    int rc;
+
+    if (p == NULL)
+        return SX_ENOMEM;
+    p->id = cp->id;
+    p->cp = cp;
+    pthread_mutex_init(&p->state_mu, NULL);
+    pthread_mutex_init(&p->apply_mu, NULL);
+    pthread_mutex_init(&p->q_mu, NULL);
+    pthread_cond_init(&p->q_cv, NULL);
+    if (snprintf(path, sizeof(path), "%s/p%llu", data_dir,
+                 (unsigned long long)cp->id) >= (int)sizeof(path)) {
+        rc = SX_EINVAL;
+        goto fail;
+    }
+    rc = ldb_open(path, &p->db);
+    if (rc != 0)
+        goto fail;
+    rc = load_sources(p, cfg);
+    if (rc != 0)
+        goto fail;
+    rc = load_counts(p);
+    if (rc != 0)
+        goto fail;
+    LOG_INFO("index p%llu open at %s: %llu entries, %llu tombstones, %d sources",
+             (unsigned long long)p->id, path, (unsigned long long)p->entries,
+             (unsigned long long)p->tombstones, p->nsrc);
+    *out = p;
+    return 0;
+fail:
+    LOG_ERROR("index p%llu: cannot open at %s: %s", (unsigned long long)cp->id,
+              path, sx_strerror(rc));
+    ix_part_close(p);
+    return rc;
+}
+
+void ix_part_close(ix_part *p)
+{
+    if (p == NULL)
+        return;
+    ldb_close(p->db);
+    free(p->src);
+    free(p->wm);
+    free(p->hw);
+    free(p->work_wm);
+    free(p->work_hw);
+    free(p->work_dirty);
+    pthread_mutex_destroy(&p->state_mu);
+    pthread_mutex_destroy(&p->apply_mu);
+    pthread_mutex_destroy(&p->q_mu);
+    pthread_cond_destroy(&p->q_cv);
+    free(p);
+}

@@ -1,0 +1,125 @@
+/*
+ * index_part.h — one index partition: a leveldb at DATA/p<ID> holding the
+ * entries of every index whose tuples fall in the partition's [lo, hi), the
+ * per-source watermarks, and the in-memory counters and locks around them.
+ *
+ * leveldb layout (all integers big-endian):
+ *   'E' | index-local key            -> [live bool, version u64, h u64, proj map|nil]
+ *   'T' | version (8) | index-local  -> ""   (one per tombstone, for GC by version)
+ *   'W' | source part id (8)         -> [watermark u64, hw_seen u64]
+ *   'C'                              -> [entries u64, tombstones u64]
+ * where index-local key = index id (4) | tuple. Every change (entries,
+ * tombstone records, watermarks, counters) is written in one synced batch.
+ *
+ * Locking: apply_mu serialises writers (the group-commit leader and the
+ * tombstone collector); state_mu guards the published watermarks, hw_seen
+ * and counters (written only by an apply_mu holder after a successful sync,
+ * read by anyone); q_mu/q_cv guard the apply queue.
+ */
+#ifndef SX_INDEX_PART_H
+#define SX_INDEX_PART_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include "config.h"
+#include "ldb.h"
+#include "mp.h"
+#include "msg.h"
+#include "tuple.h"
+
+#define IX_PFX_ENTRY 'E'
+#define IX_PFX_TOMB 'T'
+#define IX_PFX_WM 'W'
+#define IX_PFX_COUNT 'C'
+
+/* Longest index-local key: 4-byte index id + tuple. */
+#define IX_MAX_LOCAL (SX_MAX_KEY + 4)
+/* Largest leveldb key we build: 'T' | version | local key. */
+#define IX_MAX_DBKEY (1 + 8 + IX_MAX_LOCAL)
+
+struct ix_apply_op;
+
+typedef struct ix_part {
+    uint64_t id;
+    const cfg_part *cp;        /* borrowed from the config */
+    ldb *db;
+    /* Sources: the config's storage partitions first (ncfg of them, in
+     * config order), then ids only found on disk. Immutable after open. */
+    int nsrc, ncfg;
+    uint64_t *src;
+
+    pthread_mutex_t state_mu;  /* guards wm, hw, entries, tombstones */
+    uint64_t *wm, *hw;
+    uint64_t entries, tombstones;
+
+    pthread_mutex_t apply_mu;  /* one writer at a time */
+    uint64_t *work_wm, *work_hw;   /* leader scratch, guarded by apply_mu */
+    bool *work_dirty;
+
+    pthread_mutex_t q_mu;      /* guards the queue and leader flag */
+    pthread_cond_t q_cv;
+    struct ix_apply_op *q_head, *q_tail;
+    bool leader;
+} ix_part;
+
+/* A decoded stored entry; proj borrows from the value bytes. */
+typedef struct ix_entry {
+    bool live;
+    uint64_t version;
+    uint64_t h;
+    sx_buf proj;
+} ix_entry;
+
+/* Opens (creating if missing) partition cp's database under data_dir,
+ * loads watermarks and counters (counting by one scan if never persisted).
+ * Returns 0, SX_EIO, SX_ENOMEM. *out is freed with ix_part_close. */
+int ix_part_open(const sx_config *cfg, const cfg_part *cp, const char *data_dir,
+                 ix_part **out);
+
+/* Closes the database and frees p; accepts NULL. No request may be running. */
+void ix_part_close(ix_part *p);
+
+/* The position of source id in p->src, or -1. Thread-safe (immutable). */
+int ix_part_src_index(const ix_part *p, uint64_t source);
+
+/* Copies the published state: counters and, when wm/hw are not NULL, the
+ * p->nsrc watermarks and hw_seen values. Thread-safe. */
+void ix_part_state(ix_part *p, uint64_t *entries, uint64_t *tombstones,
+                   uint64_t *wm, uint64_t *hw);
+
+/* Decodes a stored entry value. Returns 0 or SX_EIO (corrupt). */
+int ix_entry_decode(const uint8_t *v, size_t n, ix_entry *e);
+
+/* Appends an entry value [live, version, h, proj] to out; proj.n == 0
+ * stores nil. */
+void ix_entry_encode(mp_buf *out, bool live, uint64_t version, uint64_t h,
+                     sx_buf proj);
+
+/* Writes 'E' | local into k (capacity >= 1 + ln); returns its length. */
+size_t ix_ekey(uint8_t *k, const uint8_t *local, size_t ln);
+/* Writes 'T' | version | local into k (>= 9 + ln); returns its length. */
+size_t ix_tkey(uint8_t *k, uint64_t version, const uint8_t *local, size_t ln);
+
+/* Appends the counters record 'C' to batch b. Returns 0 or SX_ENOMEM. */
+int ix_put_counts(leveldb_writebatch_t *b, uint64_t entries, uint64_t tombstones);
+
+/* Serves I_APPLY for this partition (index_apply.c): validates the request
+ * against the partition (keys, ranges, lists, source), applies it through
+ * group commit, and on success sets *wm to the source's watermark. Returns
+ * 0 or an sx_err with a one-line reason in err[errlen]. Blocks until the
+ * batch holding it is synced. Thread-safe. m and its frame must stay valid
+ * until return. */
+int ix_part_apply(ix_part *p, const msg_I_APPLY_req *m, uint64_t *wm,
+                  char *err, size_t errlen);
+
+/* Serves I_RANGE (index_read.c): appends the reply (or an error reply)
+ * frame to out. Thread-safe. */
+void ix_part_range(ix_part *p, const msg_I_RANGE_req *m, mp_buf *out);
+
+/* Collects tombstones below the current horizon (index_gc.c), at most
+ * max_batches batches of a bounded size, releasing apply_mu between them.
+ * Returns 0 or an sx_err; *collected (may be NULL) counts deletions. */
+int ix_part_gc(ix_part *p, int max_batches, uint64_t *collected);
+
+#endif
