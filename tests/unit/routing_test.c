@@ -1,0 +1,104 @@
+/*
+ * routing_test.c — the cluster map: config validation errors, hash-range
+ * lookup at partition boundaries, index-range lookup for point tuples and
+ * for query ranges, and the keyed shard hash (deterministic, key-dependent).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "check.h"
+#include "config.h"
+#include "hash.h"
+#include "tuple.h"
+#include "sx_errors.h"
+
+static const char *GOOD =
+    "{\"cluster\":\"t\",\"hash_key\":\"000102030405060708090a0b0c0d0e0f\","
+    "\"token_key\":\"000102030405060708090a0b0c0d0e0f000102030405060708090a0b0c0d0e0f\","
+    "\"catalog_node\":\"s1\",\"routers\":[{\"name\":\"r1\",\"url\":\"tcp://127.0.0.1:1\"}],"
+    "\"storage\":[{\"name\":\"s1\",\"url\":\"tcp://127.0.0.1:2\",\"partitions\":["
+    "{\"id\":2,\"lo\":\"8000000000000000\",\"hi\":\"ffffffffffffffff\"},"
+    "{\"id\":1,\"lo\":\"0000000000000000\",\"hi\":\"7fffffffffffffff\"}]}],"
+    "\"index\":[{\"name\":\"i1\",\"url\":\"tcp://127.0.0.1:3\",\"partitions\":["
+    "{\"id\":11,\"lo\":null,\"hi\":[\"M\"]},{\"id\":13,\"lo\":[\"T\"],\"hi\":null},"
+    "{\"id\":12,\"lo\":[\"M\"],\"hi\":[\"T\"]}]}]}";
+
+static int load(const char *text, sx_config **c, char *err, size_t n)
+{
+    char path[] = "/tmp/sx_routing_XXXXXX";
+    int fd = mkstemp(path), rc;
+    FILE *f;
+
+    if (fd < 0)
+        return -1;
+    f = fdopen(fd, "w");
+    fputs(text, f);
+    fclose(f);
+    rc = cfg_load(path, c, err, n);
+    unlink(path);
+    return rc;
+}
+
+static sx_bytes str_tuple(const char *s)
+{
+    sx_bytes b = { 0 };
+    tup_encode_str(&b, s, strlen(s));
+    return b;
+}
+
+int main(void)
+{
+    sx_config *c = NULL;
+    char err[256];
+
+    CHECK(sx_proto_init() == 0);
+    CHECK(load(GOOD, &c, err, sizeof(err)) == 0);
+    if (c == NULL) {
+        fprintf(stderr, "config: %s\n", err);
+        return 1;
+    }
+    CHECK(c->nstorage == 2 && c->storage[0].id == 1); /* sorted by hash */
+    CHECK(cfg_storage_for(c, 0)->id == 1);
+    CHECK(cfg_storage_for(c, 0x7fffffffffffffffULL)->id == 1);
+    CHECK(cfg_storage_for(c, 0x8000000000000000ULL)->id == 2);
+    CHECK(cfg_storage_for(c, UINT64_MAX)->id == 2);
+    CHECK(c->nindex == 3 && c->index[1].id == 12); /* sorted by lo */
+
+    sx_bytes a = str_tuple("Auburn"), m = str_tuple("M"), r = str_tuple("Redmond"), z = str_tuple("Zurich");
+    CHECK(cfg_index_for(c, a.p, a.n)->id == 11);
+    CHECK(cfg_index_for(c, m.p, m.n)->id == 12);   /* lo is inclusive */
+    CHECK(cfg_index_for(c, r.p, r.n)->id == 12);
+    CHECK(cfg_index_for(c, z.p, z.n)->id == 13);
+    int first, count;
+    cfg_index_range(c, a.p, a.n, m.p, m.n, &first, &count); /* hi exclusive: only 11 */
+    CHECK(first == 0 && count == 1);
+    cfg_index_range(c, a.p, a.n, r.p, r.n, &first, &count);
+    CHECK(first == 0 && count == 2);
+    cfg_index_range(c, r.p, r.n, NULL, 0, &first, &count);
+    CHECK(first == 1 && count == 2);
+    cfg_index_range(c, NULL, 0, NULL, 0, &first, &count);
+    CHECK(first == 0 && count == 3);
+    bytes_free(&a); bytes_free(&m); bytes_free(&r); bytes_free(&z);
+
+    uint64_t h1 = sx_shard_hash(c->hash_key, "abc", 3), h2 = sx_shard_hash(c->hash_key, "abc", 3);
+    uint8_t other[16] = { 1 };
+    CHECK(h1 == h2);
+    CHECK(sx_shard_hash(other, "abc", 3) != h1);
+    CHECK(sx_shard_hash(c->hash_key, "abd", 3) != h1);
+    cfg_free(c);
+
+    /* invalid configs are refused with a reason */
+    char *bad = strdup(GOOD);
+    char *gap = strstr(bad, "8000000000000000");
+    memcpy(gap, "8000000000000001", 16);
+    CHECK(load(bad, &c, err, sizeof(err)) == SX_ECONFIG && strstr(err, "gap") != NULL);
+    free(bad);
+    bad = strdup(GOOD);
+    memcpy(strstr(bad, "[\"T\"],\"hi\":null"), "[\"U\"]", 5);
+    CHECK(load(bad, &c, err, sizeof(err)) == SX_ECONFIG && strstr(err, "must end where") != NULL);
+    free(bad);
+    CHECK(load("{\"hash_key\":\"zz\"}", &c, err, sizeof(err)) == SX_ECONFIG && strstr(err, "hash_key"));
+    CHECK(load("{not json", &c, err, sizeof(err)) == SX_ECONFIG);
+    return CHECK_DONE();
+}
