@@ -1,0 +1,352 @@
+/*
+ * shardex.h — the one public header of libshardex, the shardex client.
+ *
+ * Anything not declared here (or in sx_errors.h, which it includes) is not
+ * part of the library's interface.
+ *
+ * Conventions
+ *  - Every function returns an sx_err code (0 == SX_OK) unless it says
+ *    otherwise. On failure, sx_client_errmsg() holds a one-line reason (the
+ *    server's own message when the error came from a server).
+ *  - Constructors take an out-parameter; destructors return void and accept
+ *    NULL.
+ *  - Memory the library hands out says who frees it and with what; borrowed
+ *    views say until when they stay valid.
+ *  - Threading: an sx_client may be used by one thread at a time (its last
+ *    error message is per client). Use one client per thread for
+ *    concurrency. Items and results are plain data, not shared state.
+ *
+ * Values: null, bool, int64, double, UTF-8 string, binary; lists and maps as
+ * non-key values. Items are maps from attribute names to values; build them
+ * with sx_item_new + sx_item_set_*, read them with sx_item_get / the
+ * attribute iteration below.
+ */
+#ifndef SHARDEX_H
+#define SHARDEX_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "sx_errors.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(SX_BUILDING_LIBRARY)
+#define SX_API __attribute__((visibility("default")))
+#else
+#define SX_API
+#endif
+
+/* ------------------------------------------------------------------ */
+/* Opaque handles                                                       */
+/* ------------------------------------------------------------------ */
+
+typedef struct sx_client sx_client;   /* a connection to one or more routers */
+typedef struct sx_item sx_item;       /* an item: a map of attributes (also a nested map) */
+typedef struct sx_list sx_list;       /* a list value (nested in an item or standalone) */
+typedef struct sx_result sx_result;   /* a page of query or scan results */
+
+/* ------------------------------------------------------------------ */
+/* Values                                                               */
+/* ------------------------------------------------------------------ */
+
+typedef enum sx_type {
+    SX_NULL = 0, SX_BOOL = 1, SX_INT = 2, SX_DOUBLE = 3,
+    SX_STR = 4, SX_BIN = 5, SX_LIST = 6, SX_MAP = 7
+} sx_type;
+
+/* A borrowed view of one value. When the library fills an sx_value (from an
+ * item, list or result) every pointer in it borrows from the container and
+ * stays valid until that container is modified or freed. When the caller
+ * fills one (query bounds, list appends) only scalar kinds are accepted and
+ * the library copies what it needs.
+ *   SX_BOOL   b
+ *   SX_INT    i
+ *   SX_DOUBLE d
+ *   SX_STR    s (NUL-terminated; the string may itself hold NULs: use len), len
+ *   SX_BIN    s (bytes), len
+ *   SX_LIST   list, len = element count
+ *   SX_MAP    map,  len = attribute count (read it with the sx_item_* readers) */
+typedef struct sx_value {
+    sx_type type;
+    int b;
+    int64_t i;
+    double d;
+    const char *s;
+    size_t len;
+    const sx_list *list;
+    const sx_item *map;
+} sx_value;
+
+/* Convenience constructors for caller-filled scalar views. sx_val_str keeps
+ * a pointer to s (borrowed; no copy is made until the view is used). */
+SX_API sx_value sx_val_null(void);
+SX_API sx_value sx_val_bool(int b);
+SX_API sx_value sx_val_int(int64_t i);
+SX_API sx_value sx_val_double(double d);
+SX_API sx_value sx_val_str(const char *s);
+SX_API sx_value sx_val_strn(const char *s, size_t len);
+SX_API sx_value sx_val_bin(const void *p, size_t len);
+
+/* ------------------------------------------------------------------ */
+/* Items                                                                */
+/* ------------------------------------------------------------------ */
+
+/* Creates an empty item. Returns NULL when out of memory. Free with
+ * sx_item_free. */
+SX_API sx_item *sx_item_new(void);
+
+/* Frees an item and everything nested in it. Accepts NULL. Never call it on
+ * a nested map obtained from another item (that one belongs to its parent). */
+SX_API void sx_item_free(sx_item *it);
+
+/* Deep copy; NULL when out of memory. Caller frees with sx_item_free. */
+SX_API sx_item *sx_item_clone(const sx_item *it);
+
+/* Setters: add attribute name (copied) or replace its value. Strings and
+ * binaries are copied. Return 0, SX_EINVAL (NULL or empty name), SX_ENOMEM.
+ * Replacing an attribute invalidates views previously read from it. */
+SX_API int sx_item_set_null(sx_item *it, const char *name);
+SX_API int sx_item_set_bool(sx_item *it, const char *name, int v);
+SX_API int sx_item_set_int(sx_item *it, const char *name, int64_t v);
+SX_API int sx_item_set_double(sx_item *it, const char *name, double v);
+SX_API int sx_item_set_str(sx_item *it, const char *name, const char *s);
+SX_API int sx_item_set_strn(sx_item *it, const char *name, const char *s, size_t len);
+SX_API int sx_item_set_bin(sx_item *it, const char *name, const void *p, size_t len);
+/* Sets a scalar from a view (SX_NULL..SX_BIN; lists/maps are deep-copied). */
+SX_API int sx_item_set_value(sx_item *it, const char *name, const sx_value *v);
+/* Sets name to a new empty nested map / list and hands back a borrowed
+ * pointer to fill it (owned by it; valid until the attribute is replaced,
+ * removed, or it is freed). */
+SX_API int sx_item_set_map(sx_item *it, const char *name, sx_item **map);
+SX_API int sx_item_set_list(sx_item *it, const char *name, sx_list **list);
+
+/* Removes an attribute. Returns 0 or SX_ENOTFOUND. */
+SX_API int sx_item_remove(sx_item *it, const char *name);
+
+/* Reads attribute name into *v (a borrowed view, see sx_value). Returns 0,
+ * SX_ENOTFOUND, or SX_EINVAL. */
+SX_API int sx_item_get(const sx_item *it, const char *name, sx_value *v);
+
+/* Typed readers: return 0, SX_ENOTFOUND, or SX_EINVAL when the attribute has
+ * another type. sx_item_get_str's *s borrows from the item. */
+SX_API int sx_item_get_int(const sx_item *it, const char *name, int64_t *v);
+SX_API int sx_item_get_double(const sx_item *it, const char *name, double *v);
+SX_API int sx_item_get_bool(const sx_item *it, const char *name, int *v);
+SX_API int sx_item_get_str(const sx_item *it, const char *name, const char **s, size_t *len);
+
+/* Attribute iteration, in the item's order (insertion order for built items,
+ * wire order for received ones): i in [0, sx_item_count). *name and *v
+ * borrow from the item. Returns 0 or SX_EINVAL (i out of range). */
+SX_API size_t sx_item_count(const sx_item *it);
+SX_API int sx_item_attr(const sx_item *it, size_t i, const char **name, sx_value *v);
+
+/* ------------------------------------------------------------------ */
+/* Lists                                                                */
+/* ------------------------------------------------------------------ */
+
+/* A standalone list (e.g. to build values to nest elsewhere). Free with
+ * sx_list_free; lists nested in items belong to the item. */
+SX_API sx_list *sx_list_new(void);
+SX_API void sx_list_free(sx_list *l);
+
+/* Appends a copy of a scalar or (deep copy) list/map value. Returns 0,
+ * SX_EINVAL, SX_ENOMEM. */
+SX_API int sx_list_append(sx_list *l, const sx_value *v);
+/* Appends a new empty nested map / list and hands back a borrowed pointer
+ * (owned by l) to fill it. */
+SX_API int sx_list_append_map(sx_list *l, sx_item **map);
+SX_API int sx_list_append_list(sx_list *l, sx_list **list);
+
+SX_API size_t sx_list_len(const sx_list *l);
+/* Reads element i as a borrowed view. Returns 0 or SX_EINVAL. */
+SX_API int sx_list_at(const sx_list *l, size_t i, sx_value *v);
+
+/* ------------------------------------------------------------------ */
+/* Client                                                               */
+/* ------------------------------------------------------------------ */
+
+/* Connects to one or more routers: urls is a comma-separated list of nng
+ * URLs ("tcp://127.0.0.1:7100,tcp://127.0.0.1:7200"). Dialing happens in the
+ * background, so an unreachable router is detected at the first call. Each
+ * call goes to the current router; when it fails with SX_EUNAVAIL,
+ * SX_ETIMEDOUT or SX_ENET the call is retried on the next router until each
+ * was tried once. On success *out is owned by the caller: sx_client_close.
+ * Returns 0, SX_EINVAL (empty list), SX_ENET, SX_ENOMEM. */
+SX_API int sx_client_open(const char *urls, sx_client **out);
+
+/* Closes every connection and frees the client. Accepts NULL. */
+SX_API void sx_client_close(sx_client *c);
+
+/* The last failed call's one-line message (never NULL; "" after success).
+ * Borrowed: valid until the next call on c. */
+SX_API const char *sx_client_errmsg(const sx_client *c);
+
+/* Per-call network timeout in milliseconds (default 10000). Queries add
+ * their own timeout_ms to it. */
+SX_API void sx_client_set_timeout(sx_client *c, int timeout_ms);
+
+/* Frees memory the library returned with "free with sx_free". Accepts NULL. */
+SX_API void sx_free(void *p);
+
+/* ------------------------------------------------------------------ */
+/* Tables and indexes                                                   */
+/* ------------------------------------------------------------------ */
+
+/* Creates table with partition key attribute pk and optional sort key sk
+ * (NULL for none). Returns 0, SX_EEXIST, SX_EINVAL, or a transport error. */
+SX_API int sx_table_create(sx_client *c, const char *table, const char *pk, const char *sk);
+
+typedef enum sx_projection {
+    SX_PROJ_KEYS = 0,   /* keys and indexed attributes only */
+    SX_PROJ_ALL = 1,    /* the whole item */
+    SX_PROJ_LIST = 2    /* keys, indexed attributes and the listed ones */
+} sx_projection;
+
+/* Creates index on table over attrs[0..nattrs) (composite, in order) with the
+ * given projection (proj_attrs used only for SX_PROJ_LIST). The index starts
+ * "building" and becomes "ready" once existing items are indexed; a query on
+ * a building index fails with SX_ENOTREADY. Returns 0, SX_ENOTABLE,
+ * SX_EEXIST, SX_EINVAL, or a transport error. */
+SX_API int sx_index_create(sx_client *c, const char *table, const char *index,
+                           const char *const *attrs, size_t nattrs,
+                           sx_projection proj, const char *const *proj_attrs,
+                           size_t nproj);
+
+/* Drops an index. Returns 0, SX_ENOTABLE, SX_ENOINDEX, or a transport error. */
+SX_API int sx_index_drop(sx_client *c, const char *table, const char *index);
+
+/* One index as sx_index_list describes it. */
+typedef struct sx_index_info {
+    char *name;
+    char **attrs;
+    size_t nattrs;
+    sx_projection proj;
+    char **proj_attrs;
+    size_t nproj;
+    int ready;          /* 1 ready, 0 building */
+} sx_index_info;
+
+/* Lists table's indexes. On success *out is an array of *n entries owned by
+ * the caller: free with sx_index_list_free(*out, *n). */
+SX_API int sx_index_list(sx_client *c, const char *table, sx_index_info **out, size_t *n);
+SX_API void sx_index_list_free(sx_index_info *list, size_t n);
+
+/* ------------------------------------------------------------------ */
+/* Items: put, get, delete                                              */
+/* ------------------------------------------------------------------ */
+
+/* Stores item (it must hold the table's key attributes as scalars). The
+ * item stays the caller's. *version (may be NULL) receives the version the
+ * store assigned. Returns 0, SX_ENOTABLE, SX_EKEY, SX_ETOOBIG, ... */
+SX_API int sx_put(sx_client *c, const char *table, const sx_item *item, uint64_t *version);
+
+/* Stores n items in one request (they may land in different partitions; the
+ * call succeeds only when all were stored). versions (may be NULL) is an
+ * array of n the caller provides. On failure some items may have been
+ * stored; putting them again is harmless. */
+SX_API int sx_put_batch(sx_client *c, const char *table, const sx_item *const *items,
+                        size_t n, uint64_t *versions);
+
+/* Reads the item whose key attributes are those of key (extra attributes of
+ * key are ignored). On success *out is owned by the caller (sx_item_free).
+ * Returns 0, SX_ENOTFOUND, SX_ENOTABLE, SX_EKEY, ... */
+SX_API int sx_get(sx_client *c, const char *table, const sx_item *key, sx_item **out);
+
+/* Deletes the item with key's key attributes. Deleting an absent item
+ * succeeds. */
+SX_API int sx_delete(sx_client *c, const char *table, const sx_item *key);
+
+/* ------------------------------------------------------------------ */
+/* Queries and scans                                                    */
+/* ------------------------------------------------------------------ */
+
+typedef enum sx_consistency {
+    SX_CONSISTENCY_DEFAULT = 0,  /* verified */
+    SX_EVENTUAL = 1,    /* the index alone; may be stale */
+    SX_VERIFIED = 2,    /* every hit checked against its item; stale hits dropped */
+    SX_STRONG = 3       /* wait for the index to cover every write acknowledged
+                           before the query began, then verified */
+} sx_consistency;
+
+/* Query options; zero-initialise, then fill what you need. Every pointer is
+ * borrowed for the duration of the call only.
+ *  eq, neq       equality on the first neq indexed attributes (for the
+ *                "primary" index: the partition key value)
+ *  from, to      range on the next attribute, both inclusive; NULL = open
+ *  prefix        string prefix on the next attribute (instead of from/to)
+ *  limit         at most this many items in this page; 0 = the server's page
+ *  desc          non-zero: descending index order
+ *  attrs, nattrs return only the keys and these attributes (0 = whole items)
+ *  consistency   see sx_consistency
+ *  token         continuation token from sx_result_token, or NULL
+ *  timeout_ms    bound on a strong query's wait; 0 = server default (5 s) */
+typedef struct sx_query_opts {
+    const sx_value *eq;
+    size_t neq;
+    const sx_value *from;
+    const sx_value *to;
+    const char *prefix;
+    uint64_t limit;
+    int desc;
+    const char *const *attrs;
+    size_t nattrs;
+    sx_consistency consistency;
+    const char *token;
+    uint32_t timeout_ms;
+} sx_query_opts;
+
+/* What a query did (from the router). */
+typedef struct sx_explain {
+    const uint64_t *index_parts;   /* index partition ids touched */
+    size_t nindex_parts;
+    const uint64_t *fact_parts;    /* storage partition ids touched */
+    size_t nfact_parts;
+    uint64_t entries;              /* index entries read */
+    uint64_t stale;                /* stale hits dropped */
+    int covering;                  /* answered from the index projection alone */
+} sx_explain;
+
+/* Runs one page of a query on index of table (index "primary" queries the
+ * table by key: eq = [partition key], range/prefix on the sort key). On
+ * success *out is owned by the caller (sx_result_free). Follow
+ * sx_result_token to get further pages. Returns 0, SX_ENOTABLE,
+ * SX_ENOINDEX, SX_ENOTREADY, SX_ETOKEN, SX_ETIMEDOUT (strong wait), ... */
+SX_API int sx_query(sx_client *c, const char *table, const char *index,
+                    const sx_query_opts *opts, sx_result **out);
+
+/* Scans a table (all partitions) keeping items whose attributes equal every
+ * attribute of where (NULL = all). limit 0 = the server's page. token as for
+ * queries. *out as for sx_query. */
+SX_API int sx_scan(sx_client *c, const char *table, const sx_item *where,
+                   uint64_t limit, const char *token, sx_result **out);
+
+/* Result accessors. Items borrow from r (valid until sx_result_free). */
+SX_API size_t sx_result_count(const sx_result *r);
+SX_API const sx_item *sx_result_item(const sx_result *r, size_t i);
+/* Detaches item i: the caller then owns it (sx_item_free) and the result
+ * holds NULL in its place. */
+SX_API sx_item *sx_result_take(sx_result *r, size_t i);
+/* The continuation token (a NUL-terminated opaque string, borrowed from r),
+ * or NULL when there are no more pages. */
+SX_API const char *sx_result_token(const sx_result *r);
+/* The query's explain figures (pointers borrow from r). All zero for scans. */
+SX_API void sx_result_explain(const sx_result *r, sx_explain *out);
+SX_API void sx_result_free(sx_result *r);
+
+/* ------------------------------------------------------------------ */
+/* Status                                                               */
+/* ------------------------------------------------------------------ */
+
+/* The cluster's status as one JSON text: {"nodes":[<node status>...]}, each
+ * node status as the router reports it (msgpack turned into JSON; binaries
+ * as {"$bin":"<base64>"}). On success *json is owned by the caller: free
+ * with sx_free. */
+SX_API int sx_status(sx_client *c, char **json);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,98 @@
+/*
+ * internal.h — libshardex internals shared by client/lib/ (not installed).
+ *
+ * Internal names carry the `cl_` prefix; they are hidden from the shared
+ * library's exports (-fvisibility=hidden plus exports.map).
+ */
+#ifndef SX_CLIENT_INTERNAL_H
+#define SX_CLIENT_INTERNAL_H
+
+#include <stdbool.h>
+#include <nng/nng.h>
+#include "shardex.h"
+#include "mp.h"
+#include "msg.h"
+
+#define CL_ERRMSG_LEN 512
+
+/* One value held inside an item or list (owned by its container). */
+typedef struct cl_val {
+    sx_type type;
+    int b;
+    int64_t i;
+    double d;
+    char *s;          /* SX_STR / SX_BIN: malloc'd copy, NUL-terminated */
+    size_t len;
+    sx_list *list;    /* SX_LIST */
+    sx_item *map;     /* SX_MAP */
+} cl_val;
+
+struct sx_item {
+    size_t n, cap;
+    char **names;
+    cl_val *vals;
+};
+
+struct sx_list {
+    size_t n, cap;
+    cl_val *vals;
+};
+
+struct sx_client {
+    int nrouters;
+    char **urls;
+    nng_socket *socks;
+    int cur;                /* router tried first */
+    int timeout_ms;
+    char errmsg[CL_ERRMSG_LEN];
+};
+
+struct sx_result {
+    size_t n;
+    sx_item **items;
+    char *token;            /* base64url text or NULL */
+    uint64_t *index_parts;
+    size_t nindex_parts;
+    uint64_t *fact_parts;
+    size_t nfact_parts;
+    uint64_t entries, stale;
+    int covering;
+};
+
+/* ---- item.c ---- */
+/* Appends the msgpack map of it to b. */
+void cl_item_encode(const sx_item *it, mp_buf *b);
+/* Appends a scalar/nested value view to b (caller-filled views: scalars;
+ * library views: any). Returns 0 or SX_EINVAL. */
+int cl_value_encode(const sx_value *v, mp_buf *b);
+/* Decodes one msgpack map at raw into a new item (*out, sx_item_free).
+ * Returns 0, SX_EPROTO, SX_ENOMEM. */
+int cl_item_decode(const uint8_t *p, size_t n, sx_item **out);
+
+/* ---- client.c ---- */
+/* Sets c's error message (printf style) and returns err. */
+int cl_fail(sx_client *c, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Encodes request t from req, sends it to a router (failing over), decodes
+ * the reply of type t into rep (release with msg_free_rep) and keeps the
+ * frame in *frame (borrowed views in rep point into it; free() it after
+ * msg_free_rep). extra_ms is added to the call timeout. Returns 0 or an
+ * sx_err with c's message set. */
+int cl_call(sx_client *c, msg_type t, const void *req, void *rep,
+            uint8_t **frame, int extra_ms);
+
+/* ---- base64 helpers (query.c) ---- */
+/* Returns a malloc'd base64url text for bytes, or NULL. */
+char *cl_b64_encode(const uint8_t *p, size_t n);
+/* Decodes base64url text into a malloc'd buffer. Returns 0, SX_ETOKEN,
+ * SX_ENOMEM. */
+int cl_b64_decode(const char *s, uint8_t **out, size_t *n);
+
+/* ---- status.c ---- */
+/* Appends the JSON form of one msgpack value (read from cur) to a growable
+ * string. Returns 0, SX_EPROTO, SX_ENOMEM. */
+typedef struct cl_str { char *p; size_t n, cap; bool oom; } cl_str;
+void cl_str_add(cl_str *s, const char *p, size_t n);
+int cl_json_from_mp(mp_cur *cur, cl_str *out, int depth);
+
+#endif
