@@ -21,7 +21,7 @@
 #include "sx_errors.h"
 
 #define CATP_KEY "catalog"
-#define CATP_ERRLEN 256
+#define CATP_ERRLEN 512
 
 struct catp {
     pthread_mutex_t mu;
