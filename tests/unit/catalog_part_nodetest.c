@@ -1,11 +1,12 @@
 /*
- * catalog_part_test.c — the catalog partition (node/catalog_part.c) served
+ * catalog_part_nodetest.c — the catalog partition (node/catalog_part.c) served
  * over a real nng socket, read through the catalog cache
  * (proto/catalog_cache.c): create table/index, errors with reasons,
  * backfill → ready, idempotent repeats, persistence across reopen, borrowed
  * versions staying valid, concurrent cache readers.
  * Standalone: builds from node/catalog_part.c + node/ldb.c + sx_proto +
- * leveldb; main() returns non-zero on failure. Argument: a scratch dir
+ * leveldb (named *_nodetest.c so the plain unit-test glob, which links
+ * sx_proto only, skips it); main() returns non-zero on failure. Argument: a scratch dir
  * (default: a fresh mkdtemp under /tmp).
  */
 #define _XOPEN_SOURCE 700 /* nftw */
@@ -315,7 +316,7 @@ static int rm_one(const char *path, const struct stat *st, int flag, struct FTW 
 
 int main(int argc, char **argv)
 {
-    char tmpl[] = "/tmp/catalog_part_test.XXXXXX";
+    char tmpl[] = "/tmp/catalog_part_nodetest.XXXXXX";
     char dir[512], url[600];
     cfg_part parts[2];
     cfg_node node;
@@ -345,12 +346,12 @@ int main(int argc, char **argv)
     test_served(dir, url, &cfg);
     test_reopen(dir, &cfg);
     if (failures != 0) {
-        fprintf(stderr, "catalog_part_test: %d check(s) failed (data in %s)\n",
+        fprintf(stderr, "catalog_part_nodetest: %d check(s) failed (data in %s)\n",
                 failures, base);
         return 1;
     }
     if (argc <= 1)
         nftw(base, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-    printf("catalog_part_test: ok\n");
+    printf("catalog_part_nodetest: ok\n");
     return 0;
 }
