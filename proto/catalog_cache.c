@@ -98,7 +98,7 @@ static int catcache_fetch(catcache *cc, sx_catalog **out)
     rc = net_call(cc->sock, frame, frame_n, CATCACHE_TIMEOUT_MS, &resp, &resp_n);
     free(frame);
     if (rc != 0)
-        return rc;
+        return rc == SX_ENET ? SX_EUNAVAIL : rc;
     rc = msg_decode_rep(MSG_CATALOG, resp, resp_n, &rep, NULL, 0);
     if (rc == 0) {
         rc = cat_decode(rep.catalog.p, rep.catalog.n, out);
