@@ -1,0 +1,416 @@
+/*
+ * badframe.c — sx-badframe: sends malformed, truncated, oversized and
+ * otherwise wrong frames straight to shardex ports and checks that each
+ * process answers with an error reply (or, for a frame over the 16 MiB
+ * limit, drops it) and still answers PING afterwards.
+ *
+ * Usage: sx-badframe URL [URL...]       e.g. tcp://127.0.0.1:7100
+ * Exit status: 0 when every case behaved at every URL, 1 otherwise.
+ *
+ * Frames are msgpack arrays [version=1, type, fields...]; replies are
+ * [1, type|0x80, err, ...] (see proto/msg.h). This program deliberately does
+ * not use proto/: it speaks the wire format from scratch, as a stranger would.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
+#include <msgpack.h>
+
+#define REPLY_TIMEOUT_MS 10000   /* generous: the suite also runs under ASan */
+#define DROP_TIMEOUT_MS 2000     /* how long to wait for an oversized frame */
+#define BIG_FRAME (17u * 1024u * 1024u)
+
+/* One test case: a frame, and what the server must do with it. */
+typedef enum { EXPECT_ERROR, EXPECT_ERROR_OR_DROP } expect_kind;
+
+typedef struct frame {
+    const char *name;
+    uint8_t *p;
+    size_t n;
+    expect_kind expect;
+} frame;
+
+/* Deterministic pseudo-random bytes (xorshift), so failures reproduce. */
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint8_t rng_byte(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint8_t)(rng_state >> 24);
+}
+
+/* Copies an sbuffer's bytes into f (takes ownership of the data). */
+static int frame_from_sbuf(frame *f, const char *name, msgpack_sbuffer *sb,
+                           expect_kind e)
+{
+    f->name = name;
+    f->p = (uint8_t *)sb->data;
+    f->n = sb->size;
+    f->expect = e;
+    sb->data = NULL;
+    sb->size = sb->alloc = 0;
+    return f->p ? 0 : -1;
+}
+
+static int frame_from_bytes(frame *f, const char *name, const void *p,
+                            size_t n, expect_kind e)
+{
+    f->name = name;
+    f->p = malloc(n ? n : 1);
+    if (!f->p)
+        return -1;
+    memcpy(f->p, p, n);
+    f->n = n;
+    f->expect = e;
+    return 0;
+}
+
+static void pack_str(msgpack_packer *pk, const char *s)
+{
+    size_t n = strlen(s);
+    msgpack_pack_str(pk, n);
+    msgpack_pack_str_body(pk, s, n);
+}
+
+/* Builds every bad frame; returns the count or -1 on allocation failure. */
+static int build_frames(frame *fs, int max)
+{
+    int n = 0;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    uint8_t tmp[256];
+
+    /* 1. random garbage (starts with 0xc1, a byte msgpack never uses) */
+    tmp[0] = 0xc1;
+    for (size_t i = 1; i < 200; i++)
+        tmp[i] = rng_byte();
+    if (frame_from_bytes(&fs[n++], "random garbage", tmp, 200, EXPECT_ERROR))
+        return -1;
+
+    /* 2. random garbage that starts like an array */
+    tmp[0] = 0x94;
+    for (size_t i = 1; i < 64; i++)
+        tmp[i] = rng_byte();
+    if (frame_from_bytes(&fs[n++], "garbage after array header", tmp, 64,
+                         EXPECT_ERROR))
+        return -1;
+
+    /* 3. a valid-looking PUT, truncated in the middle of an item */
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_array(&pk, 4);
+    msgpack_pack_uint64(&pk, 1);
+    msgpack_pack_uint64(&pk, 6); /* PUT */
+    pack_str(&pk, "customers");
+    msgpack_pack_array(&pk, 1);
+    msgpack_pack_map(&pk, 2);
+    pack_str(&pk, "id");
+    msgpack_pack_uint64(&pk, 424242);
+    pack_str(&pk, "town");
+    pack_str(&pk, "Redmond, a rather long town name to cut");
+    sb.size -= 20;
+    if (frame_from_sbuf(&fs[n++], "truncated PUT", &sb, EXPECT_ERROR))
+        return -1;
+
+    /* 4. array header claiming 2^32-1 elements */
+    {
+        const uint8_t b[] = {0xdd, 0xff, 0xff, 0xff, 0xff, 0x01, 0x06};
+        if (frame_from_bytes(&fs[n++], "array of 2^32-1 elements", b, sizeof b,
+                             EXPECT_ERROR))
+            return -1;
+    }
+    /* 5. a PUT whose item list claims 2^32-1 elements */
+    {
+        const uint8_t b[] = {0x94, 0x01, 0x06, 0xa1, 'x',
+                             0xdd, 0xff, 0xff, 0xff, 0xff, 0x80};
+        if (frame_from_bytes(&fs[n++], "PUT list of 2^32-1 items", b, sizeof b,
+                             EXPECT_ERROR))
+            return -1;
+    }
+    /* 6. a map header claiming 2^32-1 pairs inside a GET key */
+    {
+        const uint8_t b[] = {0x94, 0x01, 0x07, 0xa1, 'x',
+                             0xdf, 0xff, 0xff, 0xff, 0xff};
+        if (frame_from_bytes(&fs[n++], "GET key map of 2^32-1 pairs", b,
+                             sizeof b, EXPECT_ERROR))
+            return -1;
+    }
+    /* 7. a str header claiming 4 GiB */
+    {
+        const uint8_t b[] = {0x93, 0x01, 0x07, 0xdb, 0xff, 0xff, 0xff, 0xff, 'a'};
+        if (frame_from_bytes(&fs[n++], "str of 4 GiB", b, sizeof b,
+                             EXPECT_ERROR))
+            return -1;
+    }
+    /* 8. nesting 5000 deep */
+    {
+        size_t depth = 5000;
+        uint8_t *b = malloc(depth + 3);
+        if (!b)
+            return -1;
+        b[0] = 0x93;
+        b[1] = 0x01;
+        b[2] = 0x06;
+        memset(b + 3, 0x91, depth - 1);
+        b[depth + 2] = 0xc0;
+        fs[n].name = "arrays nested 5000 deep";
+        fs[n].p = b;
+        fs[n].n = depth + 3;
+        fs[n].expect = EXPECT_ERROR;
+        n++;
+    }
+    /* 9. wrong protocol version: PING with version 2 */
+    {
+        const uint8_t b[] = {0x92, 0x02, 0x01};
+        if (frame_from_bytes(&fs[n++], "PING with version 2", b, sizeof b,
+                             EXPECT_ERROR))
+            return -1;
+    }
+    /* 10. unknown message type */
+    {
+        const uint8_t b[] = {0x92, 0x01, 0x63};
+        if (frame_from_bytes(&fs[n++], "unknown type 99", b, sizeof b,
+                             EXPECT_ERROR))
+            return -1;
+    }
+    /* 11. a reply frame sent as a request */
+    {
+        const uint8_t b[] = {0x95, 0x01, 0x81, 0x00, 0xa1, 'x', 0xa1, 'y'};
+        if (frame_from_bytes(&fs[n++], "reply sent as request", b, sizeof b,
+                             EXPECT_ERROR))
+            return -1;
+    }
+    /* 12. a GET whose fields have the wrong types */
+    {
+        const uint8_t b[] = {0x94, 0x01, 0x07, 0x05, 0x06};
+        if (frame_from_bytes(&fs[n++], "GET with wrong field types", b,
+                             sizeof b, EXPECT_ERROR))
+            return -1;
+    }
+    /* 13. not an array at all: a map */
+    {
+        const uint8_t b[] = {0x81, 0x01, 0x01};
+        if (frame_from_bytes(&fs[n++], "map instead of array", b, sizeof b,
+                             EXPECT_ERROR))
+            return -1;
+    }
+    /* 14. an empty frame */
+    if (frame_from_bytes(&fs[n++], "empty frame", "", 0, EXPECT_ERROR))
+        return -1;
+    /* 15. a frame over the 16 MiB limit: a PUT carrying a 17 MiB binary */
+    {
+        uint8_t *b = calloc(1, BIG_FRAME);
+        if (!b)
+            return -1;
+        const uint8_t hdr[] = {0x94, 0x01, 0x06, 0xa1, 'x', 0xc6};
+        uint32_t len = BIG_FRAME - sizeof hdr - 4;
+        memcpy(b, hdr, sizeof hdr);
+        b[6] = (uint8_t)(len >> 24);
+        b[7] = (uint8_t)(len >> 16);
+        b[8] = (uint8_t)(len >> 8);
+        b[9] = (uint8_t)len;
+        fs[n].name = "frame over 16 MiB";
+        fs[n].p = b;
+        fs[n].n = BIG_FRAME;
+        fs[n].expect = EXPECT_ERROR_OR_DROP;
+        n++;
+    }
+    if (n > max)
+        abort(); /* programming error: enlarge the array */
+    return n;
+}
+
+/* Opens a REQ socket connected to url. Returns 0 or an nng error. */
+static int open_req(const char *url, nng_socket *s, int timeout_ms)
+{
+    int rv = nng_req0_open(s);
+    if (rv)
+        return rv;
+    nng_socket_set_ms(*s, NNG_OPT_RECVTIMEO, timeout_ms);
+    nng_socket_set_ms(*s, NNG_OPT_SENDTIMEO, REPLY_TIMEOUT_MS);
+    nng_socket_set_size(*s, NNG_OPT_RECVMAXSZ, 64u * 1024u * 1024u);
+    rv = nng_dial(*s, url, NULL, 0);
+    if (rv)
+        nng_close(*s);
+    return rv;
+}
+
+/* Sends one frame and waits for the reply. *got is set to the reply (free
+ * with nng_free(*got, *gotn)) or NULL on timeout. Returns 0, or an nng
+ * error other than a timeout. */
+static int exchange(const char *url, const uint8_t *p, size_t n, int timeout_ms,
+                    uint8_t **got, size_t *gotn)
+{
+    nng_socket s;
+    int rv = open_req(url, &s, timeout_ms);
+    *got = NULL;
+    *gotn = 0;
+    if (rv)
+        return rv;
+    rv = nng_send(s, (void *)p, n, 0);
+    if (rv == 0) {
+        void *buf = NULL;
+        size_t sz = 0;
+        rv = nng_recv(s, &buf, &sz, NNG_FLAG_ALLOC);
+        if (rv == 0) {
+            *got = buf;
+            *gotn = sz;
+        } else if (rv == NNG_ETIMEDOUT) {
+            rv = 0;
+        }
+    }
+    nng_close(s);
+    return rv;
+}
+
+/* Parses a reply header [1, type|0x80, err, ...]. Returns 0 and fills
+ * *type and *err, or -1 when the reply is not such a frame. If msg is not
+ * NULL and element 3 is a string, copies it there. */
+static int parse_reply(const uint8_t *p, size_t n, uint64_t *type, uint64_t *err,
+                       char *msg, size_t msglen, msgpack_object_array *out_arr,
+                       msgpack_unpacked *keep)
+{
+    size_t off = 0;
+    msgpack_unpacked_init(keep);
+    if (msgpack_unpack_next(keep, (const char *)p, n, &off) != MSGPACK_UNPACK_SUCCESS)
+        return -1;
+    msgpack_object o = keep->data;
+    if (o.type != MSGPACK_OBJECT_ARRAY || o.via.array.size < 3)
+        return -1;
+    msgpack_object *e = o.via.array.ptr;
+    if (e[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER || e[0].via.u64 != 1)
+        return -1;
+    if (e[1].type != MSGPACK_OBJECT_POSITIVE_INTEGER || !(e[1].via.u64 & 0x80))
+        return -1;
+    if (e[2].type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+        return -1;
+    *type = e[1].via.u64;
+    *err = e[2].via.u64;
+    if (msg && msglen) {
+        msg[0] = '\0';
+        if (o.via.array.size >= 4 && e[3].type == MSGPACK_OBJECT_STR) {
+            size_t k = e[3].via.str.size < msglen - 1 ? e[3].via.str.size : msglen - 1;
+            memcpy(msg, e[3].via.str.ptr, k);
+            msg[k] = '\0';
+        }
+    }
+    if (out_arr)
+        *out_arr = o.via.array;
+    return 0;
+}
+
+/* PING must answer [1, 0x81, 0, role, name]. Returns 0 or -1. */
+static int check_ping(const char *url, const char *after)
+{
+    const uint8_t ping[] = {0x92, 0x01, 0x01};
+    uint8_t *got;
+    size_t gotn;
+    int rv = exchange(url, ping, sizeof ping, REPLY_TIMEOUT_MS, &got, &gotn);
+    if (rv || !got) {
+        fprintf(stderr, "FAIL %s: no PING reply after '%s' (%s)\n", url, after,
+                rv ? nng_strerror(rv) : "timed out");
+        return -1;
+    }
+    uint64_t type, err;
+    msgpack_unpacked up;
+    msgpack_object_array arr;
+    int ok = parse_reply(got, gotn, &type, &err, NULL, 0, &arr, &up) == 0 &&
+             type == 0x81 && err == 0 && arr.size >= 5 &&
+             arr.ptr[3].type == MSGPACK_OBJECT_STR &&
+             arr.ptr[4].type == MSGPACK_OBJECT_STR;
+    if (ok && strcmp(after, "start") == 0)
+        printf("%s: PING -> role %.*s, name %.*s\n", url,
+               (int)arr.ptr[3].via.str.size, arr.ptr[3].via.str.ptr,
+               (int)arr.ptr[4].via.str.size, arr.ptr[4].via.str.ptr);
+    msgpack_unpacked_destroy(&up);
+    nng_free(got, gotn);
+    if (!ok) {
+        fprintf(stderr, "FAIL %s: bad PING reply after '%s'\n", url, after);
+        return -1;
+    }
+    return 0;
+}
+
+/* Runs one case against url. Returns 0 when it behaved, -1 otherwise. */
+static int run_case(const char *url, const frame *f)
+{
+    uint8_t *got;
+    size_t gotn;
+    int timeout = f->expect == EXPECT_ERROR_OR_DROP ? DROP_TIMEOUT_MS : REPLY_TIMEOUT_MS;
+    int rv = exchange(url, f->p, f->n, timeout, &got, &gotn);
+    int bad = 0;
+
+    if (rv && !(f->expect == EXPECT_ERROR_OR_DROP &&
+                (rv == NNG_ECLOSED || rv == NNG_ECONNRESET || rv == NNG_ECONNSHUT))) {
+        fprintf(stderr, "FAIL %s: '%s': %s\n", url, f->name, nng_strerror(rv));
+        bad = 1;
+    } else if (!got) {
+        if (f->expect == EXPECT_ERROR) {
+            fprintf(stderr, "FAIL %s: '%s': no reply\n", url, f->name);
+            bad = 1;
+        } else {
+            printf("ok   %s: %-28s -> dropped\n", url, f->name);
+        }
+    } else {
+        uint64_t type, err;
+        char msg[200];
+        msgpack_unpacked up;
+        if (parse_reply(got, gotn, &type, &err, msg, sizeof msg, NULL, &up) != 0) {
+            fprintf(stderr, "FAIL %s: '%s': reply is not a shardex reply frame\n",
+                    url, f->name);
+            bad = 1;
+        } else if (err == 0) {
+            fprintf(stderr, "FAIL %s: '%s': got a success reply (type 0x%llx)\n",
+                    url, f->name, (unsigned long long)type);
+            bad = 1;
+        } else {
+            printf("ok   %s: %-28s -> error %llu: %s\n", url, f->name,
+                   (unsigned long long)err, msg);
+        }
+        msgpack_unpacked_destroy(&up);
+        nng_free(got, gotn);
+    }
+    if (check_ping(url, f->name))
+        bad = 1;
+    return bad ? -1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    frame fs[32];
+    int failures = 0;
+
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        printf("usage: sx-badframe URL [URL...]\n"
+               "Sends malformed frames to each shardex port; each must get an\n"
+               "error reply (a frame over 16 MiB may be dropped instead) and the\n"
+               "process must answer PING afterwards. Exit 0 when all behaved.\n");
+        return argc < 2 ? 2 : 0;
+    }
+    int nf = build_frames(fs, (int)(sizeof fs / sizeof fs[0]));
+    if (nf < 0) {
+        fprintf(stderr, "sx-badframe: out of memory\n");
+        return 1;
+    }
+    for (int u = 1; u < argc; u++) {
+        if (check_ping(argv[u], "start")) {
+            failures++;
+            continue;
+        }
+        for (int i = 0; i < nf; i++)
+            if (run_case(argv[u], &fs[i]))
+                failures++;
+    }
+    for (int i = 0; i < nf; i++)
+        free(fs[i].p);
+    if (failures) {
+        fprintf(stderr, "sx-badframe: %d failure(s)\n", failures);
+        return 1;
+    }
+    printf("sx-badframe: all cases behaved at %d URL(s)\n", argc - 1);
+    return 0;
+}

@@ -1,0 +1,135 @@
+# tests/integration/lib.sh — shared helpers for the integration test scripts.
+# Sourced (not run) by each test as:  source lib.sh "$@"   with $1 = build dir.
+#
+# Provides:
+#   it_cluster_up          start a fresh cluster in a new temp dir; sets
+#                          IT_DIR, IT_URL, exports SHARDEX_ROUTER; the cluster
+#                          is torn down on exit whatever happens
+#   lc ARGS...             deploy/local-cluster ARGS --dir IT_DIR
+#   sx ARGS...             the shardex CLI against the cluster
+#   sx_rc ARGS...          same, sets RC to its exit status instead of failing
+#   fail MSG / pass MSG    report; fail exits 1
+#   wait_for DESC SECS CMD...   poll CMD until it succeeds or SECS pass
+#   ids_of                 stdin JSON lines -> their "id" values, one a line
+# A test may define it_extra_cleanup (run first at exit, e.g. to stop a
+# background writer).
+# Every test runs under `set -euo pipefail`.
+set -euo pipefail
+
+IT_BUILD="${1:?usage: $0 BUILD_DIR}"
+IT_BUILD="$(cd "$IT_BUILD" && pwd -P)"
+IT_REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)"
+export SHARDEX_BIN="$IT_BUILD/bin"
+IT_CLI="$SHARDEX_BIN/shardex"
+IT_DIR=""
+IT_URL=""
+IT_NAME="$(basename "$0" .sh)"
+IT_START=$SECONDS
+
+for b in shardex shardex-node shardex-router; do
+    [ -x "$SHARDEX_BIN/$b" ] || { echo "FAIL: $SHARDEX_BIN/$b is missing" >&2; exit 1; }
+done
+command -v jq >/dev/null || { echo "FAIL: jq is missing (scripts/setup installs it)" >&2; exit 1; }
+
+fail() {
+    echo "FAIL [$IT_NAME]: $*" >&2
+    exit 1
+}
+
+pass() {
+    echo "ok   [$IT_NAME]: $*"
+}
+
+lc() {
+    "$IT_REPO/deploy/local-cluster" "$@" --dir "$IT_DIR"
+}
+
+sx() {
+    "$IT_CLI" -r "$IT_URL" "$@"
+}
+
+# Runs the CLI without failing the script; RC holds its exit status.
+sx_rc() {
+    RC=0
+    "$IT_CLI" -r "$IT_URL" "$@" || RC=$?
+}
+
+# wait_for DESC SECS CMD...: polls CMD (quietly) until it succeeds; fails the
+# test after SECS seconds.
+wait_for() {
+    local desc="$1" secs="$2" deadline
+    shift 2
+    deadline=$((SECONDS + secs))
+    until "$@" >/dev/null 2>&1; do
+        ((SECONDS < deadline)) || fail "timed out after ${secs}s waiting for: $desc"
+        sleep 0.05
+    done
+}
+
+ids_of() {
+    jq -r '.id'
+}
+
+# Dumps the tail of every log of the cluster (on failure).
+it_dump_logs() {
+    local f
+    [ -n "$IT_DIR" ] && [ -d "$IT_DIR/logs" ] || return 0
+    for f in "$IT_DIR"/logs/*; do
+        echo "----- $f (tail)" >&2
+        tail -n 25 "$f" >&2 || true
+    done
+}
+
+it_cleanup() {
+    local rc=$?
+    trap - EXIT INT TERM
+    if declare -F it_extra_cleanup >/dev/null; then it_extra_cleanup || true; fi
+    if [ -n "$IT_DIR" ] && [ -f "$IT_DIR/cluster.json" ]; then
+        if ((rc != 0)); then
+            lc status >&2 || true
+            it_dump_logs
+        fi
+        lc down >/dev/null 2>&1 || true
+        # Daemons that died by a sanitizer report leave it in their .out file.
+        if grep -lE 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$IT_DIR"/logs/*.out 2>/dev/null; then
+            grep -hE -A30 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$IT_DIR"/logs/*.out >&2 || true
+            echo "FAIL [$IT_NAME]: a daemon reported a sanitizer error (see above)" >&2
+            ((rc != 0)) || rc=1
+        fi
+        if ((rc == 0)); then
+            rm -rf "$IT_DIR"
+        else
+            echo "[$IT_NAME] cluster dir kept for inspection: $IT_DIR" >&2
+        fi
+    fi
+    echo "[$IT_NAME] finished in $((SECONDS - IT_START))s with status $rc"
+    exit "$rc"
+}
+trap it_cleanup EXIT
+trap 'echo "[$IT_NAME] interrupted" >&2; exit 130' INT TERM
+
+it_cluster_up() {
+    local out
+    mkdir -p "$IT_BUILD/it-clusters"
+    IT_DIR="$(mktemp -d "$IT_BUILD/it-clusters/$IT_NAME.XXXXXX")"
+    out="$(lc up)" || { echo "$out" >&2; fail "local-cluster up failed"; }
+    IT_URL="$(tail -n 1 <<<"$out")"
+    [[ "$IT_URL" == tcp://127.0.0.1:* ]] || fail "up did not print the router URL last: $IT_URL"
+    export SHARDEX_ROUTER="$IT_URL"
+    pass "cluster up in $IT_DIR, router $IT_URL"
+}
+
+# Index state from `index list TABLE` for INDEX ("ready", "building", ...).
+index_ready() {
+    sx index list "$1" | grep -E "^[[:space:]]*$2[[:space:]]" | grep -qw ready
+}
+
+# expect_eq DESC EXPECTED ACTUAL: compares two multi-line strings.
+expect_eq() {
+    if [ "$2" != "$3" ]; then
+        echo "expected:" >&2; echo "$2" | head -n 50 >&2
+        echo "actual:" >&2; echo "$3" | head -n 50 >&2
+        fail "$1"
+    fi
+    pass "$1"
+}
