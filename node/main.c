@@ -1,0 +1,195 @@
+/*
+ * main.c — shardex-node: command line, config, logging, signals, and the
+ * dispatch to the storage or index role (st_node_run / ix_node_run).
+ *
+ *   shardex-node --config FILE --name NAME --data DIR [--log FILE]
+ *                [--role storage|index] [--workers N] [--help]
+ *
+ * Usage errors print one line on stderr and exit 2; start-up failures exit 1.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include "config.h"
+#include "hash.h"
+#include "log.h"
+#include "node.h"
+#include "sx_errors.h"
+
+/* The only mutable global: set from the signal handler, read anywhere.
+ * A sig_atomic_t written once (0 -> 1) needs no lock. */
+static volatile sig_atomic_t g_stop;
+
+bool node_should_stop(void)
+{
+    return g_stop != 0;
+}
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    g_stop = 1;
+}
+
+static const char *usage_text =
+    "usage: shardex-node --config FILE --name NAME --data DIR [--log FILE]\n"
+    "                    [--role storage|index] [--workers N] [--help]\n"
+    "  --config FILE   cluster config (JSON)\n"
+    "  --name NAME     this node's name in the config\n"
+    "  --data DIR      data directory (created if missing)\n"
+    "  --log FILE      log file (default DIR/node.log)\n"
+    "  --role ROLE     must match the node's role in the config, if given\n"
+    "  --workers N     request-serving threads (default 16)\n";
+
+typedef struct cli {
+    const char *config, *name, *data, *log, *role;
+    int workers;
+} cli;
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "shardex-node: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, " (try --help)\n");
+    return 2;
+}
+
+/* Parses argv into c. Returns -1 to go on, or an exit status (0 for --help). */
+static int parse_args(int argc, char **argv, cli *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->workers = 16;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char **slot = NULL;
+
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(usage_text, stdout);
+            return 0;
+        }
+        if (strcmp(a, "--config") == 0) slot = &c->config;
+        else if (strcmp(a, "--name") == 0) slot = &c->name;
+        else if (strcmp(a, "--data") == 0) slot = &c->data;
+        else if (strcmp(a, "--log") == 0) slot = &c->log;
+        else if (strcmp(a, "--role") == 0) slot = &c->role;
+        else if (strcmp(a, "--workers") != 0)
+            return usage_error("unknown option '%s'", a);
+        if (i + 1 >= argc || argv[i + 1][0] == '\0')
+            return usage_error("option '%s' needs a value", a);
+        if (slot != NULL) {
+            *slot = argv[++i];
+        } else {
+            char *end = NULL;
+            long w = strtol(argv[++i], &end, 10);
+
+            if (end == NULL || *end != '\0' || w < 1 || w > 256)
+                return usage_error("--workers must be 1..256, got '%s'", argv[i]);
+            c->workers = (int)w;
+        }
+    }
+    if (c->config == NULL) return usage_error("%s", "missing --config FILE");
+    if (c->name == NULL) return usage_error("%s", "missing --name NAME");
+    if (c->data == NULL) return usage_error("%s", "missing --data DIR");
+    if (c->role && strcmp(c->role, "storage") && strcmp(c->role, "index"))
+        return usage_error("--role must be storage or index, got '%s'", c->role);
+    return -1;
+}
+
+static int install_signals(void)
+{
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGTERM, &sa, NULL) != 0 || sigaction(SIGINT, &sa, NULL) != 0)
+        return -1;
+    sa.sa_handler = SIG_IGN;
+    return sigaction(SIGPIPE, &sa, NULL);
+}
+
+/* Loads the config and finds this node. Returns 0 or an exit status. */
+static int load_config(const cli *c, sx_config **cfg, int *self)
+{
+    char err[256] = "";
+    int rc = cfg_load(c->config, cfg, err, sizeof(err));
+    int role;
+
+    if (rc != 0) {
+        fprintf(stderr, "shardex-node: config %s: %s\n", c->config,
+                err[0] ? err : sx_strerror(rc));
+        return 2;
+    }
+    *self = cfg_node_by_name(*cfg, c->name);
+    if (*self < 0) {
+        fprintf(stderr, "shardex-node: no node named '%s' in %s\n", c->name, c->config);
+        return 2;
+    }
+    role = (*cfg)->nodes[*self].role;
+    if (role != SX_ROLE_STORAGE && role != SX_ROLE_INDEX) {
+        fprintf(stderr, "shardex-node: node '%s' is not a storage or index node\n", c->name);
+        return 2;
+    }
+    if (c->role != NULL &&
+        (strcmp(c->role, "storage") == 0) != (role == SX_ROLE_STORAGE)) {
+        fprintf(stderr, "shardex-node: --role %s does not match node '%s' in the config\n",
+                c->role, c->name);
+        return 2;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    cli c;
+    sx_config *cfg = NULL;
+    node_opts o;
+    char logpath[4096];
+    int self = -1, rc;
+
+    rc = parse_args(argc, argv, &c);
+    if (rc >= 0)
+        return rc;
+    rc = load_config(&c, &cfg, &self);
+    if (rc != 0)
+        goto out;
+    if (mkdir(c.data, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "shardex-node: cannot create data dir %s: %s\n", c.data, strerror(errno));
+        rc = 1;
+        goto out;
+    }
+    if (c.log == NULL) {
+        snprintf(logpath, sizeof(logpath), "%s/node.log", c.data);
+        c.log = logpath;
+    }
+    if (sx_log_open(c.log) != 0) {
+        fprintf(stderr, "shardex-node: cannot open log %s\n", c.log);
+        rc = 1;
+        goto out;
+    }
+    if (sx_proto_init() != 0 || install_signals() != 0) {
+        fprintf(stderr, "shardex-node: initialisation failed\n");
+        rc = 1;
+        goto out;
+    }
+    o.cfg = cfg;
+    o.self = self;
+    o.data_dir = c.data;
+    o.workers = c.workers;
+    LOG_INFO("shardex-node %s starting (%s, %d workers)", c.name,
+             cfg->nodes[self].role == SX_ROLE_STORAGE ? "storage" : "index", c.workers);
+    rc = cfg->nodes[self].role == SX_ROLE_STORAGE ? st_node_run(&o) : ix_node_run(&o);
+    if (rc != 0) {
+        fprintf(stderr, "shardex-node: %s: %s (see %s)\n", c.name, sx_strerror(rc), c.log);
+        rc = 1;
+    } else {
+        LOG_INFO("shardex-node %s stopped", c.name);
+    }
+out:
+    cfg_free(cfg);
+    return rc;
+}

@@ -1,0 +1,384 @@
+/*
+ * storage_node.c — the storage role of shardex-node: start-up (catalog
+ * partition when this node hosts it, catalog cache, fact partitions,
+ * sockets to index nodes, server, shippers, catalog poll), request
+ * dispatch, S_HEADS and NODE_STATUS, and the clean stop.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "backfill.h"
+#include "catalog_cache.h"
+#include "catalog_part.h"
+#include "log.h"
+#include "msg.h"
+#include "net.h"
+#include "node.h"
+#include "shipper.h"
+#include "storage_part.h"
+#include "sx_errors.h"
+
+#define ST_POLL_MS 200
+
+typedef struct st_node {
+    const node_opts *o;
+    const sx_config *cfg;
+    catp *catp;                /* NULL unless this node hosts the catalog */
+    catcache *cc;
+    int nparts;
+    st_part **parts;
+    nng_socket *socks;         /* by cfg node index; index nodes + catalog node */
+    bool *dialed;
+    net_server *srv;
+    pthread_t poll_th;
+    bool poll_started;
+    pthread_mutex_t mu;        /* guards stop */
+    pthread_cond_t cv;
+    bool stop;
+} st_node;
+
+/* Replaces whatever out holds with an error reply. */
+static void reply_err(mp_buf *out, msg_type t, int err, const char *msg)
+{
+    mp_buf_free(out);
+    mp_buf_init(out);
+    msg_encode_err(t, err, msg, out);
+}
+
+static st_part *find_part(st_node *n, uint64_t id)
+{
+    for (int i = 0; i < n->nparts; i++)
+        if (n->parts[i]->id == id)
+            return n->parts[i];
+    return NULL;
+}
+
+static void do_heads(st_node *n, mp_buf *out)
+{
+    uint64_t parts[n->nparts ? n->nparts : 1], heads[n->nparts ? n->nparts : 1];
+    msg_S_HEADS_rep rep;
+
+    for (int i = 0; i < n->nparts; i++) {
+        parts[i] = n->parts[i]->id;
+        st_part_stats(n->parts[i], &heads[i], NULL, NULL, NULL);
+    }
+    memset(&rep, 0, sizeof(rep));
+    rep.parts.n = rep.heads.n = (uint32_t)n->nparts;
+    rep.parts.v = parts;
+    rep.heads.v = heads;
+    if (msg_encode_rep(MSG_S_HEADS, &rep, out) != 0)
+        reply_err(out, MSG_S_HEADS, SX_ENOMEM, "out of memory");
+}
+
+static void do_status(st_node *n, mp_buf *out)
+{
+    const cfg_node *me = &n->cfg->nodes[n->o->self];
+    msg_NODE_STATUS_rep rep;
+    mp_buf st;
+
+    mp_buf_init(&st);
+    mp_put_map(&st, 4);
+    mp_put_cstr(&st, "name");
+    mp_put_cstr(&st, me->name);
+    mp_put_cstr(&st, "role");
+    mp_put_cstr(&st, "storage");
+    mp_put_cstr(&st, "url");
+    mp_put_cstr(&st, me->url);
+    mp_put_cstr(&st, "partitions");
+    mp_put_array(&st, (uint32_t)n->nparts);
+    for (int i = 0; i < n->nparts; i++) {
+        uint64_t head, hw, items, outbox;
+
+        st_part_stats(n->parts[i], &head, &hw, &items, &outbox);
+        mp_put_map(&st, 5);
+        mp_put_cstr(&st, "id");
+        mp_put_u64(&st, n->parts[i]->id);
+        mp_put_cstr(&st, "items");
+        mp_put_u64(&st, items);
+        mp_put_cstr(&st, "outbox");
+        mp_put_u64(&st, outbox);
+        mp_put_cstr(&st, "head");
+        mp_put_u64(&st, head);
+        mp_put_cstr(&st, "hw");
+        mp_put_u64(&st, hw);
+    }
+    memset(&rep, 0, sizeof(rep));
+    rep.status.p = (const uint8_t *)st.sb.data;
+    rep.status.n = st.sb.size;
+    if (st.oom || msg_encode_rep(MSG_NODE_STATUS, &rep, out) != 0)
+        reply_err(out, MSG_NODE_STATUS, SX_ENOMEM, "out of memory");
+    mp_buf_free(&st);
+}
+
+static void do_ping(st_node *n, mp_buf *out)
+{
+    const char *name = n->cfg->nodes[n->o->self].name;
+    msg_PING_rep rep;
+
+    memset(&rep, 0, sizeof(rep));
+    rep.role.p = (const uint8_t *)"storage";
+    rep.role.n = 7;
+    rep.name.p = (const uint8_t *)name;
+    rep.name.n = strlen(name);
+    if (msg_encode_rep(MSG_PING, &rep, out) != 0)
+        reply_err(out, MSG_PING, SX_ENOMEM, "out of memory");
+}
+
+/* Decoded partition requests. */
+typedef union st_req {
+    msg_S_WRITE_req w;
+    msg_S_GET_req g;
+    msg_S_RANGE_req r;
+} st_req;
+
+static void do_part(st_node *n, msg_type t, const uint8_t *req, size_t len, mp_buf *out)
+{
+    st_req u;
+    st_part *p;
+    uint64_t part;
+    char msg[96];
+    int rc;
+
+    memset(&u, 0, sizeof(u));
+    rc = msg_decode_req(t, req, len, &u);
+    if (rc != 0) {
+        reply_err(out, t, rc, "malformed request");
+        goto out;
+    }
+    part = t == MSG_S_WRITE ? u.w.part : t == MSG_S_GET ? u.g.part : u.r.part;
+    p = find_part(n, part);
+    if (p == NULL) {
+        snprintf(msg, sizeof(msg), "partition %llu is not on this node",
+                 (unsigned long long)part);
+        reply_err(out, t, SX_EWRONGPART, msg);
+        goto out;
+    }
+    if (t == MSG_S_WRITE)
+        st_write(p, &u.w, out);
+    else if (t == MSG_S_GET)
+        st_get(p, &u.g, out);
+    else
+        st_range(p, &u.r, out);
+    if (out->oom)
+        reply_err(out, t, SX_ENOMEM, "out of memory");
+out:
+    msg_free_req(t, &u);
+}
+
+static void handle(void *arg, const uint8_t *req, size_t len, mp_buf *out)
+{
+    st_node *n = arg;
+    msg_type t = MSG_PING;
+    int is_reply = 0;
+    int rc = msg_peek(req, len, &t, &is_reply);
+
+    if (rc != 0 || is_reply) {
+        reply_err(out, rc == 0 ? t : MSG_PING, rc ? rc : SX_EPROTO, "malformed request frame");
+        return;
+    }
+    switch (t) {
+    case MSG_PING:
+        do_ping(n, out);
+        break;
+    case MSG_CATALOG:
+    case MSG_CAT_UPDATE:
+    case MSG_CAT_BACKFILLED:
+        if (n->catp != NULL)
+            catp_handle(n->catp, t, req, len, out);
+        else
+            reply_err(out, t, SX_EINVAL, "this storage node does not host the catalog");
+        break;
+    case MSG_S_WRITE:
+    case MSG_S_GET:
+    case MSG_S_RANGE:
+        do_part(n, t, req, len, out);
+        break;
+    case MSG_S_HEADS:
+        do_heads(n, out);
+        break;
+    case MSG_NODE_STATUS:
+        do_status(n, out);
+        break;
+    default:
+        reply_err(out, t, SX_EINVAL, "message not served by a storage node");
+        break;
+    }
+}
+
+static void *poll_main(void *arg)
+{
+    st_node *n = arg;
+    nng_socket catsock = n->socks[n->cfg->catalog_node];
+    bool warned = false;
+
+    pthread_mutex_lock(&n->mu);
+    while (!n->stop) {
+        const sx_catalog *cat = NULL;
+        struct timespec ts;
+        int rc;
+
+        pthread_mutex_unlock(&n->mu);
+        rc = catcache_refresh(n->cc);
+        if (rc == 0)
+            rc = catcache_get(n->cc, 0, &cat);
+        if (rc != 0 && !warned)
+            LOG_WARN("catalog poll: %s (will retry)", sx_strerror(rc));
+        warned = rc != 0;
+        for (int i = 0; rc == 0 && i < n->nparts && !node_should_stop(); i++)
+            bf_step(n->parts[i], cat, catsock);
+        pthread_mutex_lock(&n->mu);
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += ST_POLL_MS * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        if (!n->stop)
+            pthread_cond_timedwait(&n->cv, &n->mu, &ts);
+    }
+    pthread_mutex_unlock(&n->mu);
+    return NULL;
+}
+
+/* Dials every index node and the catalog node (REQ sockets, background). */
+static int dial_peers(st_node *n)
+{
+    n->socks = calloc((size_t)n->cfg->nnodes, sizeof(*n->socks));
+    n->dialed = calloc((size_t)n->cfg->nnodes, sizeof(*n->dialed));
+    if (n->socks == NULL || n->dialed == NULL)
+        return SX_ENOMEM;
+    for (int i = 0; i < n->cfg->nnodes; i++) {
+        if (n->cfg->nodes[i].role != SX_ROLE_INDEX && i != n->cfg->catalog_node)
+            continue;
+        if (net_dial(n->cfg->nodes[i].url, &n->socks[i]) != 0) {
+            LOG_ERROR("cannot dial %s (%s)", n->cfg->nodes[i].name, n->cfg->nodes[i].url);
+            return SX_ENET;
+        }
+        n->dialed[i] = true;
+    }
+    return 0;
+}
+
+static int open_parts(st_node *n)
+{
+    char dir[4096];
+    int rc;
+
+    n->parts = calloc((size_t)n->cfg->nstorage + 1, sizeof(*n->parts));
+    if (n->parts == NULL)
+        return SX_ENOMEM;
+    for (int i = 0; i < n->cfg->nstorage; i++) {
+        const cfg_part *cp = &n->cfg->storage[i];
+
+        if (cp->node != n->o->self)
+            continue;
+        snprintf(dir, sizeof(dir), "%s/p%llu", n->o->data_dir, (unsigned long long)cp->id);
+        rc = st_part_open(n->cfg, cp, n->cc, dir, &n->parts[n->nparts]);
+        if (rc != 0)
+            return rc;
+        n->nparts++;
+    }
+    return 0;
+}
+
+static int start(st_node *n)
+{
+    const cfg_node *me = &n->cfg->nodes[n->o->self];
+    char dir[4096];
+    nng_socket ls;
+    int rc;
+
+    if (n->o->self == n->cfg->catalog_node) {
+        snprintf(dir, sizeof(dir), "%s/catalog", n->o->data_dir);
+        rc = catp_open(dir, n->cfg, &n->catp);
+        if (rc != 0)
+            return rc;
+    }
+    rc = catcache_new(n->cfg, &n->cc);
+    if (rc == 0)
+        rc = open_parts(n);
+    if (rc == 0)
+        rc = dial_peers(n);
+    if (rc != 0)
+        return rc;
+    rc = net_listen(me->url, &ls);
+    if (rc != 0) {
+        LOG_ERROR("cannot listen on %s", me->url);
+        return rc;
+    }
+    rc = net_server_start(ls, n->o->workers > 0 ? n->o->workers : 16, handle, n, &n->srv);
+    if (rc != 0) {
+        nng_close(ls);
+        return rc;
+    }
+    for (int i = 0; i < n->nparts; i++) {
+        rc = ship_start(n->parts[i], n->socks, &n->parts[i]->ship);
+        if (rc != 0)
+            return rc;
+    }
+    if (pthread_create(&n->poll_th, NULL, poll_main, n) != 0)
+        return SX_EINTERNAL;
+    n->poll_started = true;
+    return 0;
+}
+
+static void stop(st_node *n)
+{
+    pthread_mutex_lock(&n->mu);
+    n->stop = true;
+    pthread_cond_broadcast(&n->cv);
+    pthread_mutex_unlock(&n->mu);
+    if (n->poll_started)
+        pthread_join(n->poll_th, NULL);
+    for (int i = 0; i < n->nparts; i++) {
+        pthread_mutex_lock(&n->parts[i]->mu);
+        n->parts[i]->stopping = true;
+        pthread_mutex_unlock(&n->parts[i]->mu);
+    }
+    net_server_stop(n->srv);
+    for (int i = 0; i < n->nparts; i++)
+        ship_stop(n->parts[i]->ship);
+    for (int i = 0; i < n->nparts; i++)
+        st_part_close(n->parts[i]);
+    free(n->parts);
+    for (int i = 0; n->socks && i < n->cfg->nnodes; i++)
+        if (n->dialed[i])
+            nng_close(n->socks[i]);
+    free(n->socks);
+    free(n->dialed);
+    catcache_free(n->cc);
+    catp_close(n->catp);
+}
+
+int st_node_run(const node_opts *o)
+{
+    st_node n;
+    int rc;
+
+    memset(&n, 0, sizeof(n));
+    n.o = o;
+    n.cfg = o->cfg;
+    pthread_mutex_init(&n.mu, NULL);
+    pthread_cond_init(&n.cv, NULL);
+    rc = start(&n);
+    if (rc == 0) {
+        LOG_INFO("storage node %s serving %d partitions on %s%s",
+                 n.cfg->nodes[o->self].name, n.nparts, n.cfg->nodes[o->self].url,
+                 n.catp ? " (and the catalog)" : "");
+        printf("ready\n");
+        fflush(stdout);
+        while (!node_should_stop()) {
+            struct timespec ts = { 0, 50 * 1000000L };
+
+            nanosleep(&ts, NULL);
+        }
+        LOG_INFO("stopping");
+    } else {
+        LOG_ERROR("storage node start-up failed: %s", sx_strerror(rc));
+    }
+    stop(&n);
+    pthread_cond_destroy(&n.cv);
+    pthread_mutex_destroy(&n.mu);
+    return rc;
+}

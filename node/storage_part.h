@@ -1,0 +1,124 @@
+/*
+ * storage_part.h — one fact partition of a storage node: its leveldb, the
+ * group-commit write path (facts + outbox records + metadata in one synced
+ * batch), its published head/hw/item count, and the state its shipper and
+ * backfill share.
+ *
+ * Keys inside the partition's leveldb:
+ *   'F' | table_id (4 BE) | h (8 BE) | pk        -> [version, item]
+ *   'O' | dest index part (8 BE) | seq (8 BE)    -> [kind, version, key, h, proj|nil]
+ *   'M' 'm'                                      -> hw (8) | head (8) | items (8)
+ *   'M' 'B' | index_id (4 BE)                    -> backfill's last seq (8 BE)
+ *
+ * Locking: `wlock` is the partition's write lock, held by the group-commit
+ * leader and by a backfill; it guards `cat` and the working counters
+ * (w_hw, w_head, w_items). `mu` guards the request queue, the published
+ * counters, the backfill table and the shipper's per-destination acks.
+ * Order: wlock before mu.
+ */
+#ifndef SX_STORAGE_PART_H
+#define SX_STORAGE_PART_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <nng/nng.h>
+#include "catalog.h"
+#include "catalog_cache.h"
+#include "config.h"
+#include "ldb.h"
+#include "msg.h"
+
+#define ST_FACT_PREFIX 'F'
+#define ST_OUT_PREFIX 'O'
+#define ST_META_PREFIX 'M'
+#define ST_FACT_HDR 5                    /* 'F' + table id */
+#define ST_FACT_KEY_MAX (ST_FACT_HDR + 8 + SX_MAX_KEY)
+
+struct ship;
+struct st_wreq;
+
+/* A backfill this partition did: index id and the seq of its last record. */
+typedef struct st_bf {
+    uint32_t index_id;
+    uint64_t last_seq;
+} st_bf;
+
+typedef struct st_part {
+    uint64_t id, hlo, hhi;
+    const sx_config *cfg;
+    catcache *cc;
+    ldb *db;
+    leveldb_writeoptions_t *wnosync;   /* for outbox deletions */
+
+    pthread_mutex_t wlock;
+    const sx_catalog *cat;             /* catalog writes use (borrowed from cc) */
+    uint64_t w_hw, w_head, w_items;
+
+    pthread_mutex_t mu;
+    pthread_cond_t done_cv;            /* a group finished */
+    pthread_cond_t ship_cv;            /* head advanced, or stopping */
+    struct st_wreq *qhead, *qtail;
+    bool leading;
+    bool stopping;
+    uint64_t hw, head, items;          /* durable, published */
+    uint64_t outbox;                   /* outbox records not yet acked */
+    uint32_t nbf;
+    st_bf *bf;
+    struct ship *ship;
+} st_part;
+
+/* Opens (creating) the partition's leveldb at dir and loads its metadata,
+ * backfill table and outbox count. cc is borrowed and must outlive it.
+ * Returns 0, SX_EIO, SX_ENOMEM; *out freed by st_part_close. */
+int st_part_open(const sx_config *cfg, const cfg_part *cp, catcache *cc,
+                 const char *dir, st_part **out);
+
+/* Closes the partition (the shipper must be stopped first); accepts NULL. */
+void st_part_close(st_part *p);
+
+/* Serves S_WRITE: validates the request, queues it for group commit and
+ * waits for the synced batch; appends the reply frame to out. Called
+ * concurrently by server workers. */
+void st_write(st_part *p, const msg_S_WRITE_req *rq, mp_buf *out);
+
+/* Serves S_GET and S_RANGE (storage_read.c). Thread-safe, lock-free. */
+void st_get(st_part *p, const msg_S_GET_req *rq, mp_buf *out);
+void st_range(st_part *p, const msg_S_RANGE_req *rq, mp_buf *out);
+
+/* Reads the published head, hw, item count and outbox size under mu. */
+void st_part_stats(st_part *p, uint64_t *head, uint64_t *hw, uint64_t *items,
+                   uint64_t *outbox);
+
+/* The table tid in the newest cached catalog (refreshing once if unknown),
+ * or NULL. The pointer is valid for the catalog cache's life. */
+const cat_table *st_table(st_part *p, uint64_t tid);
+
+/* Builds the fact key 'F' | tid | local (h|pk) into k (ST_FACT_KEY_MAX
+ * bytes); returns its length. */
+size_t st_fact_key(uint8_t *k, uint32_t tid, const uint8_t *local, size_t n);
+
+/* Under wlock: switches the write catalog to cat if it is newer. */
+void st_part_use_catalog(st_part *p, const sx_catalog *cat);
+
+/* Under wlock: appends to b an outbox record for index entry key (index-local)
+ * of kind OUT_PUT/OUT_DEL with version v, hash h, projection proj (raw
+ * msgpack; NULL for nil); advances w_head. Returns 0 or SX_ENOMEM. */
+int st_outbox_append(st_part *p, leveldb_writebatch_t *b, int kind, uint64_t v,
+                     const uint8_t *key, size_t kn, uint64_t h,
+                     const uint8_t *proj, size_t pn, uint64_t *pending);
+
+/* Under wlock: appends the working metadata to b, writes it synced and, on
+ * success, publishes the counters (adding `pending` outbox records) and
+ * wakes the shipper. On failure restores the working counters. Returns 0
+ * or SX_EIO. */
+int st_commit(st_part *p, leveldb_writebatch_t *b, uint64_t pending);
+
+/* Under wlock: drops the working counters' uncommitted changes (a batch
+ * that will not be written). */
+void st_commit_abort(st_part *p);
+
+/* Microseconds since the epoch. */
+uint64_t st_now_us(void);
+
+#endif

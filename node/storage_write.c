@@ -1,0 +1,475 @@
+/*
+ * storage_write.c — S_WRITE: the group-commit write path of a fact partition.
+ *
+ * A worker validates its request (items, primary keys, shard hashes within
+ * the partition) without any lock, then queues it. One thread at a time,
+ * the leader, takes everything queued, and under the partition's write
+ * lock computes for every operation the old fact (or an earlier operation's
+ * result in the same group), the new version, the fact change and one
+ * outbox record per changed index entry, writes all of it plus the
+ * partition metadata in ONE synced WriteBatch, then wakes every waiter.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "hash.h"
+#include "item.h"
+#include "log.h"
+#include "storage_part.h"
+#include "sx_errors.h"
+
+/* One put or delete of a request, validated. */
+typedef struct st_op {
+    bool del;
+    const uint8_t *obj;       /* item (put) or key map (delete); borrowed */
+    size_t on;
+    uint64_t h;
+    size_t koff, kn;          /* fact key within the request's key arena */
+} st_op;
+
+typedef struct st_wreq {
+    const msg_S_WRITE_req *rq;
+    uint32_t n;
+    st_op *ops;
+    sx_bytes keys;            /* fact keys of ops, concatenated */
+    int err;
+    char msg[160];
+    uint64_t *versions, *found;
+    bool done;
+    struct st_wreq *next;
+} st_wreq;
+
+/* The state of one fact key during a group: loaded or written earlier. */
+typedef struct gm_ent {
+    const uint8_t *key;       /* NULL: empty slot */
+    size_t kn;
+    bool exists;
+    uint64_t version;
+    const uint8_t *item;
+    size_t in;
+    uint8_t *owned;           /* leveldb value buffer backing item, or NULL */
+} gm_ent;
+
+typedef struct gmap {
+    gm_ent *e;
+    size_t cap;
+} gmap;
+
+static uint64_t fnv(const uint8_t *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+static int gm_init(gmap *m, size_t nops)
+{
+    m->cap = 16;
+    while (m->cap < nops * 2)
+        m->cap *= 2;
+    m->e = calloc(m->cap, sizeof(*m->e));
+    return m->e ? 0 : SX_ENOMEM;
+}
+
+static void gm_free(gmap *m)
+{
+    for (size_t i = 0; m->e && i < m->cap; i++)
+        free(m->e[i].owned);
+    free(m->e);
+}
+
+/* Decodes a stored fact value [version, item]. */
+static int fact_decode(const uint8_t *v, size_t vn, uint64_t *ver, sx_buf *item)
+{
+    mp_cur c = mp_cur_make(v, vn);
+    uint32_t cnt;
+
+    if (mp_read_array(&c, &cnt) != 0 || cnt != 2 || mp_read_u64(&c, ver) != 0 ||
+        mp_read_raw(&c, item) != 0)
+        return SX_EIO;
+    return 0;
+}
+
+/* Finds the group entry of key, loading the stored fact on first sight. */
+static int gm_get(gmap *m, ldb *db, const uint8_t *key, size_t kn, gm_ent **out)
+{
+    size_t i = fnv(key, kn) & (m->cap - 1);
+    gm_ent *e;
+    uint8_t *v = NULL;
+    size_t vn = 0;
+    sx_buf item;
+    int rc;
+
+    while (m->e[i].key != NULL) {
+        if (m->e[i].kn == kn && memcmp(m->e[i].key, key, kn) == 0) {
+            *out = &m->e[i];
+            return 0;
+        }
+        i = (i + 1) & (m->cap - 1);
+    }
+    e = &m->e[i];
+    rc = ldb_get(db, key, kn, &v, &vn);
+    if (rc == SX_ENOTFOUND) {
+        e->exists = false;
+    } else if (rc != 0) {
+        return rc;
+    } else if (fact_decode(v, vn, &e->version, &item) != 0) {
+        LOG_ERROR("corrupt fact value (%zu bytes)", vn);
+        free(v);
+        return SX_EIO;
+    } else {
+        e->exists = true;
+        e->owned = v;
+        e->item = item.p;
+        e->in = item.n;
+    }
+    e->key = key;
+    e->kn = kn;
+    *out = e;
+    return 0;
+}
+
+static uint64_t next_version(st_part *p)
+{
+    uint64_t now = st_now_us();
+
+    p->w_hw = now > p->w_hw ? now : p->w_hw + 1;
+    return p->w_hw;
+}
+
+/* Index-local key (index id | tuple) of item for ix into k; false when the
+ * item is not in the index (sparse, or key not encodable). */
+static bool index_key(const cat_table *t, const cat_index *ix, const uint8_t *item,
+                      size_t n, sx_bytes *k, int *err)
+{
+    uint8_t id[4];
+    int rc;
+
+    k->n = 0;
+    if (item == NULL)
+        return false;
+    sx_put_be32(id, ix->id);
+    rc = bytes_append(k, id, 4);
+    if (rc == 0)
+        rc = item_index_tuple(t, ix, item, n, k);
+    if (rc == SX_ENOMEM)
+        *err = rc;
+    return rc == 0;
+}
+
+/* Emits the outbox records that move index ix from item old to item nw
+ * (either may be NULL) at version v. */
+static int emit_one(st_part *p, leveldb_writebatch_t *b, const cat_table *t,
+                    const cat_index *ix, const uint8_t *old, size_t on,
+                    const uint8_t *nw, size_t nn, uint64_t v, uint64_t h,
+                    uint64_t *pending, sx_bytes *ko, sx_bytes *kn)
+{
+    int err = 0, rc = 0;
+    bool has_o = index_key(t, ix, old, on, ko, &err);
+    bool has_n = index_key(t, ix, nw, nn, kn, &err);
+    bool same = has_o && has_n && ko->n == kn->n && memcmp(ko->p, kn->p, ko->n) == 0;
+    mp_buf pn, po;
+
+    if (err != 0)
+        return err;
+    if (has_o && !same)
+        rc = st_outbox_append(p, b, OUT_DEL, v, ko->p, ko->n, h, NULL, 0, pending);
+    if (rc != 0 || !has_n)
+        return rc;
+    mp_buf_init(&pn);
+    mp_buf_init(&po);
+    rc = item_project(t, ix, nw, nn, &pn);
+    if (rc == 0 && same)
+        rc = item_project(t, ix, old, on, &po);
+    if (rc == 0 && (pn.oom || po.oom))
+        rc = SX_ENOMEM;
+    if (rc == 0 && (!same || po.sb.size != pn.sb.size ||
+                    memcmp(po.sb.data, pn.sb.data, pn.sb.size) != 0))
+        rc = st_outbox_append(p, b, OUT_PUT, v, kn->p, kn->n, h,
+                              (const uint8_t *)pn.sb.data, pn.sb.size, pending);
+    mp_buf_free(&pn);
+    mp_buf_free(&po);
+    return rc;
+}
+
+static int emit_all(st_part *p, leveldb_writebatch_t *b, const cat_table *t,
+                    const uint8_t *old, size_t on, const uint8_t *nw, size_t nn,
+                    uint64_t v, uint64_t h, uint64_t *pending)
+{
+    sx_bytes ko = { 0 }, kn = { 0 };
+    int rc = 0;
+
+    for (uint32_t i = 0; rc == 0 && i < t->nindexes; i++)
+        rc = emit_one(p, b, t, &t->indexes[i], old, on, nw, nn, v, h, pending, &ko, &kn);
+    bytes_free(&ko);
+    bytes_free(&kn);
+    return rc;
+}
+
+static int put_fact(leveldb_writebatch_t *b, const gm_ent *e, uint64_t v,
+                    const uint8_t *item, size_t n)
+{
+    mp_buf val;
+
+    mp_buf_init(&val);
+    mp_put_array(&val, 2);
+    mp_put_u64(&val, v);
+    mp_put_raw(&val, item, n);
+    if (val.oom) {
+        mp_buf_free(&val);
+        return SX_ENOMEM;
+    }
+    leveldb_writebatch_put(b, (const char *)e->key, e->kn, val.sb.data, val.sb.size);
+    mp_buf_free(&val);
+    return 0;
+}
+
+/* Applies one operation to the batch; sets its version and found flag. */
+static int apply_op(st_part *p, leveldb_writebatch_t *b, gmap *m, const cat_table *t,
+                    st_wreq *r, uint32_t i, uint64_t *pending)
+{
+    st_op *op = &r->ops[i];
+    gm_ent *e;
+    uint64_t v;
+    int rc = gm_get(m, p->db, r->keys.p + op->koff, op->kn, &e);
+
+    if (rc != 0)
+        return rc;
+    r->found[i] = e->exists;
+    if (op->del && !e->exists) {
+        r->versions[i] = 0;
+        return 0;
+    }
+    v = next_version(p);
+    r->versions[i] = v;
+    rc = emit_all(p, b, t, e->exists ? e->item : NULL, e->in,
+                  op->del ? NULL : op->obj, op->on, v, op->h, pending);
+    if (rc != 0)
+        return rc;
+    if (op->del) {
+        leveldb_writebatch_delete(b, (const char *)e->key, e->kn);
+        p->w_items--;
+        e->exists = false;
+        return 0;
+    }
+    rc = put_fact(b, e, v, op->obj, op->on);
+    if (rc != 0)
+        return rc;
+    if (!e->exists)
+        p->w_items++;
+    e->exists = true;
+    e->version = v;
+    e->item = op->obj;
+    e->in = op->on;
+    return 0;
+}
+
+static void fail_req(st_wreq *r, int err, const char *msg)
+{
+    if (r->err == 0) {
+        r->err = err;
+        snprintf(r->msg, sizeof(r->msg), "%s", msg);
+    }
+}
+
+/* Makes p->cat at least as new as every request of the group needs. */
+static void group_catalog(st_part *p, st_wreq *list)
+{
+    uint64_t want = 0;
+    const sx_catalog *cat = NULL;
+
+    for (st_wreq *r = list; r; r = r->next)
+        if (r->rq->catver > want)
+            want = r->rq->catver;
+    if (p->cat == NULL || p->cat->version < want) {
+        if (catcache_get(p->cc, want, &cat) == 0)
+            st_part_use_catalog(p, cat);
+    }
+    for (st_wreq *r = list; r; r = r->next) {
+        if (p->cat == NULL || p->cat->version < r->rq->catver)
+            fail_req(r, SX_EUNAVAIL, "storage cannot fetch the catalog version of this write");
+        else if (cat_table_by_id(p->cat, (uint32_t)r->rq->table_id) == NULL)
+            fail_req(r, SX_ENOTABLE, "no such table id in this catalog");
+    }
+}
+
+/* The leader's work for one group: compute, write one synced batch. */
+static void run_group(st_part *p, st_wreq *list)
+{
+    leveldb_writebatch_t *b = leveldb_writebatch_create();
+    size_t nops = 0;
+    uint64_t pending = 0;
+    gmap m = { 0 };
+    int rc = b ? 0 : SX_ENOMEM;
+
+    pthread_mutex_lock(&p->wlock);
+    group_catalog(p, list);
+    for (st_wreq *r = list; r; r = r->next)
+        nops += r->n;
+    if (rc == 0)
+        rc = gm_init(&m, nops);
+    for (st_wreq *r = list; rc == 0 && r; r = r->next) {
+        const cat_table *t;
+
+        if (r->err != 0)
+            continue;
+        t = cat_table_by_id(p->cat, (uint32_t)r->rq->table_id);
+        for (uint32_t i = 0; rc == 0 && i < r->n; i++)
+            rc = apply_op(p, b, &m, t, r, i, &pending);
+    }
+    if (rc == 0)
+        rc = st_commit(p, b, pending);
+    else
+        st_commit_abort(p);
+    pthread_mutex_unlock(&p->wlock);
+    if (rc != 0) {
+        LOG_ERROR("partition %llu: group of %zu ops failed: %s",
+                  (unsigned long long)p->id, nops, sx_strerror(rc));
+        for (st_wreq *r = list; r; r = r->next)
+            fail_req(r, rc, "storage write failed");
+    }
+    gm_free(&m);
+    if (b)
+        leveldb_writebatch_destroy(b);
+}
+
+/* Queues r and waits until a leader (maybe this thread) has committed it. */
+static void enqueue_wait(st_part *p, st_wreq *r)
+{
+    pthread_mutex_lock(&p->mu);
+    if (p->stopping) {
+        pthread_mutex_unlock(&p->mu);
+        fail_req(r, SX_EUNAVAIL, "node is stopping");
+        return;
+    }
+    if (p->qtail)
+        p->qtail->next = r;
+    else
+        p->qhead = r;
+    p->qtail = r;
+    while (!r->done) {
+        if (!p->leading) {
+            st_wreq *list = p->qhead;
+
+            p->leading = true;
+            p->qhead = p->qtail = NULL;
+            pthread_mutex_unlock(&p->mu);
+            run_group(p, list);
+            pthread_mutex_lock(&p->mu);
+            for (st_wreq *q = list; q; q = q->next)
+                q->done = true;
+            p->leading = false;
+            pthread_cond_broadcast(&p->done_cv);
+        } else {
+            pthread_cond_wait(&p->done_cv, &p->mu);
+        }
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* Validates op i of r against table t: item, primary key, hash range. */
+static int prepare_op(st_part *p, const cat_table *t, st_wreq *r, uint32_t i)
+{
+    const msg_S_WRITE_req *rq = r->rq;
+    st_op *op = &r->ops[i];
+    sx_bytes pk = { 0 };
+    size_t pklen = 0;
+    uint8_t hdr[ST_FACT_HDR + 8];
+    int rc;
+
+    op->del = rq->dels.n > 0 && rq->dels.v[i] != 0;
+    op->obj = rq->objs.v[i].p;
+    op->on = rq->objs.v[i].n;
+    if (op->on > SX_MAX_ITEM)
+        return SX_ETOOBIG;
+    rc = item_validate(op->obj, op->on);
+    if (rc == 0)
+        rc = item_primary_key(t, op->obj, op->on, &pk, &pklen);
+    if (rc != 0)
+        goto out;
+    op->h = sx_shard_hash(p->cfg->hash_key, pk.p, pklen);
+    if (op->h < p->hlo || op->h > p->hhi) {
+        rc = SX_EWRONGPART;
+        goto out;
+    }
+    hdr[0] = ST_FACT_PREFIX;
+    sx_put_be32(hdr + 1, t->id);
+    sx_put_be64(hdr + ST_FACT_HDR, op->h);
+    op->koff = r->keys.n;
+    op->kn = sizeof(hdr) + pk.n;
+    rc = bytes_append(&r->keys, hdr, sizeof(hdr));
+    if (rc == 0)
+        rc = bytes_append(&r->keys, pk.p, pk.n);
+out:
+    bytes_free(&pk);
+    return rc;
+}
+
+static int prepare(st_part *p, st_wreq *r)
+{
+    const msg_S_WRITE_req *rq = r->rq;
+    const sx_catalog *cat = NULL;
+    const cat_table *t;
+    char msg[96];
+    int rc;
+
+    r->n = rq->objs.n;
+    if (rq->dels.n != 0 && rq->dels.n != r->n) {
+        fail_req(r, SX_EINVAL, "dels and objs differ in length");
+        return SX_EINVAL;
+    }
+    rc = catcache_get(p->cc, rq->catver, &cat);
+    if (rc != 0) {
+        fail_req(r, SX_EUNAVAIL, "storage cannot fetch the catalog");
+        return rc;
+    }
+    t = rq->table_id <= UINT32_MAX ? cat_table_by_id(cat, (uint32_t)rq->table_id) : NULL;
+    if (t == NULL) {
+        fail_req(r, SX_ENOTABLE, "no such table id");
+        return SX_ENOTABLE;
+    }
+    r->ops = calloc(r->n ? r->n : 1, sizeof(*r->ops));
+    r->versions = calloc(r->n ? r->n : 1, sizeof(uint64_t));
+    r->found = calloc(r->n ? r->n : 1, sizeof(uint64_t));
+    if (!r->ops || !r->versions || !r->found) {
+        fail_req(r, SX_ENOMEM, "out of memory");
+        return SX_ENOMEM;
+    }
+    for (uint32_t i = 0; i < r->n; i++) {
+        rc = prepare_op(p, t, r, i);
+        if (rc != 0) {
+            snprintf(msg, sizeof(msg), "operation %u: %s%s", i, sx_strerror(rc),
+                     rc == SX_EWRONGPART ? " (hash outside this partition)" : "");
+            fail_req(r, rc, msg);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+void st_write(st_part *p, const msg_S_WRITE_req *rq, mp_buf *out)
+{
+    st_wreq r;
+    msg_S_WRITE_rep rep;
+
+    memset(&r, 0, sizeof(r));
+    r.rq = rq;
+    if (prepare(p, &r) == 0 && r.n > 0)
+        enqueue_wait(p, &r);
+    if (r.err != 0) {
+        msg_encode_err(MSG_S_WRITE, r.err, r.msg, out);
+    } else {
+        memset(&rep, 0, sizeof(rep));
+        rep.versions.n = r.n;
+        rep.versions.v = r.versions;
+        rep.found.n = r.n;
+        rep.found.v = r.found;
+        if (msg_encode_rep(MSG_S_WRITE, &rep, out) != 0)
+            msg_encode_err(MSG_S_WRITE, SX_ENOMEM, "out of memory", out);
+    }
+    free(r.ops);
+    free(r.versions);
+    free(r.found);
+    bytes_free(&r.keys);
+}
