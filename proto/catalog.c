@@ -222,12 +222,12 @@ static int decode_index(mp_cur *c, cat_index *ix)
             rc = key_once(&seen, 3) ? SX_EPROTO
                                     : read_names(c, &ix->proj_attrs, &ix->nproj);
         else if (sx_buf_eq_cstr(k, "proj")) {
-            rc = mp_read_str(c, &s);
-            ix->proj = sx_buf_eq_cstr(s, "all") ? CAT_PROJ_ALL
-                     : sx_buf_eq_cstr(s, "list") ? CAT_PROJ_LIST : CAT_PROJ_KEYS;
+            if ((rc = mp_read_str(c, &s)) == 0)
+                ix->proj = sx_buf_eq_cstr(s, "all") ? CAT_PROJ_ALL
+                         : sx_buf_eq_cstr(s, "list") ? CAT_PROJ_LIST : CAT_PROJ_KEYS;
         } else if (sx_buf_eq_cstr(k, "state")) {
-            rc = mp_read_str(c, &s);
-            ix->state = sx_buf_eq_cstr(s, "ready") ? CAT_READY : CAT_BUILDING;
+            if ((rc = mp_read_str(c, &s)) == 0)
+                ix->state = sx_buf_eq_cstr(s, "ready") ? CAT_READY : CAT_BUILDING;
         } else if (sx_buf_eq_cstr(k, "done_parts")) {
             uint32_t m;
             if (key_once(&seen, 4) || mp_read_array(c, &m))
