@@ -130,6 +130,7 @@ typedef struct group_ctx {
     overlay ov;
     mp_buf vb;
     uint64_t entries, tombstones;
+    size_t changes;             /* entries written + watermarks moved */
     uint8_t key[IX_MAX_DBKEY];
 } group_ctx;
 
@@ -211,6 +212,7 @@ static int apply_record(group_ctx *g, const msg_I_APPLY_req *m, uint32_t i)
     slot->kn = k.n;
     slot->live = nlive;
     slot->version = nver;
+    g->changes++;
     return 0;
 }
 
@@ -219,6 +221,7 @@ static int apply_op(group_ctx *g, ix_apply_op *op)
     ix_part *p = g->p;
     const msg_I_APPLY_req *m = op->m;
     int s = op->src, rc;
+    uint64_t wm, hw;
     uint32_t i;
 
     for (i = 0; i < m->seqs.n; i++) {
@@ -228,9 +231,14 @@ static int apply_op(group_ctx *g, ix_apply_op *op)
         if (rc != 0)
             return rc;
     }
-    p->work_wm[s] = ix_advance(p->work_wm[s], m->upto);
-    p->work_hw[s] = ix_advance(p->work_hw[s], m->hw);
-    p->work_dirty[s] = true;
+    wm = ix_advance(p->work_wm[s], m->upto);
+    hw = ix_advance(p->work_hw[s], m->hw);
+    if (wm != p->work_wm[s] || hw != p->work_hw[s]) {
+        p->work_wm[s] = wm;
+        p->work_hw[s] = hw;
+        p->work_dirty[s] = true;
+        g->changes++;
+    }
     op->wm = p->work_wm[s];
     return 0;
 }
@@ -281,6 +289,8 @@ static void run_group(ix_part *p, ix_apply_op *group, size_t nrec)
     rc = g.b ? ov_init(&g.ov, nrec) : SX_ENOMEM;
     for (op = group; rc == 0 && op != NULL; op = op->next)
         rc = apply_op(&g, op);
+    if (rc == 0 && g.changes == 0)
+        goto unlock;            /* e.g. repeated heartbeats: nothing to sync */
     if (rc == 0)
         rc = put_watermarks(&g);
     if (rc == 0)
@@ -298,6 +308,7 @@ static void run_group(ix_part *p, ix_apply_op *group, size_t nrec)
         LOG_ERROR("index p%llu: apply group failed: %s", (unsigned long long)p->id,
                   sx_strerror(rc));
     }
+unlock:
     pthread_mutex_unlock(&p->apply_mu);
     for (op = group; op != NULL; op = op->next)
         op->err = rc;
