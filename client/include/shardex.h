@@ -254,8 +254,8 @@ SX_API int sx_put_batch(sx_client *c, const char *table, const sx_item *const *i
  * Returns 0, SX_ENOTFOUND, SX_ENOTABLE, SX_EKEY, ... */
 SX_API int sx_get(sx_client *c, const char *table, const sx_item *key, sx_item **out);
 
-/* Deletes the item with key's key attributes. Deleting an absent item
- * succeeds. */
+/* Deletes the item with key's key attributes. Returns 0, SX_ENOTFOUND
+ * when there was no such item (nothing changed), SX_ENOTABLE, SX_EKEY, ... */
 SX_API int sx_delete(sx_client *c, const char *table, const sx_item *key);
 
 /* ------------------------------------------------------------------ */

@@ -1,0 +1,100 @@
+/*
+ * cli.h — shared pieces of the `shardex` command-line tool: exit codes,
+ * option parsing, error reporting, and JSON <-> item conversion.
+ *
+ * One file per command group (table.c, index.c, item.c, query.c,
+ * status.c); main.c dispatches. Everything runs on the main thread.
+ */
+#ifndef SX_CLI_H
+#define SX_CLI_H
+
+#include <stdbool.h>
+#include <jansson.h>
+#include "shardex.h"
+
+/* Exit codes (the CLI's contract). */
+#define CLI_OK 0
+#define CLI_NOTFOUND 1
+#define CLI_USAGE 2
+#define CLI_ERROR 3
+
+/* What every command gets: its arguments after the command words, and the
+ * router list from -r / SHARDEX_ROUTER (NULL if none was given). */
+typedef struct cli_ctx {
+    int argc;
+    char **argv;
+    const char *routers;
+    sx_client *client;     /* opened lazily by cli_connect */
+} cli_ctx;
+
+/* A command's option table entry: name ("--limit"), whether it takes a
+ * value, and where the value (or "1" for flags) goes. */
+typedef struct cli_opt {
+    const char *name;
+    bool has_value;
+    const char **value;
+} cli_opt;
+
+/* Parses ctx->argv: options listed in opts (as "--name VALUE",
+ * "--name=VALUE" or flags), -r/--router URL, and --help/-h; everything else
+ * lands in pos[0..*npos) (at most maxpos). Returns CLI_OK, CLI_USAGE (after
+ * printing a message and the usage text), or -1 when help was printed
+ * (exit 0). */
+int cli_parse(cli_ctx *ctx, const cli_opt *opts, const char **pos, int maxpos,
+              int *npos, const char *usage);
+
+/* Prints "shardex: <message>" and the usage text to stderr; returns CLI_USAGE. */
+int cli_usage_error(const char *usage, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Prints "shardex: <message>" to stderr; returns CLI_ERROR. */
+int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Opens ctx->client if needed. Returns CLI_OK, or prints and returns
+ * CLI_USAGE (no router given) / CLI_ERROR. */
+int cli_connect(cli_ctx *ctx);
+
+/* Reports a failed library call rc: prints "shardex: <server message or
+ * strerror>" and returns CLI_NOTFOUND for SX_ENOTFOUND, else CLI_ERROR. */
+int cli_fail(cli_ctx *ctx, int rc);
+
+/* ---- json.c ---- */
+
+/* Parses text as one JSON value. On failure returns NULL and writes a
+ * one-line reason into err[errlen]. Caller json_decref()s the result. */
+json_t *cli_json_parse(const char *text, char *err, size_t errlen);
+
+/* Builds an item from a JSON object (integers -> int, reals -> double,
+ * {"$bin":"<base64>"} -> binary, objects -> maps, arrays -> lists). On
+ * success *out is the caller's (sx_item_free). Returns 0 or SX_EINVAL /
+ * SX_ENOMEM with a reason in err. */
+int cli_json_to_item(const json_t *obj, sx_item **out, char *err, size_t errlen);
+
+/* A scalar JSON value as an sx_value. Binary bytes are allocated into
+ * *keep (free() it when done with v; NULL otherwise); strings borrow from
+ * j. Returns 0 or SX_EINVAL with a reason in err. */
+int cli_json_to_scalar(const json_t *j, sx_value *v, void **keep, char *err, size_t errlen);
+
+/* The JSON form of an item (new reference) or NULL when out of memory. */
+json_t *cli_item_to_json(const sx_item *it);
+
+/* Prints an item as one compact JSON line on stdout. Returns 0 or CLI_ERROR. */
+int cli_print_item(const sx_item *it);
+
+/* Splits a comma-separated list into a malloc'd array of malloc'd strings
+ * (*n entries). Returns 0 or SX_EINVAL (empty entry) / SX_ENOMEM. */
+int cli_split(const char *s, char ***out, size_t *n);
+void cli_split_free(char **v, size_t n);
+
+/* ---- the command groups ---- */
+int cli_table(cli_ctx *ctx);    /* table create */
+int cli_index(cli_ctx *ctx);    /* index create|drop|list */
+int cli_put(cli_ctx *ctx);
+int cli_get(cli_ctx *ctx);
+int cli_delete(cli_ctx *ctx);
+int cli_load(cli_ctx *ctx);
+int cli_query(cli_ctx *ctx);
+int cli_scan(cli_ctx *ctx);
+int cli_status(cli_ctx *ctx);
+
+#endif

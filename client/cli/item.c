@@ -1,0 +1,188 @@
+/*
+ * item.c — `shardex put|get|delete|load`: point operations on items given
+ * as JSON, and bulk loading of JSON lines in batches.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli.h"
+
+#define LOAD_BATCH 200               /* items per PUT request */
+
+static const char *PUT_USAGE =
+    "usage: shardex put TABLE 'JSON-OBJECT'\n"
+    "  Stores the item (it must hold the table's key attributes).\n"
+    "  Numbers: integers are int64, others double; binary as {\"$bin\":\"<base64>\"}.\n";
+static const char *GET_USAGE =
+    "usage: shardex get TABLE 'JSON-KEY-OBJECT'\n"
+    "  Prints the item as one JSON line; exits 1 when absent.\n";
+static const char *DELETE_USAGE =
+    "usage: shardex delete TABLE 'JSON-KEY-OBJECT'\n"
+    "  Deletes the item with that key.\n";
+static const char *LOAD_USAGE =
+    "usage: shardex load TABLE [FILE]\n"
+    "  Stores one JSON object per line from FILE (or stdin), in batches, and\n"
+    "  prints how many items were stored. Bad lines are reported with their\n"
+    "  number; the command then exits 3 (the good lines are still stored).\n";
+
+/* Parses "TABLE JSON" arguments into *table and a new item. */
+static int table_and_item(cli_ctx *ctx, const char *usage, const char **table, sx_item **it)
+{
+    const char *pos[2];
+    char err[256];
+    int npos, r = cli_parse(ctx, NULL, pos, 2, &npos, usage);
+    if (r < 0)
+        return -1;
+    if (r)
+        return r;
+    if (npos != 2)
+        return cli_usage_error(usage, "expected TABLE and a JSON object");
+    json_t *j = cli_json_parse(pos[1], err, sizeof err);
+    if (!j)
+        return cli_usage_error(usage, "%s", err);
+    int rc = cli_json_to_item(j, it, err, sizeof err);
+    json_decref(j);
+    if (rc)
+        return cli_usage_error(usage, "%s", err);
+    *table = pos[0];
+    return cli_connect(ctx);
+}
+
+int cli_put(cli_ctx *ctx)
+{
+    const char *table;
+    sx_item *it = NULL;
+    int r = table_and_item(ctx, PUT_USAGE, &table, &it);
+    if (r == 0) {
+        int rc = sx_put(ctx->client, table, it, NULL);
+        r = rc ? cli_fail(ctx, rc) : CLI_OK;
+    }
+    sx_item_free(it);
+    return r < 0 ? CLI_OK : r;
+}
+
+int cli_get(cli_ctx *ctx)
+{
+    const char *table;
+    sx_item *key = NULL, *got = NULL;
+    int r = table_and_item(ctx, GET_USAGE, &table, &key);
+    if (r == 0) {
+        int rc = sx_get(ctx->client, table, key, &got);
+        if (rc == SX_ENOTFOUND)
+            r = CLI_NOTFOUND;    /* absent: no message, just the exit code */
+        else if (rc)
+            r = cli_fail(ctx, rc);
+        else
+            r = cli_print_item(got);
+    }
+    sx_item_free(got);
+    sx_item_free(key);
+    return r < 0 ? CLI_OK : r;
+}
+
+int cli_delete(cli_ctx *ctx)
+{
+    const char *table;
+    sx_item *key = NULL;
+    int r = table_and_item(ctx, DELETE_USAGE, &table, &key);
+    if (r == 0) {
+        int rc = sx_delete(ctx->client, table, key);
+        r = rc ? cli_fail(ctx, rc) : CLI_OK;
+    }
+    sx_item_free(key);
+    return r < 0 ? CLI_OK : r;
+}
+
+/* A batch of parsed lines waiting to be sent. */
+typedef struct load_state {
+    cli_ctx *ctx;
+    const char *table;
+    sx_item *items[LOAD_BATCH];
+    long lines[LOAD_BATCH];
+    size_t n;
+    long stored;
+    int failed;          /* the store refused a batch: stop sending */
+} load_state;
+
+static void load_flush(load_state *ls)
+{
+    if (ls->n && !ls->failed) {
+        int rc = sx_put_batch(ls->ctx->client, ls->table,
+                              (const sx_item *const *)ls->items, ls->n, NULL);
+        if (rc) {
+            cli_error("lines %ld-%ld: %s", ls->lines[0], ls->lines[ls->n - 1],
+                      sx_client_errmsg(ls->ctx->client));
+            ls->failed = 1;
+        } else {
+            ls->stored += (long)ls->n;
+        }
+    }
+    for (size_t k = 0; k < ls->n; k++)
+        sx_item_free(ls->items[k]);
+    ls->n = 0;
+}
+
+/* Parses one line; returns 0 (queued or blank) or 1 (bad line, reported). */
+static int load_line(load_state *ls, char *line, long lineno)
+{
+    char err[256];
+    size_t len = strlen(line);
+    while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+        line[--len] = '\0';
+    if (strspn(line, " \t") == len)
+        return 0;
+    json_t *j = cli_json_parse(line, err, sizeof err);
+    sx_item *it = NULL;
+    int rc = j ? cli_json_to_item(j, &it, err, sizeof err) : SX_EINVAL;
+    json_decref(j);
+    if (rc) {
+        cli_error("line %ld: %s", lineno, err);
+        return 1;
+    }
+    ls->items[ls->n] = it;
+    ls->lines[ls->n++] = lineno;
+    if (ls->n == LOAD_BATCH)
+        load_flush(ls);
+    return 0;
+}
+
+int cli_load(cli_ctx *ctx)
+{
+    const char *pos[2];
+    int npos, r = cli_parse(ctx, NULL, pos, 2, &npos, LOAD_USAGE);
+    if (r < 0)
+        return CLI_OK;
+    if (r)
+        return r;
+    if (npos < 1)
+        return cli_usage_error(LOAD_USAGE, "expected TABLE [FILE]");
+    FILE *f = stdin;
+    if (npos == 2 && strcmp(pos[1], "-") != 0) {
+        f = fopen(pos[1], "r");
+        if (!f)
+            return cli_error("cannot open %s", pos[1]);
+    }
+    if ((r = cli_connect(ctx))) {
+        if (f != stdin)
+            fclose(f);
+        return r;
+    }
+    load_state ls = { .ctx = ctx, .table = pos[0] };
+    char *line = NULL;
+    size_t cap = 0;
+    long lineno = 0, bad = 0;
+    while (!ls.failed && getline(&line, &cap, f) >= 0)
+        bad += load_line(&ls, line, ++lineno);
+    load_flush(&ls);
+    int read_err = ferror(f);
+    free(line);
+    if (f != stdin)
+        fclose(f);
+    printf("%ld\n", ls.stored);
+    if (read_err)
+        return cli_error("read error after line %ld; %ld items stored", lineno, ls.stored);
+    if (bad || ls.failed)
+        return cli_error("%ld bad line%s; %ld items stored", bad, bad == 1 ? "" : "s",
+                         ls.stored);
+    return CLI_OK;
+}

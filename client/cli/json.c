@@ -1,0 +1,284 @@
+/*
+ * json.c — JSON <-> items for the CLI (jansson). Integers become int64,
+ * other numbers doubles; {"$bin":"<base64>"} is a binary value; objects and
+ * arrays nest as maps and lists.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sodium.h>
+#include "cli.h"
+
+json_t *cli_json_parse(const char *text, char *err, size_t errlen)
+{
+    json_error_t je;
+    json_t *j = json_loads(text, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
+    if (!j)
+        snprintf(err, errlen, "bad JSON at column %d: %s", je.column, je.text);
+    return j;
+}
+
+/* True when j is {"$bin": "<text>"}. */
+static bool is_bin(const json_t *j)
+{
+    return json_is_object(j) && json_object_size(j) == 1
+        && json_is_string(json_object_get(j, "$bin"));
+}
+
+/* Decodes the base64 of a {"$bin":...} object (standard or URL-safe
+ * alphabet, padded or not) into a malloc'd buffer. */
+static int bin_decode(const json_t *j, uint8_t **out, size_t *n, char *err, size_t errlen)
+{
+    const json_t *s = json_object_get(j, "$bin");
+    const char *t = json_string_value(s);
+    size_t tl = json_string_length(s);
+    static const int variants[] = {
+        sodium_base64_VARIANT_ORIGINAL, sodium_base64_VARIANT_ORIGINAL_NO_PADDING,
+        sodium_base64_VARIANT_URLSAFE, sodium_base64_VARIANT_URLSAFE_NO_PADDING
+    };
+    uint8_t *b = malloc(tl + 1);
+    if (!b)
+        return SX_ENOMEM;
+    for (size_t k = 0; k < sizeof variants / sizeof variants[0]; k++) {
+        if (sodium_base642bin(b, tl + 1, t, tl, NULL, n, NULL, variants[k]) == 0) {
+            *out = b;
+            return SX_OK;
+        }
+    }
+    free(b);
+    snprintf(err, errlen, "bad base64 in {\"$bin\": ...}");
+    return SX_EINVAL;
+}
+
+int cli_json_to_scalar(const json_t *j, sx_value *v, void **keep, char *err, size_t errlen)
+{
+    *keep = NULL;
+    switch (json_typeof(j)) {
+    case JSON_NULL: *v = sx_val_null(); return SX_OK;
+    case JSON_TRUE: *v = sx_val_bool(1); return SX_OK;
+    case JSON_FALSE: *v = sx_val_bool(0); return SX_OK;
+    case JSON_INTEGER: *v = sx_val_int((int64_t)json_integer_value(j)); return SX_OK;
+    case JSON_REAL: *v = sx_val_double(json_real_value(j)); return SX_OK;
+    case JSON_STRING:
+        *v = sx_val_strn(json_string_value(j), json_string_length(j));
+        return SX_OK;
+    case JSON_OBJECT:
+        if (is_bin(j)) {
+            uint8_t *b;
+            size_t n;
+            int rc = bin_decode(j, &b, &n, err, errlen);
+            if (rc)
+                return rc;
+            *keep = b;
+            *v = sx_val_bin(b, n);
+            return SX_OK;
+        }
+        break;
+    default:
+        break;
+    }
+    snprintf(err, errlen, "expected a scalar value (null, bool, number, string or {\"$bin\":...})");
+    return SX_EINVAL;
+}
+
+static int fill_map(sx_item *it, const json_t *obj, char *err, size_t errlen, int depth);
+
+static int fill_list(sx_list *l, const json_t *arr, char *err, size_t errlen, int depth)
+{
+    size_t k;
+    json_t *e;
+    json_array_foreach(arr, k, e) {
+        int rc;
+        if (json_is_array(e)) {
+            sx_list *sub;
+            rc = sx_list_append_list(l, &sub);
+            if (!rc)
+                rc = fill_list(sub, e, err, errlen, depth + 1);
+        } else if (json_is_object(e) && !is_bin(e)) {
+            sx_item *sub;
+            rc = sx_list_append_map(l, &sub);
+            if (!rc)
+                rc = fill_map(sub, e, err, errlen, depth + 1);
+        } else {
+            sx_value v;
+            void *keep;
+            rc = cli_json_to_scalar(e, &v, &keep, err, errlen);
+            if (!rc)
+                rc = sx_list_append(l, &v);
+            free(keep);
+        }
+        if (rc)
+            return rc;
+    }
+    return SX_OK;
+}
+
+static int fill_map(sx_item *it, const json_t *obj, char *err, size_t errlen, int depth)
+{
+    const char *name;
+    json_t *e;
+    if (depth > 30) {
+        snprintf(err, errlen, "JSON nested too deeply");
+        return SX_EINVAL;
+    }
+    json_object_foreach((json_t *)obj, name, e) {
+        int rc;
+        if (!*name) {
+            snprintf(err, errlen, "empty attribute name");
+            return SX_EINVAL;
+        }
+        if (json_is_array(e)) {
+            sx_list *sub;
+            rc = sx_item_set_list(it, name, &sub);
+            if (!rc)
+                rc = fill_list(sub, e, err, errlen, depth + 1);
+        } else if (json_is_object(e) && !is_bin(e)) {
+            sx_item *sub;
+            rc = sx_item_set_map(it, name, &sub);
+            if (!rc)
+                rc = fill_map(sub, e, err, errlen, depth + 1);
+        } else {
+            sx_value v;
+            void *keep;
+            rc = cli_json_to_scalar(e, &v, &keep, err, errlen);
+            if (!rc)
+                rc = sx_item_set_value(it, name, &v);
+            free(keep);
+        }
+        if (rc) {
+            if (rc == SX_ENOMEM)
+                snprintf(err, errlen, "out of memory");
+            return rc;
+        }
+    }
+    return SX_OK;
+}
+
+int cli_json_to_item(const json_t *obj, sx_item **out, char *err, size_t errlen)
+{
+    if (!json_is_object(obj) || is_bin(obj)) {
+        snprintf(err, errlen, "expected a JSON object");
+        return SX_EINVAL;
+    }
+    sx_item *it = sx_item_new();
+    if (!it) {
+        snprintf(err, errlen, "out of memory");
+        return SX_ENOMEM;
+    }
+    int rc = fill_map(it, obj, err, errlen, 0);
+    if (rc) {
+        sx_item_free(it);
+        return rc;
+    }
+    *out = it;
+    return SX_OK;
+}
+
+static json_t *value_to_json(const sx_value *v);
+
+static json_t *list_to_json(const sx_list *l)
+{
+    json_t *a = json_array();
+    for (size_t k = 0; a && k < sx_list_len(l); k++) {
+        sx_value e;
+        sx_list_at(l, k, &e);
+        if (json_array_append_new(a, value_to_json(&e)) != 0) {
+            json_decref(a);
+            return NULL;
+        }
+    }
+    return a;
+}
+
+static json_t *value_to_json(const sx_value *v)
+{
+    switch (v->type) {
+    case SX_NULL: return json_null();
+    case SX_BOOL: return json_boolean(v->b);
+    case SX_INT: return json_integer((json_int_t)v->i);
+    case SX_DOUBLE: return json_real(v->d);
+    case SX_STR: return json_stringn_nocheck(v->s, v->len);
+    case SX_BIN: {
+        size_t n = sodium_base64_encoded_len(v->len, sodium_base64_VARIANT_ORIGINAL);
+        char *b = malloc(n);
+        if (!b)
+            return NULL;
+        sodium_bin2base64(b, n, (const unsigned char *)v->s, v->len,
+                          sodium_base64_VARIANT_ORIGINAL);
+        json_t *o = json_pack("{s:s}", "$bin", b);
+        free(b);
+        return o;
+    }
+    case SX_LIST: return list_to_json(v->list);
+    case SX_MAP: return cli_item_to_json(v->map);
+    }
+    return NULL;
+}
+
+json_t *cli_item_to_json(const sx_item *it)
+{
+    json_t *o = json_object();
+    for (size_t k = 0; o && k < sx_item_count(it); k++) {
+        const char *name;
+        sx_value v;
+        sx_item_attr(it, k, &name, &v);
+        if (json_object_set_new_nocheck(o, name, value_to_json(&v)) != 0) {
+            json_decref(o);
+            return NULL;
+        }
+    }
+    return o;
+}
+
+int cli_print_item(const sx_item *it)
+{
+    json_t *j = cli_item_to_json(it);
+    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!s)
+        return cli_error("out of memory");
+    puts(s);
+    free(s);
+    return CLI_OK;
+}
+
+int cli_split(const char *s, char ***out, size_t *n)
+{
+    size_t max = 1;
+    for (const char *p = s; *p; p++)
+        max += *p == ',';
+    char **v = calloc(max, sizeof *v);
+    if (!v)
+        return SX_ENOMEM;
+    size_t k = 0;
+    const char *p = s;
+    for (;;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == 0) {
+            cli_split_free(v, k);
+            return SX_EINVAL;
+        }
+        v[k] = strndup(p, len);
+        if (!v[k]) {
+            cli_split_free(v, k);
+            return SX_ENOMEM;
+        }
+        k++;
+        if (!e)
+            break;
+        p = e + 1;
+    }
+    *out = v;
+    *n = k;
+    return SX_OK;
+}
+
+void cli_split_free(char **v, size_t n)
+{
+    if (!v)
+        return;
+    for (size_t k = 0; k < n; k++)
+        free(v[k]);
+    free(v);
+}

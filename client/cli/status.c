@@ -1,0 +1,152 @@
+/*
+ * status.c — `shardex status`: the cluster's nodes, partitions and index
+ * lag as readable tables (from sx_status's JSON).
+ *
+ * Storage partitions are expected to report "head" (outbox sequence) and
+ * index partitions "watermarks" as [[source, watermark], ...]; every other
+ * scalar a partition reports is printed as name=value, so new fields show
+ * up without changes here.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli.h"
+
+static const char *USAGE =
+    "usage: shardex status [--json]\n"
+    "  Prints every node (role, name, url, state), every partition (items,\n"
+    "  outbox, head / entries, watermarks, ...) and the index lag: for each index\n"
+    "  partition and source storage partition, head - watermark.\n"
+    "  --json prints the raw status instead.\n";
+
+#define MAX_HEADS 1024
+
+typedef struct heads {
+    uint64_t part[MAX_HEADS], head[MAX_HEADS];
+    size_t n;
+} heads;
+
+static const char *str_or(const json_t *o, const char *k, const char *dflt)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s ? s : dflt;
+}
+
+/* Prints the scalar fields of a partition map as name=value. */
+static void print_fields(const json_t *part)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)part, k, v) {
+        if (strcmp(k, "id") == 0 || json_is_array(v) || json_is_object(v))
+            continue;
+        char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+        if (s) {
+            printf(" %s=%s", k, s);
+            free(s);
+        }
+    }
+}
+
+static const json_t *node_parts(const json_t *node)
+{
+    const json_t *st = json_object_get(node, "status");
+    const json_t *parts = json_object_get(st, "partitions");
+    return json_is_array(parts) ? parts : NULL;
+}
+
+static void print_nodes(const json_t *nodes, heads *h)
+{
+    size_t k, j;
+    json_t *node, *part;
+    printf("%-10s %-8s %-28s %s\n", "NODE", "ROLE", "URL", "STATE");
+    json_array_foreach(nodes, k, node) {
+        printf("%-10s %-8s %-28s %s", str_or(node, "name", "?"), str_or(node, "role", "?"),
+               str_or(node, "url", "?"), str_or(node, "state", "?"));
+        if (json_object_get(node, "error"))
+            printf(" (%s)", str_or(node, "error", ""));
+        printf("\n");
+    }
+    printf("\n%-10s %-10s %-8s %s\n", "PARTITION", "NODE", "ROLE", "FIGURES");
+    json_array_foreach(nodes, k, node) {
+        const json_t *parts = node_parts(node);
+        json_array_foreach(parts, j, part) {
+            json_int_t id = json_integer_value(json_object_get(part, "id"));
+            printf("%-10" JSON_INTEGER_FORMAT " %-10s %-8s", id, str_or(node, "name", "?"),
+                   str_or(node, "role", "?"));
+            print_fields(part);
+            printf("\n");
+            const json_t *hd = json_object_get(part, "head");
+            if (json_is_integer(hd) && h->n < MAX_HEADS) {
+                h->part[h->n] = (uint64_t)id;
+                h->head[h->n++] = (uint64_t)json_integer_value(hd);
+            }
+        }
+    }
+}
+
+static void print_lag(const json_t *nodes, const heads *h)
+{
+    size_t k, j, w;
+    json_t *node, *part, *pair;
+    printf("\n%-16s %-16s %s\n", "INDEX PARTITION", "SOURCE", "LAG (head - watermark)");
+    json_array_foreach(nodes, k, node) {
+        json_array_foreach(node_parts(node), j, part) {
+            const json_t *wms = json_object_get(part, "watermarks");
+            if (!json_is_array(wms))
+                continue;
+            json_int_t id = json_integer_value(json_object_get(part, "id"));
+            json_array_foreach(wms, w, pair) {
+                uint64_t src = (uint64_t)json_integer_value(json_array_get(pair, 0));
+                uint64_t wm = (uint64_t)json_integer_value(json_array_get(pair, 1));
+                size_t s = 0;
+                while (s < h->n && h->part[s] != src)
+                    s++;
+                printf("%-16" JSON_INTEGER_FORMAT " %-16" PRIu64 " ", id, src);
+                if (s == h->n)
+                    printf("? (watermark %" PRIu64 ", head unknown)\n", wm);
+                else
+                    printf("%" PRIu64 "\n", h->head[s] > wm ? h->head[s] - wm : 0);
+            }
+        }
+    }
+}
+
+int cli_status(cli_ctx *ctx)
+{
+    const char *pos[1], *json_flag = NULL;
+    cli_opt opts[] = { { "--json", false, &json_flag }, { NULL, 0, NULL } };
+    char err[256];
+    int npos, r = cli_parse(ctx, opts, pos, 0, &npos, USAGE);
+    if (r < 0)
+        return CLI_OK;
+    if (r)
+        return r;
+    if ((r = cli_connect(ctx)))
+        return r;
+    char *text = NULL;
+    int rc = sx_status(ctx->client, &text);
+    if (rc)
+        return cli_fail(ctx, rc);
+    if (json_flag) {
+        puts(text);
+        sx_free(text);
+        return CLI_OK;
+    }
+    json_t *j = cli_json_parse(text, err, sizeof err);
+    sx_free(text);
+    if (!j)
+        return cli_error("unreadable status: %s", err);
+    const json_t *nodes = json_object_get(j, "nodes");
+    heads *h = calloc(1, sizeof *h);
+    if (!h) {
+        json_decref(j);
+        return cli_error("out of memory");
+    }
+    print_nodes(nodes, h);
+    print_lag(nodes, h);
+    free(h);
+    json_decref(j);
+    return CLI_OK;
+}
