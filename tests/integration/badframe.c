@@ -198,6 +198,68 @@ static int build_frames(frame *fs, int max)
                              EXPECT_ERROR))
             return -1;
     }
+    /* Inter-node messages (served by storage or index nodes; a router must
+     * refuse them): counts, truncation and shapes that must not get past the
+     * decoder or the handler's validation. None of them can mutate state if
+     * rejected late: part/source ids are unknown or watermarks stay at 0. */
+    {   /* S_WRITE whose dels list claims 2^32-1 entries */
+        const uint8_t b[] = {0x96, 0x01, 22, 0x01, 0x00, 0x01,
+                             0xdd, 0xff, 0xff, 0xff, 0xff};
+        if (frame_from_bytes(&fs[n++], "S_WRITE dels of 2^32-1", b, sizeof b,
+                             EXPECT_ERROR))
+            return -1;
+    }
+    {   /* S_WRITE to partition 1 whose only object is not a map */
+        const uint8_t b[] = {0x97, 0x01, 22, 0x01, 0x00, 0x01, 0x90,
+                             0x91, 0xa3, 'b', 'a', 'd'};
+        if (frame_from_bytes(&fs[n++], "S_WRITE object not a map", b, sizeof b,
+                             EXPECT_ERROR))
+            return -1;
+    }
+    {   /* S_WRITE to an unknown partition */
+        const uint8_t b[] = {0x97, 0x01, 22, 0xcd, 0x03, 0xe7, 0x00, 0x01, 0x90,
+                             0x91, 0x81, 0xa2, 'i', 'd', 0x01};
+        if (frame_from_bytes(&fs[n++], "S_WRITE unknown partition", b, sizeof b,
+                             EXPECT_ERROR))
+            return -1;
+    }
+    {   /* S_GET whose key list holds a truncated bin */
+        const uint8_t b[] = {0x95, 0x01, 23, 0x01, 0x01, 0x92, 0xc4, 0xc8, 'a'};
+        if (frame_from_bytes(&fs[n++], "S_GET truncated key", b, sizeof b,
+                             EXPECT_ERROR))
+            return -1;
+    }
+    {   /* I_APPLY whose seqs list claims 2^32-1 entries */
+        const uint8_t b[] = {0x97, 0x01, 26, 101, 0x01, 0x00, 0x00,
+                             0xdd, 0xff, 0xff, 0xff, 0xff};
+        if (frame_from_bytes(&fs[n++], "I_APPLY seqs of 2^32-1", b, sizeof b,
+                             EXPECT_ERROR))
+            return -1;
+    }
+    {   /* I_APPLY with lists of different lengths (upto 0: harmless) */
+        const uint8_t b[] = {0x9c, 0x01, 26, 101, 0x01, 0x00, 0x00,
+                             0x91, 0x01,        /* seqs [1] */
+                             0x91, 0x00,        /* kinds [PUT] */
+                             0x90,              /* versions [] */
+                             0x91, 0xc4, 0x01, 'x', /* keys [bin "x"] */
+                             0x90,              /* hashes [] */
+                             0x90};             /* projs [] */
+        if (frame_from_bytes(&fs[n++], "I_APPLY ragged lists", b, sizeof b,
+                             EXPECT_ERROR))
+            return -1;
+    }
+    {   /* I_RANGE with wrong field types */
+        const uint8_t b[] = {0x97, 0x01, 27, 0xa1, 'p', 0x05, 0x05, 0xc3, 0xc0};
+        if (frame_from_bytes(&fs[n++], "I_RANGE wrong field types", b, sizeof b,
+                             EXPECT_ERROR))
+            return -1;
+    }
+    {   /* CAT_UPDATE with an unknown op and wrong field types */
+        const uint8_t b[] = {0x95, 0x01, 20, 0x63, 0x01, 0x02};
+        if (frame_from_bytes(&fs[n++], "CAT_UPDATE bad op and types", b,
+                             sizeof b, EXPECT_ERROR))
+            return -1;
+    }
     /* 14. an empty frame */
     if (frame_from_bytes(&fs[n++], "empty frame", "", 0, EXPECT_ERROR))
         return -1;
