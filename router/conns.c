@@ -1,0 +1,163 @@
+/*
+ * conns.c — the router's calls to storage and index nodes: one REQ socket
+ * per node (dialed at start-up, shared by every worker; net_call uses its
+ * own nng context per call, so concurrent calls are safe), typed calls that
+ * encode a request struct and decode the reply, fan-out in parallel, and
+ * raw forwarding.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "router.h"
+#include "net.h"
+#include "sx_errors.h"
+
+int rt_errf(rt_err *e, int code, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (e != NULL) {
+        va_start(ap, fmt);
+        vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+const char *rt_role_name(int role)
+{
+    switch (role) {
+    case SX_ROLE_STORAGE: return "storage";
+    case SX_ROLE_INDEX: return "index";
+    case SX_ROLE_ROUTER: return "router";
+    default: return "unknown";
+    }
+}
+
+/* Decodes one finished job into its call. */
+static void rpc_finish(rt_rpc *c, net_job *j)
+{
+    if (j->err != 0) {
+        c->err = j->err;
+        snprintf(c->msg, sizeof(c->msg), "call failed (%s)", sx_strerror(j->err));
+        free(j->resp);
+        j->resp = NULL;
+        return;
+    }
+    c->frame = j->resp;
+    j->resp = NULL;
+    c->err = msg_decode_rep(c->type, c->frame, j->resp_n, c->rep, c->msg,
+                            sizeof(c->msg));
+    if (c->err != 0 && c->msg[0] == '\0')
+        snprintf(c->msg, sizeof(c->msg), "%s", sx_strerror(c->err));
+}
+
+/* Encodes call c into b; on failure marks the call failed. Returns true
+ * when the call is ready to send. */
+static bool rpc_prepare(router *rt, rt_rpc *c, mp_buf *b)
+{
+    c->err = 0;
+    c->msg[0] = '\0';
+    c->frame = NULL;
+    if (c->node < 0 || c->node >= rt->cfg->nnodes || !rt->dialed[c->node]) {
+        c->err = SX_EINTERNAL;
+        snprintf(c->msg, sizeof(c->msg), "no connection to node %d", c->node);
+        return false;
+    }
+    if (msg_encode_req(c->type, c->req, b) != 0 || b->oom) {
+        c->err = SX_ENOMEM;
+        snprintf(c->msg, sizeof(c->msg), "cannot encode %s", msg_name(c->type));
+        return false;
+    }
+    return true;
+}
+
+int rt_rpc_run(router *rt, rt_rpc *calls, int n)
+{
+    net_job *jobs = NULL;
+    mp_buf *bufs = NULL;
+    int *map = NULL;
+    int i, m = 0, rc = 0;
+
+    if (n <= 0)
+        return 0;
+    jobs = calloc((size_t)n, sizeof(*jobs));
+    bufs = calloc((size_t)n, sizeof(*bufs));
+    map = calloc((size_t)n, sizeof(*map));
+    if (jobs == NULL || bufs == NULL || map == NULL) {
+        rc = SX_ENOMEM;
+        goto out;
+    }
+    for (i = 0; i < n; i++) {
+        mp_buf_init(&bufs[i]);
+        if (!rpc_prepare(rt, &calls[i], &bufs[i]))
+            continue;
+        jobs[m].sock = rt->socks[calls[i].node];
+        jobs[m].req = (const uint8_t *)bufs[i].sb.data;
+        jobs[m].req_n = bufs[i].sb.size;
+        map[m++] = i;
+    }
+    if (m > 0 && net_call_all(jobs, m, rt->timeout_ms) != 0) {
+        for (i = 0; i < m; i++)
+            free(jobs[i].resp);
+        rc = SX_ENOMEM;
+        goto out;
+    }
+    for (i = 0; i < m; i++)
+        rpc_finish(&calls[map[i]], &jobs[i]);
+out:
+    if (bufs != NULL)
+        for (i = 0; i < n; i++)
+            mp_buf_free(&bufs[i]);
+    free(map);
+    free(bufs);
+    free(jobs);
+    return rc;
+}
+
+void rt_rpc_release(rt_rpc *calls, int n)
+{
+    int i;
+
+    for (i = 0; i < n; i++) {
+        if (calls[i].rep != NULL)
+            msg_free_rep(calls[i].type, calls[i].rep);
+        free(calls[i].frame);
+        calls[i].frame = NULL;
+    }
+}
+
+int rt_rpc_fail(const router *rt, const rt_rpc *c, rt_err *e)
+{
+    const cfg_node *nd = NULL;
+
+    if (c->node >= 0 && c->node < rt->cfg->nnodes)
+        nd = &rt->cfg->nodes[c->node];
+    if (nd == NULL)
+        return rt_errf(e, c->err, "%s", c->msg);
+    if (c->err == SX_EUNAVAIL || c->err == SX_ENET || c->err == SX_ETIMEDOUT)
+        return rt_errf(e, c->err, "%s node %s at %s: %s", rt_role_name(nd->role),
+                       nd->name, nd->url, c->msg);
+    return rt_errf(e, c->err, "%s node %s: %s", rt_role_name(nd->role),
+                   nd->name, c->msg);
+}
+
+int rt_forward(router *rt, int node, const uint8_t *req, size_t n,
+               mp_buf *out, rt_err *e)
+{
+    uint8_t *resp = NULL;
+    size_t rn = 0;
+    int rc;
+    const cfg_node *nd = &rt->cfg->nodes[node];
+
+    if (!rt->dialed[node])
+        return rt_errf(e, SX_EINTERNAL, "no connection to node %s", nd->name);
+    rc = net_call(rt->socks[node], req, n, rt->timeout_ms, &resp, &rn);
+    if (rc != 0)
+        return rt_errf(e, rc, "%s node %s at %s: call failed (%s)",
+                       rt_role_name(nd->role), nd->name, nd->url, sx_strerror(rc));
+    mp_put_raw(out, resp, rn);
+    free(resp);
+    return out->oom ? rt_errf(e, SX_ENOMEM, "out of memory") : 0;
+}

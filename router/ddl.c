@@ -1,0 +1,180 @@
+/*
+ * ddl.c — catalog requests from clients: TABLE_CREATE, INDEX_CREATE and
+ * INDEX_DROP are forwarded as CAT_UPDATE to the catalog node (which checks
+ * names and applies durably), after which the router's cache is brought up
+ * to the new version; INDEX_LIST answers from the cache; CATALOG is
+ * forwarded as is.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "router.h"
+#include "sx_errors.h"
+
+/* Sends upd to the catalog node, waits until the cache holds the new
+ * version, and replies {catver} with message type t. */
+static int cat_update(router *rt, msg_type t, const msg_CAT_UPDATE_req *upd,
+                      mp_buf *out, rt_err *e)
+{
+    msg_CAT_UPDATE_rep rep;
+    rt_rpc c;
+    const sx_catalog *cat;
+    uint64_t version;
+    int rc;
+
+    memset(&rep, 0, sizeof(rep));
+    memset(&c, 0, sizeof(c));
+    c.node = rt->cfg->catalog_node;
+    c.type = MSG_CAT_UPDATE;
+    c.req = upd;
+    c.rep = &rep;
+    rc = rt_rpc_run(rt, &c, 1);
+    if (rc != 0) {
+        rt_rpc_release(&c, 1);
+        return rt_errf(e, rc, "out of memory");
+    }
+    if (c.err != 0) {
+        /* The catalog node's own message already names the table/index. */
+        rc = rt_errf(e, c.err, "%s", c.msg);
+        rt_rpc_release(&c, 1);
+        return rc;
+    }
+    version = rep.version;
+    rt_rpc_release(&c, 1);
+    rc = catcache_get(rt->cc, version, &cat);
+    if (rc != 0)
+        return rt_errf(e, rc, "catalog changed to version %llu but the router "
+                       "cannot fetch it: %s", (unsigned long long)version,
+                       sx_strerror(rc));
+    /* Every *_CREATE/DROP reply is {catver}: identical layouts. */
+    {
+        msg_TABLE_CREATE_rep r;
+        memset(&r, 0, sizeof(r));
+        r.catver = version;
+        if (msg_encode_rep(t, &r, out) != 0)
+            return rt_errf(e, SX_ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+int rt_h_table_create(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e)
+{
+    msg_TABLE_CREATE_req q;
+    msg_CAT_UPDATE_req upd;
+    int rc;
+
+    rc = msg_decode_req(MSG_TABLE_CREATE, p, n, &q);
+    if (rc != 0)
+        return rt_errf(e, rc, "malformed TABLE_CREATE request");
+    memset(&upd, 0, sizeof(upd));
+    upd.op = CATOP_CREATE_TABLE;
+    upd.table = q.table;
+    upd.pk = q.pk;
+    upd.sk = q.sk;
+    rc = cat_update(rt, MSG_TABLE_CREATE, &upd, out, e);
+    msg_free_req(MSG_TABLE_CREATE, &q);
+    return rc;
+}
+
+int rt_h_index_create(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e)
+{
+    msg_INDEX_CREATE_req q;
+    msg_CAT_UPDATE_req upd;
+    int rc;
+
+    rc = msg_decode_req(MSG_INDEX_CREATE, p, n, &q);
+    if (rc != 0)
+        return rt_errf(e, rc, "malformed INDEX_CREATE request");
+    if (q.proj > CAT_PROJ_LIST) {
+        rc = rt_errf(e, SX_EINVAL, "projection must be keys (0), all (1) or a "
+                     "list (2), got %llu", (unsigned long long)q.proj);
+        goto out;
+    }
+    if (q.attrs.n == 0) {
+        rc = rt_errf(e, SX_EINVAL, "an index needs at least one attribute");
+        goto out;
+    }
+    memset(&upd, 0, sizeof(upd));
+    upd.op = CATOP_CREATE_INDEX;
+    upd.table = q.table;
+    upd.index = q.index;
+    upd.attrs = q.attrs;
+    upd.proj = q.proj;
+    upd.proj_attrs = q.proj_attrs;
+    rc = cat_update(rt, MSG_INDEX_CREATE, &upd, out, e);
+out:
+    msg_free_req(MSG_INDEX_CREATE, &q);
+    return rc;
+}
+
+int rt_h_index_drop(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e)
+{
+    msg_INDEX_DROP_req q;
+    msg_CAT_UPDATE_req upd;
+    int rc;
+
+    rc = msg_decode_req(MSG_INDEX_DROP, p, n, &q);
+    if (rc != 0)
+        return rt_errf(e, rc, "malformed INDEX_DROP request");
+    memset(&upd, 0, sizeof(upd));
+    upd.op = CATOP_DROP_INDEX;
+    upd.table = q.table;
+    upd.index = q.index;
+    rc = cat_update(rt, MSG_INDEX_DROP, &upd, out, e);
+    msg_free_req(MSG_INDEX_DROP, &q);
+    return rc;
+}
+
+int rt_h_index_list(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e)
+{
+    msg_INDEX_LIST_req q;
+    msg_INDEX_LIST_rep rep;
+    const sx_catalog *cat;
+    const cat_table *t;
+    mp_buf acc;
+    size_t *off = NULL;
+    uint32_t i;
+    int rc;
+
+    memset(&rep, 0, sizeof(rep));
+    mp_buf_init(&acc);
+    rc = msg_decode_req(MSG_INDEX_LIST, p, n, &q);
+    if (rc != 0)
+        return rt_errf(e, rc, "malformed INDEX_LIST request");
+    rc = rt_table(rt, q.table, &cat, &t, e);
+    if (rc != 0)
+        goto out;
+    off = calloc((size_t)t->nindexes + 1, sizeof(*off));
+    rep.indexes.v = calloc((size_t)t->nindexes + 1, sizeof(sx_buf));
+    if (off == NULL || rep.indexes.v == NULL) {
+        rc = rt_errf(e, SX_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (i = 0; i < t->nindexes; i++) {
+        off[i] = acc.sb.size;
+        cat_encode_index(&t->indexes[i], &acc);
+    }
+    off[t->nindexes] = acc.sb.size;
+    if (acc.oom) {
+        rc = rt_errf(e, SX_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (i = 0; i < t->nindexes; i++) {
+        rep.indexes.v[i].p = (const uint8_t *)acc.sb.data + off[i];
+        rep.indexes.v[i].n = off[i + 1] - off[i];
+    }
+    rep.indexes.n = t->nindexes;
+    if (msg_encode_rep(MSG_INDEX_LIST, &rep, out) != 0)
+        rc = rt_errf(e, SX_ENOMEM, "out of memory");
+out:
+    free(rep.indexes.v);
+    free(off);
+    mp_buf_free(&acc);
+    msg_free_req(MSG_INDEX_LIST, &q);
+    return rc;
+}
+
+int rt_h_catalog(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e)
+{
+    return rt_forward(rt, rt->cfg->catalog_node, p, n, out, e);
+}

@@ -1,0 +1,187 @@
+/*
+ * qindex.c — queries on a secondary index: the query's tuple range names a
+ * contiguous run of index partitions (cfg_index_range); each is read in
+ * order (reverse for descending) with I_RANGE pages clipped to its bounds,
+ * and each page's entries go to qfetch.c (facts, verification) until the
+ * limit is reached or the range ends. Strong reads first wait for the
+ * index to catch up (strong.c).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "query.h"
+#include "qfetch.h"
+#include "item.h"
+#include "sx_errors.h"
+
+/* An I_RANGE page shorter than asked is the end of the partition's range,
+ * unless the node stopped at its reply byte budget (8 MiB in
+ * node/index_read.c); a page holding this many bytes is treated as cut
+ * short and read on (at worst one extra, empty page). */
+#define RT_IRANGE_CUT_BYTES (4u * 1024u * 1024u)
+#define RT_IRANGE_MAX_LIMIT 1000
+
+int rt_q_index_range(rt_query *qc, rt_err *e)
+{
+    const msg_QUERY_req *q = qc->q;
+    const cat_index *ix = qc->ix;
+    sx_bytes base = { 0 };
+    uint32_t k = 0;
+    int rc;
+
+    rc = rt_eq_encode(q->eq, ix->nattrs, &base, &k, e);
+    if (rc != 0)
+        goto out;
+    if (k == ix->nattrs && q->cond != Q_COND_NONE) {
+        rc = rt_errf(e, SX_EINVAL, "eq gives all %u attributes of index '%s': no "
+                     "attribute is left for a condition", k, ix->name);
+        goto out;
+    }
+    rc = rt_range_build(base.p, base.n, q->cond, q->from, q->to, q->prefix,
+                        k < ix->nattrs ? ix->attrs[k] : ix->name, &qc->range, e);
+out:
+    bytes_free(&base);
+    return rc;
+}
+
+/* Checks an I_RANGE reply's lists are parallel and its keys belong to the
+ * index. */
+static int page_check(const rt_query *qc, const msg_I_RANGE_rep *r, rt_err *e)
+{
+    uint32_t i, n = r->keys.n;
+
+    if (r->hashes.n != n || r->versions.n != n || r->projs.n != n)
+        return rt_errf(e, SX_EPROTO, "index node sent a malformed range page");
+    for (i = 0; i < n; i++)
+        if (r->keys.v[i].n <= 4 || sx_get_be32(r->keys.v[i].p) != qc->ix->id)
+            return rt_errf(e, SX_EPROTO, "index node sent a key of another index");
+    return 0;
+}
+
+/* One I_RANGE page on part over [lo, hi) (index-local keys). On return
+ * *done tells whether the partition's range is exhausted; lo/hi are moved
+ * past the page. */
+static int read_page(rt_query *qc, const cfg_part *part, bool covering,
+                     sx_bytes *lo, sx_bytes *hi, bool *done, rt_err *e)
+{
+    static const uint8_t zero = 0;
+    msg_I_RANGE_req req;
+    msg_I_RANGE_rep rep;
+    uint32_t ask, i, n;
+    size_t bytes = 0;
+    rt_rpc c;
+    int rc;
+
+    ask = qc->limit - qc->nres;
+    if (ask > RT_IRANGE_MAX_LIMIT)
+        ask = RT_IRANGE_MAX_LIMIT;
+    memset(&req, 0, sizeof(req));
+    memset(&rep, 0, sizeof(rep));
+    memset(&c, 0, sizeof(c));
+    req.part = part->id;
+    req.lo = (sx_buf){ lo->p, lo->n };
+    req.hi = (sx_buf){ hi->p, hi->n };
+    req.desc = qc->desc;
+    req.limit = ask;
+    c.node = part->node;
+    c.type = MSG_I_RANGE;
+    c.req = &req;
+    c.rep = &rep;
+    rc = rt_rpc_run(qc->rt, &c, 1);
+    if (rc != 0) {
+        rc = rt_errf(e, rc, "out of memory");
+        goto out;
+    }
+    if (c.err != 0) {
+        rc = rt_rpc_fail(qc->rt, &c, e);
+        goto out;
+    }
+    if ((rc = page_check(qc, &rep, e)) != 0)
+        goto out;
+    n = rep.keys.n;
+    qc->entries += n;
+    rc = rt_qfetch_page(qc, &rep, covering, e);
+    if (rc != 0 || n == 0) {
+        *done = true;
+        goto out;
+    }
+    for (i = 0; i < n; i++)
+        bytes += rep.keys.v[i].n + rep.projs.v[i].n;
+    *done = n < ask && bytes < RT_IRANGE_CUT_BYTES;
+    {
+        const sx_buf *k = &rep.keys.v[n - 1];
+        sx_bytes *b = qc->desc ? hi : lo;
+        rc = rt_q_mark(qc, k->p + 4, k->n - 4);
+        b->n = 0;
+        if (rc == 0 && (bytes_append(b, k->p, k->n) != 0 ||
+                        (!qc->desc && bytes_append(b, &zero, 1) != 0)))
+            rc = SX_ENOMEM;
+        if (rc != 0)
+            rc = rt_errf(e, rc, "out of memory");
+    }
+out:
+    rt_rpc_release(&c, 1);
+    return rc;
+}
+
+/* Reads index partition part (clipped to the query) until the limit or
+ * its end; *done as in read_page. */
+static int read_part(rt_query *qc, const cfg_part *part, bool covering,
+                     bool *done, rt_err *e)
+{
+    sx_bytes lo = { 0 }, hi = { 0 };
+    int rc;
+
+    *done = false;
+    rc = rt_range_clip(&qc->cur, part, qc->ix->id, &lo, &hi);
+    if (rc < 0) {
+        rc = rt_errf(e, SX_ENOMEM, "out of memory");
+        goto out;
+    }
+    if (rc == 0) {
+        *done = true;
+        goto out;
+    }
+    rc = rt_ids_add(&qc->index_parts, part->id);
+    if (rc != 0) {
+        rc = rt_errf(e, rc, "out of memory");
+        goto out;
+    }
+    while (rc == 0 && !*done && qc->nres < qc->limit)
+        rc = read_page(qc, part, covering, &lo, &hi, done, e);
+out:
+    bytes_free(&lo);
+    bytes_free(&hi);
+    return rc;
+}
+
+int rt_q_index(rt_query *qc, rt_err *e)
+{
+    const sx_config *cfg = qc->rt->cfg;
+    const msg_QUERY_req *q = qc->q;
+    int first = 0, count = 0, j, rc;
+    bool done = true;
+
+    cfg_index_range(cfg, qc->cur.lo.p, qc->cur.lo.n, qc->cur.hi.p,
+                    qc->cur.hi_open ? 0 : qc->cur.hi.n, &first, &count);
+    qc->covering = q->consistency == Q_EVENTUAL &&
+                   item_covers(qc->t, qc->ix, qc->attrs, qc->nattrs);
+    if (q->consistency == Q_STRONG) {
+        rc = rt_strong_wait(qc->rt, first, count,
+                            q->timeout_ms ? q->timeout_ms : RT_STRONG_DEFAULT_MS, e);
+        if (rc != 0)
+            return rc;
+    }
+    for (j = 0; j < count && qc->nres < qc->limit; j++) {
+        int pi = qc->desc ? first + count - 1 - j : first + j;
+        rc = read_part(qc, &cfg->index[pi], qc->covering, &done, e);
+        if (rc != 0)
+            return rc;
+        if (!done)
+            break;
+    }
+    /* Ended (every covering partition read to its end) only when the loop
+     * ran out of partitions, not when the limit stopped it. */
+    qc->exhausted = j >= count && done;
+    return 0;
+}

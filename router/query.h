@@ -1,0 +1,82 @@
+/*
+ * query.h — what the parts of QUERY share: the per-request query state
+ * (validated request, catalog entries, key range, accumulated results and
+ * counters) and the two execution paths: the primary key (qprimary.c, one
+ * fact partition) and secondary indexes (qindex.c, index partitions then
+ * facts), plus the strong-read wait (strong.c).
+ *
+ * A rt_query lives on one worker's stack for one request; not shared.
+ */
+#ifndef SX_RT_QUERY_H
+#define SX_RT_QUERY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "range.h"
+#include "router.h"
+
+#define RT_QUERY_DEFAULT_LIMIT 100
+#define RT_QUERY_MAX_LIMIT 10000
+#define RT_STRONG_DEFAULT_MS 5000
+
+/* A small set of partition ids, in first-touched order. */
+typedef struct rt_ids {
+    uint32_t n, cap;
+    uint64_t *v;
+} rt_ids;
+
+typedef struct rt_query {
+    router *rt;
+    const msg_QUERY_req *q;
+    const cat_table *t;
+    const cat_index *ix;        /* NULL for the primary key */
+    char **attrs;               /* q->attrs as C strings (NULL when none) */
+    uint32_t nattrs;
+    uint32_t limit;
+    bool desc;
+    rt_range range;             /* the whole query's range (token binding) */
+    rt_range cur;               /* what is left to read */
+    /* results: items appended to acc, item i at [off[i], off[i+1]) */
+    mp_buf acc;
+    size_t *off;
+    uint32_t nres, cap;
+    sx_bytes last;              /* last key consumed (token position) */
+    bool exhausted;
+    uint64_t entries, stale;
+    bool covering;
+    rt_ids index_parts, fact_parts;
+} rt_query;
+
+/* Adds id to s unless present. Returns 0 or SX_ENOMEM. */
+int rt_ids_add(rt_ids *s, uint64_t id);
+
+/* Appends one result item (selected down to qc->attrs when given).
+ * Returns 0, SX_EPROTO (malformed item), SX_ENOMEM. */
+int rt_q_add(rt_query *qc, const uint8_t *item, size_t n);
+
+/* Records the last consumed key. Returns 0 or SX_ENOMEM. */
+int rt_q_mark(rt_query *qc, const uint8_t *key, size_t n);
+
+/* Runs a primary-key query: eq = [partition key value], cond on the sort
+ * key, one fact partition via S_RANGE. Fills results; returns 0 or an
+ * sx_err with the reason in e. */
+int rt_q_primary(rt_query *qc, rt_err *e);
+
+/* Builds the primary query's range into qc->range (before any token).
+ * Returns 0 or an sx_err (reason in e). */
+int rt_q_primary_range(rt_query *qc, rt_err *e);
+
+/* Builds a secondary-index query's tuple range into qc->range. */
+int rt_q_index_range(rt_query *qc, rt_err *e);
+
+/* Runs a secondary-index query over qc->cur. Returns 0 or an sx_err. */
+int rt_q_index(rt_query *qc, rt_err *e);
+
+/* Strong read: waits until every index partition in cfg->index[first ..
+ * first+count) has applied, from every storage partition, everything that
+ * partition had written when this call began. Returns 0, SX_ETIMEDOUT
+ * (naming the lagging pair), or a network error (reason in e). */
+int rt_strong_wait(router *rt, int first, int count, uint64_t timeout_ms,
+                   rt_err *e);
+
+#endif

@@ -1,0 +1,127 @@
+/*
+ * router.h — what the parts of shardex-router share: the router state (the
+ * cluster map, one REQ socket per node, the catalog cache), the error
+ * context every handler fills, the RPC helpers (conns.c), catalog lookups
+ * (catalog.c) and the per-message handlers (one file per concept).
+ *
+ * Threading: a router is built once by rt_new and then only read; every
+ * handler may run concurrently on the server's worker threads. nng sockets
+ * and the catalog cache are thread-safe; nothing else is mutated after
+ * start-up.
+ */
+#ifndef SX_ROUTER_H
+#define SX_ROUTER_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stddef.h>
+#include <nng/nng.h>
+
+#include "catalog.h"
+#include "catalog_cache.h"
+#include "config.h"
+#include "msg.h"
+#include "mp.h"
+
+#define RT_DEFAULT_WORKERS 16
+#define RT_ERRLEN 256
+
+/* The router. Immutable after rt_new (see the file comment). */
+typedef struct router {
+    const sx_config *cfg;   /* borrowed; outlives the router */
+    int self;               /* this router's index in cfg->nodes */
+    nng_socket *socks;      /* per cfg node; valid where dialed[i] */
+    bool *dialed;
+    catcache *cc;
+    int timeout_ms;         /* per inter-node call */
+} router;
+
+/* A handler's error: the code it returns plus a one-line reason. */
+typedef struct rt_err {
+    char msg[RT_ERRLEN];
+} rt_err;
+
+/* Formats a reason into e and returns code (so `return rt_errf(...)`). */
+int rt_errf(rt_err *e, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- router.c: life cycle and dispatch ---- */
+
+/* Builds a router for node `self` of cfg: dials every storage and index
+ * node and creates the catalog cache (no network round trip yet). On
+ * success *out is owned by the caller (rt_free). Returns 0, SX_ENOMEM,
+ * SX_ENET. */
+int rt_new(const sx_config *cfg, int self, router **out);
+
+/* Closes sockets, frees the cache and the router; accepts NULL. */
+void rt_free(router *rt);
+
+/* net_handler: decodes a client frame, runs its handler and appends the
+ * reply (or an error reply) to out. Never aborts on input. Thread-safe. */
+void rt_handle(void *arg, const uint8_t *req, size_t n, mp_buf *out);
+
+/* ---- conns.c: calls to storage and index nodes ---- */
+
+/* One call of a fan-out. Fill node/type/req and point rep at a zeroed
+ * reply struct of that type; rt_rpc_run fills err/msg/frame. */
+typedef struct rt_rpc {
+    int node;             /* in: index into cfg->nodes */
+    msg_type type;        /* in */
+    const void *req;      /* in: request struct (msg_<type>_req) */
+    void *rep;            /* in: zeroed msg_<type>_rep to fill */
+    int err;              /* out: 0, the peer's code, or a network code */
+    char msg[RT_ERRLEN];  /* out: reason when err != 0 */
+    uint8_t *frame;       /* out: reply bytes that rep borrows from */
+} rt_rpc;
+
+/* Runs every call concurrently and waits for all. Returns 0 when the calls
+ * ran (look at each err), SX_ENOMEM otherwise. Each call must later be
+ * released with rt_rpc_release, whatever happened. Thread-safe. */
+int rt_rpc_run(router *rt, rt_rpc *calls, int n);
+
+/* Frees a call's decoded lists and reply frame; safe to call twice. */
+void rt_rpc_release(rt_rpc *calls, int n);
+
+/* Copies call c's failure into e as "<role> node NAME: reason" and returns
+ * its code. */
+int rt_rpc_fail(const router *rt, const rt_rpc *c, rt_err *e);
+
+/* Sends raw request bytes to node and appends the raw reply to out.
+ * Returns 0 or a network error (reason in e). */
+int rt_forward(router *rt, int node, const uint8_t *req, size_t n,
+               mp_buf *out, rt_err *e);
+
+/* Role name of node i ("storage", "index", "router"). */
+const char *rt_role_name(int role);
+
+/* ---- catalog.c: cached catalog lookups ---- */
+
+/* Finds table `name` in the newest cached catalog, refreshing the cache
+ * once when it is not there. On success *cat and *t are borrowed (valid
+ * for the router's life). Returns 0, SX_ENOTABLE, or a fetch error. */
+int rt_table(router *rt, sx_buf name, const sx_catalog **cat,
+             const cat_table **t, rt_err *e);
+
+/* Same for table + index (refreshing once when either is missing).
+ * Returns 0, SX_ENOTABLE, SX_ENOINDEX, or a fetch error. */
+int rt_index(router *rt, sx_buf table, sx_buf index, const sx_catalog **cat,
+             const cat_table **t, const cat_index **ix, rt_err *e);
+
+/* ---- handlers: each decodes frame p..n, and on success appends its reply
+ * to out and returns 0; on failure returns an sx_err with the reason in e
+ * (the dispatcher then encodes the error reply). ---- */
+int rt_h_ping(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e);
+int rt_h_table_create(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e);
+int rt_h_index_create(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e);
+int rt_h_index_drop(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e);
+int rt_h_index_list(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e);
+int rt_h_catalog(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e);
+int rt_h_put(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e);
+int rt_h_get(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e);
+int rt_h_delete(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e);
+int rt_h_query(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e);
+int rt_h_scan(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e);
+int rt_h_status(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e);
+
+#endif

@@ -1,0 +1,185 @@
+/*
+ * strong.c — the wait that makes a strong read strong: take every storage
+ * partition's outbox head (S_HEADS to every storage node, in parallel) at
+ * query start, then poll the covering index partitions' watermarks
+ * (I_WATERMARKS, in parallel) with a short backoff until each has applied,
+ * from every storage partition, at least up to that head — or the
+ * deadline passes.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "query.h"
+#include "sx_errors.h"
+
+#define RT_POLL_MIN_MS 1
+#define RT_POLL_MAX_MS 50
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void sleep_ms(uint64_t ms)
+{
+    struct timespec ts = { (time_t)(ms / 1000u), (long)(ms % 1000u) * 1000000L };
+
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+/* Every storage partition's head: heads[i] for cfg->storage[i]. */
+static int take_heads(router *rt, uint64_t *heads, rt_err *e)
+{
+    const sx_config *cfg = rt->cfg;
+    rt_rpc *calls = calloc((size_t)cfg->nnodes, sizeof(*calls));
+    msg_S_HEADS_rep *reps = calloc((size_t)cfg->nnodes, sizeof(*reps));
+    msg_S_HEADS_req req;
+    int i, m = 0, rc = 0;
+    uint32_t j;
+
+    memset(&req, 0, sizeof(req));
+    if (calls == NULL || reps == NULL) {
+        rc = rt_errf(e, SX_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (i = 0; i < cfg->nnodes; i++) {
+        if (cfg->nodes[i].role != SX_ROLE_STORAGE)
+            continue;
+        calls[m] = (rt_rpc){ .node = i, .type = MSG_S_HEADS, .req = &req,
+                             .rep = &reps[m] };
+        m++;
+    }
+    if ((rc = rt_rpc_run(rt, calls, m)) != 0) {
+        rc = rt_errf(e, rc, "out of memory");
+        goto out;
+    }
+    for (i = 0; i < m && rc == 0; i++) {
+        if (calls[i].err != 0) {
+            rc = rt_rpc_fail(rt, &calls[i], e);
+            break;
+        }
+        if (reps[i].parts.n != reps[i].heads.n) {
+            rc = rt_errf(e, SX_EPROTO, "storage node %s sent malformed heads",
+                         cfg->nodes[calls[i].node].name);
+            break;
+        }
+        for (j = 0; j < reps[i].parts.n; j++) {
+            int k;
+            for (k = 0; k < cfg->nstorage; k++)
+                if (cfg->storage[k].id == reps[i].parts.v[j])
+                    heads[k] = reps[i].heads.v[j];
+        }
+    }
+out:
+    if (calls != NULL)
+        rt_rpc_release(calls, m);
+    free(calls);
+    free(reps);
+    return rc;
+}
+
+/* The watermark of source in a watermarks reply (0 when absent). */
+static uint64_t wm_of(const msg_I_WATERMARKS_rep *r, uint64_t source)
+{
+    uint32_t i;
+
+    for (i = 0; i < r->sources.n && i < r->wms.n; i++)
+        if (r->sources.v[i] == source)
+            return r->wms.v[i];
+    return 0;
+}
+
+/* One poll: 1 when every index partition caught up, 0 when not (the first
+ * lagging pair described in lag), or a negative sx_err (reason in e). */
+static int poll_once(router *rt, int first, int count, const uint64_t *heads,
+                     char *lag, size_t laglen, rt_err *e)
+{
+    const sx_config *cfg = rt->cfg;
+    rt_rpc *calls = calloc((size_t)count, sizeof(*calls));
+    msg_I_WATERMARKS_req *reqs = calloc((size_t)count, sizeof(*reqs));
+    msg_I_WATERMARKS_rep *reps = calloc((size_t)count, sizeof(*reps));
+    int i, k, rc = 1;
+
+    if (calls == NULL || reqs == NULL || reps == NULL) {
+        rc = -rt_errf(e, SX_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (i = 0; i < count; i++) {
+        reqs[i].part = cfg->index[first + i].id;
+        calls[i] = (rt_rpc){ .node = cfg->index[first + i].node,
+                             .type = MSG_I_WATERMARKS, .req = &reqs[i],
+                             .rep = &reps[i] };
+    }
+    if (rt_rpc_run(rt, calls, count) != 0) {
+        rc = -rt_errf(e, SX_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (i = 0; i < count && rc == 1; i++) {
+        if (calls[i].err != 0) {
+            rc = -rt_rpc_fail(rt, &calls[i], e);
+            break;
+        }
+        for (k = 0; k < cfg->nstorage; k++) {
+            uint64_t wm = wm_of(&reps[i], cfg->storage[k].id);
+            if (heads[k] == 0 || wm >= heads[k])
+                continue;
+            snprintf(lag, laglen, "index partition %llu still behind storage "
+                     "partition %llu (watermark %llu < head %llu)",
+                     (unsigned long long)reqs[i].part,
+                     (unsigned long long)cfg->storage[k].id,
+                     (unsigned long long)wm, (unsigned long long)heads[k]);
+            rc = 0;
+            break;
+        }
+    }
+out:
+    if (calls != NULL)
+        rt_rpc_release(calls, count);
+    free(calls);
+    free(reqs);
+    free(reps);
+    return rc;
+}
+
+int rt_strong_wait(router *rt, int first, int count, uint64_t timeout_ms,
+                   rt_err *e)
+{
+    uint64_t *heads, start, now, pause = RT_POLL_MIN_MS;
+    char lag[RT_ERRLEN] = "";
+    int rc;
+
+    if (count <= 0)
+        return 0;
+    heads = calloc((size_t)rt->cfg->nstorage + 1, sizeof(*heads));
+    if (heads == NULL)
+        return rt_errf(e, SX_ENOMEM, "out of memory");
+    start = now_ms();
+    rc = take_heads(rt, heads, e);
+    while (rc == 0) {
+        int r = poll_once(rt, first, count, heads, lag, sizeof(lag), e);
+        if (r < 0) {
+            rc = -r;
+            break;
+        }
+        if (r == 1)
+            break;
+        now = now_ms();
+        if (now - start >= timeout_ms) {
+            rc = rt_errf(e, SX_ETIMEDOUT, "strong read: %s after %llu ms", lag,
+                         (unsigned long long)timeout_ms);
+            break;
+        }
+        if (pause > timeout_ms - (now - start))
+            pause = timeout_ms - (now - start);
+        sleep_ms(pause);
+        pause = pause * 2 > RT_POLL_MAX_MS ? RT_POLL_MAX_MS : pause * 2;
+    }
+    free(heads);
+    return rc;
+}

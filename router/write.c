@@ -1,0 +1,244 @@
+/*
+ * write.c — PUT: a batch of items. Each item's primary key and shard hash
+ * are computed here with the table's schema; items are grouped by the
+ * storage partition owning their hash and sent as one S_WRITE per
+ * partition (carrying the router's catalog version), all in parallel. The
+ * reply lists each item's new version in input order. Any item error fails
+ * the request with a message naming the item's position; a partition that
+ * finds the router's catalog stale is retried once after a refresh.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "router.h"
+#include "hash.h"
+#include "item.h"
+#include "sx_errors.h"
+
+/* A PUT's grouping: per item its partition index and slot there. */
+typedef struct put_plan {
+    uint32_t n;
+    int nst;
+    int *grp;
+    uint32_t *slot;
+    uint32_t *cnt;          /* items per partition index */
+    int *first;             /* first item (input position) per partition */
+    sx_buf **objs;          /* per partition: its items */
+    uint64_t **dels;        /* per partition: zeros */
+    int *call_of;           /* partition index -> call, -1 when none */
+    msg_S_WRITE_req *reqs;
+    msg_S_WRITE_rep *reps;
+    rt_rpc *calls;
+    int ncalls;
+} put_plan;
+
+static void plan_free(put_plan *pl)
+{
+    int g;
+
+    if (pl->calls != NULL)
+        rt_rpc_release(pl->calls, pl->ncalls);
+    for (g = 0; g < pl->nst; g++) {
+        if (pl->objs != NULL)
+            free(pl->objs[g]);
+        if (pl->dels != NULL)
+            free(pl->dels[g]);
+    }
+    free(pl->objs);
+    free(pl->dels);
+    free(pl->grp);
+    free(pl->slot);
+    free(pl->cnt);
+    free(pl->first);
+    free(pl->call_of);
+    free(pl->reqs);
+    free(pl->reps);
+    free(pl->calls);
+}
+
+static int plan_alloc(put_plan *pl, uint32_t n, int nst)
+{
+    pl->n = n;
+    pl->nst = nst;
+    pl->grp = calloc((size_t)n + 1, sizeof(*pl->grp));
+    pl->slot = calloc((size_t)n + 1, sizeof(*pl->slot));
+    pl->cnt = calloc((size_t)nst, sizeof(*pl->cnt));
+    pl->first = calloc((size_t)nst, sizeof(*pl->first));
+    pl->objs = calloc((size_t)nst, sizeof(*pl->objs));
+    pl->dels = calloc((size_t)nst, sizeof(*pl->dels));
+    pl->call_of = calloc((size_t)nst, sizeof(*pl->call_of));
+    pl->reqs = calloc((size_t)nst, sizeof(*pl->reqs));
+    pl->reps = calloc((size_t)nst, sizeof(*pl->reps));
+    pl->calls = calloc((size_t)nst, sizeof(*pl->calls));
+    return pl->grp && pl->slot && pl->cnt && pl->first && pl->objs && pl->dels &&
+                   pl->call_of && pl->reqs && pl->reps && pl->calls
+               ? 0 : SX_ENOMEM;
+}
+
+/* Checks every item and finds its partition. */
+static int plan_items(put_plan *pl, router *rt, const cat_table *t,
+                      const sx_bufs *items, rt_err *e)
+{
+    uint32_t i;
+
+    for (i = 0; i < pl->n; i++) {
+        const sx_buf *it = &items->v[i];
+        sx_bytes pk = { 0 };
+        size_t pklen = 0;
+        uint64_t h = 0;
+        int rc;
+
+        if (it->n > SX_MAX_ITEM)
+            return rt_errf(e, SX_ETOOBIG, "item %u is %zu bytes; the limit is %d",
+                           i, it->n, SX_MAX_ITEM);
+        rc = item_validate(it->p, it->n);
+        if (rc != 0)
+            return rt_errf(e, rc, "item %u is not a valid item (a map of "
+                           "attribute names to values)", i);
+        rc = item_primary_key(t, it->p, it->n, &pk, &pklen);
+        if (rc == 0)
+            h = sx_shard_hash(rt->cfg->hash_key, pk.p, pklen);
+        bytes_free(&pk);
+        if (rc == SX_EKEY)
+            return rt_errf(e, rc, "item %u: missing or invalid key attribute "
+                           "('%s'%s%s%s must be a scalar, not null)", i, t->pk,
+                           t->sk ? " and '" : "", t->sk ? t->sk : "",
+                           t->sk ? "'" : "");
+        if (rc != 0)
+            return rt_errf(e, rc, "item %u: %s", i, sx_strerror(rc));
+        pl->grp[i] = (int)(cfg_storage_for(rt->cfg, h) - rt->cfg->storage);
+        if (pl->cnt[pl->grp[i]] == 0)
+            pl->first[pl->grp[i]] = (int)i;
+        pl->slot[i] = pl->cnt[pl->grp[i]]++;
+    }
+    return 0;
+}
+
+/* Builds one S_WRITE per partition. */
+static int plan_calls(put_plan *pl, router *rt, const cat_table *t,
+                      uint64_t catver, const sx_bufs *items, rt_err *e)
+{
+    uint32_t i;
+    int g;
+
+    for (g = 0; g < pl->nst; g++) {
+        pl->call_of[g] = -1;
+        if (pl->cnt[g] == 0)
+            continue;
+        pl->objs[g] = calloc(pl->cnt[g], sizeof(sx_buf));
+        pl->dels[g] = calloc(pl->cnt[g], sizeof(uint64_t));
+        if (pl->objs[g] == NULL || pl->dels[g] == NULL)
+            return rt_errf(e, SX_ENOMEM, "out of memory");
+    }
+    for (i = 0; i < pl->n; i++)
+        pl->objs[pl->grp[i]][pl->slot[i]] = items->v[i];
+    for (g = 0; g < pl->nst; g++) {
+        int m = pl->ncalls;
+        if (pl->cnt[g] == 0)
+            continue;
+        pl->reqs[m].part = rt->cfg->storage[g].id;
+        pl->reqs[m].catver = catver;
+        pl->reqs[m].table_id = t->id;
+        pl->reqs[m].dels = (sx_u64s){ pl->cnt[g], pl->dels[g] };
+        pl->reqs[m].objs = (sx_bufs){ pl->cnt[g], pl->objs[g] };
+        pl->calls[m] = (rt_rpc){ .node = rt->cfg->storage[g].node,
+                                 .type = MSG_S_WRITE, .req = &pl->reqs[m],
+                                 .rep = &pl->reps[m] };
+        pl->call_of[g] = m;
+        pl->ncalls++;
+    }
+    return 0;
+}
+
+/* Runs the calls; retries once those that found the catalog stale. */
+static int plan_run(put_plan *pl, router *rt, rt_err *e)
+{
+    const sx_catalog *cat;
+    int m, retry = 0;
+
+    if (rt_rpc_run(rt, pl->calls, pl->ncalls) != 0)
+        return rt_errf(e, SX_ENOMEM, "out of memory");
+    for (m = 0; m < pl->ncalls; m++)
+        if (pl->calls[m].err == SX_ESTALECAT)
+            retry = 1;
+    if (!retry)
+        return 0;
+    if (catcache_refresh(rt->cc) != 0 || catcache_get(rt->cc, 0, &cat) != 0)
+        return 0; /* the stale-catalog errors stand */
+    for (m = 0; m < pl->ncalls; m++) {
+        if (pl->calls[m].err != SX_ESTALECAT)
+            continue;
+        rt_rpc_release(&pl->calls[m], 1);
+        memset(pl->calls[m].rep, 0, sizeof(msg_S_WRITE_rep));
+        pl->reqs[m].catver = cat->version;
+        if (rt_rpc_run(rt, &pl->calls[m], 1) != 0)
+            return rt_errf(e, SX_ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+/* Collects versions in input order, or the first failure. */
+static int plan_reply(put_plan *pl, router *rt, mp_buf *out, rt_err *e)
+{
+    msg_PUT_rep rep;
+    uint64_t *v;
+    uint32_t i;
+    int g, rc = 0;
+
+    for (g = 0; g < pl->nst; g++) {
+        rt_rpc *c;
+        rt_err ce;
+        if (pl->call_of[g] < 0)
+            continue;
+        c = &pl->calls[pl->call_of[g]];
+        if (c->err != 0) {
+            rt_rpc_fail(rt, c, &ce);
+            return rt_errf(e, c->err, "item %d (with %u item(s) for partition %llu) "
+                           "not written: %s", pl->first[g], pl->cnt[g],
+                           (unsigned long long)rt->cfg->storage[g].id, ce.msg);
+        }
+        if (pl->reps[pl->call_of[g]].versions.n != pl->cnt[g])
+            return rt_errf(e, SX_EPROTO, "partition %llu answered %u versions for "
+                           "%u items", (unsigned long long)rt->cfg->storage[g].id,
+                           pl->reps[pl->call_of[g]].versions.n, pl->cnt[g]);
+    }
+    v = calloc((size_t)pl->n + 1, sizeof(*v));
+    if (v == NULL)
+        return rt_errf(e, SX_ENOMEM, "out of memory");
+    for (i = 0; i < pl->n; i++)
+        v[i] = pl->reps[pl->call_of[pl->grp[i]]].versions.v[pl->slot[i]];
+    memset(&rep, 0, sizeof(rep));
+    rep.versions = (sx_u64s){ pl->n, v };
+    if (msg_encode_rep(MSG_PUT, &rep, out) != 0)
+        rc = rt_errf(e, SX_ENOMEM, "out of memory");
+    free(v);
+    return rc;
+}
+
+int rt_h_put(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e)
+{
+    msg_PUT_req q;
+    const sx_catalog *cat;
+    const cat_table *t;
+    put_plan pl;
+    int rc;
+
+    memset(&pl, 0, sizeof(pl));
+    rc = msg_decode_req(MSG_PUT, p, n, &q);
+    if (rc != 0)
+        return rt_errf(e, rc, "malformed PUT request");
+    rc = rt_table(rt, q.table, &cat, &t, e);
+    if (rc == 0 && plan_alloc(&pl, q.items.n, rt->cfg->nstorage) != 0)
+        rc = rt_errf(e, SX_ENOMEM, "out of memory");
+    if (rc == 0)
+        rc = plan_items(&pl, rt, t, &q.items, e);
+    if (rc == 0)
+        rc = plan_calls(&pl, rt, t, cat->version, &q.items, e);
+    if (rc == 0)
+        rc = plan_run(&pl, rt, e);
+    if (rc == 0)
+        rc = plan_reply(&pl, rt, out, e);
+    plan_free(&pl);
+    msg_free_req(MSG_PUT, &q);
+    return rc;
+}
