@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# run_model_test.sh BINDIR [model_test args...] — starts a local cluster with
+# deploy/local-cluster (binaries from BINDIR), runs BINDIR/model_test against
+# its router, always stops the cluster, and exits with the test's status.
+# Exits 77 (CTest: skipped) when the cluster's programs are not built.
+set -uo pipefail
+
+bindir="${1:?usage: run_model_test.sh BINDIR [model_test args...]}"
+shift
+bindir="$(cd "$bindir" && pwd -P)"
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)"
+lc="$repo/deploy/local-cluster"
+
+for f in "$lc" "$bindir/shardex-node" "$bindir/shardex-router" "$bindir/model_test"; do
+    if [ ! -x "$f" ]; then
+        echo "run_model_test: $f is missing; skipping" >&2
+        exit 77
+    fi
+done
+
+dir="$(mktemp -d "${TMPDIR:-/tmp}/shardex-model.XXXXXX")"
+cleanup() {
+    SHARDEX_BIN="$bindir" "$lc" down --dir "$dir" >/dev/null 2>&1 || true
+    if [ "${status:-1}" -eq 0 ]; then
+        rm -rf "$dir"
+    else
+        echo "run_model_test: cluster logs kept in $dir/logs" >&2
+    fi
+}
+trap cleanup EXIT
+
+out="$(SHARDEX_BIN="$bindir" "$lc" up --dir "$dir")"
+rc=$?
+if [ $rc -ne 0 ]; then
+    echo "run_model_test: local-cluster up failed ($rc):" >&2
+    echo "$out" >&2
+    status=1
+    exit 1
+fi
+url="$(printf '%s\n' "$out" | tail -n 1)"
+echo "run_model_test: cluster in $dir, router $url"
+
+"$bindir/model_test" "$url" "$@"
+status=$?
+exit $status
