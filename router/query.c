@@ -159,6 +159,10 @@ static int plan(rt_query *qc, rt_err *e)
         rc = rt_index(qc->rt, q->table, q->index, &cat, &qc->t, &qc->ix, e);
         if (rc != 0)
             return rc;
+        /* The cache only learns of a finished backfill by refreshing. */
+        if (qc->ix->state != CAT_READY && catcache_refresh(qc->rt->cc) == 0 &&
+            (rc = rt_index(qc->rt, q->table, q->index, &cat, &qc->t, &qc->ix, e)) != 0)
+            return rc;
         if (qc->ix->state != CAT_READY)
             return rt_errf(e, SX_ENOTREADY, "index '%s' on table '%s' is still "
                            "building", qc->ix->name, qc->t->name);
