@@ -112,6 +112,29 @@ static int install_signals(void)
     return sigaction(SIGPIPE, &sa, NULL);
 }
 
+/* Creates dir and any missing parents (like mkdir -p). Returns 0 or -1
+ * with errno set. */
+static int mkdir_p(const char *dir)
+{
+    char path[4096];
+    size_t n = strlen(dir);
+
+    if (n == 0 || n >= sizeof(path)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(path, dir, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (path[i] != '/' && path[i] != '\0')
+            continue;
+        path[i] = '\0';
+        if (mkdir(path, 0755) != 0 && errno != EEXIST)
+            return -1;
+        path[i] = i < n ? '/' : '\0';
+    }
+    return 0;
+}
+
 /* Loads the config and finds this node. Returns 0 or an exit status. */
 static int load_config(const cli *c, sx_config **cfg, int *self)
 {
@@ -157,7 +180,7 @@ int main(int argc, char **argv)
     rc = load_config(&c, &cfg, &self);
     if (rc != 0)
         goto out;
-    if (mkdir(c.data, 0755) != 0 && errno != EEXIST) {
+    if (mkdir_p(c.data) != 0) {
         fprintf(stderr, "shardex-node: cannot create data dir %s: %s\n", c.data, strerror(errno));
         rc = 1;
         goto out;
