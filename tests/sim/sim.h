@@ -1,0 +1,270 @@
+/*
+ * sim.h — shared types of shardex-sim, the deterministic cluster simulator
+ * for the Raft core: one process, one seed, a simulated clock, a faulty
+ * network (sim_net.c), hosts that drive the core through the ready-set
+ * contract with an in-memory disk that loses unsynced or torn writes
+ * (sim_host.c), clients with a key-value model (sim_client.c), invariant
+ * checks after every step (sim_check.c) and a linearizability checker
+ * (lincheck.c).  sim_main.c runs seeds and the fault schedule.
+ */
+#ifndef SHARDEX_SIM_H
+#define SHARDEX_SIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "raft.h"
+#include "raft_dedup.h"
+
+#define SIM_TICK 10         /* time units per tick */
+#define SIM_MAX_NODES 48
+#define SIM_MAX_GROUPS 4
+#define SIM_MAX_KEYS 4
+#define SIM_MAX_CLIENTS 4
+#define SIM_INF UINT64_MAX
+
+/* ---- deterministic randomness ---- */
+typedef struct sim_rng {
+  uint64_t s;
+} sim_rng;
+uint64_t sim_rand(sim_rng *r);
+/* Uniform in [lo, hi]. */
+uint64_t sim_range(sim_rng *r, uint64_t lo, uint64_t hi);
+/* 1 with probability p. */
+int sim_chance(sim_rng *r, double p);
+
+/* ---- events ---- */
+enum { EV_MSG = 1, EV_CREQ, EV_CRESP };
+
+typedef struct sim_creq {
+  int client;      /* index within the group */
+  int group;
+  int op;          /* OP_PUT / OP_GET / OP_BARRIER */
+  uint32_t key;
+  uint64_t value;
+  uint64_t seq;
+} sim_creq;
+
+enum { OP_PUT = 1, OP_GET = 2, OP_BARRIER = 3 };
+enum { CR_OK = 0, CR_RETRY = 1 };
+
+typedef struct sim_cresp {
+  int client, group;
+  uint64_t seq;
+  int status;      /* CR_* */
+  uint64_t hint;   /* leader hint on retry */
+  uint64_t value;  /* GET result */
+} sim_cresp;
+
+typedef struct sim_event {
+  uint64_t time, order;
+  int type;
+  int node;        /* destination node slot (EV_MSG, EV_CREQ) */
+  raft_msg *msg;   /* EV_MSG: deep copy, owned by the event */
+  sim_creq req;
+  sim_cresp resp;
+} sim_event;
+
+/* ---- disk model ---- */
+typedef struct sim_dent {
+  raft_entry e;    /* data owned */
+  uint64_t chain;  /* hash of the log prefix ending here */
+} sim_dent;
+
+typedef struct sim_disk {
+  raft_hard_state hs;
+  raft_snap_meta snap;
+  uint8_t *snap_data;
+  uint64_t snap_chain;
+  sim_dent *log;   /* entries snap.index+1 .. */
+  size_t n, cap;
+  uint8_t *staging;
+  uint64_t staging_index, staging_len;
+} sim_disk;
+
+/* ---- a replica of one group on one node ---- */
+typedef struct sim_pread {
+  uint64_t ctx;
+  int client;
+  uint64_t seq;
+  uint32_t key;
+  uint64_t index;  /* 0 until the read state arrives */
+  int ready;
+} sim_pread;
+
+typedef struct sim_pput {
+  int client;
+  uint64_t seq;
+} sim_pput;
+
+typedef struct sim_replica {
+  int hosted;
+  raft_group *rg;
+  sim_disk disk;
+  /* state machine */
+  uint64_t kv[SIM_MAX_KEYS];
+  raft_dedup dedup;
+  uint64_t applied;
+  uint64_t applied_chain;
+  /* pending client work (volatile) */
+  sim_pread reads[64];
+  int n_reads;
+  sim_pput puts[64];
+  int n_puts;
+  /* soft state seen */
+  int role;
+  uint64_t term;
+  /* memory accounting of the core */
+  int64_t live_bytes;
+  int64_t live_allocs;
+  int dirty;
+  uint64_t created_tick;
+} sim_replica;
+
+typedef struct sim_node {
+  uint64_t id;
+  int used;
+  int alive;
+  uint64_t restart_at;   /* tick; 0: none */
+  uint32_t phase;        /* tick phase offset within SIM_TICK */
+  uint32_t incarnation;
+  sim_replica rep[SIM_MAX_GROUPS];
+} sim_node;
+
+/* ---- client history ---- */
+typedef struct sim_hop {
+  int client;
+  int kind;        /* OP_PUT / OP_GET */
+  uint64_t in, out;
+  uint64_t call, ret; /* ret SIM_INF: timed out (puts only) */
+} sim_hop;
+
+typedef struct sim_hist {
+  sim_hop *ops;
+  size_t n, cap;
+} sim_hist;
+
+typedef struct sim_client {
+  int busy;
+  sim_creq req;
+  uint64_t call;          /* time of the first attempt */
+  uint64_t attempt_deadline, op_deadline, next_op_at;
+  int target;             /* node slot */
+  uint64_t hint;
+} sim_client;
+
+/* ---- global checker state per group ---- */
+typedef struct sim_seen {
+  uint64_t index, term, chain;
+} sim_seen;
+
+typedef struct sim_gcheck {
+  uint64_t *leader_of_term;   /* by term */
+  size_t n_terms;
+  sim_seen *seen;             /* open addressing on (index, term) */
+  size_t seen_cap, seen_n;
+  uint64_t *commit_term, *commit_chain; /* by index */
+  size_t commit_cap;
+  uint64_t commit_max;
+} sim_gcheck;
+
+typedef struct sim_opts {
+  uint64_t first, seeds;
+  int replicas, groups;
+  uint32_t plants;
+  int expect_catch;
+  int verbose;
+  uint64_t fault_ticks;       /* length of the fault phase */
+} sim_opts;
+
+typedef struct sim {
+  sim_opts o;
+  uint64_t seed;
+  sim_rng rng;
+  uint64_t now;               /* time units */
+  /* event heap */
+  sim_event *ev;
+  size_t n_ev, cap_ev;
+  uint64_t ev_order;
+  /* nodes */
+  sim_node nodes[SIM_MAX_NODES];
+  int n_nodes;
+  uint64_t next_id;
+  /* network */
+  uint8_t cut[SIM_MAX_NODES][SIM_MAX_NODES]; /* cut[a][b]: a->b dropped */
+  double p_drop, p_dup;
+  uint32_t delay_max;
+  /* faults */
+  int faults_on;
+  double p_crash_round, p_disk_err;
+  uint32_t max_msg_entries, max_inflight, compact_every, snap_chunk;
+  /* clients */
+  sim_client clients[SIM_MAX_GROUPS][SIM_MAX_CLIENTS];
+  int n_clients, n_keys;
+  int clients_on;
+  uint64_t next_value;
+  uint64_t next_ctx;
+  sim_hist hist[SIM_MAX_GROUPS][SIM_MAX_KEYS];
+  uint64_t heal_tick, live_tick;
+  /* checks */
+  sim_gcheck gc[SIM_MAX_GROUPS];
+  char failure[512];
+  int failed;
+  /* stats */
+  uint64_t st_msgs, st_ops_ok, st_ops_timeout, st_crashes, st_snaps,
+      st_conf, st_transfers, st_elections;
+} sim;
+
+/* sim_main.c */
+void sim_fail(sim *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void sim_log(sim *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+uint64_t sim_tick_now(const sim *s);
+
+/* sim_net.c: event queue and network */
+void sim_ev_push(sim *s, sim_event *e);
+int sim_ev_pop_due(sim *s, uint64_t now, sim_event *out);
+void sim_ev_free_all(sim *s);
+void sim_net_send(sim *s, int from_slot, const raft_msg *m);
+void sim_net_fault(sim *s);
+void sim_net_heal(sim *s);
+int sim_slot_of(const sim *s, uint64_t id);
+
+/* sim_host.c: nodes, disk, ready rounds, state machine */
+int sim_node_add(sim *s, uint64_t id, int group_mask, int bootstrap);
+void sim_node_crash(sim *s, int slot, const char *why);
+int sim_node_restart(sim *s, int slot);
+void sim_node_free(sim *s, int slot);
+int sim_node_ready(sim *s, int slot);
+void sim_deliver_msg(sim *s, int slot, const raft_msg *m);
+void sim_deliver_creq(sim *s, int slot, const sim_creq *r);
+void sim_replica_drop(sim *s, int slot, int group);
+raft_group *sim_leader(sim *s, int group, int *slot);
+
+/* sim_client.c */
+void sim_clients_step(sim *s);
+void sim_client_resp(sim *s, const sim_cresp *r);
+void sim_client_reply(sim *s, int group, int client, uint64_t seq, int status,
+                      uint64_t hint, uint64_t value);
+void sim_hist_free(sim *s);
+
+/* sim_check.c */
+void sim_check_leader(sim *s, int group, uint64_t term, uint64_t id);
+void sim_check_append(sim *s, int group, uint64_t node, const sim_dent *d);
+void sim_check_truncate(sim *s, int group, uint64_t node, const sim_dent *d);
+void sim_check_commit(sim *s, int group, uint64_t node, const sim_disk *disk);
+void sim_check_apply(sim *s, int group, uint64_t node, uint64_t index,
+                     uint64_t term, uint64_t chain);
+void sim_check_completeness(sim *s, int group, uint64_t node,
+                            const sim_disk *disk);
+int sim_committed_chain(sim *s, int group, uint64_t index, uint64_t *chain);
+void sim_check_free(sim *s);
+uint64_t sim_chain(uint64_t prev, const raft_entry *e);
+
+/* lincheck.c */
+/* Returns 1 if ops (one register, initial value 0) are linearizable, 0 if
+ * not, -1 if the search gave up (too large). */
+int lincheck_register(const sim_hop *ops, size_t n);
+
+#endif

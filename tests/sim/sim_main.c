@@ -1,0 +1,416 @@
+/*
+ * sim_main.c — shardex-sim: runs seeds of the deterministic cluster
+ * simulation and reports.  One run: a cluster of --replicas nodes hosting
+ * --groups Raft groups, a fault phase (network faults, crashes that lose
+ * unsynced or torn writes, disk write errors, membership changes and
+ * leadership transfers), then the network heals and the liveness phase
+ * requires a leader per group and timely client operations, then clients
+ * stop, each leader commits a barrier and hands leadership over, and every
+ * member must end with the whole log committed and applied alike.  Safety
+ * invariants are checked after every step (sim_check.c); the client history
+ * is judged linearizable per key at the end (lincheck.c).
+ *
+ * Usage: shardex-sim [--seeds N] [--first S] [--replicas 3|5] [--groups G]
+ *                    [--plant BUG]... [--expect-catch] [--fault-ticks T] [-v]
+ * Exits 0 only if every seed passed (with --expect-catch: only if some seed
+ * failed); the last line is "N passed, M failed".
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim.h"
+
+uint64_t sim_rand(sim_rng *r) {
+  uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint64_t sim_range(sim_rng *r, uint64_t lo, uint64_t hi) {
+  if (hi <= lo) return lo;
+  return lo + sim_rand(r) % (hi - lo + 1);
+}
+
+int sim_chance(sim_rng *r, double p) {
+  if (p <= 0) return 0;
+  return (double)(sim_rand(r) >> 11) * (1.0 / 9007199254740992.0) < p;
+}
+
+uint64_t sim_tick_now(const sim *s) { return s->now / SIM_TICK; }
+
+/* Records the first violation; the run stops at the next step. */
+void sim_fail(sim *s, const char *fmt, ...) {
+  if (s->failed) return;
+  s->failed = 1;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = snprintf(s->failure, sizeof s->failure, "tick %llu: ",
+                   (unsigned long long)sim_tick_now(s));
+  vsnprintf(s->failure + n, sizeof s->failure - (size_t)n, fmt, ap);
+  va_end(ap);
+}
+
+/* Prints a trace line with -v. */
+void sim_log(sim *s, const char *fmt, ...) {
+  if (!s->o.verbose) return;
+  va_list ap;
+  va_start(ap, fmt);
+  printf("[%6llu.%llu] ", (unsigned long long)sim_tick_now(s),
+         (unsigned long long)(s->now % SIM_TICK));
+  vprintf(fmt, ap);
+  printf("\n");
+  va_end(ap);
+}
+
+static const struct {
+  const char *name;
+  uint32_t bit;
+} plants[] = {{"old-term-commit", RAFT_PLANT_OLD_TERM_COMMIT},
+              {"forget-vote", RAFT_PLANT_FORGET_VOTE},
+              {"no-leader-noop", RAFT_PLANT_NO_LEADER_NOOP},
+              {"local-read", RAFT_PLANT_LOCAL_READ}};
+
+static void membership_op(sim *s) {
+  int g = (int)sim_range(&s->rng, 0, (uint64_t)s->o.groups - 1), slot;
+  raft_group *l = sim_leader(s, g, &slot);
+  if (!l) return;
+  const raft_conf *c = raft_conf_get(l);
+  for (uint32_t i = 0; i < c->n; i++) {
+    if (c->m[i].voter) continue;
+    int rc = raft_propose_conf(l, RAFT_CONF_PROMOTE, c->m[i].id);
+    sim_log(s, "group %d: promote %llu: %s", g, (unsigned long long)c->m[i].id,
+            raft_strerror(rc));
+    if (!rc) s->st_conf++;
+    s->nodes[slot].rep[g].dirty = 1;
+    return;
+  }
+  if ((int)raft_conf_voters(c) > s->o.replicas) {
+    uint64_t victims[RAFT_MAX_MEMBERS];
+    int n = 0;
+    for (uint32_t i = 0; i < c->n; i++)
+      if (c->m[i].id != raft_id(l)) victims[n++] = c->m[i].id;
+    uint64_t v = victims[sim_range(&s->rng, 0, (uint64_t)n - 1)];
+    int rc = raft_propose_conf(l, RAFT_CONF_REMOVE, v);
+    sim_log(s, "group %d: remove %llu: %s", g, (unsigned long long)v, raft_strerror(rc));
+    if (!rc) s->st_conf++;
+    s->nodes[slot].rep[g].dirty = 1;
+    return;
+  }
+  if (s->n_nodes >= SIM_MAX_NODES) return;
+  uint64_t id = s->next_id;
+  int rc = raft_propose_conf(l, RAFT_CONF_ADD_LEARNER, id);
+  sim_log(s, "group %d: add learner %llu: %s", g, (unsigned long long)id, raft_strerror(rc));
+  s->nodes[slot].rep[g].dirty = 1;
+  if (rc) return;
+  s->st_conf++;
+  s->next_id++;
+  if (sim_node_add(s, id, 1 << g, 0) < 0) sim_fail(s, "cannot add node");
+}
+
+static void decommission(sim *s) {
+  for (int g = 0; g < s->o.groups; g++) {
+    int lslot;
+    raft_group *l = sim_leader(s, g, &lslot);
+    if (!l || raft_commit(l) != raft_last_index(l)) continue;
+    const raft_conf *c = raft_conf_get(l);
+    for (int i = 0; i < s->n_nodes; i++) {
+      sim_node *nd = &s->nodes[i];
+      if (!nd->used || !nd->rep[g].hosted || raft_conf_find(c, nd->id) >= 0) continue;
+      if (sim_tick_now(s) < nd->rep[g].created_tick + 200) continue;
+      sim_replica_drop(s, i, g);
+    }
+  }
+}
+
+static void transfer_op(sim *s) {
+  int g = (int)sim_range(&s->rng, 0, (uint64_t)s->o.groups - 1), slot;
+  raft_group *l = sim_leader(s, g, &slot);
+  if (!l) return;
+  const raft_conf *c = raft_conf_get(l);
+  uint64_t cands[RAFT_MAX_MEMBERS];
+  int n = 0;
+  for (uint32_t i = 0; i < c->n; i++)
+    if (c->m[i].voter && c->m[i].id != raft_id(l)) cands[n++] = c->m[i].id;
+  if (!n) return;
+  uint64_t to = cands[sim_range(&s->rng, 0, (uint64_t)n - 1)];
+  int rc = raft_transfer_leader(l, to);
+  sim_log(s, "group %d: transfer %llu -> %llu: %s", g,
+          (unsigned long long)raft_id(l), (unsigned long long)to, raft_strerror(rc));
+  if (!rc) s->st_transfers++;
+  s->nodes[slot].rep[g].dirty = 1;
+}
+
+static void crash_op(sim *s) {
+  int cands[SIM_MAX_NODES], n = 0;
+  for (int i = 0; i < s->n_nodes; i++)
+    if (s->nodes[i].used && s->nodes[i].alive) cands[n++] = i;
+  if (n) sim_node_crash(s, cands[sim_range(&s->rng, 0, (uint64_t)n - 1)], "crash");
+}
+
+static void heal(sim *s) {
+  sim_log(s, "=== heal ===");
+  s->faults_on = 0;
+  sim_net_heal(s);
+  for (int i = 0; i < s->n_nodes; i++)
+    if (s->nodes[i].used && !s->nodes[i].alive) sim_node_restart(s, i);
+}
+
+static void barrier_and_transfer(sim *s) {
+  for (int g = 0; g < s->o.groups; g++) {
+    int slot;
+    raft_group *l = sim_leader(s, g, &slot);
+    if (!l) continue;
+    sim_creq q;
+    memset(&q, 0, sizeof q);
+    q.group = g;
+    q.op = OP_BARRIER;
+    sim_deliver_creq(s, slot, &q);
+    transfer_op(s); /* may pick another group: also fine */
+  }
+}
+
+static void final_check(sim *s) {
+  for (int g = 0; g < s->o.groups && !s->failed; g++) {
+    int ls;
+    raft_group *l = sim_leader(s, g, &ls);
+    if (!l) {
+      sim_fail(s, "liveness: group %d has no leader at the end", g);
+      return;
+    }
+    uint64_t last = raft_last_index(l);
+    if (raft_commit(l) != last) {
+      sim_fail(s, "liveness: group %d leader %llu has uncommitted entries %llu..%llu "
+                  "long after the network healed", g,
+               (unsigned long long)raft_id(l), (unsigned long long)raft_commit(l) + 1,
+               (unsigned long long)last);
+      return;
+    }
+    const raft_conf *c = raft_conf_get(l);
+    const sim_replica *lr = &s->nodes[ls].rep[g];
+    for (uint32_t i = 0; i < c->n; i++) {
+      int slot = sim_slot_of(s, c->m[i].id);
+      if (slot < 0 || !s->nodes[slot].rep[g].hosted) continue;
+      const sim_replica *r = &s->nodes[slot].rep[g];
+      if (!s->nodes[slot].alive || r->applied != last) {
+        sim_fail(s, "liveness: group %d member %llu applied %llu of %llu at the end", g,
+                 (unsigned long long)c->m[i].id, (unsigned long long)r->applied,
+                 (unsigned long long)last);
+        return;
+      }
+      if (memcmp(r->kv, lr->kv, sizeof r->kv))
+        sim_fail(s, "group %d: member %llu state differs from the leader's", g,
+                 (unsigned long long)c->m[i].id);
+    }
+  }
+}
+
+static void judge_history(sim *s) {
+  for (int g = 0; g < s->o.groups && !s->failed; g++)
+    for (int k = 0; k < s->n_keys && !s->failed; k++) {
+      sim_hist *h = &s->hist[g][k];
+      int r = lincheck_register(h->ops, h->n);
+      if (r == 0)
+        sim_fail(s, "group %d key %d: history of %zu operations is not linearizable",
+                 g, k, h->n);
+      else if (r < 0)
+        fprintf(stderr, "seed %llu: group %d key %d: linearizability check gave up\n",
+                (unsigned long long)s->seed, g, k);
+    }
+}
+
+/* Runs one seed; returns 1 if it passed.  *why gets the violation. */
+static int run_seed(const sim_opts *o, uint64_t seed, char *why, size_t whylen,
+                    sim *s) {
+  memset(s, 0, sizeof *s);
+  s->o = *o;
+  s->seed = seed;
+  s->rng.s = seed * 0x2545f4914f6cdd1dull + 12345;
+  s->p_drop = (double)sim_range(&s->rng, 0, 10) / 100.0;
+  s->p_dup = (double)sim_range(&s->rng, 0, 3) / 100.0;
+  s->delay_max = (uint32_t)sim_range(&s->rng, 2, 40);
+  s->p_crash_round = (double)sim_range(&s->rng, 1, 20) / 10000.0;
+  s->p_disk_err = (double)sim_range(&s->rng, 0, 5) / 10000.0;
+  static const uint32_t ents[] = {1, 2, 3, 64}, infl[] = {1, 2, 4, 8},
+                        comp[] = {8, 25, 60, 100000}, chunk[] = {7, 16, 64, 4096};
+  s->max_msg_entries = ents[sim_range(&s->rng, 0, 3)];
+  s->max_inflight = infl[sim_range(&s->rng, 0, 3)];
+  s->compact_every = comp[sim_range(&s->rng, 0, 3)];
+  s->snap_chunk = chunk[sim_range(&s->rng, 0, 3)];
+  s->n_keys = 3;
+  s->n_clients = 3;
+  uint64_t F = o->fault_ticks;
+  uint64_t fault_every = sim_range(&s->rng, 15, 60);
+  for (int i = 0; i < o->replicas; i++)
+    if (sim_node_add(s, (uint64_t)i + 1, (1 << o->groups) - 1, 1) < 0) break;
+  s->next_id = (uint64_t)o->replicas + 1;
+  s->faults_on = 1;
+  s->clients_on = 1;
+  uint64_t t_leader = F + 60, t_stop = F + 300, t_barrier = F + 440,
+           t_end = F + 640;
+  for (s->now = 0; s->now <= t_end * SIM_TICK && !s->failed; s->now++) {
+    sim_event e;
+    while (!s->failed && sim_ev_pop_due(s, s->now, &e)) {
+      if (e.type == EV_MSG) {
+        sim_deliver_msg(s, e.node, e.msg);
+        free(e.msg);
+      } else if (e.type == EV_CREQ) {
+        sim_deliver_creq(s, e.node, &e.req);
+      } else if (e.type == EV_CRESP) {
+        sim_client_resp(s, &e.resp);
+      }
+    }
+    uint64_t t = sim_tick_now(s);
+    for (int i = 0; i < s->n_nodes; i++) {
+      sim_node *nd = &s->nodes[i];
+      if (!nd->used || !nd->alive || s->now % SIM_TICK != nd->phase) continue;
+      for (int g = 0; g < o->groups; g++) {
+        sim_replica *r = &nd->rep[g];
+        if (!r->hosted || !r->rg) continue;
+        if (raft_tick(r->rg)) sim_fail(s, "raft_tick failed");
+        r->dirty = 1;
+      }
+    }
+    if (s->now % SIM_TICK == 0) {
+      for (int i = 0; i < s->n_nodes; i++)
+        if (s->nodes[i].used && !s->nodes[i].alive && s->nodes[i].restart_at &&
+            t >= s->nodes[i].restart_at && s->faults_on)
+          sim_node_restart(s, i);
+      if (t < F && t > 0 && t % fault_every == 0) {
+        uint64_t k = sim_range(&s->rng, 0, 9);
+        if (k < 4) sim_net_fault(s);
+        else if (k < 6) crash_op(s);
+        else if (k < 8) membership_op(s);
+        else transfer_op(s);
+      }
+      if (t == F) {
+        heal(s);
+        s->heal_tick = F;
+        s->live_tick = t_leader;
+      }
+      if (t == t_leader)
+        for (int g = 0; g < o->groups; g++) {
+          int sl;
+          if (!sim_leader(s, g, &sl))
+            sim_fail(s, "liveness: group %d has no leader %llu ticks after the "
+                        "network healed", g, (unsigned long long)(t_leader - F));
+        }
+      if (t == t_stop) s->clients_on = 0;
+      if (t == t_barrier) barrier_and_transfer(s);
+      if (t % 10 == 0 && t < t_barrier) decommission(s);
+      sim_clients_step(s);
+    }
+    for (int i = 0; i < s->n_nodes; i++) sim_node_ready(s, i);
+  }
+  if (!s->failed) final_check(s);
+  if (!s->failed) judge_history(s);
+  int ok = !s->failed;
+  if (!ok) snprintf(why, whylen, "%s", s->failure);
+  if (o->verbose)
+    printf("seed %llu: msgs %llu ops %llu ok %llu timeout, crashes %llu, snaps "
+           "%llu, conf %llu, transfers %llu, elections %llu\n",
+           (unsigned long long)seed, (unsigned long long)s->st_msgs,
+           (unsigned long long)s->st_ops_ok, (unsigned long long)s->st_ops_timeout,
+           (unsigned long long)s->st_crashes, (unsigned long long)s->st_snaps,
+           (unsigned long long)s->st_conf, (unsigned long long)s->st_transfers,
+           (unsigned long long)s->st_elections);
+  sim_ev_free_all(s);
+  for (int i = 0; i < s->n_nodes; i++) sim_node_free(s, i);
+  sim_hist_free(s);
+  sim_check_free(s);
+  return ok;
+}
+
+static void usage(const char *argv0) {
+  fprintf(stderr,
+          "usage: %s [--seeds N] [--first S] [--replicas 3|5] [--groups G]\n"
+          "          [--plant old-term-commit|forget-vote|no-leader-noop|local-read]\n"
+          "          [--expect-catch] [--fault-ticks T] [-v]\n",
+          argv0);
+}
+
+int main(int argc, char **argv) {
+  sim_opts o;
+  memset(&o, 0, sizeof o);
+  o.first = 1;
+  o.seeds = 100;
+  o.replicas = 3;
+  o.groups = 2;
+  o.fault_ticks = 1200;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--seeds") && v) {
+      o.seeds = strtoull(v, NULL, 10);
+      i++;
+    } else if (!strcmp(a, "--first") && v) {
+      o.first = strtoull(v, NULL, 10);
+      i++;
+    } else if (!strcmp(a, "--replicas") && v) {
+      o.replicas = atoi(v);
+      i++;
+    } else if (!strcmp(a, "--groups") && v) {
+      o.groups = atoi(v);
+      i++;
+    } else if (!strcmp(a, "--fault-ticks") && v) {
+      o.fault_ticks = strtoull(v, NULL, 10);
+      i++;
+    } else if (!strcmp(a, "--plant") && v) {
+      size_t k;
+      for (k = 0; k < sizeof plants / sizeof plants[0]; k++)
+        if (!strcmp(v, plants[k].name)) break;
+      if (k == sizeof plants / sizeof plants[0]) {
+        usage(argv[0]);
+        return 2;
+      }
+      o.plants |= plants[k].bit;
+      i++;
+    } else if (!strcmp(a, "--expect-catch")) {
+      o.expect_catch = 1;
+    } else if (!strcmp(a, "-v")) {
+      o.verbose = 1;
+    } else {
+      usage(argv[0]);
+      return 2;
+    }
+  }
+  if ((o.replicas != 3 && o.replicas != 5) || o.groups < 1 ||
+      o.groups > SIM_MAX_GROUPS || o.fault_ticks < 10) {
+    usage(argv[0]);
+    return 2;
+  }
+  char extra[256] = "";
+  size_t el = 0;
+  for (size_t k = 0; k < sizeof plants / sizeof plants[0]; k++)
+    if (o.plants & plants[k].bit)
+      el += (size_t)snprintf(extra + el, sizeof extra - el, " --plant %s", plants[k].name);
+  if (o.fault_ticks != 1200)
+    snprintf(extra + el, sizeof extra - el, " --fault-ticks %llu",
+             (unsigned long long)o.fault_ticks);
+  sim *s = calloc(1, sizeof *s);
+  if (!s) return 2;
+  uint64_t passed = 0, failed = 0;
+  for (uint64_t seed = o.first; seed < o.first + o.seeds; seed++) {
+    char why[600];
+    if (run_seed(&o, seed, why, sizeof why, s)) {
+      passed++;
+      continue;
+    }
+    failed++;
+    printf("seed %llu FAILED: %s\n", (unsigned long long)seed, why);
+    printf("  replay: %s --first %llu --seeds 1 --replicas %d --groups %d%s\n",
+           argv[0], (unsigned long long)seed, o.replicas, o.groups, extra);
+    fflush(stdout);
+    if (o.expect_catch) {
+      printf("caught after %llu seeds\n", (unsigned long long)(seed - o.first + 1));
+      break;
+    }
+  }
+  free(s);
+  printf("%llu passed, %llu failed\n", (unsigned long long)passed,
+         (unsigned long long)failed);
+  if (o.expect_catch) return failed ? 0 : 1;
+  return failed ? 1 : 0;
+}
