@@ -530,22 +530,20 @@ static void write_phase(test *t, int ops, int ryw_every)
 
 /* ---- waiting ---- */
 
+/* Waits until index answers queries (SX_ENOTREADY while it is building;
+ * the router refreshes its catalog on that path). */
 static void wait_ready(test *t, const char *index)
 {
     double deadline = now_s() + 60;
     for (;;) {
-        sx_index_info *l;
-        size_t n;
-        int rc = sx_index_list(t->c, t->table, &l, &n);
-        if (rc)
-            die(t, rc, "index list");
-        int ready = 0;
-        for (size_t k = 0; k < n; k++)
-            if (strcmp(l[k].name, index) == 0)
-                ready = l[k].ready;
-        sx_index_list_free(l, n);
-        if (ready)
+        sx_query_opts o = { .consistency = SX_EVENTUAL, .limit = 1 };
+        sx_result *r = NULL;
+        int rc = sx_query(t->c, t->table, index, &o, &r);
+        sx_result_free(r);
+        if (rc == SX_OK)
             return;
+        if (rc != SX_ENOTREADY)
+            die(t, rc, "query on index %s", index);
         if (now_s() > deadline)
             die(t, SX_ETIMEDOUT, "index %s not ready after 60 s", index);
         pause_ms(20);
@@ -689,7 +687,7 @@ int main(int argc, char **argv)
     t.m = calloc((size_t)t.nkeys, sizeof *t.m);
     if (!t.m)
         return 1;
-    snprintf(t.table, sizeof t.table, "model_%" PRIu64, seed % 1000000000u);
+    snprintf(t.table, sizeof t.table, "model_%" PRIu64 "_%d", seed % 1000000000u, (int)getpid());
     int rc = sx_client_open(url, &t.c);
     if (rc)
         die(&t, rc, "open %s", url);
