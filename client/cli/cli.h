@@ -75,10 +75,9 @@ int cli_json_to_item(const json_t *obj, sx_item **out, char *err, size_t errlen)
  * j. Returns 0 or SX_EINVAL with a reason in err. */
 int cli_json_to_scalar(const json_t *j, sx_value *v, void **keep, char *err, size_t errlen);
 
-/* The JSON form of an item (new reference) or NULL when out of memory. */
-json_t *cli_item_to_json(const sx_item *it);
-
-/* Prints an item as one compact JSON line on stdout. Returns 0 or CLI_ERROR. */
+/* Prints an item as one compact JSON line on stdout (doubles in their
+ * shortest exact form, binaries as {"$bin":"<base64>"}). Returns 0 or
+ * CLI_ERROR. */
 int cli_print_item(const sx_item *it);
 
 /* Splits a comma-separated list into a malloc'd array of malloc'd strings

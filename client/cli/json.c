@@ -174,71 +174,108 @@ int cli_json_to_item(const json_t *obj, sx_item **out, char *err, size_t errlen)
     return SX_OK;
 }
 
-static json_t *value_to_json(const sx_value *v);
-
-static json_t *list_to_json(const sx_list *l)
+/* Writes a JSON string literal (control characters escaped; other bytes,
+ * UTF-8 included, as they are). */
+static void emit_str(FILE *f, const char *s, size_t n)
 {
-    json_t *a = json_array();
-    for (size_t k = 0; a && k < sx_list_len(l); k++) {
-        sx_value e;
-        sx_list_at(l, k, &e);
-        if (json_array_append_new(a, value_to_json(&e)) != 0) {
-            json_decref(a);
-            return NULL;
-        }
+    fputc('"', f);
+    for (size_t k = 0; k < n; k++) {
+        unsigned char ch = (unsigned char)s[k];
+        if (ch == '"' || ch == '\\')
+            fprintf(f, "\\%c", ch);
+        else if (ch == '\n')
+            fputs("\\n", f);
+        else if (ch == '\t')
+            fputs("\\t", f);
+        else if (ch < 0x20)
+            fprintf(f, "\\u%04x", ch);
+        else
+            fputc(ch, f);
     }
-    return a;
+    fputc('"', f);
 }
 
-static json_t *value_to_json(const sx_value *v)
+/* Writes the shortest decimal form that reads back as the same double,
+ * always with a '.' or exponent so it reads back as a double, not an int. */
+static void emit_double(FILE *f, double d)
+{
+    char buf[40];
+    if (d != d || d - d != 0) {      /* NaN, infinities: JSON has none */
+        fputs("null", f);
+        return;
+    }
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, d);
+        if (strtod(buf, NULL) == d)
+            break;
+    }
+    fputs(buf, f);
+    if (!strpbrk(buf, ".eE"))
+        fputs(".0", f);
+}
+
+static void emit_item(FILE *f, const sx_item *it);
+
+static void emit_value(FILE *f, const sx_value *v)
 {
     switch (v->type) {
-    case SX_NULL: return json_null();
-    case SX_BOOL: return json_boolean(v->b);
-    case SX_INT: return json_integer((json_int_t)v->i);
-    case SX_DOUBLE: return json_real(v->d);
-    case SX_STR: return json_stringn_nocheck(v->s, v->len);
+    case SX_NULL: fputs("null", f); break;
+    case SX_BOOL: fputs(v->b ? "true" : "false", f); break;
+    case SX_INT: fprintf(f, "%lld", (long long)v->i); break;
+    case SX_DOUBLE: emit_double(f, v->d); break;
+    case SX_STR: emit_str(f, v->s, v->len); break;
     case SX_BIN: {
         size_t n = sodium_base64_encoded_len(v->len, sodium_base64_VARIANT_ORIGINAL);
         char *b = malloc(n);
-        if (!b)
-            return NULL;
+        if (!b) {
+            fputs("null", f);
+            break;
+        }
         sodium_bin2base64(b, n, (const unsigned char *)v->s, v->len,
                           sodium_base64_VARIANT_ORIGINAL);
-        json_t *o = json_pack("{s:s}", "$bin", b);
+        fprintf(f, "{\"$bin\":\"%s\"}", b);
         free(b);
-        return o;
+        break;
     }
-    case SX_LIST: return list_to_json(v->list);
-    case SX_MAP: return cli_item_to_json(v->map);
+    case SX_LIST:
+        fputc('[', f);
+        for (size_t k = 0; k < sx_list_len(v->list); k++) {
+            sx_value e;
+            sx_list_at(v->list, k, &e);
+            if (k)
+                fputc(',', f);
+            emit_value(f, &e);
+        }
+        fputc(']', f);
+        break;
+    case SX_MAP:
+        emit_item(f, v->map);
+        break;
     }
-    return NULL;
 }
 
-json_t *cli_item_to_json(const sx_item *it)
+static void emit_item(FILE *f, const sx_item *it)
 {
-    json_t *o = json_object();
-    for (size_t k = 0; o && k < sx_item_count(it); k++) {
+    fputc('{', f);
+    for (size_t k = 0; k < sx_item_count(it); k++) {
         const char *name;
         sx_value v;
         sx_item_attr(it, k, &name, &v);
-        if (json_object_set_new_nocheck(o, name, value_to_json(&v)) != 0) {
-            json_decref(o);
-            return NULL;
-        }
+        if (k)
+            fputc(',', f);
+        emit_str(f, name, strlen(name));
+        fputc(':', f);
+        emit_value(f, &v);
     }
-    return o;
+    fputc('}', f);
 }
 
 int cli_print_item(const sx_item *it)
 {
-    json_t *j = cli_item_to_json(it);
-    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    json_decref(j);
-    if (!s)
-        return cli_error("out of memory");
-    puts(s);
-    free(s);
+    emit_item(stdout, it);
+    fputc('\n', stdout);
+    if (ferror(stdout))
+        return cli_error("cannot write to stdout");
     return CLI_OK;
 }
 

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "internal.h"
 #include "net.h"
 #include "hash.h"
@@ -115,6 +116,73 @@ static bool failover_err(int rc)
     return rc == SX_EUNAVAIL || rc == SX_ETIMEDOUT || rc == SX_ENET;
 }
 
+/* The child of stat s named name, or NULL. */
+static nng_stat *stat_child(nng_stat *s, const char *name)
+{
+    for (nng_stat *c = nng_stat_child(s); c; c = nng_stat_next(c))
+        if (strcmp(nng_stat_name(c), name) == 0)
+            return c;
+    return NULL;
+}
+
+/* Number of connected pipes of s per nng's statistics, or -1 when unknown
+ * (statistics unavailable). Walks the snapshot's top-level "socket" nodes
+ * by their "id" child (nng_stat_find_socket/nng_stat_find did not give the
+ * right node with several sockets in nng 1.5). */
+static int pipes_of(nng_socket s)
+{
+    nng_stat *all = NULL;
+    int n = -1;
+    if (nng_stats_get(&all) != 0)
+        return -1;
+    for (nng_stat *k = nng_stat_child(all); k; k = nng_stat_next(k)) {
+        nng_stat *id = stat_child(k, "id");
+        if (strcmp(nng_stat_name(k), "socket") == 0 && id
+            && (int)nng_stat_value(id) == nng_socket_id(s)) {
+            nng_stat *p = stat_child(k, "pipes");
+            if (p)
+                n = (int)nng_stat_value(p);
+            break;
+        }
+    }
+    nng_stats_free(all);
+    return n;
+}
+
+/* Orders the routers for one call into order[]: the current one first,
+ * then the others; with several routers, those with a live connection go
+ * before those without (a request to an unconnected REQ socket only fails
+ * at its timeout). Waits up to CL_CONNECT_WAIT_MS for any connection when
+ * none is up yet (dials run in the background). */
+#define CL_CONNECT_WAIT_MS 500
+static void call_order(sx_client *c, int *order)
+{
+    int n = 0;
+    if (c->nrouters > 1) {
+        for (int waited = 0;; waited += 10) {
+            bool any = false;
+            for (int t = 0; t < c->nrouters && !any; t++)
+                any = pipes_of(c->socks[t]) != 0;
+            if (any || waited >= CL_CONNECT_WAIT_MS)
+                break;
+            struct timespec ts = { 0, 10 * 1000 * 1000 };
+            nanosleep(&ts, NULL);
+        }
+        for (int t = 0; t < c->nrouters; t++) {
+            int k = (c->cur + t) % c->nrouters;
+            if (pipes_of(c->socks[k]) != 0)
+                order[n++] = k;
+        }
+    }
+    for (int t = 0; t < c->nrouters; t++) {
+        int k = (c->cur + t) % c->nrouters, seen = 0;
+        for (int j = 0; j < n; j++)
+            seen |= order[j] == k;
+        if (!seen)
+            order[n++] = k;
+    }
+}
+
 int cl_call(sx_client *c, msg_type t, const void *req, void *rep,
             uint8_t **frame, int extra_ms)
 {
@@ -135,8 +203,14 @@ int cl_call(sx_client *c, msg_type t, const void *req, void *rep,
         return cl_fail(c, SX_ETOOBIG, "%s request of %zu bytes exceeds the frame limit",
                        msg_name(t), wire_n);
     }
+    int *order = malloc((size_t)c->nrouters * sizeof *order);
+    if (!order) {
+        free(wire);
+        return cl_fail(c, SX_ENOMEM, "out of memory");
+    }
+    call_order(c, order);
     for (int tries = 0; tries < c->nrouters; tries++) {
-        int k = (c->cur + tries) % c->nrouters;
+        int k = order[tries];
         uint8_t *resp = NULL;
         size_t resp_n = 0;
         rc = net_call(c->socks[k], wire, wire_n, c->timeout_ms + extra_ms, &resp, &resp_n);
@@ -153,14 +227,18 @@ int cl_call(sx_client *c, msg_type t, const void *req, void *rep,
         if (rc) {
             msg_free_rep(t, rep);
             free(resp);
+            free(order);
+            free(wire);
             if (msg[0])
                 return cl_fail(c, rc, "%s", msg);
             return cl_fail(c, rc, "%s", sx_strerror(rc));
         }
         *frame = resp;
+        free(order);
         free(wire);
         return SX_OK;
     }
+    free(order);
     free(wire);
     return rc;
 }
