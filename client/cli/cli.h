@@ -43,7 +43,8 @@ typedef struct cli_opt {
 int cli_parse(cli_ctx *ctx, const cli_opt *opts, const char **pos, int maxpos,
               int *npos, const char *usage);
 
-/* Prints "shardex: <message>" and the usage text to stderr; returns CLI_USAGE. */
+/* Prints the one line "shardex: <message> (see --help)" to stderr; returns
+ * CLI_USAGE. usage is the command's usage text (printed by --help). */
 int cli_usage_error(const char *usage, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

@@ -45,12 +45,12 @@ int cli_error(const char *fmt, ...)
 int cli_usage_error(const char *usage, const char *fmt, ...)
 {
     va_list ap;
+    (void)usage;   /* one line only; --help prints the usage */
     fputs("shardex: ", stderr);
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
-    fputs(usage, stderr);
+    fputs(" (see --help)\n", stderr);
     return CLI_USAGE;
 }
 
