@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "router.h"
+#include "log.h"
 #include "sx_errors.h"
 
 /* Sends upd to the catalog node, waits until the cache holds the new
@@ -141,6 +142,10 @@ int rt_h_index_list(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err 
     rc = msg_decode_req(MSG_INDEX_LIST, p, n, &q);
     if (rc != 0)
         return rt_errf(e, rc, "malformed INDEX_LIST request");
+    /* Listing shows index states, which change without the router's
+     * knowledge (backfills finishing): answer from a fresh copy. */
+    if (catcache_refresh(rt->cc) != 0)
+        LOG_WARN("router: INDEX_LIST answers from the cached catalog: refresh failed");
     rc = rt_table(rt, q.table, &cat, &t, e);
     if (rc != 0)
         goto out;
