@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# cli_test.sh BINDIR — the `shardex` CLI's contract against a real local
+# cluster (deploy/local-cluster): JSON round trip of nested values, binaries
+# and doubles; exit codes 0/1/2/3 with one-line messages; --help on every
+# command; load with bad lines; query without --limit following tokens over
+# several pages and --limit N returning exactly min(N, matches); --explain;
+# scan --where; router failover with a dead first router; status with index
+# lag. Exits 77 (skipped) when the servers are not built.
+set -uo pipefail
+
+bindir="${1:?usage: cli_test.sh BINDIR}"
+bindir="$(cd "$bindir" && pwd -P)"
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)"
+lc="$repo/deploy/local-cluster"
+for f in "$lc" "$bindir/shardex-node" "$bindir/shardex-router" "$bindir/shardex"; do
+    [ -x "$f" ] || { echo "cli_test: $f is missing; skipping" >&2; exit 77; }
+done
+command -v jq >/dev/null || { echo "cli_test: jq is missing; skipping" >&2; exit 77; }
+
+dir="$(mktemp -d "${TMPDIR:-/tmp}/shardex-cli.XXXXXX")"
+status=1
+cleanup() {
+    SHARDEX_BIN="$bindir" "$lc" down --dir "$dir" >/dev/null 2>&1 || true
+    if [ "$status" -eq 0 ]; then rm -rf "$dir"; else echo "cli_test: logs in $dir/logs" >&2; fi
+}
+trap cleanup EXIT
+
+fail() { echo "FAIL [cli_test]: $*" >&2; exit 1; }
+pass() { echo "ok   [cli_test]: $*"; }
+S="$bindir/shardex"
+# run EXPECTED-RC ARGS...: runs the CLI, checks its exit code; OUT/ERR hold
+# its stdout/stderr.
+run() {
+    local want="$1"; shift
+    local rc=0
+    OUT="$("$S" "$@" 2>"$dir/err")" || rc=$?
+    ERR="$(cat "$dir/err")"
+    [ "$rc" -eq "$want" ] || fail "shardex $* exited $rc, expected $want (stderr: $ERR)"
+}
+one_line() {
+    [ "$(printf '%s\n' "$ERR" | grep -c .)" -eq 1 ] || fail "expected one line on stderr, got: $ERR"
+    grep -q '^shardex: ' <<<"$ERR" || fail "stderr should start with 'shardex: ': $ERR"
+}
+
+out="$(SHARDEX_BIN="$bindir" "$lc" up --dir "$dir")" || fail "local-cluster up failed: $out"
+export SHARDEX_ROUTER="$(tail -n 1 <<<"$out")"
+echo "cli_test: router $SHARDEX_ROUTER"
+
+# ---- usage and help ----
+run 2
+one_line
+run 2 frobnicate
+one_line
+run 2 query onlytable
+one_line
+run 2 query t i --limit -3
+one_line
+run 2 put t '{"id":'
+one_line
+for c in "table" "index" "put" "get" "delete" "load" "query" "scan" "status"; do
+    run 0 $c --help
+    grep -q '^usage: shardex' <<<"$OUT" || fail "$c --help printed no usage: $OUT"
+done
+pass "usage errors exit 2 with one line; --help on every command"
+
+# ---- tables, indexes, round trip ----
+run 0 table create people --key id
+run 3 table create people --key id
+one_line
+grep -q "people" <<<"$ERR" || fail "duplicate table message does not name it: $ERR"
+run 0 index create people by_town --on town,lastname --project all
+run 0 index create people by_n --on n
+item='{"id":1,"town":"Redmond","lastname":"Smith","score":0.1,"one":1.0,"neg":-7,"big":9007199254740993,"ok":true,"nil":null,"tags":["a",2,[3.5,{"x":[]}]],"meta":{"k":{"$bin":"AAEC/w=="},"deep":{"a":{"b":"c"}}},"s":"q\"\\\n\u00e9"}'
+run 0 put people "$item"
+run 0 get people '{"id":1}'
+[ "$(jq -cS . <<<"$OUT")" = "$(jq -cS . <<<"$item")" ] || fail "round trip changed the item: $OUT"
+grep -q '"one":1.0' <<<"$OUT" || fail "1.0 should stay a double: $OUT"
+grep -q '"score":0.1[,}]' <<<"$OUT" || fail "0.1 should print as 0.1: $OUT"
+grep -q '"big":9007199254740993' <<<"$OUT" || fail "int64 beyond 2^53 lost precision: $OUT"
+pass "put/get round trip of nested values, binary, doubles, big ints"
+run 1 get people '{"id":2}'
+run 3 get nosuch '{"id":1}'
+one_line
+run 1 delete people '{"id":2}'
+run 3 put people '{"town":"x"}'
+one_line
+pass "exit codes: absent 1, errors 3 with one line"
+
+# ---- load, with bad lines ----
+for i in $(seq 1 250); do
+    t=$([ $((i % 2)) -eq 0 ] && echo Kent || echo Seattle)
+    echo "{\"id\":$((100 + i)),\"town\":\"$t\",\"lastname\":\"L$((i % 7))\",\"n\":$i}"
+done > "$dir/good.jsonl"
+{ head -n 120 "$dir/good.jsonl"; echo '{broken'; echo '[1,2]'; echo; tail -n 130 "$dir/good.jsonl"; } > "$dir/bad.jsonl"
+run 0 load people "$dir/good.jsonl"
+[ "$OUT" = "250" ] || fail "load printed '$OUT', expected 250"
+run 3 load people < "$dir/bad.jsonl"
+[ "$OUT" = "250" ] || fail "load with bad lines printed '$OUT', expected 250"
+grep -q 'line 121' <<<"$ERR" && grep -q 'line 122' <<<"$ERR" || fail "bad line numbers missing: $ERR"
+grep -q '250 items stored' <<<"$ERR" || fail "load should say how many were stored: $ERR"
+pass "load: count printed, bad lines 121 and 122 reported, exit 3"
+
+# ---- queries: all pages, limits, explain ----
+deadline=$((SECONDS + 30))   # the indexes answer once their backfill is done
+until "$S" query people by_town --limit 1 >/dev/null 2>&1 && "$S" query people by_n --limit 1 >/dev/null 2>&1; do
+    [ $SECONDS -lt $deadline ] || fail "indexes not ready after 30 s"
+    sleep 0.1
+done
+want="$(jq -s -r '[.[] | select(.town == "Kent")] | sort_by(.lastname, .id) | .[].id' "$dir/good.jsonl")"
+run 0 query people by_town --eq '["Kent"]' --consistency strong
+got="$(jq -r .id <<<"$OUT")"
+[ "$got" = "$want" ] || fail "Kent query differs from the expected 125 ids in index order"
+all=$(jq -s 'length' <<<"$(cat "$dir/good.jsonl")")
+run 0 query people by_town
+[ "$(grep -c . <<<"$OUT")" -eq $((all + 1)) ] || fail "full index query returned $(grep -c . <<<"$OUT") items, expected $((all + 1)) (several pages)"
+for n in 0 1 99 100 101 251 1000; do
+    run 0 query people by_town --limit $n
+    exp=$(( n < all + 1 ? n : all + 1 ))
+    [ "$(grep -c . <<<"$OUT")" -eq "$exp" ] || fail "--limit $n returned $(grep -c . <<<"$OUT"), expected $exp"
+done
+run 0 query people by_town --eq '["Kent"]' --desc --limit 3
+[ "$(jq -r .id <<<"$OUT")" = "$(tail -n 3 <<<"$want" | tac)" ] || fail "--desc --limit 3: $OUT"
+run 0 query people by_town --eq '["Kent"]' --prefix L3 --attrs n
+[ "$(jq -c 'keys' <<<"$OUT" | sort -u)" = '["id","n"]' ] || fail "--attrs n should give id and n only: $OUT"
+run 0 query people by_town --eq '["Seattle","L1"]' --explain --consistency verified
+grep -q 'index partitions' <<<"$ERR" && grep -q 'fact partitions' <<<"$ERR" \
+    && grep -q 'entries read' <<<"$ERR" && grep -q 'stale' <<<"$ERR" && grep -q 'covering' <<<"$ERR" \
+    || fail "--explain output incomplete: $ERR"
+run 0 query people primary --eq '[1]'
+[ "$(jq -r .id <<<"$OUT")" = "1" ] || fail "primary query: $OUT"
+run 3 query people nosuch
+one_line
+pass "query: all pages, exact limits, desc, attrs, explain, primary"
+
+# ---- scan ----
+run 0 scan people --where '{"town":"Seattle","lastname":"L2"}'
+want="$(jq -s -r '[.[] | select(.town == "Seattle" and .lastname == "L2")] | .[].id' "$dir/good.jsonl" | sort -n)"
+[ "$(jq -r .id <<<"$OUT" | sort -n)" = "$want" ] || fail "scan --where differs"
+run 0 scan people
+[ "$(grep -c . <<<"$OUT")" -eq $((all + 1)) ] || fail "scan returned $(grep -c . <<<"$OUT") items"
+pass "scan with and without --where"
+
+# ---- failover and status ----
+dead="tcp://127.0.0.1:1"
+start=$SECONDS
+OUT="$("$S" -r "$dead,$SHARDEX_ROUTER" get people '{"id":1}')" || fail "failover get failed"
+[ $((SECONDS - start)) -lt 5 ] || fail "failover took $((SECONDS - start)) s"
+pass "a dead first router is skipped"
+run 0 status
+grep -q 'storage' <<<"$OUT" && grep -q 'index' <<<"$OUT" && grep -q 'LAG' <<<"$OUT" \
+    || fail "status lacks nodes or lag: $OUT"
+run 0 status --json
+jq -e '.nodes | length >= 3' <<<"$OUT" >/dev/null || fail "status --json: $OUT"
+pass "status"
+status=0
