@@ -5,6 +5,7 @@
  * themselves live in election.c, replication.c, readindex.c, snapshot.c and
  * membership.c.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -373,4 +374,21 @@ uint64_t raft_term_at(const raft_group *g, uint64_t index) {
 }
 const raft_entry *raft_entry_at(const raft_group *g, uint64_t index) {
   return raft__entry(g, index);
+}
+
+void raft_describe(const raft_group *g, char *buf, size_t len) {
+  size_t n = 0;
+  if (!len) return;
+  buf[0] = 0;
+  n += (size_t)snprintf(buf, len, "noop %llu reads %zu round %llu",
+                        (unsigned long long)g->noop_index, g->n_reads,
+                        (unsigned long long)g->read_round);
+  for (uint32_t i = 0; i < g->n_prs && n < len; i++) {
+    const raft_progress *p = &g->prs[i];
+    n += (size_t)snprintf(buf + n, len - n,
+                          " [%llu st %d m %llu n %llu inf %u p %d ack %llu]",
+                          (unsigned long long)p->id, p->state,
+                          (unsigned long long)p->match, (unsigned long long)p->next,
+                          p->inflight, p->paused, (unsigned long long)p->read_ack);
+  }
 }

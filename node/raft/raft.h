@@ -283,6 +283,10 @@ uint64_t raft_term_at(const raft_group *g, uint64_t index);
 /* Borrowed view of the in-memory entry at index, NULL if not held. */
 const raft_entry *raft_entry_at(const raft_group *g, uint64_t index);
 
+/* Writes a one-line human-readable description of the replication progress
+ * (leader) into buf (always NUL-terminated); for diagnostics only. */
+void raft_describe(const raft_group *g, char *buf, size_t len);
+
 /* Configuration helpers. */
 int raft_conf_find(const raft_conf *c, uint64_t id); /* position or -1 */
 uint32_t raft_conf_voters(const raft_conf *c);

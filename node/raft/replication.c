@@ -334,10 +334,9 @@ int raft__step_heartbeat_resp(raft_group *g, const raft_msg *m) {
       pr->in_head = (pr->in_head + 1) % RAFT_MAX_INFLIGHT;
       pr->inflight--;
     }
-    if (pr->state == PR_REPLICATE && pr->inflight == 0 &&
-        pr->next > pr->match + 1)
-      become_probe(pr, pr->match + 1); /* all lost: resend from match */
-    return raft__send_append(g, pr, 0);
+    /* an append (empty if nothing is new) at next-1: if earlier appends
+     * were lost the follower rejects it and we fall back to probing */
+    return raft__send_append(g, pr, 1);
   }
   return RAFT_OK;
 }

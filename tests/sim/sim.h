@@ -128,6 +128,7 @@ typedef struct sim_node {
   uint64_t restart_at;   /* tick; 0: none */
   uint32_t phase;        /* tick phase offset within SIM_TICK */
   uint32_t incarnation;
+  uint64_t crash_at;     /* time unit of a scheduled crash; 0: none */
   sim_replica rep[SIM_MAX_GROUPS];
 } sim_node;
 
@@ -197,6 +198,9 @@ typedef struct sim {
   /* faults */
   int faults_on;
   double p_crash_round, p_disk_err;
+  uint64_t restart_max;       /* ticks a crashed node stays down, at most */
+  double p_young;             /* nemesis: a new leader crashes soon after */
+  double p_vote_crash;        /* nemesis: a voter crashes right after voting */
   uint32_t max_msg_entries, max_inflight, compact_every, snap_chunk;
   /* clients */
   sim_client clients[SIM_MAX_GROUPS][SIM_MAX_CLIENTS];
@@ -234,6 +238,7 @@ int sim_slot_of(const sim *s, uint64_t id);
 /* sim_host.c: nodes, disk, ready rounds, state machine */
 int sim_node_add(sim *s, uint64_t id, int group_mask, int bootstrap);
 void sim_node_crash(sim *s, int slot, const char *why);
+void sim_node_crash_for(sim *s, int slot, const char *why, uint64_t down_ticks);
 int sim_node_restart(sim *s, int slot);
 void sim_node_free(sim *s, int slot);
 int sim_node_ready(sim *s, int slot);

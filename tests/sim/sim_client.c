@@ -50,6 +50,9 @@ static int pick_node(sim *s, int g, uint64_t hint) {
 }
 
 static void send_req(sim *s, sim_client *c) {
+  sim_log(s, "client %d/%d seq %llu op %d key %u -> node %llu", c->req.group,
+          c->req.client, (unsigned long long)c->req.seq, c->req.op, c->req.key,
+          (unsigned long long)s->nodes[c->target].id);
   sim_event e;
   memset(&e, 0, sizeof e);
   e.type = EV_CREQ;

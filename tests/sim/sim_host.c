@@ -194,6 +194,11 @@ int sim_node_add(sim *s, uint64_t id, int group_mask, int bootstrap) {
 
 /* Crashes the node: everything not on the disk model is lost. */
 void sim_node_crash(sim *s, int slot, const char *why) {
+  sim_node_crash_for(s, slot, why, sim_range(&s->rng, 1, s->restart_max));
+}
+
+/* Crashes the node; it restarts down_ticks later (while faults run). */
+void sim_node_crash_for(sim *s, int slot, const char *why, uint64_t down_ticks) {
   sim_node *nd = &s->nodes[slot];
   if (!nd->alive) return;
   sim_log(s, "crash node %llu (%s)", (unsigned long long)nd->id, why);
@@ -201,7 +206,8 @@ void sim_node_crash(sim *s, int slot, const char *why) {
   for (int g = 0; g < s->o.groups; g++)
     if (nd->rep[g].hosted) replica_stop(s, slot, g);
   nd->alive = 0;
-  nd->restart_at = sim_tick_now(s) + sim_range(&s->rng, 5, 120);
+  nd->crash_at = 0;
+  nd->restart_at = sim_tick_now(s) + (down_ticks ? down_ticks : 1);
 }
 
 /* Restarts a crashed node from its disk.  Returns 0 or -1. */
@@ -641,6 +647,16 @@ int sim_node_ready(sim *s, int slot) {
     sim_node_crash(s, slot, "after send, before apply");
     return 1;
   }
+  if (s->faults_on && s->p_vote_crash > 0) {
+    int voted = 0;
+    for (int g = 0; g < s->o.groups; g++)
+      for (size_t i = 0; has[g] && i < rd[g].n_msgs; i++)
+        voted |= rd[g].msgs[i].type == RAFT_MSG_VOTE_RESP && !rd[g].msgs[i].reject;
+    if (voted && sim_chance(&s->rng, s->p_vote_crash)) {
+      sim_node_crash_for(s, slot, "nemesis: right after voting", 1);
+      return 1;
+    }
+  }
   for (int g = 0; g < s->o.groups; g++) {
     if (!has[g]) continue;
     sim_replica *r = &nd->rep[g];
@@ -650,6 +666,8 @@ int sim_node_ready(sim *s, int slot) {
       sim_log(s, "group %d: node %llu leader of term %llu", g,
               (unsigned long long)nd->id, (unsigned long long)x->term);
       sim_check_leader(s, g, x->term, nd->id);
+      if (s->faults_on && !nd->crash_at && sim_chance(&s->rng, s->p_young))
+        nd->crash_at = s->now + sim_range(&s->rng, 1, 40);
       sim_check_completeness(s, g, nd->id, &r->disk);
     }
     r->role = x->role;

@@ -207,6 +207,32 @@ static void final_check(sim *s) {
   }
 }
 
+static void dump_state(sim *s) {
+  for (int i = 0; i < s->n_nodes; i++) {
+    sim_node *nd = &s->nodes[i];
+    for (int g = 0; g < s->o.groups; g++) {
+      sim_replica *r = &nd->rep[g];
+      if (!nd->used || !r->hosted) continue;
+      if (!r->rg) {
+        printf("  node %llu group %d: down\n", (unsigned long long)nd->id, g);
+        continue;
+      }
+      const raft_conf *c = raft_conf_get(r->rg);
+      printf("  node %llu group %d: role %d term %llu leader %llu commit %llu last %llu "
+             "applied %llu snap %llu reads %d conf",
+             (unsigned long long)nd->id, g, raft_role(r->rg),
+             (unsigned long long)raft_term(r->rg), (unsigned long long)raft_leader(r->rg),
+             (unsigned long long)raft_commit(r->rg), (unsigned long long)raft_last_index(r->rg),
+             (unsigned long long)r->applied, (unsigned long long)r->disk.snap.index, r->n_reads);
+      for (uint32_t k = 0; k < c->n; k++)
+        printf(" %llu%s", (unsigned long long)c->m[k].id, c->m[k].voter ? "" : "(l)");
+      char d[512];
+      raft_describe(r->rg, d, sizeof d);
+      printf("\n    %s\n", d);
+    }
+  }
+}
+
 static void judge_history(sim *s) {
   for (int g = 0; g < s->o.groups && !s->failed; g++)
     for (int k = 0; k < s->n_keys && !s->failed; k++) {
@@ -230,10 +256,10 @@ static int run_seed(const sim_opts *o, uint64_t seed, char *why, size_t whylen,
   s->rng.s = seed * 0x2545f4914f6cdd1dull + 12345;
   s->p_drop = (double)sim_range(&s->rng, 0, 10) / 100.0;
   s->p_dup = (double)sim_range(&s->rng, 0, 3) / 100.0;
-  s->delay_max = (uint32_t)sim_range(&s->rng, 2, 40);
+  s->delay_max = (uint32_t)sim_range(&s->rng, 2, sim_chance(&s->rng, 0.3) ? 150 : 40);
   s->p_crash_round = (double)sim_range(&s->rng, 1, 20) / 10000.0;
   s->p_disk_err = (double)sim_range(&s->rng, 0, 5) / 10000.0;
-  static const uint32_t ents[] = {1, 2, 3, 64}, infl[] = {1, 2, 4, 8},
+  static const uint32_t ents[] = {1, 1, 3, 64}, infl[] = {1, 2, 4, 8},
                         comp[] = {8, 25, 60, 100000}, chunk[] = {7, 16, 64, 4096};
   s->max_msg_entries = ents[sim_range(&s->rng, 0, 3)];
   s->max_inflight = infl[sim_range(&s->rng, 0, 3)];
@@ -242,7 +268,10 @@ static int run_seed(const sim_opts *o, uint64_t seed, char *why, size_t whylen,
   s->n_keys = 3;
   s->n_clients = 3;
   uint64_t F = o->fault_ticks;
-  uint64_t fault_every = sim_range(&s->rng, 15, 60);
+  uint64_t fault_every = sim_range(&s->rng, 4, 50);
+  s->restart_max = sim_chance(&s->rng, 0.5) ? 6 : 120;
+  s->p_young = sim_chance(&s->rng, 0.5) ? (double)sim_range(&s->rng, 10, 60) / 100.0 : 0;
+  s->p_vote_crash = sim_chance(&s->rng, 0.5) ? (double)sim_range(&s->rng, 5, 40) / 100.0 : 0;
   for (int i = 0; i < o->replicas; i++)
     if (sim_node_add(s, (uint64_t)i + 1, (1 << o->groups) - 1, 1) < 0) break;
   s->next_id = (uint64_t)o->replicas + 1;
@@ -263,6 +292,10 @@ static int run_seed(const sim_opts *o, uint64_t seed, char *why, size_t whylen,
       }
     }
     uint64_t t = sim_tick_now(s);
+    for (int i = 0; i < s->n_nodes; i++)
+      if (s->faults_on && s->nodes[i].crash_at && s->now >= s->nodes[i].crash_at &&
+          s->nodes[i].alive)
+        sim_node_crash(s, i, "nemesis: young leader");
     for (int i = 0; i < s->n_nodes; i++) {
       sim_node *nd = &s->nodes[i];
       if (!nd->used || !nd->alive || s->now % SIM_TICK != nd->phase) continue;
@@ -305,6 +338,7 @@ static int run_seed(const sim_opts *o, uint64_t seed, char *why, size_t whylen,
     for (int i = 0; i < s->n_nodes; i++) sim_node_ready(s, i);
   }
   if (!s->failed) final_check(s);
+  if (s->failed && o->verbose) dump_state(s);
   if (!s->failed) judge_history(s);
   int ok = !s->failed;
   if (!ok) snprintf(why, whylen, "%s", s->failure);

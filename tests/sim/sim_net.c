@@ -177,7 +177,7 @@ void sim_net_fault(sim *s) {
     case 6: /* link quality */
       s->p_drop = sim_chance(&s->rng, 0.5) ? 0 : (double)sim_range(&s->rng, 1, 30) / 100.0;
       s->p_dup = (double)sim_range(&s->rng, 0, 5) / 100.0;
-      s->delay_max = (uint32_t)sim_range(&s->rng, 2, 60);
+      s->delay_max = (uint32_t)sim_range(&s->rng, 2, sim_chance(&s->rng, 0.3) ? 150 : 60);
       sim_log(s, "net: drop %.2f dup %.2f delay %u", s->p_drop, s->p_dup, s->delay_max);
       break;
     default: { /* isolate the current leader of a random group */
