@@ -161,8 +161,8 @@ static void do_status(ix_node *nd, mp_buf *out)
     mp_buf_free(&b);
 }
 
-/* Decodes a request of type t into a struct sized for any message, runs
- * the handler, frees the decode. */
+/* Decodes a request of message T into its struct, runs FN on it (or answers
+ * the decode error), and frees the decoded lists. Uses req, n, nd, out. */
 #define IX_DISPATCH(T, FN)                                                    \
     do {                                                                      \
         msg_##T##_req m_;                                                     \

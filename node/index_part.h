@@ -113,8 +113,11 @@ int ix_put_counts(leveldb_writebatch_t *b, uint64_t entries, uint64_t tombstones
 int ix_part_apply(ix_part *p, const msg_I_APPLY_req *m, uint64_t *wm,
                   char *err, size_t errlen);
 
-/* Serves I_RANGE (index_read.c): appends the reply (or an error reply)
- * frame to out. Thread-safe. */
+/* Serves I_RANGE (index_read.c): live entries of one index in [lo, hi)
+ * (index-local keys; empty hi = to the end of lo's index id), ascending or
+ * descending, at most limit (0 or > 1000 means 1000) and stopping early once
+ * the reply holds ~8 MB (callers resume after the last key returned).
+ * Appends the reply (or an error reply) frame to out. Thread-safe. */
 void ix_part_range(ix_part *p, const msg_I_RANGE_req *m, mp_buf *out);
 
 /* Collects tombstones below the current horizon (index_gc.c), at most
