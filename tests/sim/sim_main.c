@@ -249,7 +249,7 @@ static void judge_history(sim *s) {
 
 /* Runs one seed; returns 1 if it passed.  *why gets the violation. */
 static int run_seed(const sim_opts *o, uint64_t seed, char *why, size_t whylen,
-                    sim *s) {
+                    sim *s, uint64_t tot[8]) {
   memset(s, 0, sizeof *s);
   s->o = *o;
   s->seed = seed;
@@ -350,6 +350,14 @@ static int run_seed(const sim_opts *o, uint64_t seed, char *why, size_t whylen,
            (unsigned long long)s->st_crashes, (unsigned long long)s->st_snaps,
            (unsigned long long)s->st_conf, (unsigned long long)s->st_transfers,
            (unsigned long long)s->st_elections);
+  tot[0] += s->st_ops_ok;
+  tot[1] += s->st_ops_timeout;
+  tot[2] += s->st_crashes;
+  tot[3] += s->st_snaps;
+  tot[4] += s->st_conf;
+  tot[5] += s->st_transfers;
+  tot[6] += s->st_elections;
+  tot[7] += s->st_msgs;
   sim_ev_free_all(s);
   for (int i = 0; i < s->n_nodes; i++) sim_node_free(s, i);
   sim_hist_free(s);
@@ -425,10 +433,10 @@ int main(int argc, char **argv) {
              (unsigned long long)o.fault_ticks);
   sim *s = calloc(1, sizeof *s);
   if (!s) return 2;
-  uint64_t passed = 0, failed = 0;
+  uint64_t passed = 0, failed = 0, tot[8] = {0};
   for (uint64_t seed = o.first; seed < o.first + o.seeds; seed++) {
     char why[600];
-    if (run_seed(&o, seed, why, sizeof why, s)) {
+    if (run_seed(&o, seed, why, sizeof why, s, tot)) {
       passed++;
       continue;
     }
@@ -443,6 +451,12 @@ int main(int argc, char **argv) {
     }
   }
   free(s);
+  printf("totals: %llu client ops completed, %llu timed out; %llu crashes, %llu "
+         "snapshots installed, %llu membership changes, %llu transfers, %llu "
+         "leaders elected, %llu messages\n",
+         (unsigned long long)tot[0], (unsigned long long)tot[1], (unsigned long long)tot[2],
+         (unsigned long long)tot[3], (unsigned long long)tot[4], (unsigned long long)tot[5],
+         (unsigned long long)tot[6], (unsigned long long)tot[7]);
   printf("%llu passed, %llu failed\n", (unsigned long long)passed,
          (unsigned long long)failed);
   if (o.expect_catch) return failed ? 0 : 1;
