@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,19 +21,19 @@
 #include "node.h"
 #include "sx_errors.h"
 
-/* The only mutable global: set from the signal handler, read anywhere.
- * A sig_atomic_t written once (0 -> 1) needs no lock. */
-static volatile sig_atomic_t g_stop;
+/* The only mutable global: set from the signal handler, read by any
+ * thread. A lock-free atomic (async-signal-safe) instead of a lock. */
+static atomic_int g_stop;
 
 bool node_should_stop(void)
 {
-    return g_stop != 0;
+    return atomic_load(&g_stop) != 0;
 }
 
 static void on_signal(int sig)
 {
     (void)sig;
-    g_stop = 1;
+    atomic_store(&g_stop, 1);
 }
 
 static const char *usage_text =
