@@ -236,7 +236,7 @@ int cli_query(cli_ctx *ctx)
         return cli_usage_error(QUERY_USAGE, "expected TABLE and INDEX");
     sx_query_opts o = { 0 };
     qvals qv = { 0 };
-    uint64_t limit;
+    uint64_t limit = 0;
     if (!(r = qargs_check(&a, &o, &limit)) && !(r = qvals_build(&a, &qv, &o))
         && !(r = cli_connect(ctx)) && !(a.limit && limit == 0))
         r = query_run(ctx, pos[0], pos[1], &o, limit, a.explain != NULL);
