@@ -337,14 +337,16 @@ static void stop(st_node *n)
         pthread_mutex_unlock(&n->parts[i]->mu);
     }
     net_server_stop(n->srv);
+    /* closing the peer sockets first makes shippers' pending calls fail
+     * at once instead of waiting out their timeouts */
+    for (int i = 0; n->socks && i < n->cfg->nnodes; i++)
+        if (n->dialed[i])
+            nng_close(n->socks[i]);
     for (int i = 0; i < n->nparts; i++)
         ship_stop(n->parts[i]->ship);
     for (int i = 0; i < n->nparts; i++)
         st_part_close(n->parts[i]);
     free(n->parts);
-    for (int i = 0; n->socks && i < n->cfg->nnodes; i++)
-        if (n->dialed[i])
-            nng_close(n->socks[i]);
     free(n->socks);
     free(n->dialed);
     catcache_free(n->cc);

@@ -233,15 +233,20 @@ int st_commit(st_part *p, leveldb_writebatch_t *b, uint64_t pending)
     sx_put_be64(mv + 16, p->w_items);
     leveldb_writebatch_put(b, (const char *)meta_key, sizeof(meta_key),
                            (const char *)mv, sizeof(mv));
+    /* count the records before they become visible, so a shipper that
+     * ships them at once never subtracts before this adds */
+    pthread_mutex_lock(&p->mu);
+    p->outbox += pending;
+    pthread_mutex_unlock(&p->mu);
     rc = ldb_write_sync(p->db, b);
     pthread_mutex_lock(&p->mu);
     if (rc == 0) {
         p->hw = p->w_hw;
         p->head = p->w_head;
         p->items = p->w_items;
-        p->outbox += pending;
         pthread_cond_broadcast(&p->ship_cv);
     } else {
+        p->outbox -= pending;
         p->w_hw = p->hw;
         p->w_head = p->head;
         p->w_items = p->items;
