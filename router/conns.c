@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "router.h"
 #include "net.h"
@@ -32,6 +33,71 @@ const char *rt_role_name(int role)
     case SX_ROLE_INDEX: return "index";
     case SX_ROLE_ROUTER: return "router";
     default: return "unknown";
+    }
+}
+
+/* How long a call waits for a connection to a node that has none: a
+ * little more than net_dial's longest reconnect interval (500 ms). */
+#define RT_CONNECT_WAIT_MS 600
+
+static void pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+    atomic_int *count = arg;
+
+    (void)p;
+    if (ev == NNG_PIPE_EV_ADD_POST)
+        atomic_fetch_add(count, 1);
+    else if (ev == NNG_PIPE_EV_REM_POST)
+        atomic_fetch_sub(count, 1);
+}
+
+int rt_conn_watch(router *rt, int i)
+{
+    if (nng_pipe_notify(rt->socks[i], NNG_PIPE_EV_ADD_POST, pipe_event,
+                        &rt->pipes[i]) != 0 ||
+        nng_pipe_notify(rt->socks[i], NNG_PIPE_EV_REM_POST, pipe_event,
+                        &rt->pipes[i]) != 0)
+        return SX_ENET;
+    return 0;
+}
+
+/* The socket's live pipe count from nng's statistics (slow; -1 when the
+ * statistics cannot be read). */
+static int stat_pipes(nng_socket s)
+{
+    nng_stat *all = NULL, *sock, *p;
+    int n = -1;
+
+    if (nng_stats_get(&all) != 0)
+        return -1;
+    sock = nng_stat_find_socket(all, s);
+    p = sock != NULL ? nng_stat_find(sock, "pipes") : NULL;
+    if (p != NULL)
+        n = (int)nng_stat_value(p);
+    nng_stats_free(all);
+    return n;
+}
+
+bool rt_conn_up(router *rt, int i)
+{
+    struct timespec ts = { 0, 10 * 1000 * 1000 };
+    int waited, n;
+
+    if (atomic_load(&rt->pipes[i]) > 0)
+        return true;
+    /* No connection seen by the pipe events (or an event was missed while
+     * the watch was being set up): ask the statistics, and resync. */
+    for (waited = 0;; waited += 10) {
+        n = stat_pipes(rt->socks[i]);
+        if (n < 0)
+            return true;   /* cannot tell: let the call's timeout decide */
+        if (n > 0) {
+            atomic_store(&rt->pipes[i], n);
+            return true;
+        }
+        if (waited >= RT_CONNECT_WAIT_MS)
+            return false;
+        nanosleep(&ts, NULL);
     }
 }
 
@@ -63,6 +129,11 @@ static bool rpc_prepare(router *rt, rt_rpc *c, mp_buf *b)
     if (c->node < 0 || c->node >= rt->cfg->nnodes || !rt->dialed[c->node]) {
         c->err = SX_EINTERNAL;
         snprintf(c->msg, sizeof(c->msg), "no connection to node %d", c->node);
+        return false;
+    }
+    if (!rt_conn_up(rt, c->node)) {
+        c->err = SX_EUNAVAIL;
+        snprintf(c->msg, sizeof(c->msg), "not connected (node down?)");
         return false;
     }
     if (msg_encode_req(c->type, c->req, b) != 0 || b->oom) {
@@ -153,6 +224,9 @@ int rt_forward(router *rt, int node, const uint8_t *req, size_t n,
 
     if (!rt->dialed[node])
         return rt_errf(e, SX_EINTERNAL, "no connection to node %s", nd->name);
+    if (!rt_conn_up(rt, node))
+        return rt_errf(e, SX_EUNAVAIL, "%s node %s at %s: not connected (node down?)",
+                       rt_role_name(nd->role), nd->name, nd->url);
     rc = net_call(rt->socks[node], req, n, rt->timeout_ms, &resp, &rn);
     if (rc != 0)
         return rt_errf(e, rc, "%s node %s at %s: call failed (%s)",

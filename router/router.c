@@ -24,7 +24,8 @@ int rt_new(const sx_config *cfg, int self, router **out)
     rt->timeout_ms = SX_CALL_TIMEOUT_MS;
     rt->socks = calloc((size_t)cfg->nnodes, sizeof(*rt->socks));
     rt->dialed = calloc((size_t)cfg->nnodes, sizeof(*rt->dialed));
-    if (rt->socks == NULL || rt->dialed == NULL) {
+    rt->pipes = calloc((size_t)cfg->nnodes, sizeof(*rt->pipes));
+    if (rt->socks == NULL || rt->dialed == NULL || rt->pipes == NULL) {
         rc = SX_ENOMEM;
         goto fail;
     }
@@ -38,6 +39,11 @@ int rt_new(const sx_config *cfg, int self, router **out)
             goto fail;
         }
         rt->dialed[i] = true;
+        rc = rt_conn_watch(rt, i);
+        if (rc != 0) {
+            LOG_ERROR("router: cannot watch the connection to %s", cfg->nodes[i].name);
+            goto fail;
+        }
     }
     rc = catcache_new(cfg, &rt->cc);
     if (rc != 0) {
@@ -64,6 +70,7 @@ void rt_free(router *rt)
                 nng_close(rt->socks[i]);
     free(rt->socks);
     free(rt->dialed);
+    free(rt->pipes);
     free(rt);
 }
 

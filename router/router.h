@@ -13,6 +13,7 @@
 #define SX_ROUTER_H
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
@@ -33,6 +34,7 @@ typedef struct router {
     int self;               /* this router's index in cfg->nodes */
     nng_socket *socks;      /* per cfg node; valid where dialed[i] */
     bool *dialed;
+    atomic_int *pipes;      /* per cfg node: live connections (pipe events) */
     catcache *cc;
     int timeout_ms;         /* per inter-node call */
 } router;
@@ -74,6 +76,15 @@ typedef struct rt_rpc {
     char msg[RT_ERRLEN];  /* out: reason when err != 0 */
     uint8_t *frame;       /* out: reply bytes that rep borrows from */
 } rt_rpc;
+
+/* Registers the pipe watch for node i's socket (called by rt_new right
+ * after dialing). Returns 0 or SX_ENET. */
+int rt_conn_watch(router *rt, int i);
+
+/* True when node i has a live connection, waiting briefly (a little over
+ * the dialer's reconnect interval) for one when there is none, so a call
+ * to a node that is down fails fast instead of at its timeout. */
+bool rt_conn_up(router *rt, int i);
 
 /* Runs every call concurrently and waits for all. Returns 0 when the calls
  * ran (look at each err), SX_ENOMEM otherwise. Each call must later be
