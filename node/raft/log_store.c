@@ -167,7 +167,7 @@ int raft_store_groups(raft_store *s, uint64_t *groups, size_t max, size_t *n) {
   if (!it) return RAFT_ERR_NOMEM;
   int rc = RAFT_OK;
   for (int t = 0; t < 3 && rc == RAFT_OK; t++) {
-    uint8_t k[9];
+    uint8_t k[17];
     key_of(k, types[t], 0, 0);
     leveldb_iter_seek(it, (const char *)k, 9);
     while (leveldb_iter_valid(it)) {
@@ -310,7 +310,7 @@ static void del_range(raft_store_batch *b, uint64_t group, uint64_t lo,
 
 static void put_snap(raft_store_batch *b, uint64_t group,
                      const raft_snap_meta *m) {
-  uint8_t k[9], v[RAFT_CODEC_SNAP_MAX];
+  uint8_t k[17], v[RAFT_CODEC_SNAP_MAX];
   key_of(k, 's', group, 0);
   size_t n = raft_codec_snap_encode(m, v);
   leveldb_writebatch_put(b->wb, (const char *)k, 9, (const char *)v, n);
@@ -375,7 +375,7 @@ int raft_store_batch_ready(raft_store_batch *b, uint64_t group,
     x->last = nl;
   }
   if (rd->hs_changed) {
-    uint8_t k[9], v[RAFT_CODEC_HS_LEN];
+    uint8_t k[17], v[RAFT_CODEC_HS_LEN];
     key_of(k, 'h', group, 0);
     raft_codec_hs_encode(&rd->hs, v);
     leveldb_writebatch_put(b->wb, (const char *)k, 9, (const char *)v, sizeof v);
