@@ -56,9 +56,14 @@ static st_part *find_part(st_node *n, uint64_t id)
 
 static void do_heads(st_node *n, mp_buf *out)
 {
-    uint64_t parts[n->nparts ? n->nparts : 1], heads[n->nparts ? n->nparts : 1];
+    uint64_t *parts = calloc((size_t)n->nparts + 1, sizeof(*parts));
+    uint64_t *heads = calloc((size_t)n->nparts + 1, sizeof(*heads));
     msg_S_HEADS_rep rep;
 
+    if (parts == NULL || heads == NULL) {
+        reply_err(out, MSG_S_HEADS, SX_ENOMEM, "out of memory");
+        goto out;
+    }
     for (int i = 0; i < n->nparts; i++) {
         parts[i] = n->parts[i]->id;
         st_part_stats(n->parts[i], &heads[i], NULL, NULL, NULL);
@@ -69,6 +74,9 @@ static void do_heads(st_node *n, mp_buf *out)
     rep.heads.v = heads;
     if (msg_encode_rep(MSG_S_HEADS, &rep, out) != 0)
         reply_err(out, MSG_S_HEADS, SX_ENOMEM, "out of memory");
+out:
+    free(parts);
+    free(heads);
 }
 
 static void do_status(st_node *n, mp_buf *out)
