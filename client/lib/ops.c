@@ -169,9 +169,11 @@ static int index_info_decode(sx_buf raw, sx_index_info *ix)
             return SX_EPROTO;
         if (sx_buf_eq_cstr(key, "name") || sx_buf_eq_cstr(key, "proj")
             || sx_buf_eq_cstr(key, "state")) {
-            if (mp_read(&cur, &v))
-                return SX_EPROTO;
+            if (mp_read(&cur, &v) || v.kind == MP_ARRAY || v.kind == MP_MAP)
+                return SX_EPROTO;   /* these are scalars */
             if (sx_buf_eq_cstr(key, "name") && v.kind == MP_STR) {
+                if (ix->name)
+                    return SX_EPROTO;   /* repeated key */
                 ix->name = strndup((const char *)v.s.p, v.s.n);
                 if (!ix->name)
                     return SX_ENOMEM;
@@ -184,13 +186,11 @@ static int index_info_decode(sx_buf raw, sx_index_info *ix)
             } else if (sx_buf_eq_cstr(key, "state")) {
                 ix->ready = (v.kind == MP_STR && sx_buf_eq_cstr(v.s, "ready"))
                          || (v.kind == MP_UINT && v.u == 1);
-            } else if (v.kind == MP_ARRAY || v.kind == MP_MAP) {
-                return SX_EPROTO;
             }
         } else if (sx_buf_eq_cstr(key, "attrs")) {
-            rc = read_strs(&cur, &ix->attrs, &ix->nattrs);
+            rc = ix->attrs ? SX_EPROTO : read_strs(&cur, &ix->attrs, &ix->nattrs);
         } else if (sx_buf_eq_cstr(key, "proj_attrs")) {
-            rc = read_strs(&cur, &ix->proj_attrs, &ix->nproj);
+            rc = ix->proj_attrs ? SX_EPROTO : read_strs(&cur, &ix->proj_attrs, &ix->nproj);
         } else if (mp_skip(&cur)) {
             return SX_EPROTO;
         }
