@@ -130,6 +130,18 @@ run 0 query people primary --eq '[1]'
 [ "$(jq -r .id <<<"$OUT")" = "1" ] || fail "primary query: $OUT"
 run 3 query people nosuch
 one_line
+run 0 table create events --key user --sort ts
+for u in ann bob; do
+    for ts in 5 1 9 3 7; do run 0 put events "{\"user\":\"$u\",\"ts\":$ts,\"what\":\"e$ts\"}"; done
+done
+run 0 query events primary --eq '["ann"]'
+[ "$(jq -r .ts <<<"$OUT" | tr '\n' ' ')" = "1 3 5 7 9 " ] || fail "primary query order: $OUT"
+run 0 query events primary --eq '["bob"]' --from 3 --to 7 --desc
+[ "$(jq -r .ts <<<"$OUT" | tr '\n' ' ')" = "7 5 3 " ] || fail "primary range desc: $OUT"
+run 0 query events primary --eq '["bob"]' --limit 2
+[ "$(jq -r .ts <<<"$OUT" | tr '\n' ' ')" = "1 3 " ] || fail "primary limit: $OUT"
+run 0 get events '{"user":"ann","ts":7}'
+[ "$(jq -r .what <<<"$OUT")" = "e7" ] || fail "get with a sort key: $OUT"
 pass "query: all pages, exact limits, desc, attrs, explain, primary"
 
 # ---- scan ----
