@@ -8,6 +8,8 @@
 #include "cli.h"
 
 #define LOAD_BATCH 200               /* items per PUT request */
+#define LOAD_BATCH_BYTES (4u << 20)  /* ... and at most about this much JSON,
+                                        well under the 16 MiB frame limit */
 
 static const char *PUT_USAGE =
     "usage: shardex put TABLE 'JSON-OBJECT'\n"
@@ -100,6 +102,7 @@ typedef struct load_state {
     sx_item *items[LOAD_BATCH];
     long lines[LOAD_BATCH];
     size_t n;
+    size_t bytes;        /* JSON bytes of the queued lines */
     long stored;
     int failed;          /* the store refused a batch: stop sending */
 } load_state;
@@ -120,6 +123,7 @@ static void load_flush(load_state *ls)
     for (size_t k = 0; k < ls->n; k++)
         sx_item_free(ls->items[k]);
     ls->n = 0;
+    ls->bytes = 0;
 }
 
 /* Parses one line; returns 0 (queued or blank) or 1 (bad line, reported). */
@@ -139,8 +143,11 @@ static int load_line(load_state *ls, char *line, long lineno)
         cli_error("line %ld: %s", lineno, err);
         return 1;
     }
+    if (ls->n && ls->bytes + len > LOAD_BATCH_BYTES)
+        load_flush(ls);
     ls->items[ls->n] = it;
     ls->lines[ls->n++] = lineno;
+    ls->bytes += len;
     if (ls->n == LOAD_BATCH)
         load_flush(ls);
     return 0;
