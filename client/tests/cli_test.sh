@@ -24,6 +24,7 @@ cleanup() {
     if [ "$status" -eq 0 ]; then rm -rf "$dir"; else echo "cli_test: logs in $dir/logs" >&2; fi
 }
 trap cleanup EXIT
+trap 'exit 143' TERM INT     # a signal still runs the cleanup
 
 fail() { echo "FAIL [cli_test]: $*" >&2; exit 1; }
 pass() { echo "ok   [cli_test]: $*"; }

@@ -28,6 +28,7 @@ cleanup() {
     fi
 }
 trap cleanup EXIT
+trap 'exit 143' TERM INT     # a signal still runs the cleanup
 
 out="$(SHARDEX_BIN="$bindir" "$lc" up --dir "$dir")"
 rc=$?
@@ -40,6 +41,10 @@ fi
 url="$(printf '%s\n' "$out" | tail -n 1)"
 echo "run_model_test: cluster in $dir, router $url"
 
-"$bindir/model_test" "$url" "$@"
+# in the background, so a TERM (e.g. from timeout) is handled at once
+"$bindir/model_test" "$url" "$@" &
+child=$!
+trap 'kill $child 2>/dev/null; exit 143' TERM INT
+wait $child
 status=$?
 exit $status
