@@ -421,7 +421,9 @@ static int prepare(st_part *p, st_wreq *r)
     }
     rc = catcache_get(p->cc, rq->catver, &cat);
     if (rc != 0) {
-        fail_req(r, SX_EUNAVAIL, "storage cannot fetch the catalog");
+        snprintf(msg, sizeof(msg), "storage cannot fetch catalog version %llu: %s",
+                 (unsigned long long)rq->catver, sx_strerror(rc));
+        fail_req(r, rc, msg);
         return rc;
     }
     t = rq->table_id <= UINT32_MAX ? cat_table_by_id(cat, (uint32_t)rq->table_id) : NULL;
