@@ -144,7 +144,20 @@ static bool rpc_prepare(router *rt, rt_rpc *c, mp_buf *b)
     return true;
 }
 
+uint64_t rt_now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
 int rt_rpc_run(router *rt, rt_rpc *calls, int n)
+{
+    return rt_rpc_run_ms(rt, calls, n, rt->timeout_ms);
+}
+
+int rt_rpc_run_ms(router *rt, rt_rpc *calls, int n, int timeout_ms)
 {
     net_job *jobs = NULL;
     mp_buf *bufs = NULL;
@@ -169,7 +182,7 @@ int rt_rpc_run(router *rt, rt_rpc *calls, int n)
         jobs[m].req_n = bufs[i].sb.size;
         map[m++] = i;
     }
-    if (m > 0 && net_call_all(jobs, m, rt->timeout_ms) != 0) {
+    if (m > 0 && net_call_all(jobs, m, timeout_ms > 0 ? timeout_ms : 1) != 0) {
         for (i = 0; i < m; i++)
             free(jobs[i].resp);
         rc = SX_ENOMEM;

@@ -5,6 +5,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "router.h"
 #include "net.h"
@@ -21,6 +22,22 @@ int rt_new(const sx_config *cfg, int self, router **out)
         return SX_ENOMEM;
     rt->cfg = cfg;
     rt->self = self;
+    if (pthread_mutex_init(&rt->mu, NULL) != 0) {
+        free(rt);
+        return SX_ENOMEM;
+    }
+    {
+        pthread_condattr_t ca;
+        int bad = pthread_condattr_init(&ca) != 0;
+        bad = bad || pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) != 0 ||
+              pthread_cond_init(&rt->cv, &ca) != 0;
+        pthread_condattr_destroy(&ca);
+        if (bad) {
+            pthread_mutex_destroy(&rt->mu);
+            free(rt);
+            return SX_ENOMEM;
+        }
+    }
     rt->timeout_ms = SX_CALL_TIMEOUT_MS;
     rt->socks = calloc((size_t)cfg->nnodes, sizeof(*rt->socks));
     rt->dialed = calloc((size_t)cfg->nnodes, sizeof(*rt->dialed));
@@ -50,6 +67,11 @@ int rt_new(const sx_config *cfg, int self, router **out)
         LOG_ERROR("router: cannot create the catalog cache: %s", sx_strerror(rc));
         goto fail;
     }
+    rc = rt_refresher_start(rt);
+    if (rc != 0) {
+        LOG_ERROR("router: cannot start the catalog refresher");
+        goto fail;
+    }
     *out = rt;
     return 0;
 fail:
@@ -63,6 +85,7 @@ void rt_free(router *rt)
 
     if (rt == NULL)
         return;
+    rt_refresher_stop(rt);
     catcache_free(rt->cc);
     if (rt->socks != NULL && rt->dialed != NULL)
         for (i = 0; i < rt->cfg->nnodes; i++)
@@ -71,6 +94,8 @@ void rt_free(router *rt)
     free(rt->socks);
     free(rt->dialed);
     free(rt->pipes);
+    pthread_cond_destroy(&rt->cv);
+    pthread_mutex_destroy(&rt->mu);
     free(rt);
 }
 

@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
+#include <pthread.h>
 #include <nng/nng.h>
 
 #include "catalog.h"
@@ -37,6 +38,12 @@ typedef struct router {
     atomic_int *pipes;      /* per cfg node: live connections (pipe events) */
     catcache *cc;
     int timeout_ms;         /* per inter-node call */
+    /* the catalog refresher thread (refresh.c); stop/cv guarded by mu */
+    pthread_t refresher;
+    bool refresher_on;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop;
 } router;
 
 /* A handler's error: the code it returns plus a one-line reason. */
@@ -62,6 +69,16 @@ void rt_free(router *rt);
 /* net_handler: decodes a client frame, runs its handler and appends the
  * reply (or an error reply) to out. Never aborts on input. Thread-safe. */
 void rt_handle(void *arg, const uint8_t *req, size_t n, mp_buf *out);
+
+/* ---- refresh.c: keeps the cached catalog fresh ---- */
+
+/* Starts a thread that refreshes the catalog cache about every second (so
+ * dropped indexes and finished backfills are seen without a miss), off
+ * the request path. Returns 0 or SX_ENOMEM. */
+int rt_refresher_start(router *rt);
+
+/* Stops and joins the thread; safe when it never started. */
+void rt_refresher_stop(router *rt);
 
 /* ---- conns.c: calls to storage and index nodes ---- */
 
@@ -90,6 +107,12 @@ bool rt_conn_up(router *rt, int i);
  * ran (look at each err), SX_ENOMEM otherwise. Each call must later be
  * released with rt_rpc_release, whatever happened. Thread-safe. */
 int rt_rpc_run(router *rt, rt_rpc *calls, int n);
+
+/* Same with its own bound on each call (e.g. a deadline's remainder). */
+int rt_rpc_run_ms(router *rt, rt_rpc *calls, int n, int timeout_ms);
+
+/* Monotonic clock in milliseconds. */
+uint64_t rt_now_ms(void);
 
 /* Frees a call's decoded lists and reply frame; safe to call twice. */
 void rt_rpc_release(rt_rpc *calls, int n);

@@ -17,14 +17,6 @@
 #define RT_POLL_MIN_MS 1
 #define RT_POLL_MAX_MS 50
 
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 static void sleep_ms(uint64_t ms)
 {
     struct timespec ts = { (time_t)(ms / 1000u), (long)(ms % 1000u) * 1000000L };
@@ -34,7 +26,7 @@ static void sleep_ms(uint64_t ms)
 }
 
 /* Every storage partition's head: heads[i] for cfg->storage[i]. */
-static int take_heads(router *rt, uint64_t *heads, rt_err *e)
+static int take_heads(router *rt, uint64_t *heads, int wait_ms, rt_err *e)
 {
     const sx_config *cfg = rt->cfg;
     rt_rpc *calls = calloc((size_t)cfg->nnodes, sizeof(*calls));
@@ -55,7 +47,7 @@ static int take_heads(router *rt, uint64_t *heads, rt_err *e)
                              .rep = &reps[m] };
         m++;
     }
-    if ((rc = rt_rpc_run(rt, calls, m)) != 0) {
+    if ((rc = rt_rpc_run_ms(rt, calls, m, wait_ms)) != 0) {
         rc = rt_errf(e, rc, "out of memory");
         goto out;
     }
@@ -98,7 +90,7 @@ static uint64_t wm_of(const msg_I_WATERMARKS_rep *r, uint64_t source)
 /* One poll: 1 when every index partition caught up, 0 when not (the first
  * lagging pair described in lag), or a negative sx_err (reason in e). */
 static int poll_once(router *rt, int first, int count, const uint64_t *heads,
-                     char *lag, size_t laglen, rt_err *e)
+                     int wait_ms, char *lag, size_t laglen, rt_err *e)
 {
     const sx_config *cfg = rt->cfg;
     rt_rpc *calls = calloc((size_t)count, sizeof(*calls));
@@ -116,7 +108,7 @@ static int poll_once(router *rt, int first, int count, const uint64_t *heads,
                              .type = MSG_I_WATERMARKS, .req = &reqs[i],
                              .rep = &reps[i] };
     }
-    if (rt_rpc_run(rt, calls, count) != 0) {
+    if (rt_rpc_run_ms(rt, calls, count, wait_ms) != 0) {
         rc = -rt_errf(e, SX_ENOMEM, "out of memory");
         goto out;
     }
@@ -156,20 +148,29 @@ int rt_strong_wait(router *rt, int first, int count, uint64_t timeout_ms,
 
     if (count <= 0)
         return 0;
+    if (timeout_ms > RT_STRONG_MAX_MS)
+        timeout_ms = RT_STRONG_MAX_MS;
     heads = calloc((size_t)rt->cfg->nstorage + 1, sizeof(*heads));
     if (heads == NULL)
         return rt_errf(e, SX_ENOMEM, "out of memory");
-    start = now_ms();
-    rc = take_heads(rt, heads, e);
+    start = rt_now_ms();
+    rc = take_heads(rt, heads, (int)timeout_ms, e);
     while (rc == 0) {
-        int r = poll_once(rt, first, count, heads, lag, sizeof(lag), e);
+        uint64_t spent = rt_now_ms() - start;
+        int left = spent >= timeout_ms ? 1 : (int)(timeout_ms - spent);
+        int r = poll_once(rt, first, count, heads, left, lag, sizeof(lag), e);
         if (r < 0) {
             rc = -r;
+            if (rc == SX_ETIMEDOUT) {
+                char why[RT_ERRLEN];
+                snprintf(why, sizeof(why), "%s", e->msg);
+                rt_errf(e, rc, "strong read: %s", why);
+            }
             break;
         }
         if (r == 1)
             break;
-        now = now_ms();
+        now = rt_now_ms();
         if (now - start >= timeout_ms) {
             rc = rt_errf(e, SX_ETIMEDOUT, "strong read: %s after %llu ms", lag,
                          (unsigned long long)timeout_ms);
