@@ -60,27 +60,33 @@ uint32_t raft_crc32c(uint32_t crc, const void *p, size_t n) {
   return ~crc;
 }
 
+/* raft_put64: contract (arguments, ownership, errors) in raft_codec.h. */
 void raft_put64(uint8_t *p, uint64_t v) {
   for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
+/* raft_get64: contract (arguments, ownership, errors) in raft_codec.h. */
 uint64_t raft_get64(const uint8_t *p) {
   uint64_t v = 0;
   for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
   return v;
 }
+/* raft_put32: contract (arguments, ownership, errors) in raft_codec.h. */
 void raft_put32(uint8_t *p, uint32_t v) {
   for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
+/* raft_get32: contract (arguments, ownership, errors) in raft_codec.h. */
 uint32_t raft_get32(const uint8_t *p) {
   uint32_t v = 0;
   for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
   return v;
 }
 
+/* raft_codec_entry_size: contract (arguments, ownership, errors) in raft_codec.h. */
 size_t raft_codec_entry_size(const raft_entry *e) {
   return RAFT_CODEC_ENTRY_HDR + e->len;
 }
 
+/* raft_codec_entry_encode: contract (arguments, ownership, errors) in raft_codec.h. */
 void raft_codec_entry_encode(const raft_entry *e, uint8_t *out) {
   raft_put64(out + 4, e->term);
   raft_put64(out + 12, e->index);
@@ -90,6 +96,7 @@ void raft_codec_entry_encode(const raft_entry *e, uint8_t *out) {
   raft_put32(out, raft_crc32c(0, out + 4, RAFT_CODEC_ENTRY_HDR - 4 + e->len));
 }
 
+/* raft_codec_entry_decode: contract (arguments, ownership, errors) in raft_codec.h. */
 int raft_codec_entry_decode(const uint8_t *p, size_t len, raft_entry *e) {
   if (len < RAFT_CODEC_ENTRY_HDR) return RAFT_ERR_CORRUPT;
   uint32_t n = raft_get32(p + 21);
@@ -104,6 +111,7 @@ int raft_codec_entry_decode(const uint8_t *p, size_t len, raft_entry *e) {
   return RAFT_OK;
 }
 
+/* raft_codec_hs_encode: contract (arguments, ownership, errors) in raft_codec.h. */
 void raft_codec_hs_encode(const raft_hard_state *hs, uint8_t out[RAFT_CODEC_HS_LEN]) {
   raft_put64(out + 4, hs->term);
   raft_put64(out + 12, hs->vote);
@@ -111,6 +119,7 @@ void raft_codec_hs_encode(const raft_hard_state *hs, uint8_t out[RAFT_CODEC_HS_L
   raft_put32(out, raft_crc32c(0, out + 4, RAFT_CODEC_HS_LEN - 4));
 }
 
+/* raft_codec_hs_decode: contract (arguments, ownership, errors) in raft_codec.h. */
 int raft_codec_hs_decode(const uint8_t *p, size_t len, raft_hard_state *hs) {
   if (len != RAFT_CODEC_HS_LEN) return RAFT_ERR_CORRUPT;
   if (raft_get32(p) != raft_crc32c(0, p + 4, len - 4)) return RAFT_ERR_CORRUPT;
@@ -120,6 +129,7 @@ int raft_codec_hs_decode(const uint8_t *p, size_t len, raft_hard_state *hs) {
   return RAFT_OK;
 }
 
+/* raft_codec_snap_encode: contract (arguments, ownership, errors) in raft_codec.h. */
 size_t raft_codec_snap_encode(const raft_snap_meta *s, uint8_t *out) {
   uint32_t n = s->conf.n > RAFT_MAX_MEMBERS ? RAFT_MAX_MEMBERS : s->conf.n;
   raft_put64(out + 4, s->index);
@@ -136,6 +146,7 @@ size_t raft_codec_snap_encode(const raft_snap_meta *s, uint8_t *out) {
   return len;
 }
 
+/* raft_codec_snap_decode: contract (arguments, ownership, errors) in raft_codec.h. */
 int raft_codec_snap_decode(const uint8_t *p, size_t len, raft_snap_meta *s) {
   if (len < 40) return RAFT_ERR_CORRUPT;
   uint32_t n = raft_get32(p + 36);

@@ -7,8 +7,10 @@
 
 #include "raft_dedup.h"
 
+/* raft_dedup_init: contract (arguments, ownership, errors) in raft_dedup.h. */
 void raft_dedup_init(raft_dedup *d) { memset(d, 0, sizeof *d); }
 
+/* raft_dedup_free: contract (arguments, ownership, errors) in raft_dedup.h. */
 void raft_dedup_free(raft_dedup *d) {
   free(d->v);
   memset(d, 0, sizeof *d);
@@ -26,6 +28,7 @@ static size_t lower(const raft_dedup *d, uint64_t client) {
   return lo;
 }
 
+/* raft_dedup_check: contract (arguments, ownership, errors) in raft_dedup.h. */
 int raft_dedup_check(const raft_dedup *d, uint64_t client, uint64_t seq,
                      uint64_t *result) {
   size_t i = lower(d, client);
@@ -38,6 +41,7 @@ int raft_dedup_check(const raft_dedup *d, uint64_t client, uint64_t seq,
   return RAFT_DEDUP_STALE;
 }
 
+/* raft_dedup_record: contract (arguments, ownership, errors) in raft_dedup.h. */
 int raft_dedup_record(raft_dedup *d, uint64_t client, uint64_t seq,
                       uint64_t result) {
   size_t i = lower(d, client);
@@ -70,8 +74,10 @@ static uint64_t get64(const uint8_t *p) {
   return v;
 }
 
+/* raft_dedup_encoded_size: contract (arguments, ownership, errors) in raft_dedup.h. */
 size_t raft_dedup_encoded_size(const raft_dedup *d) { return 8 + d->n * 24; }
 
+/* raft_dedup_encode: contract (arguments, ownership, errors) in raft_dedup.h. */
 void raft_dedup_encode(const raft_dedup *d, uint8_t *out) {
   put64(out, d->n);
   for (size_t i = 0; i < d->n; i++) {
@@ -81,6 +87,7 @@ void raft_dedup_encode(const raft_dedup *d, uint8_t *out) {
   }
 }
 
+/* raft_dedup_decode: contract (arguments, ownership, errors) in raft_dedup.h. */
 int raft_dedup_decode(raft_dedup *d, const uint8_t *p, size_t len,
                       size_t *used) {
   raft_dedup_free(d);

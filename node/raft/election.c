@@ -190,6 +190,7 @@ int raft__step_timeout_now(raft_group *g, const raft_msg *m) {
   return raft__campaign(g, 0, 1);
 }
 
+/* raft_transfer_leader: contract (arguments, ownership, errors) in raft.h. */
 int raft_transfer_leader(raft_group *g, uint64_t to) {
   if (g->in_ready || g->loading) return RAFT_ERR_STATE;
   if (g->role != RAFT_LEADER) return RAFT_ERR_NOT_LEADER;

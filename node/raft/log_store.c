@@ -57,6 +57,7 @@ static void set_err(char *err, size_t errlen, const char *msg) {
   snprintf(err, errlen, "%s", msg ? msg : "unknown");
 }
 
+/* raft_store_open: contract (arguments, ownership, errors) in raft_log_store.h. */
 int raft_store_open(const char *path, int sync, raft_store **out, char *err,
                     size_t errlen) {
   *out = NULL;
@@ -84,6 +85,7 @@ int raft_store_open(const char *path, int sync, raft_store **out, char *err,
   return RAFT_OK;
 }
 
+/* raft_store_close: contract (arguments, ownership, errors) in raft_log_store.h. */
 void raft_store_close(raft_store *s) {
   if (!s) return;
   if (s->db) leveldb_close(s->db);
@@ -158,6 +160,7 @@ static int batch_bounds(raft_store_batch *b, uint64_t group, bounds **out) {
   return RAFT_OK;
 }
 
+/* raft_store_groups: contract (arguments, ownership, errors) in raft_log_store.h. */
 int raft_store_groups(raft_store *s, uint64_t *groups, size_t max, size_t *n) {
   *n = 0;
   static const char types[] = {'e', 'h', 's'};
@@ -212,6 +215,7 @@ static int get_rec(raft_store *s, const uint8_t *k, size_t kl, char **val,
   return RAFT_OK;
 }
 
+/* raft_store_load: contract (arguments, ownership, errors) in raft_log_store.h. */
 int raft_store_load(raft_store *s, uint64_t group, raft_hard_state *hs,
                     raft_snap_meta *snap, raft_store_entry_fn fn, void *ctx,
                     uint64_t *bad_index) {
@@ -279,6 +283,7 @@ int raft_store_load(raft_store *s, uint64_t group, raft_hard_state *hs,
   return RAFT_OK;
 }
 
+/* raft_store_batch_new: contract (arguments, ownership, errors) in raft_log_store.h. */
 int raft_store_batch_new(raft_store *s, raft_store_batch **out) {
   raft_store_batch *b = calloc(1, sizeof *b);
   if (!b) return RAFT_ERR_NOMEM;
@@ -292,6 +297,7 @@ int raft_store_batch_new(raft_store *s, raft_store_batch **out) {
   return RAFT_OK;
 }
 
+/* raft_store_batch_free: contract (arguments, ownership, errors) in raft_log_store.h. */
 void raft_store_batch_free(raft_store_batch *b) {
   if (!b) return;
   if (b->wb) leveldb_writebatch_destroy(b->wb);
@@ -316,6 +322,7 @@ static void put_snap(raft_store_batch *b, uint64_t group,
   leveldb_writebatch_put(b->wb, (const char *)k, 9, (const char *)v, n);
 }
 
+/* raft_store_batch_compact: contract (arguments, ownership, errors) in raft_log_store.h. */
 int raft_store_batch_compact(raft_store_batch *b, uint64_t group,
                              const raft_snap_meta *meta) {
   bounds *x;
@@ -329,6 +336,7 @@ int raft_store_batch_compact(raft_store_batch *b, uint64_t group,
   return RAFT_OK;
 }
 
+/* raft_store_batch_ready: contract (arguments, ownership, errors) in raft_log_store.h. */
 int raft_store_batch_ready(raft_store_batch *b, uint64_t group,
                            const raft_ready *rd) {
   bounds *x;
@@ -383,6 +391,7 @@ int raft_store_batch_ready(raft_store_batch *b, uint64_t group,
   return RAFT_OK;
 }
 
+/* raft_store_commit: contract (arguments, ownership, errors) in raft_log_store.h. */
 int raft_store_commit(raft_store_batch *b, char *err, size_t errlen) {
   raft_store *s = b->s;
   char *e = NULL;

@@ -11,6 +11,7 @@
 
 #include "raft_int.h"
 
+/* raft_strerror: contract (arguments, ownership, errors) in raft.h. */
 const char *raft_strerror(int err) {
   switch (err) {
 #define RAFT_ERR_CASE(name, num, text) \
@@ -113,6 +114,7 @@ int raft__is_voter(const raft_group *g, uint64_t id) {
   return p >= 0 && g->conf.m[p].voter;
 }
 
+/* raft_config_default: contract (arguments, ownership, errors) in raft.h. */
 void raft_config_default(raft_config *cfg, uint64_t id, uint64_t group) {
   memset(cfg, 0, sizeof *cfg);
   cfg->id = id;
@@ -126,6 +128,7 @@ void raft_config_default(raft_config *cfg, uint64_t id, uint64_t group) {
   cfg->seed = id * 0x2545f4914f6cdd1dull + group;
 }
 
+/* raft_group_new: contract (arguments, ownership, errors) in raft.h. */
 int raft_group_new(const raft_config *cfg, const raft_snap_meta *snap,
                    const raft_hard_state *hs, uint64_t applied,
                    raft_group **out) {
@@ -166,6 +169,7 @@ int raft_group_new(const raft_config *cfg, const raft_snap_meta *snap,
   return RAFT_OK;
 }
 
+/* raft_load_entry: contract (arguments, ownership, errors) in raft.h. */
 int raft_load_entry(raft_group *g, const raft_entry *e) {
   if (!g->loading || e->index != raft__last_index(g) + 1 ||
       e->type > RAFT_ENTRY_CONF || (e->len && !e->data))
@@ -177,6 +181,7 @@ int raft_load_entry(raft_group *g, const raft_entry *e) {
   return RAFT_OK;
 }
 
+/* raft_load_done: contract (arguments, ownership, errors) in raft.h. */
 int raft_load_done(raft_group *g) {
   if (!g->loading) return RAFT_ERR_STATE;
   g->loading = 0;
@@ -187,6 +192,7 @@ int raft_load_done(raft_group *g) {
   return RAFT_OK;
 }
 
+/* raft_group_free: contract (arguments, ownership, errors) in raft.h. */
 void raft_group_free(raft_group *g) {
   if (!g) return;
   raft__log_free(g);
@@ -199,6 +205,7 @@ void raft_group_free(raft_group *g) {
   a.free(a.ctx, g, sizeof *g);
 }
 
+/* raft_tick: contract (arguments, ownership, errors) in raft.h. */
 int raft_tick(raft_group *g) {
   if (g->in_ready || g->loading) return RAFT_ERR_STATE;
   return raft__tick_election(g);
@@ -220,6 +227,7 @@ static int respond_stale(raft_group *g, const raft_msg *m) {
   return RAFT_OK;
 }
 
+/* raft_step: contract (arguments, ownership, errors) in raft.h. */
 int raft_step(raft_group *g, const raft_msg *m) {
   if (g->in_ready || g->loading) return RAFT_ERR_STATE;
   if (!m || m->to != g->cfg.id || m->group != g->cfg.group)
@@ -279,6 +287,7 @@ int raft_step(raft_group *g, const raft_msg *m) {
   }
 }
 
+/* raft_propose: contract (arguments, ownership, errors) in raft.h. */
 int raft_propose(raft_group *g, const void *data, uint32_t len,
                  uint64_t *index) {
   if (g->in_ready || g->loading) return RAFT_ERR_STATE;
@@ -295,6 +304,7 @@ int raft_propose(raft_group *g, const void *data, uint32_t len,
   return raft__bcast_append(g);
 }
 
+/* raft_ready_get: contract (arguments, ownership, errors) in raft.h. */
 int raft_ready_get(raft_group *g, raft_ready *rd) {
   memset(rd, 0, sizeof *rd);
   if (g->in_ready || g->loading) return 0;
@@ -338,6 +348,7 @@ int raft_ready_get(raft_group *g, raft_ready *rd) {
   return 1;
 }
 
+/* raft_advance: contract (arguments, ownership, errors) in raft.h. */
 int raft_advance(raft_group *g, const raft_ready *rd) {
   if (!g->in_ready) return RAFT_ERR_STATE;
   g->in_ready = 0;
@@ -358,24 +369,36 @@ int raft_advance(raft_group *g, const raft_ready *rd) {
   return RAFT_OK;
 }
 
+/* raft_id: contract (arguments, ownership, errors) in raft.h. */
 uint64_t raft_id(const raft_group *g) { return g->cfg.id; }
+/* raft_role: contract (arguments, ownership, errors) in raft.h. */
 int raft_role(const raft_group *g) { return g->role; }
+/* raft_leader: contract (arguments, ownership, errors) in raft.h. */
 uint64_t raft_leader(const raft_group *g) { return g->leader; }
+/* raft_term: contract (arguments, ownership, errors) in raft.h. */
 uint64_t raft_term(const raft_group *g) { return g->term; }
+/* raft_commit: contract (arguments, ownership, errors) in raft.h. */
 uint64_t raft_commit(const raft_group *g) { return g->commit; }
+/* raft_applied: contract (arguments, ownership, errors) in raft.h. */
 uint64_t raft_applied(const raft_group *g) { return g->applied; }
+/* raft_last_index: contract (arguments, ownership, errors) in raft.h. */
 uint64_t raft_last_index(const raft_group *g) { return raft__last_index(g); }
+/* raft_conf_get: contract (arguments, ownership, errors) in raft.h. */
 const raft_conf *raft_conf_get(const raft_group *g) { return &g->conf; }
+/* raft_snap_meta_get: contract (arguments, ownership, errors) in raft.h. */
 const raft_snap_meta *raft_snap_meta_get(const raft_group *g) {
   return &g->snap;
 }
+/* raft_term_at: contract (arguments, ownership, errors) in raft.h. */
 uint64_t raft_term_at(const raft_group *g, uint64_t index) {
   return raft__term_at(g, index, NULL);
 }
+/* raft_entry_at: contract (arguments, ownership, errors) in raft.h. */
 const raft_entry *raft_entry_at(const raft_group *g, uint64_t index) {
   return raft__entry(g, index);
 }
 
+/* raft_describe: contract (arguments, ownership, errors) in raft.h. */
 void raft_describe(const raft_group *g, char *buf, size_t len) {
   size_t n = 0;
   if (!len) return;

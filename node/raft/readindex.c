@@ -35,6 +35,7 @@ static int committed_in_term(const raft_group *g) {
          raft__term_at(g, g->commit, NULL) == g->term;
 }
 
+/* raft_read_index: contract (arguments, ownership, errors) in raft.h. */
 int raft_read_index(raft_group *g, uint64_t ctx) {
   if (g->in_ready || g->loading) return RAFT_ERR_STATE;
   if (g->role != RAFT_LEADER) return RAFT_ERR_NOT_LEADER;

@@ -14,6 +14,7 @@
 
 #include "raft_int.h"
 
+/* raft_compact: contract (arguments, ownership, errors) in raft.h. */
 int raft_compact(raft_group *g, uint64_t index, uint64_t size) {
   if (g->in_ready || g->loading) return RAFT_ERR_STATE;
   if (index <= g->snap.index || index > g->applied ||

@@ -101,6 +101,7 @@ static void unlift(lnode *e) {
   if (e->next) e->next->prev = e;
 }
 
+/* lincheck_register: contract (arguments, ownership, errors) in sim.h. */
 int lincheck_register(const sim_hop *ops, size_t n) {
   if (n == 0) return 1;
   lnode *evs = calloc(2 * n + 1, sizeof *evs);

@@ -86,6 +86,7 @@ static void disk_drop_prefix(sim_disk *d, uint64_t upto) {
   d->n -= k;
 }
 
+/* sim_chain: contract (arguments, ownership, errors) in sim.h. */
 uint64_t sim_chain(uint64_t prev, const raft_entry *e) {
   uint64_t h = prev * 0x9e3779b97f4a7c15ull ^ e->term * 0xbf58476d1ce4e5b9ull;
   h ^= (uint64_t)e->type * 0x94d049bb133111ebull + e->index;

@@ -22,6 +22,7 @@
 
 #include "sim.h"
 
+/* sim_rand: contract (arguments, ownership, errors) in sim.h. */
 uint64_t sim_rand(sim_rng *r) {
   uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -29,16 +30,19 @@ uint64_t sim_rand(sim_rng *r) {
   return z ^ (z >> 31);
 }
 
+/* sim_range: contract (arguments, ownership, errors) in sim.h. */
 uint64_t sim_range(sim_rng *r, uint64_t lo, uint64_t hi) {
   if (hi <= lo) return lo;
   return lo + sim_rand(r) % (hi - lo + 1);
 }
 
+/* sim_chance: contract (arguments, ownership, errors) in sim.h. */
 int sim_chance(sim_rng *r, double p) {
   if (p <= 0) return 0;
   return (double)(sim_rand(r) >> 11) * (1.0 / 9007199254740992.0) < p;
 }
 
+/* sim_tick_now: contract (arguments, ownership, errors) in sim.h. */
 uint64_t sim_tick_now(const sim *s) { return s->now / SIM_TICK; }
 
 /* Records the first violation; the run stops at the next step. */
@@ -373,6 +377,7 @@ static void usage(const char *argv0) {
           argv0);
 }
 
+/* main: contract (arguments, ownership, errors) in sim.h. */
 int main(int argc, char **argv) {
   sim_opts o;
   memset(&o, 0, sizeof o);
