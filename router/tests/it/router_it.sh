@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# router/tests/it/router_it.sh — the router end to end with real processes:
+# runs rt_it (paging, tokens, conditions, consistency, scans, errors), then
+# freezes index node i2 (SIGSTOP) to check that a strong read gives up at
+# its deadline with SX_ETIMEDOUT, and thaws it to check that the write made
+# meanwhile is then seen by a strong read.
+#   router_it.sh BUILD_DIR
+source "$(dirname "$0")/../../../tests/integration/lib.sh" "$@"
+
+RT_IT="$IT_BUILD/bin/router_rt_it"
+[ -x "$RT_IT" ] || fail "$RT_IT is missing"
+FROZEN=""
+it_extra_cleanup() {
+    [ -n "$FROZEN" ] && kill -CONT "$FROZEN" 2>/dev/null || true
+}
+
+it_cluster_up
+"$RT_IT" "$IT_URL" main || fail "rt_it main"
+pass "paging, tokens, conditions, consistency, scans, errors"
+
+FROZEN="$(cat "$IT_DIR/pids/i2.pid")"
+kill -STOP "$FROZEN"
+"$RT_IT" "$IT_URL" strong-timeout || fail "rt_it strong-timeout"
+kill -CONT "$FROZEN"
+FROZEN=""
+pass "strong read with a frozen index node timed out"
+"$RT_IT" "$IT_URL" strong-after || fail "rt_it strong-after"
+pass "strong read after the thaw"
