@@ -169,11 +169,16 @@ SX_API int sx_list_at(const sx_list *l, size_t i, sx_value *v);
 
 /* Connects to one or more routers: urls is a comma-separated list of nng
  * URLs ("tcp://127.0.0.1:7100,tcp://127.0.0.1:7200"). Dialing happens in the
- * background, so an unreachable router is detected at the first call. Each
- * call goes to the current router; when it fails with SX_EUNAVAIL,
- * SX_ETIMEDOUT or SX_ENET the call is retried on the next router until each
- * was tried once. On success *out is owned by the caller: sx_client_close.
- * Returns 0, SX_EINVAL (empty list), SX_ENET, SX_ENOMEM. */
+ * background (and reconnects by itself), so an unreachable router is
+ * detected at a call. Each call goes to the router that answered last;
+ * when it fails with SX_EUNAVAIL, SX_ETIMEDOUT or SX_ENET the call is
+ * retried on the next router until each was tried once. With several
+ * routers, those with a live connection are tried before the others (a
+ * call to an unconnected router only fails at its timeout). A retried put
+ * or delete may have been applied by the router that failed; both are
+ * idempotent in effect. On success *out is owned by the caller
+ * (sx_client_close). Returns 0, SX_EINVAL (empty list), SX_ENET (bad URL),
+ * SX_ENOMEM. */
 SX_API int sx_client_open(const char *urls, sx_client **out);
 
 /* Closes every connection and frees the client. Accepts NULL. */
