@@ -175,8 +175,9 @@ SX_API int sx_list_at(const sx_list *l, size_t i, sx_value *v);
  * retried on the next router until each was tried once. With several
  * routers, those with a live connection are tried before the others (a
  * call to an unconnected router only fails at its timeout). A retried put
- * or delete may have been applied by the router that failed; both are
- * idempotent in effect. On success *out is owned by the caller
+ * or delete may already have been applied through the router that failed:
+ * a put then stores the same item again, a delete may report SX_ENOTFOUND.
+ * On success *out is owned by the caller
  * (sx_client_close). Returns 0, SX_EINVAL (empty list), SX_ENET (bad URL),
  * SX_ENOMEM. */
 SX_API int sx_client_open(const char *urls, sx_client **out);
