@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# run_failover_test.sh BINDIR — a local cluster with two routers (r2 added to
+# the generated config); failover_test writes through "r1,r2" while this
+# script kills r1, waits until writes progress, restarts r1 and kills r2,
+# waits for progress again, restarts r2 and stops the writer. Passes when no
+# client call failed. Always stops the cluster. Exits 77 when the programs
+# are not built.
+set -uo pipefail
+
+bindir="${1:?usage: run_failover_test.sh BINDIR}"
+bindir="$(cd "$bindir" && pwd -P)"
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)"
+lc="$repo/deploy/local-cluster"
+for f in "$lc" "$bindir/shardex-node" "$bindir/shardex-router" "$bindir/failover_test"; do
+    [ -x "$f" ] || { echo "run_failover_test: $f is missing; skipping" >&2; exit 77; }
+done
+command -v jq >/dev/null || { echo "run_failover_test: jq is missing; skipping" >&2; exit 77; }
+export SHARDEX_BIN="$bindir"
+
+dir="$(mktemp -d "${TMPDIR:-/tmp}/shardex-failover.XXXXXX")"
+status=1
+writer=""
+cleanup() {
+    [ -n "$writer" ] && kill "$writer" 2>/dev/null
+    "$lc" down --dir "$dir" >/dev/null 2>&1 || true
+    if [ "$status" -eq 0 ]; then rm -rf "$dir"; else echo "run_failover_test: logs in $dir" >&2; fi
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT
+fail() { echo "FAIL [failover]: $*" >&2; exit 1; }
+
+# generate the config, then add a second router on the slot's next free port
+"$lc" up --dir "$dir" >/dev/null || fail "local-cluster up"
+"$lc" down --dir "$dir" >/dev/null || fail "local-cluster down"
+r1="$(jq -r '.routers[0].url' "$dir/cluster.json")"
+r2="${r1%:*}:$(( ${r1##*:} + 5 ))"
+jq --arg u "$r2" '.routers += [{"name": "r2", "url": $u}]' "$dir/cluster.json" >"$dir/c.tmp" \
+    && mv "$dir/c.tmp" "$dir/cluster.json" || fail "cannot add r2"
+"$lc" up --dir "$dir" >/dev/null || fail "local-cluster up with two routers"
+
+"$bindir/failover_test" "$r1,$r2" "$dir/stop" >"$dir/writer.out" 2>"$dir/writer.err" &
+writer=$!
+
+progress() { grep -o '^progress [0-9]*' "$dir/writer.out" | tail -n 1 | cut -d' ' -f2; }
+# wait_progress N: until the writer reports at least N rounds (30 s deadline)
+wait_progress() {
+    local deadline=$((SECONDS + 30)) p
+    while :; do
+        p="$(progress)"
+        [ -n "$p" ] && [ "$p" -ge "$1" ] && return 0
+        kill -0 "$writer" 2>/dev/null || fail "writer exited: $(cat "$dir/writer.err")"
+        [ $SECONDS -lt $deadline ] || fail "writer stuck at ${p:-0} rounds, expected $1"
+        sleep 0.05
+    done
+}
+
+wait_progress 40
+"$lc" kill r1 --dir "$dir" >/dev/null || fail "kill r1"
+p="$(progress)"; wait_progress $((p + 100))
+echo "ok   [failover]: writes continue through r2 with r1 down (round $(progress))"
+"$lc" start r1 --dir "$dir" >/dev/null || fail "start r1"
+"$lc" kill r2 --dir "$dir" >/dev/null || fail "kill r2"
+p="$(progress)"; wait_progress $((p + 100))
+echo "ok   [failover]: writes continue through r1 with r2 down (round $(progress))"
+"$lc" start r2 --dir "$dir" >/dev/null || fail "start r2"
+touch "$dir/stop"
+wait "$writer"
+rc=$?
+writer=""
+cat "$dir/writer.err" >&2
+tail -n 1 "$dir/writer.out"
+[ "$rc" -eq 0 ] || fail "the writer saw failed calls"
+status=0
