@@ -10,7 +10,15 @@
  * Frames are msgpack arrays [version=1, type, fields...]; replies are
  * [1, type|0x80, err, ...] (see proto/msg.h). This program deliberately does
  * not use proto/: it speaks the wire format from scratch, as a stranger would.
+ *
+ * Frames over the size limit are sent over a raw TCP connection speaking nng's
+ * SP-over-TCP framing by hand (8-byte handshake, then an 8-byte big-endian
+ * length before each message): nng's own REQ socket may hang in nng_close
+ * while a send the peer refused is still pending, and a raw socket also lets
+ * us claim a length far larger than we send.
  */
+#include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,10 +26,16 @@
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
 #include <msgpack.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #define REPLY_TIMEOUT_MS 10000   /* generous: the suite also runs under ASan */
 #define DROP_TIMEOUT_MS 2000     /* how long to wait for an oversized frame */
 #define BIG_FRAME (17u * 1024u * 1024u)
+#define RAW_TIMEOUT_S 10
 
 /* One test case: a frame, and what the server must do with it. */
 typedef enum { EXPECT_ERROR, EXPECT_ERROR_OR_DROP } expect_kind;
@@ -263,24 +277,6 @@ static int build_frames(frame *fs, int max)
     /* 14. an empty frame */
     if (frame_from_bytes(&fs[n++], "empty frame", "", 0, EXPECT_ERROR))
         return -1;
-    /* 15. a frame over the 16 MiB limit: a PUT carrying a 17 MiB binary */
-    {
-        uint8_t *b = calloc(1, BIG_FRAME);
-        if (!b)
-            return -1;
-        const uint8_t hdr[] = {0x94, 0x01, 0x06, 0xa1, 'x', 0xc6};
-        uint32_t len = BIG_FRAME - sizeof hdr - 4;
-        memcpy(b, hdr, sizeof hdr);
-        b[6] = (uint8_t)(len >> 24);
-        b[7] = (uint8_t)(len >> 16);
-        b[8] = (uint8_t)(len >> 8);
-        b[9] = (uint8_t)len;
-        fs[n].name = "frame over 16 MiB";
-        fs[n].p = b;
-        fs[n].n = BIG_FRAME;
-        fs[n].expect = EXPECT_ERROR_OR_DROP;
-        n++;
-    }
     if (n > max)
         abort(); /* programming error: enlarge the array */
     return n;
@@ -441,10 +437,133 @@ static int run_case(const char *url, const frame *f)
     return bad ? -1 : 0;
 }
 
+/* ---- oversized frames over a raw SP/TCP connection ---------------------- */
+
+/* Connects to tcp://HOST:PORT (IPv4 literal) with send/receive timeouts.
+ * Returns the fd or -1. */
+static int raw_connect(const char *url)
+{
+    char host[64];
+    unsigned port;
+    struct sockaddr_in sa;
+    struct timeval tv = { RAW_TIMEOUT_S, 0 };
+
+    if (sscanf(url, "tcp://%63[^:]:%u", host, &port) != 2 || port > 65535)
+        return -1;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)port);
+    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
+        return -1;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        return -1;
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Reads exactly n bytes; returns 0, or -1 on EOF/error/timeout. */
+static int read_full(int fd, uint8_t *p, size_t n)
+{
+    while (n) {
+        ssize_t r = recv(fd, p, n, 0);
+        if (r <= 0)
+            return -1;
+        p += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+/* Outcome after sending: the peer closed (1), answered (2), or neither
+ * within the timeout (0). */
+static int raw_outcome(int fd)
+{
+    uint8_t b[64];
+    ssize_t r = recv(fd, b, sizeof b, 0);
+    if (r == 0 || (r < 0 && (errno == ECONNRESET || errno == EPIPE)))
+        return 1;
+    if (r > 0)
+        return 2;
+    return 0;
+}
+
+/* Sends a message whose length header claims `claim` bytes, followed by
+ * `body_n` bytes of a PUT-looking body, over a fresh SP/TCP connection (REQ
+ * to REP). The peer must close the connection (or answer) within the
+ * timeout. Returns 0 when it did, -1 otherwise. */
+static int raw_oversized(const char *url, const char *name, uint64_t claim,
+                         size_t body_n)
+{
+    const uint8_t hello[8] = {0x00, 'S', 'P', 0x00, 0x00, 0x30, 0x00, 0x00};
+    uint8_t peer[8], hdr[12];
+    int fd = raw_connect(url), rc = -1, outcome;
+    uint8_t *body = NULL;
+
+    if (fd < 0) {
+        fprintf(stderr, "FAIL %s: '%s': cannot connect\n", url, name);
+        return -1;
+    }
+    if (send(fd, hello, sizeof hello, MSG_NOSIGNAL) != (ssize_t)sizeof hello ||
+        read_full(fd, peer, sizeof peer) != 0 || peer[1] != 'S' || peer[2] != 'P') {
+        fprintf(stderr, "FAIL %s: '%s': no SP handshake\n", url, name);
+        goto out;
+    }
+    for (int i = 0; i < 8; i++)
+        hdr[i] = (uint8_t)(claim >> (56 - 8 * i));
+    hdr[8] = 0x80; /* REQ request id, high bit set */
+    hdr[9] = 0x00;
+    hdr[10] = 0x00;
+    hdr[11] = 0x01;
+    outcome = 0;
+    if (send(fd, hdr, sizeof hdr, MSG_NOSIGNAL) != (ssize_t)sizeof hdr) {
+        outcome = 1; /* already dropped */
+    } else if (body_n) {
+        body = calloc(1, body_n);
+        if (!body)
+            goto out;
+        const uint8_t put[] = {0x94, 0x01, 0x06, 0xa1, 'x', 0xc6, 0x01, 0x0f, 0xff, 0xf0};
+        memcpy(body, put, sizeof put < body_n ? sizeof put : body_n);
+        size_t off = 0;
+        while (off < body_n) {
+            ssize_t w = send(fd, body + off, body_n - off, MSG_NOSIGNAL);
+            if (w <= 0) {
+                if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+                    outcome = 0; /* peer stopped reading but kept the socket */
+                    break;
+                }
+                outcome = 1; /* EPIPE / ECONNRESET: dropped mid-send */
+                break;
+            }
+            off += (size_t)w;
+        }
+    }
+    if (outcome == 0)
+        outcome = raw_outcome(fd);
+    if (outcome == 0) {
+        fprintf(stderr, "FAIL %s: '%s': connection neither dropped nor answered "
+                "within %d s\n", url, name, RAW_TIMEOUT_S);
+        goto out;
+    }
+    printf("ok   %s: %-28s -> %s\n", url, name, outcome == 1 ? "dropped" : "answered");
+    rc = 0;
+out:
+    free(body);
+    close(fd);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     frame fs[32];
     int failures = 0;
+
+    signal(SIGPIPE, SIG_IGN);
 
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         printf("usage: sx-badframe URL [URL...]\n"
@@ -466,6 +585,15 @@ int main(int argc, char **argv)
         for (int i = 0; i < nf; i++)
             if (run_case(argv[u], &fs[i]))
                 failures++;
+        if (raw_oversized(argv[u], "frame of 17 MiB", BIG_FRAME, BIG_FRAME) ||
+            check_ping(argv[u], "frame of 17 MiB"))
+            failures++;
+        if (raw_oversized(argv[u], "length header of 2^64-1", UINT64_MAX, 16) ||
+            check_ping(argv[u], "length header of 2^64-1"))
+            failures++;
+        if (raw_oversized(argv[u], "length 1 GiB, 64 kB sent", 1ull << 30, 65536) ||
+            check_ping(argv[u], "length 1 GiB, 64 kB sent"))
+            failures++;
     }
     for (int i = 0; i < nf; i++)
         free(fs[i].p);

@@ -27,7 +27,7 @@ sx index create kv by_grp --on grp --project all
 wait_for "index by_grp ready" 30 index_ready kv by_grp
 
 GROUPS_=(Apple Kiwi Lime Mango Zebra)   # Apple/Kiwi/Lime -> i1, Mango/Zebra -> i2
-BATCH=10
+BATCH=6
 
 # writer: runs until $W/stop exists or MAX batches.
 writer() {

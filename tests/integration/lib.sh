@@ -37,7 +37,7 @@ fail() {
 }
 
 pass() {
-    echo "ok   [$IT_NAME]: $*"
+    echo "ok   [$IT_NAME +$((SECONDS - IT_START))s]: $*"
 }
 
 lc() {
@@ -119,9 +119,12 @@ it_cluster_up() {
     pass "cluster up in $IT_DIR, router $IT_URL"
 }
 
-# Index state from `index list TABLE` for INDEX ("ready", "building", ...).
+# index_ready TABLE INDEX: true once INDEX answers queries (not SX_ENOTREADY)
+# and `index list TABLE` shows it ready. (The query goes first: the router
+# refreshes its cached catalog when a queried index still looks building.)
 index_ready() {
-    sx index list "$1" | grep -E "^[[:space:]]*$2[[:space:]]" | grep -qw ready
+    sx query "$1" "$2" --limit 1 --consistency eventual >/dev/null 2>&1 &&
+        sx index list "$1" | grep -E "^[[:space:]]*$2[[:space:]]" | grep -qw ready
 }
 
 # expect_eq DESC EXPECTED ACTUAL: compares two multi-line strings.
