@@ -61,19 +61,38 @@ int rt_conn_watch(router *rt, int i)
     return 0;
 }
 
-/* The socket's live pipe count from nng's statistics (slow; -1 when the
- * statistics cannot be read). */
+/* The child statistic of s named name, or NULL. */
+static nng_stat *stat_child(nng_stat *s, const char *name)
+{
+    nng_stat *k;
+
+    for (k = nng_stat_child(s); k != NULL; k = nng_stat_next(k))
+        if (strcmp(nng_stat_name(k), name) == 0)
+            return k;
+    return NULL;
+}
+
+/* The socket's live pipe count from nng's statistics (slow; -1 when they
+ * cannot be read). The socket's node is found by its "id" child: nng
+ * 1.5.2's nng_stat_find_socket returns the first socket whatever its id. */
 static int stat_pipes(nng_socket s)
 {
-    nng_stat *all = NULL, *sock, *p;
+    nng_stat *all = NULL, *k, *id, *p;
     int n = -1;
 
     if (nng_stats_get(&all) != 0)
         return -1;
-    sock = nng_stat_find_socket(all, s);
-    p = sock != NULL ? nng_stat_find(sock, "pipes") : NULL;
-    if (p != NULL)
-        n = (int)nng_stat_value(p);
+    for (k = nng_stat_child(all); k != NULL; k = nng_stat_next(k)) {
+        if (strcmp(nng_stat_name(k), "socket") != 0)
+            continue;
+        id = stat_child(k, "id");
+        if (id == NULL || (int)nng_stat_value(id) != nng_socket_id(s))
+            continue;
+        p = stat_child(k, "pipes");
+        if (p != NULL)
+            n = (int)nng_stat_value(p);
+        break;
+    }
     nng_stats_free(all);
     return n;
 }

@@ -141,10 +141,11 @@ static int plan(rt_query *qc, rt_err *e)
     const sx_catalog *cat;
     int rc;
 
-    if (q->limit > RT_QUERY_MAX_LIMIT)
-        return rt_errf(e, SX_EINVAL, "limit %llu exceeds the maximum %d",
-                       (unsigned long long)q->limit, RT_QUERY_MAX_LIMIT);
-    qc->limit = q->limit == 0 ? RT_QUERY_DEFAULT_LIMIT : (uint32_t)q->limit;
+    /* A page holds at most RT_QUERY_MAX_LIMIT items; a larger limit gets a
+     * full page and a token (the limit is "at most", per page). */
+    qc->limit = q->limit == 0 ? RT_QUERY_DEFAULT_LIMIT
+              : q->limit > RT_QUERY_MAX_LIMIT ? RT_QUERY_MAX_LIMIT
+              : (uint32_t)q->limit;
     qc->desc = q->desc != 0;
     if (q->consistency > Q_STRONG)
         return rt_errf(e, SX_EINVAL, "consistency must be 0 (eventual), 1 (verified) "

@@ -196,12 +196,9 @@ int rt_h_scan(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e)
     rc = msg_decode_req(MSG_SCAN, p, n, &q);
     if (rc != 0)
         return rt_errf(e, rc, "malformed SCAN request");
-    if (q.limit > RT_SCAN_MAX_LIMIT) {
-        rc = rt_errf(e, SX_EINVAL, "limit %llu exceeds the maximum %d",
-                     (unsigned long long)q.limit, RT_SCAN_MAX_LIMIT);
-        goto out;
-    }
-    limit = q.limit == 0 ? RT_SCAN_DEFAULT_LIMIT : (uint32_t)q.limit;
+    /* at most RT_SCAN_MAX_LIMIT items a page, whatever is asked */
+    limit = q.limit == 0 ? RT_SCAN_DEFAULT_LIMIT
+          : q.limit > RT_SCAN_MAX_LIMIT ? RT_SCAN_MAX_LIMIT : (uint32_t)q.limit;
     if ((rc = where_check(q.where, e)) != 0 ||
         (rc = rt_table(rt, q.table, &cat, &t, e)) != 0)
         goto out;
