@@ -103,13 +103,12 @@ out:
     return rc;
 }
 
-/* Sends the one-delete S_WRITE (req borrows key and must not outlive
- * it); retried once if the catalog was stale. */
+/* Sends the one-delete S_WRITE (req borrows key and del, which must
+ * outlive it); retried once if the catalog was stale. */
 static int delete_call(router *rt, const cat_table *t, uint64_t catver,
-                       const cfg_part *part, sx_buf *key, rt_rpc *c,
+                       const cfg_part *part, sx_buf *key, uint64_t *del, rt_rpc *c,
                        msg_S_WRITE_req *req, msg_S_WRITE_rep *rep, rt_err *e)
 {
-    static uint64_t one = 1;
     const sx_catalog *cat;
     int pass;
 
@@ -117,7 +116,8 @@ static int delete_call(router *rt, const cat_table *t, uint64_t catver,
     req->part = part->id;
     req->catver = catver;
     req->table_id = t->id;
-    req->dels = (sx_u64s){ 1, &one };
+    *del = 1;
+    req->dels = (sx_u64s){ 1, del };
     req->objs = (sx_bufs){ 1, key };
     for (pass = 0; pass < 2; pass++) {
         rt_rpc_release(c, 1);
@@ -149,6 +149,7 @@ int rt_h_delete(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e)
     const sx_catalog *cat;
     const cat_table *t;
     const cfg_part *part;
+    uint64_t del = 1;
     rt_rpc c;
     int rc;
 
@@ -165,7 +166,7 @@ int rt_h_delete(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e)
         bytes_free(&local);
     }
     if (rc == 0)
-        rc = delete_call(rt, t, cat->version, part, &q.key, &c, &req, &rep, e);
+        rc = delete_call(rt, t, cat->version, part, &q.key, &del, &c, &req, &rep, e);
     if (rc == 0 && rep.found.v[0] == 0)
         rc = rt_errf(e, SX_ENOTFOUND, "no item with that key in table '%s'", t->name);
     if (rc == 0) {

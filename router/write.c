@@ -177,6 +177,45 @@ static int plan_run(put_plan *pl, router *rt, rt_err *e)
     return 0;
 }
 
+/* The input position of the item in slot k of partition index g, or -1. */
+static long input_pos(const put_plan *pl, int g, unsigned long k)
+{
+    uint32_t i;
+
+    for (i = 0; i < pl->n; i++)
+        if (pl->grp[i] == g && pl->slot[i] == k)
+            return (long)i;
+    return -1;
+}
+
+/* Reports partition g's failure. A storage node names a failed item by
+ * its place in the partition's batch ("operation K: ..."); that is turned
+ * into the item's position in the request. */
+static int group_fail(const put_plan *pl, router *rt, int g, const rt_rpc *c,
+                      rt_err *e)
+{
+    unsigned long long part = (unsigned long long)rt->cfg->storage[g].id;
+    const char *nm = rt->cfg->nodes[c->node].name;
+    char *end = NULL;
+    unsigned long k;
+    long pos = -1;
+
+    if (strncmp(c->msg, "operation ", 10) == 0) {
+        k = strtoul(c->msg + 10, &end, 10);
+        if (end != c->msg + 10 && end[0] == ':' && k < pl->cnt[g])
+            pos = input_pos(pl, g, k);
+    }
+    if (pos >= 0)
+        return rt_errf(e, c->err, "item %ld: %s (storage node %s, partition %llu)",
+                       pos, end + 1 + (end[1] == ' '), nm, part);
+    {
+        rt_err ce;
+        rt_rpc_fail(rt, c, &ce);
+        return rt_errf(e, c->err, "item %d (with %u item(s) for partition %llu) "
+                       "not written: %s", pl->first[g], pl->cnt[g], part, ce.msg);
+    }
+}
+
 /* Collects versions in input order, or the first failure. */
 static int plan_reply(put_plan *pl, router *rt, mp_buf *out, rt_err *e)
 {
@@ -187,16 +226,11 @@ static int plan_reply(put_plan *pl, router *rt, mp_buf *out, rt_err *e)
 
     for (g = 0; g < pl->nst; g++) {
         rt_rpc *c;
-        rt_err ce;
         if (pl->call_of[g] < 0)
             continue;
         c = &pl->calls[pl->call_of[g]];
-        if (c->err != 0) {
-            rt_rpc_fail(rt, c, &ce);
-            return rt_errf(e, c->err, "item %d (with %u item(s) for partition %llu) "
-                           "not written: %s", pl->first[g], pl->cnt[g],
-                           (unsigned long long)rt->cfg->storage[g].id, ce.msg);
-        }
+        if (c->err != 0)
+            return group_fail(pl, rt, g, c, e);
         if (pl->reps[pl->call_of[g]].versions.n != pl->cnt[g])
             return rt_errf(e, SX_EPROTO, "partition %llu answered %u versions for "
                            "%u items", (unsigned long long)rt->cfg->storage[g].id,
