@@ -10,11 +10,12 @@
 #include "log.h"
 #include "msg.h"
 #include "net.h"
+#include "node.h"
 #include "shipper.h"
 #include "storage_part.h"
 #include "sx_errors.h"
 
-#define BF_BATCH 256
+#define BF_CHUNK 512              /* items scanned per chunk (one synced batch) */
 #define BF_NOTIFY_TIMEOUT_MS 2000
 
 typedef struct bf_scan {
@@ -22,24 +23,13 @@ typedef struct bf_scan {
     const cat_table *t;
     const cat_index *ix;
     leveldb_writebatch_t *b;
-    uint32_t inbatch;
+    uint32_t scanned;         /* items seen in this chunk */
     uint64_t pending, records;
     sx_bytes key;
     mp_buf proj;
+    uint8_t resume[ST_FACT_KEY_MAX + 1];
+    size_t resume_n;          /* > 0: the chunk stopped; resume at this key */
 } bf_scan;
-
-static int bf_flush(bf_scan *s)
-{
-    int rc;
-
-    if (s->inbatch == 0)
-        return 0;
-    rc = st_commit(s->p, s->b, s->pending);
-    leveldb_writebatch_clear(s->b);
-    s->inbatch = 0;
-    s->pending = 0;
-    return rc;
-}
 
 static int bf_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *v, size_t vn)
 {
@@ -51,6 +41,14 @@ static int bf_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *v, si
     sx_buf item;
     int rc;
 
+    if (kn > ST_FACT_KEY_MAX)
+        return SX_EIO;
+    if (s->scanned >= BF_CHUNK) {
+        memcpy(s->resume, k, kn);         /* k is not done: resume at it */
+        s->resume_n = kn;
+        return 1;
+    }
+    s->scanned++;
     if (kn < ST_FACT_HDR + 9 || mp_read_array(&c, &cnt) != 0 || cnt != 2 ||
         mp_read_u64(&c, &ver) != 0 || mp_read_raw(&c, &item) != 0)
         return SX_EIO;
@@ -72,15 +70,13 @@ static int bf_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *v, si
                               sx_get_be64(k + ST_FACT_HDR),
                               (const uint8_t *)s->proj.sb.data, s->proj.sb.size,
                               &s->pending);
-    if (rc != 0)
-        return rc;
-    s->records++;
-    if (++s->inbatch >= BF_BATCH)
-        return bf_flush(s);
-    return 0;
+    if (rc == 0)
+        s->records++;
+    return rc;
 }
 
-/* Persists the backfill's last seq in the final batch and remembers it. */
+/* Adds to the final chunk's batch the persisted record of the backfill's
+ * last seq, and remembers it in memory once committed. */
 static int bf_finish(bf_scan *s)
 {
     st_part *p = s->p;
@@ -94,8 +90,7 @@ static int bf_finish(bf_scan *s)
     sx_put_be32(k + 2, s->ix->id);
     sx_put_be64(v, last);
     leveldb_writebatch_put(s->b, (const char *)k, sizeof(k), (const char *)v, sizeof(v));
-    s->inbatch++;
-    rc = bf_flush(s);
+    rc = st_commit(p, s->b, s->pending);
     if (rc != 0)
         return rc;
     pthread_mutex_lock(&p->mu);
@@ -110,12 +105,42 @@ static int bf_finish(bf_scan *s)
     return nb ? 0 : SX_ENOMEM;
 }
 
-/* Backfills index ix of table t (both from cat) under the write lock. */
+/* One chunk: under the write lock, scans up to BF_CHUNK items from lo and
+ * commits their records (the last chunk also the backfill record). Reading
+ * the current facts under the lock, after the catalog switch, makes the
+ * chunks safe to interleave with writes: a write after the switch emits its
+ * own records, and a chunk re-emitting an item at the same version is a
+ * no-op at the index. Returns 0 and sets s->resume_n (0: done), or an error. */
+static int bf_chunk(bf_scan *s, const uint8_t *lo, size_t lo_n, const uint8_t *hi,
+                    size_t hi_n)
+{
+    st_part *p = s->p;
+    int rc;
+
+    s->scanned = 0;
+    s->pending = 0;
+    s->resume_n = 0;
+    leveldb_writebatch_clear(s->b);
+    pthread_mutex_lock(&p->wlock);
+    rc = ldb_scan(p->db, NULL, lo, lo_n, hi, hi_n, false, bf_visit, s);
+    if (rc == 0 && s->resume_n > 0)
+        rc = s->pending > 0 ? st_commit(p, s->b, s->pending) : 0;
+    else if (rc == 0)
+        rc = bf_finish(s);
+    else
+        st_commit_abort(p);
+    pthread_mutex_unlock(&p->wlock);
+    return rc;
+}
+
+/* Backfills index ix of table t (both from cat): switches the partition's
+ * write catalog to cat, then scans the table chunk by chunk. */
 static int bf_run(st_part *p, const sx_catalog *cat, const cat_table *t,
                   const cat_index *ix)
 {
     bf_scan s;
-    uint8_t lo[ST_FACT_HDR], hi[ST_FACT_HDR];
+    uint8_t lo[ST_FACT_KEY_MAX + 1], hi[ST_FACT_HDR];
+    size_t lo_n = ST_FACT_HDR, hi_n = ST_FACT_HDR;
     int rc;
 
     memset(&s, 0, sizeof(s));
@@ -129,22 +154,25 @@ static int bf_run(st_part *p, const sx_catalog *cat, const cat_table *t,
     lo[0] = hi[0] = ST_FACT_PREFIX;
     sx_put_be32(lo + 1, t->id);
     sx_put_be32(hi + 1, t->id + 1);
-    if (t->id == UINT32_MAX)
+    if (t->id == UINT32_MAX) {
         hi[0] = ST_FACT_PREFIX + 1;   /* hi = "G": the end of every fact */
+        hi_n = 1;
+    }
     pthread_mutex_lock(&p->wlock);
     st_part_use_catalog(p, cat);
-    rc = ldb_scan(p->db, NULL, lo, sizeof(lo), hi, t->id == UINT32_MAX ? 1 : sizeof(hi),
-                  false, bf_visit, &s);
-    if (rc == 0)
-        rc = bf_finish(&s);
-    else
-        st_commit_abort(p);
     pthread_mutex_unlock(&p->wlock);
-    if (rc == 0)
+    do {
+        rc = bf_chunk(&s, lo, lo_n, hi, hi_n);
+        if (rc == 0 && s.resume_n > 0) {
+            memcpy(lo, s.resume, s.resume_n);
+            lo_n = s.resume_n;
+        }
+    } while (rc == 0 && s.resume_n > 0 && !node_should_stop());
+    if (rc == 0 && s.resume_n == 0)
         LOG_INFO("partition %llu: backfilled index %u (%s.%s): %llu records",
                  (unsigned long long)p->id, ix->id, t->name, ix->name,
                  (unsigned long long)s.records);
-    else
+    else if (rc != 0)
         LOG_ERROR("partition %llu: backfill of index %u failed: %s (will retry)",
                   (unsigned long long)p->id, ix->id, sx_strerror(rc));
     leveldb_writebatch_destroy(s.b);

@@ -3,10 +3,16 @@
  *
  * Driven by the storage node's catalog poll: for every index that is
  * `building` and not yet done for this partition, once: under the write
- * lock, switch the partition to the catalog that has the index, scan the
- * table's items and append an OUT_PUT record (with the item's existing
- * version) per indexed item to the outbox, in synced batches; remember the
- * seq of the last record ('M' 'B' | index id, persisted). Later polls, once
+ * lock, switch the partition to the catalog that has the index; then scan
+ * the table's items in chunks of a few hundred, each chunk under the write
+ * lock and committed as one synced batch, appending an OUT_PUT record (with
+ * the item's current version) per indexed item to the outbox; the last
+ * chunk also persists the seq of the last record ('M' 'B' | index id).
+ * Releasing the lock between chunks is safe: writes after the switch emit
+ * their own records for the index, a chunk reads the facts as they are at
+ * that moment, and a record repeating an entry at the same version changes
+ * nothing at the index. Writes thus stall for one chunk at most, not for a
+ * whole table. Later polls, once
  * every destination acknowledged past that seq, tell the catalog node
  * CAT_BACKFILLED(index, part), retrying each poll until the catalog lists
  * the partition as done.
