@@ -111,7 +111,7 @@ static int check_quorum(raft_group *g) {
   uint32_t active = raft__is_voter(g, g->cfg.id) ? 1 : 0;
   for (uint32_t i = 0; i < g->n_prs; i++) {
     raft_progress *pr = &g->prs[i];
-    if (pr->voter && pr->recent_active) active++;
+    if (raft__is_voter(g, pr->id) && pr->recent_active) active++;
     pr->recent_active = 0;
   }
   return active >= raft__quorum(g);

@@ -18,6 +18,7 @@ typedef struct raft_progress {
   uint8_t state;         /* PR_* */
   uint8_t recent_active; /* heard from since the last check-quorum round */
   uint8_t paused;        /* probe: one append per heartbeat interval */
+  uint8_t leaving;       /* removed by an uncommitted configuration entry */
   uint64_t match, next;
   uint64_t read_ack;     /* highest ReadIndex round acknowledged */
   /* in-flight appends (replicate): last index of each, oldest first */

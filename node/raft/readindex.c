@@ -69,7 +69,7 @@ static int release(raft_group *g) {
     if (p->round == 0) break;
     uint32_t acks = raft__is_voter(g, g->cfg.id) ? 1 : 0;
     for (uint32_t i = 0; i < g->n_prs; i++)
-      if (g->prs[i].voter && g->prs[i].read_ack >= p->round) acks++;
+      if (raft__is_voter(g, g->prs[i].id) && g->prs[i].read_ack >= p->round) acks++;
     if (acks < q) break;
     int rc = raft__read_emit(g, p->ctx, p->index, 1);
     if (rc) return rc;

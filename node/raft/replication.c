@@ -26,11 +26,17 @@ void raft__progress_free(raft_group *g) {
   g->n_prs = 0;
 }
 
-/* Rebuilds progress to match the configuration, keeping known followers. */
+/* Rebuilds progress to match the configuration, keeping known followers.
+ * A member removed by a configuration entry that is not committed yet keeps
+ * a non-voting progress, so it still receives the entry that removes it
+ * (and so learns not to campaign); it is dropped once that entry commits. */
 int raft__progress_rebuild(raft_group *g) {
   uint32_t n = 0;
+  int leaving_ok = g->conf_index > g->commit;
   for (uint32_t i = 0; i < g->conf.n; i++)
     if (g->conf.m[i].id != g->cfg.id) n++;
+  for (uint32_t i = 0; leaving_ok && i < g->n_prs; i++)
+    if (raft_conf_find(&g->conf, g->prs[i].id) < 0) n++;
   raft_progress *np = NULL;
   if (n) {
     np = raft__alloc(g, (size_t)n * sizeof *np);
@@ -51,6 +57,14 @@ int raft__progress_rebuild(raft_group *g) {
       np[k].recent_active = 1; /* a fresh member gets one round of grace */
     }
     np[k].voter = mb->voter;
+    np[k].leaving = 0;
+    k++;
+  }
+  for (uint32_t i = 0; leaving_ok && i < g->n_prs; i++) {
+    if (raft_conf_find(&g->conf, g->prs[i].id) >= 0) continue;
+    np[k] = g->prs[i];
+    np[k].voter = 0;
+    np[k].leaving = 1;
     k++;
   }
   raft__progress_free(g);
@@ -196,7 +210,7 @@ int raft__maybe_commit(raft_group *g) {
   uint32_t n = 0;
   if (raft__is_voter(g, g->cfg.id)) m[n++] = raft__last_index(g);
   for (uint32_t i = 0; i < g->n_prs && n < RAFT_MAX_MEMBERS; i++)
-    if (g->prs[i].voter) m[n++] = g->prs[i].match;
+    if (raft__is_voter(g, g->prs[i].id)) m[n++] = g->prs[i].match;
   uint32_t q = raft__quorum(g);
   if (n < q) return 0;
   qsort(m, n, sizeof m[0], cmp_desc);
@@ -205,6 +219,11 @@ int raft__maybe_commit(raft_group *g) {
   int old_ok = (g->cfg.plants & RAFT_PLANT_OLD_TERM_COMMIT) != 0;
   if (!old_ok && raft__term_at(g, idx, NULL) != g->term) return 0;
   g->commit = idx;
+  for (uint32_t i = 0; i < g->n_prs; i++)
+    if (g->prs[i].leaving && g->commit >= g->conf_index) {
+      if (raft__progress_rebuild(g)) return -1; /* removal committed */
+      break;
+    }
   return raft__read_on_commit(g) ? -1 : 1;
 }
 
@@ -290,11 +309,14 @@ int raft__step_append_resp(raft_group *g, const raft_msg *m) {
   else if (pr->state == PR_REPLICATE)
     inflight_free_to(pr, m->index);
   if (progressed) {
-    int c = raft__maybe_commit(g);
+    uint64_t id = pr->id;
+    int c = raft__maybe_commit(g); /* may rebuild the progress array */
     if (c < 0) return RAFT_ERR_NOMEM;
+    pr = raft__progress(g, id);
+    if (!pr) return RAFT_OK; /* a leaving member, now dropped */
     if (c > 0) {
       for (uint32_t k = 0; k < g->n_prs; k++) {
-        int rc = raft__send_append(g, &g->prs[k], &g->prs[k] != pr);
+        int rc = raft__send_append(g, &g->prs[k], g->prs[k].id != id);
         if (rc) return rc;
       }
     }

@@ -451,11 +451,13 @@ static void test_membership(void) {
   tc_tick(&t, 5);
   CHECK(raft_conf_find(raft_conf_get(L), (uint64_t)victim) < 0);
   CHECK(raft_conf_get(L)->max_id == 4);
-  /* the removed node (which may never learn it was removed) cannot
-   * disrupt the group: pre-vote fails and the leader keeps its term */
+  /* the removed node received the entry that removes it ... */
+  CHECK(raft_conf_find(raft_conf_get(t.g[victim]), (uint64_t)victim) < 0);
+  /* ... so it never campaigns, and cannot disrupt the group */
   uint64_t term = raft_term(L);
   isolate(&t, victim, 1);
   tc_tick(&t, 50);
+  CHECK(raft_role(t.g[victim]) == RAFT_FOLLOWER);
   isolate(&t, victim, 0);
   tc_tick(&t, 50);
   CHECK(tc_leader(&t) == l && raft_term(L) == term);
