@@ -1,0 +1,435 @@
+/*
+ * fake_test.c — the router's query semantics against scripted nodes: a
+ * fake storage node (catalog, S_GET, S_HEADS) and a fake index node
+ * (I_RANGE, I_WATERMARKS) served in-process over nng inproc sockets, with
+ * the router's handler called directly on request frames. Checks what a
+ * real cluster cannot force on demand:
+ *   - verified drops hits whose fact is gone or no longer carries the
+ *     entry's values, and counts them stale; eventual drops only missing
+ *     facts; a covering eventual read returns projections, reads no fact;
+ *   - limit + token pages resume exactly after the last entry;
+ *   - a strong read polls watermarks until they reach the heads, and times
+ *     out with a message naming the lagging partitions;
+ *   - a building index answers SX_ENOTREADY.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "router.h"
+#include "catalog.h"
+#include "hash.h"
+#include "item.h"
+#include "net.h"
+#include "tuple.h"
+#include "sx_errors.h"
+
+#define NENT 5
+
+/* The scripted cluster. Guarded by mu (the fake servers run on nng worker
+ * threads). */
+typedef struct fake {
+    pthread_mutex_t mu;
+    uint8_t hash_key[SX_HASH_KEY_BYTES];
+    uint8_t *cat;            /* CATALOG reply's catalog map */
+    size_t catn;
+    uint64_t catver;
+    /* index entries (index-local keys, sorted) and their facts */
+    sx_bytes ekey[NENT], efact[NENT];   /* efact: fact-local key h|pk */
+    uint64_t ehash[NENT];
+    mp_buf eproj[NENT];
+    mp_buf fact[NENT];       /* current fact item; empty = deleted */
+    uint64_t head, wm, wm_step;
+    int wm_polls;
+} fake;
+
+static fake F;
+
+/* ---- the fake nodes' handlers ---- */
+
+static void serve_catalog(mp_buf *out)
+{
+    msg_CATALOG_rep r;
+
+    memset(&r, 0, sizeof(r));
+    r.version = F.catver;
+    r.catalog = (sx_buf){ F.cat, F.catn };
+    msg_encode_rep(MSG_CATALOG, &r, out);
+}
+
+static void serve_s_get(const uint8_t *p, size_t n, mp_buf *out)
+{
+    msg_S_GET_req q;
+    msg_S_GET_rep r;
+    static const uint8_t nil = 0xc0;
+    sx_buf items[64];
+    uint64_t vers[64];
+
+    if (msg_decode_req(MSG_S_GET, p, n, &q) != 0 || q.keys.n > 64) {
+        msg_encode_err(MSG_S_GET, SX_EPROTO, "bad S_GET", out);
+        return;
+    }
+    for (uint32_t i = 0; i < q.keys.n; i++) {
+        items[i] = (sx_buf){ &nil, 1 };
+        vers[i] = 0;
+        for (int k = 0; k < NENT; k++)
+            if (F.efact[k].n == q.keys.v[i].n &&
+                memcmp(F.efact[k].p, q.keys.v[i].p, q.keys.v[i].n) == 0 &&
+                F.fact[k].sb.size > 0) {
+                items[i] = (sx_buf){ (const uint8_t *)F.fact[k].sb.data, F.fact[k].sb.size };
+                vers[i] = 7;
+            }
+    }
+    memset(&r, 0, sizeof(r));
+    r.items = (sx_bufs){ q.keys.n, items };
+    r.versions = (sx_u64s){ q.keys.n, vers };
+    msg_encode_rep(MSG_S_GET, &r, out);
+    msg_free_req(MSG_S_GET, &q);
+}
+
+static void serve_i_range(const uint8_t *p, size_t n, mp_buf *out)
+{
+    msg_I_RANGE_req q;
+    msg_I_RANGE_rep r;
+    sx_buf keys[NENT], projs[NENT];
+    uint64_t hashes[NENT], vers[NENT];
+    uint32_t m = 0;
+
+    if (msg_decode_req(MSG_I_RANGE, p, n, &q) != 0) {
+        msg_encode_err(MSG_I_RANGE, SX_EPROTO, "bad I_RANGE", out);
+        return;
+    }
+    for (int j = 0; j < NENT && m < q.limit; j++) {
+        int k = q.desc ? NENT - 1 - j : j;
+        const sx_bytes *key = &F.ekey[k];
+        if (sx_keycmp(key->p, key->n, q.lo.p, q.lo.n) < 0)
+            continue;
+        if (q.hi.n > 0 && sx_keycmp(key->p, key->n, q.hi.p, q.hi.n) >= 0)
+            continue;
+        keys[m] = (sx_buf){ key->p, key->n };
+        projs[m] = (sx_buf){ (const uint8_t *)F.eproj[k].sb.data, F.eproj[k].sb.size };
+        hashes[m] = F.ehash[k];
+        vers[m] = 5;
+        m++;
+    }
+    memset(&r, 0, sizeof(r));
+    r.keys = (sx_bufs){ m, keys };
+    r.projs = (sx_bufs){ m, projs };
+    r.hashes = (sx_u64s){ m, hashes };
+    r.versions = (sx_u64s){ m, vers };
+    msg_encode_rep(MSG_I_RANGE, &r, out);
+    msg_free_req(MSG_I_RANGE, &q);
+}
+
+static void fake_handler(void *arg, const uint8_t *p, size_t n, mp_buf *out)
+{
+    msg_type t;
+    int is_rep;
+
+    (void)arg;
+    if (msg_peek(p, n, &t, &is_rep) != 0) {
+        msg_encode_err(MSG_PING, SX_EPROTO, "bad frame", out);
+        return;
+    }
+    pthread_mutex_lock(&F.mu);
+    if (t == MSG_CATALOG) {
+        serve_catalog(out);
+    } else if (t == MSG_S_GET) {
+        serve_s_get(p, n, out);
+    } else if (t == MSG_I_RANGE) {
+        serve_i_range(p, n, out);
+    } else if (t == MSG_S_HEADS) {
+        uint64_t part = 1, head = F.head;
+        msg_S_HEADS_rep r = { 0, { 1, &part }, { 1, &head } };
+        msg_encode_rep(MSG_S_HEADS, &r, out);
+    } else if (t == MSG_I_WATERMARKS) {
+        uint64_t src = 1, wm = F.wm;
+        msg_I_WATERMARKS_rep r = { 0, { 1, &src }, { 1, &wm } };
+        F.wm += F.wm_step;
+        F.wm_polls++;
+        msg_encode_rep(MSG_I_WATERMARKS, &r, out);
+    } else {
+        msg_encode_err(t, SX_EINVAL, "not scripted", out);
+    }
+    pthread_mutex_unlock(&F.mu);
+}
+
+/* ---- set-up ---- */
+
+static int write_config(char *path)
+{
+    int fd = mkstemp(path);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+
+    if (f == NULL)
+        return -1;
+    fprintf(f, "{\"cluster\":\"fake\",\"hash_key\":\"000102030405060708090a0b0c0d0e0f\","
+               "\"token_key\":\"%s\",\"catalog_node\":\"s1\","
+               "\"routers\":[{\"name\":\"r1\",\"url\":\"inproc://fake-r1\"}],"
+               "\"storage\":[{\"name\":\"s1\",\"url\":\"inproc://fake-s1\",\"partitions\":"
+               "[{\"id\":1,\"lo\":\"0000000000000000\",\"hi\":\"ffffffffffffffff\"}]}],"
+               "\"index\":[{\"name\":\"i1\",\"url\":\"inproc://fake-i1\",\"partitions\":"
+               "[{\"id\":101,\"lo\":null,\"hi\":[\"M\"]},{\"id\":102,\"lo\":[\"M\"],\"hi\":null}]}]}\n",
+            "11111111111111111111111111111111111111111111111111111111111111ff");
+    fclose(f);
+    return 0;
+}
+
+/* Publishes the catalog: table t(id), index by_g(g) keys-only, ready or not. */
+static uint32_t make_catalog(bool ready)
+{
+    sx_catalog *cat = cat_new();
+    const char *attrs[] = { "g" };
+    uint64_t parts[] = { 1 };
+    const cat_index *ix;
+    mp_buf b;
+    uint32_t id;
+
+    cat_create_table(cat, "t", "id", NULL);
+    cat_create_index(cat, "t", "by_g", attrs, 1, CAT_PROJ_KEYS, NULL, 0);
+    ix = cat_index_by_name(cat_table_by_name(cat, "t", 1), "by_g", 4);
+    id = ix->id;
+    if (ready)
+        cat_mark_backfilled(cat, id, 1, parts, 1);
+    mp_buf_init(&b);
+    cat_encode(cat, &b);
+    pthread_mutex_lock(&F.mu);
+    free(F.cat);
+    F.cat = NULL;
+    mp_buf_take(&b, &F.cat, &F.catn);
+    F.catver = cat->version;
+    pthread_mutex_unlock(&F.mu);
+    mp_buf_free(&b);
+    cat_free(cat);
+    return id;
+}
+
+/* Entries for ids 1..5 all indexed under g = "a" (index partition 102:
+ * "a" sorts after "M"); then the facts: id 2
+ * deleted, id 3 moved to g = "b", the others as indexed. */
+static void make_data(uint32_t ixid)
+{
+    for (int k = 0; k < NENT; k++) {
+        sx_bytes pk = { 0 };
+        uint8_t be[8];
+        int64_t id = k + 1;
+
+        tup_encode_int(&pk, id);
+        F.ehash[k] = sx_shard_hash(F.hash_key, pk.p, pk.n);
+        sx_put_be32(be, ixid);
+        bytes_append(&F.ekey[k], be, 4);
+        tup_encode_str(&F.ekey[k], "a", 1);
+        bytes_append(&F.ekey[k], pk.p, pk.n);
+        sx_put_be64(be, F.ehash[k]);
+        bytes_append(&F.efact[k], be, 8);
+        bytes_append(&F.efact[k], pk.p, pk.n);
+        bytes_free(&pk);
+
+        mp_buf_init(&F.eproj[k]);
+        mp_put_map(&F.eproj[k], 2);
+        mp_put_cstr(&F.eproj[k], "id");
+        mp_put_i64(&F.eproj[k], id);
+        mp_put_cstr(&F.eproj[k], "g");
+        mp_put_cstr(&F.eproj[k], "a");
+
+        mp_buf_init(&F.fact[k]);
+        if (id == 2)
+            continue;
+        mp_put_map(&F.fact[k], 3);
+        mp_put_cstr(&F.fact[k], "id");
+        mp_put_i64(&F.fact[k], id);
+        mp_put_cstr(&F.fact[k], "g");
+        mp_put_cstr(&F.fact[k], id == 3 ? "b" : "a");
+        mp_put_cstr(&F.fact[k], "x");
+        mp_put_i64(&F.fact[k], id * 10);
+    }
+}
+
+/* ---- running queries through the router ---- */
+
+typedef struct qres {
+    int rc;
+    char msg[256];
+    int64_t ids[16];
+    uint32_t n;
+    uint64_t entries, stale, covering, nfact;
+    uint8_t token[512];
+    size_t tokn;
+} qres;
+
+static void query(router *rt, uint64_t consistency, uint64_t limit, const char *attr,
+                  const qres *prev, uint64_t timeout_ms, qres *res)
+{
+    msg_QUERY_req q;
+    msg_QUERY_rep r;
+    mp_buf eq, req, out;
+    sx_buf attrv = { (const uint8_t *)attr, attr ? strlen(attr) : 0 };
+
+    memset(res, 0, sizeof(*res));
+    mp_buf_init(&eq);
+    mp_put_array(&eq, 1);
+    mp_put_cstr(&eq, "a");
+    memset(&q, 0, sizeof(q));
+    q.table = (sx_buf){ (const uint8_t *)"t", 1 };
+    q.index = (sx_buf){ (const uint8_t *)"by_g", 4 };
+    q.eq = (sx_buf){ (const uint8_t *)eq.sb.data, eq.sb.size };
+    q.limit = limit;
+    q.consistency = consistency;
+    q.timeout_ms = timeout_ms;
+    if (attr != NULL)
+        q.attrs = (sx_bufs){ 1, &attrv };
+    if (prev != NULL)
+        q.token = (sx_buf){ prev->token, prev->tokn };
+    mp_buf_init(&req);
+    mp_buf_init(&out);
+    msg_encode_req(MSG_QUERY, &q, &req);
+    rt_handle(rt, (const uint8_t *)req.sb.data, req.sb.size, &out);
+    memset(&r, 0, sizeof(r));
+    res->rc = msg_decode_rep(MSG_QUERY, (const uint8_t *)out.sb.data, out.sb.size, &r,
+                             res->msg, sizeof(res->msg));
+    if (res->rc == 0) {
+        for (uint32_t i = 0; i < r.items.n && i < 16; i++) {
+            sx_buf v;
+            mp_cur c;
+            int64_t id = -1;
+            if (item_get(r.items.v[i].p, r.items.v[i].n, "id", &v) == 0) {
+                c = mp_cur_make(v.p, v.n);
+                mp_read_i64(&c, &id);
+            }
+            res->ids[res->n++] = id;
+        }
+        res->entries = r.entries;
+        res->stale = r.stale;
+        res->covering = r.covering;
+        res->nfact = r.fact_parts.n;
+        if (r.token.n <= sizeof(res->token)) {
+            memcpy(res->token, r.token.p, r.token.n);
+            res->tokn = r.token.n;
+        }
+    }
+    msg_free_rep(MSG_QUERY, &r);
+    mp_buf_free(&eq);
+    mp_buf_free(&req);
+    mp_buf_free(&out);
+}
+
+static bool ids_are(const qres *r, const int64_t *want, uint32_t n)
+{
+    if (r->n != n)
+        return false;
+    for (uint32_t i = 0; i < n; i++)
+        if (r->ids[i] != want[i])
+            return false;
+    return true;
+}
+
+static void consistency_levels(router *rt)
+{
+    qres r, r2;
+    static const int64_t verified[] = { 1, 4, 5 }, eventual[] = { 1, 3, 4, 5 },
+                         all[] = { 1, 2, 3, 4, 5 };
+
+    query(rt, Q_VERIFIED, 0, NULL, NULL, 0, &r);
+    CHECK(r.rc == 0);
+    CHECK(ids_are(&r, verified, 3));
+    CHECK(r.entries == 5 && r.stale == 2 && r.covering == 0 && r.nfact == 1);
+    CHECK(r.tokn == 0);
+
+    query(rt, Q_EVENTUAL, 0, NULL, NULL, 0, &r);
+    CHECK(r.rc == 0);
+    CHECK(ids_are(&r, eventual, 4));            /* keys-only: not covering */
+    CHECK(r.stale == 1 && r.covering == 0);
+
+    query(rt, Q_EVENTUAL, 0, "g", NULL, 0, &r);  /* g is projected: covering */
+    CHECK(r.rc == 0);
+    CHECK(ids_are(&r, all, 5));
+    CHECK(r.covering == 1 && r.nfact == 0 && r.stale == 0);
+
+    /* pages of 2 under verified: [1] (2 stale) then [4] (3 stale)... */
+    query(rt, Q_VERIFIED, 2, NULL, NULL, 0, &r);
+    CHECK(r.rc == 0 && r.tokn > 0);
+    CHECK(r.n == 2 && r.ids[0] == 1 && r.ids[1] == 4);
+    query(rt, Q_VERIFIED, 2, NULL, &r, 0, &r2);
+    CHECK(r2.rc == 0 && r2.n == 1 && r2.ids[0] == 5);
+    CHECK(r2.entries == 1);
+    /* the token bound to verified paging is refused when altered */
+    r.token[r.tokn / 2] ^= 0x20;
+    query(rt, Q_VERIFIED, 2, NULL, &r, 0, &r2);
+    CHECK(r2.rc == SX_ETOKEN);
+}
+
+static void strong(router *rt)
+{
+    qres r;
+
+    pthread_mutex_lock(&F.mu);
+    F.head = 10;
+    F.wm = 4;
+    F.wm_step = 2;      /* 4, 6, 8, 10: caught up at the 4th poll */
+    F.wm_polls = 0;
+    pthread_mutex_unlock(&F.mu);
+    query(rt, Q_STRONG, 0, NULL, NULL, 5000, &r);
+    CHECK(r.rc == 0 && r.n == 3 && r.stale == 2);
+    pthread_mutex_lock(&F.mu);
+    CHECK(F.wm_polls == 4);
+    F.wm = 5;
+    F.wm_step = 0;      /* stuck */
+    pthread_mutex_unlock(&F.mu);
+    query(rt, Q_STRONG, 0, NULL, NULL, 150, &r);
+    CHECK(r.rc == SX_ETIMEDOUT);
+    CHECK(strstr(r.msg, "index partition 102 still behind storage partition 1 "
+                        "(watermark 5 < head 10) after 150 ms") != NULL);
+    if (strstr(r.msg, "watermark 5 < head 10") == NULL)
+        fprintf(stderr, "strong: rc %d %s\n", r.rc, r.msg);
+}
+
+int main(void)
+{
+    char path[] = "/tmp/rt_fake_cfg.XXXXXX";
+    sx_config *cfg = NULL;
+    nng_socket ss, is;
+    net_server *s1 = NULL, *i1 = NULL;
+    router *rt = NULL;
+    char err[256];
+    uint32_t ixid;
+    qres r;
+
+    pthread_mutex_init(&F.mu, NULL);
+    CHECK(sx_proto_init() == 0);
+    CHECK(write_config(path) == 0);
+    CHECK(cfg_load(path, &cfg, err, sizeof(err)) == 0);
+    unlink(path);
+    if (cfg == NULL)
+        return CHECK_DONE();
+    memcpy(F.hash_key, cfg->hash_key, sizeof(F.hash_key));
+    CHECK(net_listen("inproc://fake-s1", &ss) == 0);
+    CHECK(net_listen("inproc://fake-i1", &is) == 0);
+    CHECK(net_server_start(ss, 2, fake_handler, NULL, &s1) == 0);
+    CHECK(net_server_start(is, 2, fake_handler, NULL, &i1) == 0);
+
+    ixid = make_catalog(false);
+    make_data(ixid);
+    CHECK(rt_new(cfg, cfg_node_by_name(cfg, "r1"), &rt) == 0);
+    if (rt != NULL) {
+        query(rt, Q_VERIFIED, 0, NULL, NULL, 0, &r);
+        CHECK(r.rc == SX_ENOTREADY && strstr(r.msg, "by_g") != NULL);
+        make_catalog(true);
+        consistency_levels(rt);
+        strong(rt);
+    }
+    rt_free(rt);
+    net_server_stop(s1);
+    net_server_stop(i1);
+    cfg_free(cfg);
+    free(F.cat);
+    for (int k = 0; k < NENT; k++) {
+        bytes_free(&F.ekey[k]);
+        bytes_free(&F.efact[k]);
+        mp_buf_free(&F.eproj[k]);
+        mp_buf_free(&F.fact[k]);
+    }
+    return CHECK_DONE();
+}
