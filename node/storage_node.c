@@ -21,6 +21,16 @@
 
 #define ST_POLL_MS 200
 
+struct st_node;
+
+/* A partition's backfill thread. */
+typedef struct st_bfthread {
+    struct st_node *n;
+    st_part *p;
+    pthread_t th;
+    bool started;
+} st_bfthread;
+
 typedef struct st_node {
     const node_opts *o;
     const sx_config *cfg;
@@ -33,8 +43,9 @@ typedef struct st_node {
     net_server *srv;
     pthread_t poll_th;
     bool poll_started;
+    st_bfthread *bf;            /* one per partition */
     pthread_mutex_t mu;        /* guards stop */
-    pthread_cond_t cv;
+    pthread_cond_t cv;         /* a catalog poll happened, or stopping */
     bool stop;
 } st_node;
 
@@ -214,38 +225,60 @@ static void handle(void *arg, const uint8_t *req, size_t len, mp_buf *out)
     }
 }
 
+/* Waits up to ST_POLL_MS on n->cv (under n->mu); false once stopping. */
+static bool poll_wait(st_node *n)
+{
+    struct timespec ts;
+    bool go;
+
+    pthread_mutex_lock(&n->mu);
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += ST_POLL_MS * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    if (!n->stop)
+        pthread_cond_timedwait(&n->cv, &n->mu, &ts);
+    go = !n->stop;
+    pthread_mutex_unlock(&n->mu);
+    return go;
+}
+
+/* The node's catalog poll: refreshes the cache every ST_POLL_MS and wakes
+ * the partitions' backfill threads. */
 static void *poll_main(void *arg)
 {
     st_node *n = arg;
-    nng_socket catsock = n->socks[n->cfg->catalog_node];
     bool warned = false;
 
-    pthread_mutex_lock(&n->mu);
-    while (!n->stop) {
-        const sx_catalog *cat = NULL;
-        struct timespec ts;
-        int rc;
+    do {
+        int rc = catcache_refresh(n->cc);
 
-        pthread_mutex_unlock(&n->mu);
-        rc = catcache_refresh(n->cc);
-        if (rc == 0)
-            rc = catcache_get(n->cc, 0, &cat);
         if (rc != 0 && !warned)
             LOG_WARN("catalog poll: %s (will retry)", sx_strerror(rc));
         warned = rc != 0;
-        for (int i = 0; rc == 0 && i < n->nparts && !node_should_stop(); i++)
-            bf_step(n->parts[i], cat, catsock);
         pthread_mutex_lock(&n->mu);
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += ST_POLL_MS * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        if (!n->stop)
-            pthread_cond_timedwait(&n->cv, &n->mu, &ts);
+        pthread_cond_broadcast(&n->cv);
+        pthread_mutex_unlock(&n->mu);
+    } while (poll_wait(n));
+    return NULL;
+}
+
+/* One partition's backfill driver: after each poll, steps the partition
+ * against the newest cached catalog (partitions backfill in parallel). */
+static void *bf_main(void *arg)
+{
+    st_bfthread *b = arg;
+    st_node *n = b->n;
+    nng_socket catsock = n->socks[n->cfg->catalog_node];
+
+    while (poll_wait(n)) {
+        const sx_catalog *cat = NULL;
+
+        if (catcache_get(n->cc, 0, &cat) == 0)
+            bf_step(b->p, cat, catsock);
     }
-    pthread_mutex_unlock(&n->mu);
     return NULL;
 }
 
@@ -328,6 +361,16 @@ static int start(st_node *n)
     if (pthread_create(&n->poll_th, NULL, poll_main, n) != 0)
         return SX_EINTERNAL;
     n->poll_started = true;
+    n->bf = calloc((size_t)n->nparts + 1, sizeof(*n->bf));
+    if (n->bf == NULL)
+        return SX_ENOMEM;
+    for (int i = 0; i < n->nparts; i++) {
+        n->bf[i].n = n;
+        n->bf[i].p = n->parts[i];
+        if (pthread_create(&n->bf[i].th, NULL, bf_main, &n->bf[i]) != 0)
+            return SX_EINTERNAL;
+        n->bf[i].started = true;
+    }
     return 0;
 }
 
@@ -339,6 +382,10 @@ static void stop(st_node *n)
     pthread_mutex_unlock(&n->mu);
     if (n->poll_started)
         pthread_join(n->poll_th, NULL);
+    for (int i = 0; n->bf && i < n->nparts; i++)
+        if (n->bf[i].started)
+            pthread_join(n->bf[i].th, NULL);
+    free(n->bf);
     for (int i = 0; i < n->nparts; i++) {
         pthread_mutex_lock(&n->parts[i]->mu);
         n->parts[i]->stopping = true;
