@@ -15,6 +15,7 @@
 
 #include "raft.h"
 #include "raft_dedup.h"
+#include "raft_log_store.h"
 
 #define SIM_TICK 10         /* time units per tick */
 #define SIM_MAX_NODES 48
@@ -129,6 +130,7 @@ typedef struct sim_node {
   uint32_t phase;        /* tick phase offset within SIM_TICK */
   uint32_t incarnation;
   uint64_t crash_at;     /* time unit of a scheduled crash; 0: none */
+  raft_store *st;        /* --store: the node's leveldb log store */
   sim_replica rep[SIM_MAX_GROUPS];
 } sim_node;
 
@@ -175,6 +177,7 @@ typedef struct sim_opts {
   uint32_t plants;
   int expect_catch;
   int verbose;
+  const char *store_dir;      /* --store: mirror into leveldb stores here */
   uint64_t fault_ticks;       /* length of the fault phase */
 } sim_opts;
 
@@ -266,6 +269,15 @@ void sim_check_completeness(sim *s, int group, uint64_t node,
 int sim_committed_chain(sim *s, int group, uint64_t index, uint64_t *chain);
 void sim_check_free(sim *s);
 uint64_t sim_chain(uint64_t prev, const raft_entry *e);
+
+/* sim_store.c: optional mirror into the real leveldb log store */
+int sim_store_open(sim *s, int slot);
+void sim_store_close(sim *s, int slot);
+void sim_store_destroy(sim *s, int slot);
+void sim_store_bootstrap(sim *s, int slot, int g, const sim_disk *d);
+void sim_store_ready(sim *s, int slot, const raft_ready *rd, const int *has);
+void sim_store_compact(sim *s, int slot, int g, const raft_snap_meta *m);
+void sim_store_verify(sim *s, int slot);
 
 /* lincheck.c */
 /* Returns 1 if ops (one register, initial value 0) are linearizable, 0 if

@@ -167,6 +167,7 @@ int sim_node_add(sim *s, uint64_t id, int group_mask, int bootstrap) {
   nd->used = 1;
   nd->alive = 1;
   nd->phase = (uint32_t)sim_range(&s->rng, 0, SIM_TICK - 1);
+  if (sim_store_open(s, slot)) return -1;
   for (int g = 0; g < s->o.groups; g++) {
     if (!(group_mask & (1 << g))) continue;
     sim_replica *r = &nd->rep[g];
@@ -188,6 +189,7 @@ int sim_node_add(sim *s, uint64_t id, int group_mask, int bootstrap) {
       d->snap_chain = 1;
       d->hs.term = 1;
     }
+    sim_store_bootstrap(s, slot, g, &r->disk);
     if (replica_start(s, slot, g)) return -1;
   }
   return slot;
@@ -207,6 +209,7 @@ void sim_node_crash_for(sim *s, int slot, const char *why, uint64_t down_ticks) 
   for (int g = 0; g < s->o.groups; g++)
     if (nd->rep[g].hosted) replica_stop(s, slot, g);
   nd->alive = 0;
+  sim_store_close(s, slot);
   nd->crash_at = 0;
   nd->restart_at = sim_tick_now(s) + (down_ticks ? down_ticks : 1);
 }
@@ -219,6 +222,8 @@ int sim_node_restart(sim *s, int slot) {
   nd->alive = 1;
   nd->restart_at = 0;
   nd->incarnation++;
+  if (sim_store_open(s, slot)) return -1;
+  sim_store_verify(s, slot);
   for (int g = 0; g < s->o.groups; g++) {
     if (!nd->rep[g].hosted) continue;
     raft_dedup_init(&nd->rep[g].dedup);
@@ -240,6 +245,8 @@ void sim_replica_drop(sim *s, int slot, int g) {
 /* Frees everything of a node at the end of a run. */
 void sim_node_free(sim *s, int slot) {
   sim_node *nd = &s->nodes[slot];
+  if (!s->failed && nd->alive) sim_store_verify(s, slot);
+  sim_store_destroy(s, slot);
   for (int g = 0; g < SIM_MAX_GROUPS; g++) {
     if (!nd->rep[g].hosted) continue;
     if (nd->rep[g].rg) replica_stop(s, slot, g);
@@ -591,6 +598,7 @@ static void maybe_compact(sim *s, int g, sim_node *nd) {
   d->snap = *raft_snap_meta_get(r->rg);
   d->snap_chain = r->applied_chain;
   disk_drop_prefix(d, d->snap.index);
+  sim_store_compact(s, (int)(nd - s->nodes), g, &d->snap);
   r->dirty = 1;
 }
 
@@ -635,6 +643,7 @@ int sim_node_ready(sim *s, int slot) {
     sim_fail(s, "intact batch rejected");
     return 1;
   }
+  sim_store_ready(s, slot, rd, has);
   for (int g = 0; g < s->o.groups; g++)
     if (has[g]) sim_check_commit(s, g, nd->id, &nd->rep[g].disk);
   if (mode == 3) {

@@ -11,7 +11,8 @@
  * is judged linearizable per key at the end (lincheck.c).
  *
  * Usage: shardex-sim [--seeds N] [--first S] [--replicas 3|5] [--groups G]
- *                    [--plant BUG]... [--expect-catch] [--fault-ticks T] [-v]
+ *                    [--plant BUG]... [--expect-catch] [--fault-ticks T]
+ *                    [--store DIR] [-v]
  * Exits 0 only if every seed passed (with --expect-catch: only if some seed
  * failed); the last line is "N passed, M failed".
  */
@@ -373,7 +374,7 @@ static void usage(const char *argv0) {
   fprintf(stderr,
           "usage: %s [--seeds N] [--first S] [--replicas 3|5] [--groups G]\n"
           "          [--plant old-term-commit|forget-vote|no-leader-noop|local-read]\n"
-          "          [--expect-catch] [--fault-ticks T] [-v]\n",
+          "          [--expect-catch] [--fault-ticks T] [--store DIR] [-v]\n",
           argv0);
 }
 
@@ -414,6 +415,9 @@ int main(int argc, char **argv) {
       }
       o.plants |= plants[k].bit;
       i++;
+    } else if (!strcmp(a, "--store") && v) {
+      o.store_dir = v;
+      i++;
     } else if (!strcmp(a, "--expect-catch")) {
       o.expect_catch = 1;
     } else if (!strcmp(a, "-v")) {
@@ -434,8 +438,10 @@ int main(int argc, char **argv) {
     if (o.plants & plants[k].bit)
       el += (size_t)snprintf(extra + el, sizeof extra - el, " --plant %s", plants[k].name);
   if (o.fault_ticks != 1200)
-    snprintf(extra + el, sizeof extra - el, " --fault-ticks %llu",
-             (unsigned long long)o.fault_ticks);
+    el += (size_t)snprintf(extra + el, sizeof extra - el, " --fault-ticks %llu",
+                           (unsigned long long)o.fault_ticks);
+  if (o.store_dir)
+    snprintf(extra + el, sizeof extra - el, " --store %s", o.store_dir);
   sim *s = calloc(1, sizeof *s);
   if (!s) return 2;
   uint64_t passed = 0, failed = 0, tot[8] = {0};
