@@ -97,27 +97,51 @@ static int stat_pipes(nng_socket s)
     return n;
 }
 
-bool rt_conn_up(router *rt, int i)
+/* True when node i is known to have a connection (or it cannot be told):
+ * the pipe events say so, or the statistics do (then the count is
+ * resynced: an event may have been missed while the watch was set up). */
+static bool conn_known_up(router *rt, int i)
 {
-    struct timespec ts = { 0, 10 * 1000 * 1000 };
-    int waited, n;
+    int n;
 
     if (atomic_load(&rt->pipes[i]) > 0)
         return true;
-    /* No connection seen by the pipe events (or an event was missed while
-     * the watch was being set up): ask the statistics, and resync. */
+    n = stat_pipes(rt->socks[i]);
+    if (n > 0)
+        atomic_store(&rt->pipes[i], n);
+    return n != 0;
+}
+
+/* Waits up to RT_CONNECT_WAIT_MS, for all of them at once, until every
+ * dialed node of the calls has a connection. */
+static void conns_wait(router *rt, const rt_rpc *calls, int n)
+{
+    struct timespec ts = { 0, 10 * 1000 * 1000 };
+    int waited, i;
+    bool all;
+
     for (waited = 0;; waited += 10) {
-        n = stat_pipes(rt->socks[i]);
-        if (n < 0)
-            return true;   /* cannot tell: let the call's timeout decide */
-        if (n > 0) {
-            atomic_store(&rt->pipes[i], n);
-            return true;
+        all = true;
+        for (i = 0; i < n; i++) {
+            int nd = calls[i].node;
+            if (nd >= 0 && nd < rt->cfg->nnodes && rt->dialed[nd] &&
+                !conn_known_up(rt, nd))
+                all = false;
         }
-        if (waited >= RT_CONNECT_WAIT_MS)
-            return false;
+        if (all || waited >= RT_CONNECT_WAIT_MS)
+            return;
         nanosleep(&ts, NULL);
     }
+}
+
+bool rt_conn_up(router *rt, int i)
+{
+    rt_rpc c;
+
+    memset(&c, 0, sizeof(c));
+    c.node = i;
+    conns_wait(rt, &c, 1);
+    return conn_known_up(rt, i);
 }
 
 /* Decodes one finished job into its call. */
@@ -150,7 +174,7 @@ static bool rpc_prepare(router *rt, rt_rpc *c, mp_buf *b)
         snprintf(c->msg, sizeof(c->msg), "no connection to node %d", c->node);
         return false;
     }
-    if (!rt_conn_up(rt, c->node)) {
+    if (!conn_known_up(rt, c->node)) {   /* after conns_wait */
         c->err = SX_EUNAVAIL;
         snprintf(c->msg, sizeof(c->msg), "not connected (node down?)");
         return false;
@@ -192,6 +216,7 @@ int rt_rpc_run_ms(router *rt, rt_rpc *calls, int n, int timeout_ms)
         rc = SX_ENOMEM;
         goto out;
     }
+    conns_wait(rt, calls, n);
     for (i = 0; i < n; i++) {
         mp_buf_init(&bufs[i]);
         if (!rpc_prepare(rt, &calls[i], &bufs[i]))
