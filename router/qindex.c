@@ -99,6 +99,11 @@ static int read_page(rt_query *qc, const cfg_part *part, bool covering,
     if ((rc = page_check(qc, &rep, e)) != 0)
         goto out;
     n = rep.keys.n;
+    if (n > ask) {
+        rc = rt_errf(e, SX_EPROTO, "index partition %llu sent %u entries for a "
+                     "limit of %u", (unsigned long long)part->id, n, ask);
+        goto out;
+    }
     qc->entries += n;
     rc = rt_qfetch_page(qc, &rep, covering, e);
     if (rc != 0 || n == 0) {
