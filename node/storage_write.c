@@ -286,6 +286,16 @@ static void group_catalog(st_part *p, st_wreq *list)
         if (catcache_get(p->cc, want, &cat) == 0)
             st_part_use_catalog(p, cat);
     }
+    /* a request validated against a newer cached catalog than its catver
+     * (e.g. catver 0): move to the newest cached one */
+    for (st_wreq *r = list; r; r = r->next) {
+        if (r->err == 0 && p->cat != NULL &&
+            cat_table_by_id(p->cat, (uint32_t)r->rq->table_id) == NULL &&
+            catcache_get(p->cc, 0, &cat) == 0) {
+            st_part_use_catalog(p, cat);
+            break;
+        }
+    }
     for (st_wreq *r = list; r; r = r->next) {
         if (p->cat == NULL || p->cat->version < r->rq->catver)
             fail_req(r, SX_EUNAVAIL, "storage cannot fetch the catalog version of this write");
@@ -427,6 +437,8 @@ static int prepare(st_part *p, st_wreq *r)
         return rc;
     }
     t = rq->table_id <= UINT32_MAX ? cat_table_by_id(cat, (uint32_t)rq->table_id) : NULL;
+    if (t == NULL)
+        t = st_table(p, rq->table_id);   /* refreshes once: a new table? */
     if (t == NULL) {
         fail_req(r, SX_ENOTABLE, "no such table id");
         return SX_ENOTABLE;
