@@ -16,6 +16,7 @@
 
 #define RT_POLL_MIN_MS 1
 #define RT_POLL_MAX_MS 50
+#define RT_POLL_FLOOR_MS 20
 
 static void sleep_ms(uint64_t ms)
 {
@@ -157,11 +158,19 @@ int rt_strong_wait(router *rt, int first, int count, uint64_t timeout_ms,
     rc = take_heads(rt, heads, (int)timeout_ms, e);
     while (rc == 0) {
         uint64_t spent = rt_now_ms() - start;
-        int left = spent >= timeout_ms ? 1 : (int)(timeout_ms - spent);
+        /* each poll gets what is left of the deadline, but at least a
+         * moment, so a slow answer is not mistaken for a missing one */
+        int left = spent + RT_POLL_FLOOR_MS >= timeout_ms ? RT_POLL_FLOOR_MS
+                                                          : (int)(timeout_ms - spent);
         int r = poll_once(rt, first, count, heads, left, lag, sizeof(lag), e);
         if (r < 0) {
             rc = -r;
-            if (rc == SX_ETIMEDOUT) {
+            if (rc == SX_ETIMEDOUT && lag[0] != '\0') {
+                /* the last poll ran out of time: the lag seen before it is
+                 * the better explanation */
+                rt_errf(e, rc, "strong read: %s after %llu ms", lag,
+                        (unsigned long long)timeout_ms);
+            } else if (rc == SX_ETIMEDOUT) {
                 char why[RT_ERRLEN];
                 snprintf(why, sizeof(why), "%s", e->msg);
                 rt_errf(e, rc, "strong read: %s", why);
