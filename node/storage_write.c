@@ -308,7 +308,7 @@ static void group_catalog(st_part *p, st_wreq *list)
 static void run_group(st_part *p, st_wreq *list)
 {
     leveldb_writebatch_t *b = leveldb_writebatch_create();
-    size_t nops = 0;
+    size_t nops = 0, applied = 0;
     uint64_t pending = 0;
     gmap m = { 0 };
     int rc = b ? 0 : SX_ENOMEM;
@@ -327,11 +327,12 @@ static void run_group(st_part *p, st_wreq *list)
         t = cat_table_by_id(p->cat, (uint32_t)r->rq->table_id);
         for (uint32_t i = 0; rc == 0 && i < r->n; i++)
             rc = apply_op(p, b, &m, t, r, i, &pending);
+        applied += r->n;
     }
-    if (rc == 0)
-        rc = st_commit(p, b, pending);
-    else
+    if (rc != 0)
         st_commit_abort(p);
+    else if (applied > 0)   /* else every request failed: nothing to write */
+        rc = st_commit(p, b, pending);
     pthread_mutex_unlock(&p->wlock);
     if (rc != 0) {
         LOG_ERROR("partition %llu: group of %zu ops failed: %s",
