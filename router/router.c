@@ -148,6 +148,7 @@ void rt_handle(void *arg, const uint8_t *req, size_t n, mp_buf *out)
     rt_err e;
 
     e.msg[0] = '\0';
+    atomic_fetch_add_explicit(&rt->nreq, 1, memory_order_relaxed);
     rc = msg_peek(req, n, &t, &is_reply);
     if (rc != 0) {
         rt_errf(&e, rc, "cannot read the request frame: %s", sx_strerror(rc));
@@ -162,6 +163,7 @@ void rt_handle(void *arg, const uint8_t *req, size_t n, mp_buf *out)
     }
     if (rc == 0 && !out->oom)
         return;
+    atomic_fetch_add_explicit(&rt->nerr, 1, memory_order_relaxed);
     if (rc == 0)
         rc = rt_errf(&e, SX_ENOMEM, "out of memory encoding the reply");
     if (e.msg[0] == '\0')

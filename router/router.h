@@ -44,6 +44,8 @@ typedef struct router {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool stop;
+    /* counters for STATUS (relaxed atomics) */
+    atomic_ullong nreq, nerr;
 } router;
 
 /* A handler's error: the code it returns plus a one-line reason. */

@@ -10,8 +10,25 @@
 #include "router.h"
 #include "sx_errors.h"
 
-/* Appends one node's map to acc. */
-static void put_node(mp_buf *acc, const cfg_node *nd, const rt_rpc *c,
+/* The router's own figures: requests served, failed, catalog version. */
+static void put_self(router *rt, mp_buf *acc)
+{
+    const sx_catalog *cat = NULL;
+
+    mp_put_map(acc, 3);
+    mp_put_cstr(acc, "requests");
+    mp_put_u64(acc, atomic_load_explicit(&rt->nreq, memory_order_relaxed));
+    mp_put_cstr(acc, "errors");
+    mp_put_u64(acc, atomic_load_explicit(&rt->nerr, memory_order_relaxed));
+    mp_put_cstr(acc, "catalog_version");
+    if (catcache_get(rt->cc, 0, &cat) == 0 && cat != NULL)
+        mp_put_u64(acc, cat->version);
+    else
+        mp_put_nil(acc);
+}
+
+/* Appends one node's map to acc (c == NULL: this router). */
+static void put_node(router *rt, mp_buf *acc, const cfg_node *nd, const rt_rpc *c,
                      const msg_NODE_STATUS_rep *rep)
 {
     bool up = c == NULL || c->err == 0;
@@ -27,7 +44,7 @@ static void put_node(mp_buf *acc, const cfg_node *nd, const rt_rpc *c,
     mp_put_cstr(acc, up ? "up" : "down");
     if (c == NULL) {
         mp_put_cstr(acc, "status");
-        mp_put_map(acc, 0);
+        put_self(rt, acc);
     } else if (up && rep->status.n > 0) {
         mp_put_cstr(acc, "status");
         mp_put_raw(acc, rep->status.p, rep->status.n);
@@ -79,10 +96,10 @@ int rt_h_status(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e)
         goto out;
     }
     off[0] = 0;
-    put_node(&acc, &cfg->nodes[rt->self], NULL, NULL);
+    put_node(rt, &acc, &cfg->nodes[rt->self], NULL, NULL);
     for (k = 0; k < m; k++) {
         off[k + 1] = acc.sb.size;
-        put_node(&acc, &cfg->nodes[calls[k].node], &calls[k], &reps[k]);
+        put_node(rt, &acc, &cfg->nodes[calls[k].node], &calls[k], &reps[k]);
     }
     off[m + 1] = acc.sb.size;
     if (acc.oom) {
