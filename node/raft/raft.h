@@ -262,6 +262,10 @@ int raft_transfer_leader(raft_group *g, uint64_t to);
  * (raft_snap_meta_get) and may then delete durable entries <= index. */
 int raft_compact(raft_group *g, uint64_t index, uint64_t size);
 
+/* Leader: the index of the oldest snapshot still being streamed to some
+ * follower (the host must keep its bytes), or 0 if none. */
+uint64_t raft_snap_pinned(const raft_group *g);
+
 /* Fills rd; returns 1 if there is anything to do, 0 if not.  Calls between
  * get and advance fail with RAFT_ERR_STATE. */
 int raft_ready_get(raft_group *g, raft_ready *rd);

@@ -26,9 +26,11 @@ typedef struct raft_progress {
   uint32_t in_head;
   uint64_t in_last[RAFT_MAX_INFLIGHT];
   /* snapshot streaming */
-  uint64_t snap_index;
+  raft_snap_meta snap;   /* the snapshot being streamed (pinned) */
+  uint64_t snap_index;   /* = snap.index */
   uint64_t snap_offset;  /* next offset to send */
-  uint32_t snap_idle;    /* ticks without progress */
+  uint32_t snap_idle;    /* ticks since the last chunk was sent */
+  uint32_t snap_stall;   /* ticks since the follower last made progress */
 } raft_progress;
 
 typedef struct raft_pending_read {
@@ -156,6 +158,7 @@ int raft__send_snap_chunk(raft_group *g, raft_progress *pr);
 int raft__step_snap(raft_group *g, const raft_msg *m);
 int raft__step_snap_resp(raft_group *g, const raft_msg *m);
 void raft__snap_tick(raft_group *g);
+void raft__snap_start(raft_group *g, raft_progress *pr);
 
 /* membership.c */
 void raft__conf_recompute(raft_group *g);

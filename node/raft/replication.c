@@ -115,8 +115,7 @@ static int send_one(raft_group *g, raft_progress *pr, int allow_empty,
   if (!ok) {
     /* the entries it needs are compacted: stream the snapshot */
     pr->state = PR_SNAPSHOT;
-    pr->snap_index = g->snap.index;
-    pr->snap_offset = 0;
+    raft__snap_start(g, pr);
     pr->inflight = 0;
     pr->in_head = 0;
     return raft__send_snap_chunk(g, pr);

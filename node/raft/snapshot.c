@@ -3,7 +3,10 @@
  * The host owns snapshot bytes: it tells the core when it has one
  * (raft_compact), the core drops the covered entries and, for a follower
  * that needs compacted entries, emits SNAP messages naming a byte range
- * [offset, offset+len) that the host fills from its snapshot when sending.
+ * [offset, offset+len) of a snapshot that the host fills when sending.  A
+ * transfer keeps streaming the snapshot it started with even if a newer one
+ * appears (else frequent compaction could starve a slow follower forever);
+ * raft_snap_pinned tells the host the oldest snapshot still being streamed.
  * One chunk is in flight per follower; the follower acknowledges each chunk
  * once persisted (SNAP_RESP with the next offset wanted) and the last one
  * with an APPEND_RESP at the snapshot index.  Neither side ever holds more
@@ -36,40 +39,59 @@ int raft_compact(raft_group *g, uint64_t index, uint64_t size) {
   }
   raft__log_compact_to(g, &s);
   if (g->conf_index <= index) g->conf_index = 0;
-  /* transfers of an older snapshot restart with this one */
-  for (uint32_t i = 0; i < g->n_prs; i++) {
-    raft_progress *pr = &g->prs[i];
-    if (pr->state == PR_SNAPSHOT && pr->snap_index != index) {
-      pr->snap_index = index;
-      pr->snap_offset = 0;
-      int rc = raft__send_snap_chunk(g, pr);
-      if (rc) return rc;
-    }
-  }
+  /* transfers in progress keep streaming the snapshot they started with
+   * (raft_snap_pinned tells the host which one it must keep) */
   return RAFT_OK;
 }
 
-/* Emits the chunk at pr->snap_offset of the current snapshot. */
+/* Starts streaming the current snapshot to pr from offset 0. */
+void raft__snap_start(raft_group *g, raft_progress *pr) {
+  pr->snap = g->snap;
+  pr->snap_index = g->snap.index;
+  pr->snap_offset = 0;
+  pr->snap_stall = 0;
+}
+
+uint64_t raft_snap_pinned(const raft_group *g) {
+  uint64_t lo = 0;
+  for (uint32_t i = 0; i < g->n_prs; i++) {
+    const raft_progress *pr = &g->prs[i];
+    if (pr->state == PR_SNAPSHOT && (lo == 0 || pr->snap_index < lo))
+      lo = pr->snap_index;
+  }
+  return lo;
+}
+
+/* Emits the chunk at pr->snap_offset of the snapshot pr is streaming. */
 int raft__send_snap_chunk(raft_group *g, raft_progress *pr) {
   raft_msg *m = raft__msg(g, RAFT_MSG_SNAP, pr->id);
   if (!m) return RAFT_ERR_NOMEM;
-  uint64_t left = g->snap.size > pr->snap_offset ? g->snap.size - pr->snap_offset : 0;
-  m->snap = g->snap;
+  const raft_snap_meta *sn = &pr->snap;
+  uint64_t left = sn->size > pr->snap_offset ? sn->size - pr->snap_offset : 0;
+  m->snap = *sn;
   m->offset = pr->snap_offset;
   m->len = (uint32_t)(left < g->cfg.snap_chunk ? left : g->cfg.snap_chunk);
-  m->done = pr->snap_offset + m->len >= g->snap.size;
+  m->done = pr->snap_offset + m->len >= sn->size;
   m->commit = g->commit;
   pr->snap_idle = 0;
   return RAFT_OK;
 }
 
-/* Leader tick: resend a chunk that got no answer for two heartbeats. */
+/* Leader tick: resend a chunk that got no answer for two heartbeats; a
+ * transfer that made no progress for two election timeouts (the follower
+ * restarted, or the host could not serve the pinned snapshot) starts over
+ * with the current snapshot. */
 void raft__snap_tick(raft_group *g) {
   for (uint32_t i = 0; i < g->n_prs; i++) {
     raft_progress *pr = &g->prs[i];
     if (pr->state != PR_SNAPSHOT) continue;
-    if (++pr->snap_idle >= 2 * g->cfg.heartbeat_ticks + 1)
+    if (++pr->snap_stall >= 2 * g->cfg.election_ticks &&
+        pr->snap_index != g->snap.index) {
+      raft__snap_start(g, pr);
+      (void)raft__send_snap_chunk(g, pr);
+    } else if (++pr->snap_idle >= 2 * g->cfg.heartbeat_ticks + 1) {
       (void)raft__send_snap_chunk(g, pr); /* NOMEM: retried next tick */
+    }
   }
 }
 
@@ -152,14 +174,10 @@ int raft__step_snap_resp(raft_group *g, const raft_msg *m) {
   if (!pr) return RAFT_OK;
   pr->recent_active = 1;
   if (pr->state != PR_SNAPSHOT || m->snap.index != pr->snap_index) return RAFT_OK;
-  if (pr->snap_index != g->snap.index) { /* our snapshot moved on */
-    pr->snap_index = g->snap.index;
-    pr->snap_offset = 0;
-    return raft__send_snap_chunk(g, pr);
-  }
-  if (m->offset > g->snap.size) return RAFT_OK;
+  if (m->offset > pr->snap.size) return RAFT_OK;
   if (!m->reject && m->offset <= pr->snap_offset && m->offset != 0) return RAFT_OK; /* dup */
+  if (!m->reject) pr->snap_stall = 0;
   pr->snap_offset = m->offset;
-  if (pr->snap_offset >= g->snap.size && !m->reject) return RAFT_OK;
+  if (pr->snap_offset >= pr->snap.size && !m->reject) return RAFT_OK;
   return raft__send_snap_chunk(g, pr);
 }

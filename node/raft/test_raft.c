@@ -410,9 +410,20 @@ static void test_snapshot_chunks(void) {
   CHECK(raft_compact(t.g[l], c, 95) == RAFT_OK);
   CHECK(raft_entry_at(t.g[l], c) == NULL);
   CHECK(raft_snap_meta_get(t.g[l])->index == c);
+  t.drop_type = RAFT_MSG_SNAP_RESP; /* hold the transfer after a chunk */
   isolate(&t, f, 0);
-  tc_tick(&t, 40);
-  CHECK(raft_snap_meta_get(t.g[f])->index == c);
+  tc_tick(&t, 2);
+  CHECK(raft_snap_pinned(t.g[l]) == c); /* streaming snapshot c */
+  /* a newer snapshot does not restart the transfer in progress */
+  for (int k = 0; k < 5; k++) CHECK(raft_propose(t.g[l], "q", 1, NULL) == 0);
+  tc_tick(&t, 1);
+  uint64_t c2 = raft_commit(t.g[l]);
+  CHECK(c2 > c && raft_compact(t.g[l], c2, 95) == RAFT_OK);
+  CHECK(raft_snap_pinned(t.g[l]) == c);
+  t.drop_type = 0;
+  tc_tick(&t, 60);
+  CHECK(raft_snap_pinned(t.g[l]) == 0);
+  CHECK(raft_snap_meta_get(t.g[f])->index == c2); /* c, then c2 */
   CHECK(raft_commit(t.g[f]) == raft_commit(t.g[l]));
   CHECK(t.max_chunk_seen == 10); /* 95 bytes went as 10-byte chunks */
   tc_free(&t);

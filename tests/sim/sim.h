@@ -81,6 +81,12 @@ typedef struct sim_disk {
   size_t n, cap;
   uint8_t *staging;
   uint64_t staging_index, staging_len;
+  /* older snapshots kept while a transfer streams them (raft_snap_pinned) */
+  struct {
+    uint64_t index, size;
+    uint8_t *data;
+  } old[4];
+  int n_old;
 } sim_disk;
 
 /* ---- a replica of one group on one node ---- */
@@ -248,6 +254,7 @@ int sim_node_ready(sim *s, int slot);
 void sim_deliver_msg(sim *s, int slot, const raft_msg *m);
 void sim_deliver_creq(sim *s, int slot, const sim_creq *r);
 void sim_replica_drop(sim *s, int slot, int group);
+const uint8_t *sim_snap_bytes(const sim_disk *d, uint64_t index, uint64_t *size);
 raft_group *sim_leader(sim *s, int group, int *slot);
 
 /* sim_client.c */

@@ -58,7 +58,33 @@ static int sm_decode(sim_replica *r, int nkeys, const uint8_t *b, size_t len) {
 }
 
 /* ---- disk model ---- */
+static void old_prune(sim_disk *d, uint64_t pinned) {
+  int k = 0;
+  for (int i = 0; i < d->n_old; i++) {
+    if (pinned && d->old[i].index >= pinned)
+      d->old[k++] = d->old[i];
+    else
+      free(d->old[i].data);
+  }
+  d->n_old = k;
+}
+
+/* Returns the bytes of snapshot `index` if the disk still has them. */
+const uint8_t *sim_snap_bytes(const sim_disk *d, uint64_t index, uint64_t *size) {
+  if (d->snap.index == index) {
+    *size = d->snap.size;
+    return d->snap_data;
+  }
+  for (int i = 0; i < d->n_old; i++)
+    if (d->old[i].index == index) {
+      *size = d->old[i].size;
+      return d->old[i].data;
+    }
+  return NULL;
+}
+
 static void disk_free(sim_disk *d) {
+  old_prune(d, 0);
   for (size_t i = 0; i < d->n; i++) free(d->log[i].e.data);
   free(d->log);
   free(d->snap_data);
@@ -150,6 +176,7 @@ static void replica_stop(sim *s, int slot, int g) {
              (long long)r->live_bytes, (long long)r->live_allocs);
   raft_dedup_free(&r->dedup);
   r->n_reads = r->n_puts = 0;
+  old_prune(&r->disk, 0); /* no transfers after a restart */
   free(r->disk.staging); /* a partial transfer restarts from zero */
   r->disk.staging = NULL;
   r->disk.staging_len = r->disk.staging_index = 0;
@@ -592,8 +619,24 @@ static void maybe_compact(sim *s, int g, sim_node *nd) {
     sim_fail(s, "raft_compact: %s", raft_strerror(rc));
     return;
   }
-  /* one atomic durable step: new snapshot, entries up to it dropped */
-  free(d->snap_data);
+  /* one atomic durable step: new snapshot, entries up to it dropped; the
+   * old snapshot is kept while a transfer streams it (at most 4 kept: a
+   * transfer whose snapshot is gone stalls and restarts with a newer one) */
+  uint64_t pinned = raft_snap_pinned(r->rg);
+  if (pinned && pinned <= d->snap.index && d->snap_data) {
+    if (d->n_old == 4) {
+      free(d->old[0].data);
+      memmove(&d->old[0], &d->old[1], 3 * sizeof d->old[0]);
+      d->n_old--;
+    }
+    d->old[d->n_old].index = d->snap.index;
+    d->old[d->n_old].size = d->snap.size;
+    d->old[d->n_old].data = d->snap_data;
+    d->n_old++;
+  } else {
+    free(d->snap_data);
+  }
+  old_prune(d, pinned);
   d->snap_data = blob;
   d->snap = *raft_snap_meta_get(r->rg);
   d->snap_chain = r->applied_chain;
@@ -705,6 +748,7 @@ int sim_node_ready(sim *s, int slot) {
     }
     answer_reads(s, g, r);
     if (raft_advance(r->rg, x)) sim_fail(s, "raft_advance failed");
+    if (r->disk.n_old) old_prune(&r->disk, raft_snap_pinned(r->rg));
     maybe_compact(s, g, nd);
   }
   return 1;

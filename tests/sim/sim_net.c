@@ -110,9 +110,11 @@ void sim_net_send(sim *s, int from_slot, const raft_msg *m) {
     for (int g = 0; g < SIM_MAX_GROUPS; g++)
       if (s->nodes[from_slot].rep[g].hosted && (uint64_t)g == m->group)
         d = &s->nodes[from_slot].rep[g].disk;
-    if (!d || d->snap.index != m->snap.index || m->offset + m->len > d->snap.size)
-      return; /* the host has no such snapshot: nothing sent */
-    chunk = d->snap_data + m->offset;
+    uint64_t size = 0;
+    const uint8_t *bytes = d ? sim_snap_bytes(d, m->snap.index, &size) : NULL;
+    if (!bytes || m->offset + m->len > size)
+      return; /* the host no longer has that snapshot: nothing sent */
+    chunk = bytes + m->offset;
   }
   if (s->faults_on) {
     if (s->cut[from_slot][to]) return;
