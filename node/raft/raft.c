@@ -304,6 +304,29 @@ int raft_propose(raft_group *g, const void *data, uint32_t len,
   return raft__bcast_append(g);
 }
 
+/* raft_step_event: contract (arguments, ownership, errors) in raft.h. */
+int raft_step_event(raft_group *g, const raft_event *ev) {
+  if (!ev) return RAFT_ERR_INVALID;
+  switch (ev->type) {
+    case RAFT_EV_TICK:
+      return raft_tick(g);
+    case RAFT_EV_MSG:
+      return raft_step(g, ev->msg);
+    case RAFT_EV_PROPOSE:
+      return raft_propose(g, ev->data, ev->len, ev->index_out);
+    case RAFT_EV_CONF:
+      return raft_propose_conf(g, ev->conf_op, ev->id);
+    case RAFT_EV_READ:
+      return raft_read_index(g, ev->ctx);
+    case RAFT_EV_TRANSFER:
+      return raft_transfer_leader(g, ev->id);
+    case RAFT_EV_COMPACT:
+      return raft_compact(g, ev->index, ev->size);
+    default:
+      return RAFT_ERR_INVALID;
+  }
+}
+
 /* raft_ready_get: contract (arguments, ownership, errors) in raft.h. */
 int raft_ready_get(raft_group *g, raft_ready *rd) {
   memset(rd, 0, sizeof *rd);

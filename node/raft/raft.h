@@ -266,6 +266,29 @@ int raft_compact(raft_group *g, uint64_t index, uint64_t size);
  * follower (the host must keep its bytes), or 0 if none. */
 uint64_t raft_snap_pinned(const raft_group *g);
 
+/* One entry point for every event, step(group, event): a host loop may
+ * queue raft_event values and feed them in order.  Each type maps to the
+ * function above with the same arguments and returns what it returns. */
+enum {
+  RAFT_EV_TICK = 1,   /* raft_tick */
+  RAFT_EV_MSG,        /* raft_step(msg) */
+  RAFT_EV_PROPOSE,    /* raft_propose(data, len, index_out) */
+  RAFT_EV_CONF,       /* raft_propose_conf(conf_op, id) */
+  RAFT_EV_READ,       /* raft_read_index(ctx) */
+  RAFT_EV_TRANSFER,   /* raft_transfer_leader(id) */
+  RAFT_EV_COMPACT     /* raft_compact(index, size) */
+};
+typedef struct raft_event {
+  int type;
+  const raft_msg *msg;
+  const void *data;
+  uint32_t len;
+  uint64_t *index_out;
+  int conf_op;
+  uint64_t id, ctx, index, size;
+} raft_event;
+int raft_step_event(raft_group *g, const raft_event *ev);
+
 /* Fills rd; returns 1 if there is anything to do, 0 if not.  Calls between
  * get and advance fail with RAFT_ERR_STATE. */
 int raft_ready_get(raft_group *g, raft_ready *rd);

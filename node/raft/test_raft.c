@@ -478,6 +478,39 @@ static void test_membership(void) {
   tc_free(&t);
 }
 
+static void test_step_event(void) {
+  tc t;
+  CHECK(tc_init(&t, 1, 0, NULL) == 0);
+  raft_event ev;
+  memset(&ev, 0, sizeof ev);
+  ev.type = RAFT_EV_TICK;
+  for (int k = 0; k < 25 && raft_role(t.g[1]) != RAFT_LEADER; k++)
+    CHECK(raft_step_event(t.g[1], &ev) == RAFT_OK);
+  CHECK(raft_role(t.g[1]) == RAFT_LEADER);
+  tc_settle(&t);
+  uint64_t idx = 0;
+  ev.type = RAFT_EV_PROPOSE;
+  ev.data = "abc";
+  ev.len = 3;
+  ev.index_out = &idx;
+  CHECK(raft_step_event(t.g[1], &ev) == RAFT_OK && idx == raft_last_index(t.g[1]));
+  tc_settle(&t);
+  CHECK(raft_commit(t.g[1]) == idx && raft_applied(t.g[1]) == idx);
+  ev.type = RAFT_EV_READ;
+  ev.ctx = 3;
+  CHECK(raft_step_event(t.g[1], &ev) == RAFT_OK);
+  tc_settle(&t);
+  CHECK(t.reads_ok[1] == 1 && t.last_read_index[1] == idx);
+  ev.type = RAFT_EV_COMPACT;
+  ev.index = idx;
+  ev.size = 4;
+  CHECK(raft_step_event(t.g[1], &ev) == RAFT_OK);
+  CHECK(raft_snap_meta_get(t.g[1])->index == idx);
+  ev.type = 99;
+  CHECK(raft_step_event(t.g[1], &ev) == RAFT_ERR_INVALID);
+  tc_free(&t);
+}
+
 static void test_transfer(void) {
   tc t;
   CHECK(tc_init(&t, 3, 0, NULL) == 0);
@@ -641,6 +674,7 @@ int main(void) {
   test_snapshot_chunks();
   test_membership();
   test_transfer();
+  test_step_event();
   test_alloc_failures();
   test_dedup();
   test_codec();
