@@ -1,8 +1,10 @@
 /*
  * storage_node.c — the storage role of shardex-node: start-up (catalog
  * partition when this node hosts it, catalog cache, fact partitions,
- * sockets to index nodes, server, shippers, catalog poll), request
- * dispatch, S_HEADS and NODE_STATUS, and the clean stop.
+ * sockets to index nodes, server, shippers, catalog poll, one backfill
+ * thread per partition), request dispatch, S_HEADS and NODE_STATUS, and the
+ * clean stop (poll and backfill threads, server, peer sockets, shippers,
+ * partitions, in that order).
  */
 #include <stdio.h>
 #include <stdlib.h>
