@@ -351,6 +351,83 @@ SX_API void sx_result_free(sx_result *r);
  * with sx_free. */
 SX_API int sx_status(sx_client *c, char **json);
 
+/* ------------------------------------------------------------------ */
+/* Asynchronous calls                                                   */
+/* ------------------------------------------------------------------ */
+
+/* The asynchronous API puts many requests in flight on one client (one
+ * connection per router): each call encodes its request, starts it on its
+ * own nng context and returns at once; when the reply (or an error)
+ * arrives, the callback runs on one of nng's threads with the completed
+ * operation.
+ *
+ *  - Threading: the *_async calls may be made from any thread at the same
+ *    time, including from inside a callback (to chain requests). Callbacks
+ *    of different operations may run concurrently on different threads;
+ *    a callback must not block for long (it holds an nng worker).
+ *    Synchronous calls on the same client stay "one thread at a time" and
+ *    may run beside async operations. Async calls never touch
+ *    sx_client_errmsg: each operation carries its own status and message.
+ *  - Arguments are copied or encoded before the call returns (items,
+ *    options, token), so they may be freed right after it.
+ *  - Return value: 0 when the operation was started (its callback will run
+ *    exactly once), or an error (SX_EINVAL, SX_ENOMEM, SX_ETOOBIG, ...)
+ *    when it was not (the callback will not run).
+ *  - Failover: an operation failing with SX_EUNAVAIL, SX_ETIMEDOUT or
+ *    SX_ENET is resent to the next router, each router at most once (as
+ *    for the synchronous calls, a resent put may already have been
+ *    applied).
+ *  - The sx_op is the library's: it is valid only inside the callback and
+ *    freed when the callback returns; take what you keep (sx_op_take_*).
+ *  - sx_client_close waits for every operation in flight (each is bounded
+ *    by the client's timeout) before closing. */
+typedef struct sx_op sx_op;
+
+/* Completion callback: op is the finished operation, arg the caller's
+ * pointer given at submission. */
+typedef void (*sx_done_fn)(sx_op *op, void *arg);
+
+/* sx_put / sx_put_batch / sx_get / sx_delete / sx_query / sx_scan, started
+ * asynchronously; cb(op, arg) runs on completion (see above). */
+SX_API int sx_put_async(sx_client *c, const char *table, const sx_item *item,
+                        sx_done_fn cb, void *arg);
+SX_API int sx_put_batch_async(sx_client *c, const char *table,
+                              const sx_item *const *items, size_t n,
+                              sx_done_fn cb, void *arg);
+SX_API int sx_get_async(sx_client *c, const char *table, const sx_item *key,
+                        sx_done_fn cb, void *arg);
+SX_API int sx_delete_async(sx_client *c, const char *table, const sx_item *key,
+                           sx_done_fn cb, void *arg);
+SX_API int sx_query_async(sx_client *c, const char *table, const char *index,
+                          const sx_query_opts *opts, sx_done_fn cb, void *arg);
+SX_API int sx_scan_async(sx_client *c, const char *table, const sx_item *where,
+                         uint64_t limit, const char *token, sx_done_fn cb, void *arg);
+
+/* Readers of a completed operation (valid inside its callback only). */
+/* Its status: 0 or the sx_err the synchronous call would have returned
+ * (e.g. SX_ENOTFOUND for a get or delete of an absent item). */
+SX_API int sx_op_status(const sx_op *op);
+/* Its one-line error message ("" on success); borrowed from op. */
+SX_API const char *sx_op_errmsg(const sx_op *op);
+/* Versions assigned to a put's items (sx_op_nversions of them) or to a
+ * delete (one); i out of range gives 0. */
+SX_API size_t sx_op_nversions(const sx_op *op);
+SX_API uint64_t sx_op_version(const sx_op *op, size_t i);
+/* A get's item: the caller then owns it (sx_item_free); NULL for other
+ * operations, on failure, or when already taken. */
+SX_API sx_item *sx_op_take_item(sx_op *op);
+/* A query's or scan's page: the caller then owns it (sx_result_free);
+ * NULL for other operations, on failure, or when already taken. */
+SX_API sx_result *sx_op_take_result(sx_op *op);
+
+/* Operations started on c whose callbacks have not yet returned. */
+SX_API size_t sx_client_inflight(sx_client *c);
+
+/* Waits until no asynchronous operation of c is in flight, or timeout_ms
+ * passes (< 0: no bound). Returns 0, or SX_ETIMEDOUT. Must not be called
+ * from a callback. */
+SX_API int sx_client_wait(sx_client *c, int timeout_ms);
+
 #ifdef __cplusplus
 }
 #endif

@@ -22,6 +22,7 @@ int cl_fail(sx_client *c, int err, const char *fmt, ...)
 
 static void client_free(sx_client *c)
 {
+    cl_async_fini(c);
     for (int k = 0; k < c->nrouters; k++) {
         if (c->socks && nng_socket_id(c->socks[k]) > 0)
             nng_close(c->socks[k]);
@@ -74,7 +75,9 @@ int sx_client_open(const char *urls, sx_client **out)
     if (!c)
         return SX_ENOMEM;
     c->timeout_ms = SX_CALL_TIMEOUT_MS;
-    int rc = split_urls(c, urls);
+    int rc = cl_async_init(c);
+    if (!rc)
+        rc = split_urls(c, urls);
     if (rc)
         goto fail;
     for (int k = 0; k < c->nrouters; k++) {

@@ -8,6 +8,7 @@
 #define SX_CLIENT_INTERNAL_H
 
 #include <stdbool.h>
+#include <pthread.h>
 #include <nng/nng.h>
 #include "shardex.h"
 #include "mp.h"
@@ -45,6 +46,14 @@ struct sx_client {
     int cur;                /* router tried first */
     int timeout_ms;
     char errmsg[CL_ERRMSG_LEN];
+    /* asynchronous operations (call_async.c); alock guards the rest */
+    pthread_mutex_t alock;
+    pthread_cond_t aidle;       /* signalled when ainflight drops to 0 */
+    bool alock_ok;
+    struct sx_op *afree;        /* idle operations, reused (aio kept) */
+    struct sx_op *aall;         /* every operation ever made (for close) */
+    size_t ainflight;
+    int acur;                   /* router tried first (atomic access) */
 };
 
 struct sx_result {
@@ -80,6 +89,24 @@ int cl_fail(sx_client *c, int err, const char *fmt, ...)
  * sx_err with c's message set. */
 int cl_call(sx_client *c, msg_type t, const void *req, void *rep,
             uint8_t **frame, int extra_ms);
+
+/* ---- asynchronous calls (call_async.c) ---- */
+/* Prepares c's async state (mutex, condition). Returns 0 or SX_ENOMEM. */
+int cl_async_init(sx_client *c);
+/* Waits for every operation in flight, then frees the pool. Called by
+ * sx_client_close before the sockets close. */
+void cl_async_fini(sx_client *c);
+
+/* ---- query helpers (query.c), shared with query_async.c ---- */
+/* Fills a QUERY request from options; on failure c's message is set.
+ * The caller frees req->eq.p, from.p, to.p, attrs.v and *tok. */
+int cl_query_req_fill(sx_client *c, const sx_query_opts *o, msg_QUERY_req *req,
+                      uint8_t **tok);
+/* Builds a result (*out, sx_result_free) from a page of raw items and a
+ * token. Returns 0, SX_EPROTO, SX_ENOMEM. */
+int cl_result_make(const sx_bufs *items, sx_buf token, sx_result **out);
+/* Copies a u64 list into a malloc'd array (*out, *n). */
+int cl_copy_u64s(const sx_u64s *in, uint64_t **out, size_t *n);
 
 /* ---- base64 helpers (query.c) ---- */
 /* Returns a malloc'd base64url text for bytes, or NULL. */

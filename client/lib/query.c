@@ -84,7 +84,7 @@ void sx_result_free(sx_result *r)
     free(r);
 }
 
-static int copy_u64s(const sx_u64s *in, uint64_t **out, size_t *n)
+int cl_copy_u64s(const sx_u64s *in, uint64_t **out, size_t *n)
 {
     *n = 0;
     if (in->n == 0)
@@ -98,7 +98,7 @@ static int copy_u64s(const sx_u64s *in, uint64_t **out, size_t *n)
 }
 
 /* Builds a result from a page of raw items and a token. */
-static int result_make(const sx_bufs *items, sx_buf token, sx_result **out)
+int cl_result_make(const sx_bufs *items, sx_buf token, sx_result **out)
 {
     sx_result *r = calloc(1, sizeof *r);
     if (!r)
@@ -172,8 +172,8 @@ static int consistency_wire(sx_consistency c)
 }
 
 /* Fills the request's encoded parts; the caller frees the spans. */
-static int query_req_fill(sx_client *c, const sx_query_opts *o, msg_QUERY_req *req,
-                          uint8_t **tok)
+int cl_query_req_fill(sx_client *c, const sx_query_opts *o, msg_QUERY_req *req,
+                      uint8_t **tok)
 {
     int rc;
     if ((o->from || o->to) && o->prefix)
@@ -244,7 +244,7 @@ int sx_query(sx_client *c, const char *table, const char *index,
     req.table.n = strlen(table);
     req.index.p = (const uint8_t *)index;
     req.index.n = strlen(index);
-    int rc = query_req_fill(c, o, &req, &tok);
+    int rc = cl_query_req_fill(c, o, &req, &tok);
     if (rc)
         goto out;
     int wait = o->consistency == SX_STRONG ? (o->timeout_ms ? (int)o->timeout_ms : 5000) : 0;
@@ -252,9 +252,9 @@ int sx_query(sx_client *c, const char *table, const char *index,
     if (rc)
         goto out;
     sx_result *r = NULL;
-    rc = result_make(&rep.items, rep.token, &r);
-    if (!rc && !(rc = copy_u64s(&rep.index_parts, &r->index_parts, &r->nindex_parts)))
-        rc = copy_u64s(&rep.fact_parts, &r->fact_parts, &r->nfact_parts);
+    rc = cl_result_make(&rep.items, rep.token, &r);
+    if (!rc && !(rc = cl_copy_u64s(&rep.index_parts, &r->index_parts, &r->nindex_parts)))
+        rc = cl_copy_u64s(&rep.fact_parts, &r->fact_parts, &r->nfact_parts);
     if (rc) {
         sx_result_free(r);
         cl_fail(c, rc, "malformed query reply");
@@ -315,7 +315,7 @@ int sx_scan(sx_client *c, const char *table, const sx_item *where,
     rc = cl_call(c, MSG_SCAN, &req, &rep, &frame, 0);
     if (rc)
         goto out;
-    rc = result_make(&rep.items, rep.token, out);
+    rc = cl_result_make(&rep.items, rep.token, out);
     if (rc)
         cl_fail(c, rc, "malformed scan reply");
     msg_free_rep(MSG_SCAN, &rep);

@@ -1,0 +1,149 @@
+/*
+ * load.c — W6, bulk load: creates the table and its indexes (0, 1 or 2:
+ * "by_town" on (town, lastname) projecting whole items, "by_last" on
+ * lastname, keys only), waits until they are ready, then loads the data
+ * set in batches (conc batches in flight through the asynchronous API),
+ * and finally waits until the index partitions have applied every write
+ * (a strong query: watermarks >= outbox heads). Items per second are
+ * counted over all of it: the load is done when the indexes are current.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "bench.h"
+#include "data.h"
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+/* Creates the table and nidx indexes (an existing table or index is
+ * fine) and waits up to 60 s for them to be ready. */
+static int make_schema(bench *b, int nidx)
+{
+    int rc = sx_table_create(b->c, b->table, "id", NULL);
+    if (rc && rc != SX_EEXIST)
+        return rc;
+    const char *on1[] = { "town", "lastname" };
+    const char *on2[] = { "lastname" };
+    if (nidx >= 1 && (rc = sx_index_create(b->c, b->table, "by_town", on1, 2, SX_PROJ_ALL,
+                                           NULL, 0)) && rc != SX_EEXIST)
+        return rc;
+    if (nidx >= 2 && (rc = sx_index_create(b->c, b->table, "by_last", on2, 1, SX_PROJ_KEYS,
+                                           NULL, 0)) && rc != SX_EEXIST)
+        return rc;
+    for (int tries = 0; tries < 600; tries++) {
+        sx_index_info *list = NULL;
+        size_t n = 0, ready = 0;
+        if ((rc = sx_index_list(b->c, b->table, &list, &n)))
+            return rc;
+        for (size_t k = 0; k < n; k++)
+            ready += list[k].ready != 0;
+        sx_index_list_free(list, n);
+        if (ready == n)
+            return SX_OK;
+        sleep_ms(100);
+    }
+    return SX_ETIMEDOUT;
+}
+
+static void issue_batch(slot *s);
+
+static void done_batch(sx_op *op, void *arg)
+{
+    slot *s = arg;
+    int rc = sx_op_status(op);
+    if (rc)
+        bench_error(s->b, "put batch", rc, sx_op_errmsg(op));
+    hist_add(&s->b->h, now_ns() - s->t0);
+    __atomic_fetch_add(&s->b->ops, 1, __ATOMIC_RELAXED);
+    if (rc) {
+        slot_retire(s);
+        return;
+    }
+    issue_batch(s);
+}
+
+/* Sends the next batch of the data set, or retires s when all are sent. */
+static void issue_batch(slot *s)
+{
+    bench *b = s->b;
+    uint64_t k = __atomic_fetch_add(&b->next, 1, __ATOMIC_RELAXED);
+    uint64_t lo = k * (uint64_t)b->batch, hi = lo + (uint64_t)b->batch;
+    if (lo >= b->n) {
+        slot_retire(s);
+        return;
+    }
+    if (hi > b->n)
+        hi = b->n;
+    size_t cnt = (size_t)(hi - lo), made = 0;
+    sx_item **items = calloc(cnt, sizeof *items);
+    int rc = items ? SX_OK : SX_ENOMEM;
+    for (; !rc && made < cnt; made++)
+        if (!(items[made] = data_item(b->seed, b->n, lo + made)))
+            rc = SX_ENOMEM;
+    s->t0 = now_ns();
+    if (!rc)
+        rc = sx_put_batch_async(b->c, b->table, (const sx_item *const *)items, cnt,
+                                done_batch, s);
+    for (size_t j = 0; j < made; j++)
+        sx_item_free(items[j]);
+    free(items);
+    if (rc) {
+        bench_error(b, "put batch", rc, sx_strerror(rc));
+        slot_retire(s);
+    }
+}
+
+/* Waits until every index of the table has applied every acknowledged
+ * write: a strong query returns only after the watermarks cover the
+ * outbox heads. Bounded: 20 tries of 30 s. */
+static int index_barrier(bench *b)
+{
+    char t[16], l[16];
+    data_pair(0, t, l);
+    sx_value eq[1] = { sx_val_str(t) };
+    sx_query_opts q = { .eq = eq, .neq = 1, .limit = 1, .consistency = SX_STRONG,
+                        .timeout_ms = 30000 };
+    int rc = SX_ETIMEDOUT;
+    for (int tries = 0; tries < 20 && rc == SX_ETIMEDOUT; tries++) {
+        sx_result *r = NULL;
+        rc = sx_query(b->c, b->table, "by_town", &q, &r);
+        sx_result_free(r);
+    }
+    return rc;
+}
+
+int bench_load(bench *b, int nidx, double *items_per_s)
+{
+    int rc = make_schema(b, nidx);
+    if (rc) {
+        bench_error(b, "schema", rc, sx_client_errmsg(b->c));
+        return rc;
+    }
+    b->slots = calloc((size_t)b->conc, sizeof *b->slots);
+    if (!b->slots)
+        return SX_ENOMEM;
+    uint64_t t0 = now_ns();
+    b->active = b->conc;
+    for (int k = 0; k < b->conc; k++) {
+        b->slots[k] = (slot){ .b = b, .idx = k };
+        issue_batch(&b->slots[k]);
+    }
+    pthread_mutex_lock(&b->lock);
+    while (b->active > 0)
+        pthread_cond_wait(&b->idle, &b->lock);
+    pthread_mutex_unlock(&b->lock);
+    sx_client_wait(b->c, -1);
+    if (nidx > 0 && __atomic_load_n(&b->errors, __ATOMIC_RELAXED) == 0
+        && (rc = index_barrier(b))) {
+        bench_error(b, "index barrier", rc, sx_client_errmsg(b->c));
+        return rc;
+    }
+    double secs = (double)(now_ns() - t0) / 1e9;
+    *items_per_s = secs > 0 ? (double)b->n / secs : 0;
+    return SX_OK;
+}

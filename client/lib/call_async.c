@@ -1,0 +1,288 @@
+/*
+ * call_async.c — the asynchronous call path of libshardex: a pool of
+ * operations per client, each with its own nng aio and one REQ context per
+ * router, started by the *_async calls (ops_async.c) and completed by nng
+ * callbacks that decode the reply and run the caller's callback.
+ *
+ * An operation goes: send (phase 0) → receive (phase 1) → decode → user
+ * callback → back to the client's free list. Transport failures that allow
+ * failover resend the same frame to the next router. Operations (and their
+ * aio) are reused, never freed in a callback (nng_aio_free would wait for
+ * the callback that calls it); the pool is freed by sx_client_close once
+ * nothing is in flight.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <errno.h>
+#include "internal.h"
+#include "call_async.h"
+#include "net.h"
+
+int cl_async_init(sx_client *c)
+{
+    if (pthread_mutex_init(&c->alock, NULL) != 0)
+        return SX_ENOMEM;
+    if (pthread_cond_init(&c->aidle, NULL) != 0) {
+        pthread_mutex_destroy(&c->alock);
+        return SX_ENOMEM;
+    }
+    c->alock_ok = true;
+    return SX_OK;
+}
+
+void cl_async_fini(sx_client *c)
+{
+    if (!c->alock_ok)
+        return;
+    sx_client_wait(c, -1);
+    sx_op *op = c->aall;
+    while (op) {
+        sx_op *next = op->next_all;
+        if (op->aio)
+            nng_aio_free(op->aio);    /* waits for a callback still returning */
+        for (int k = 0; k < c->nrouters; k++)
+            if (op->ctx_open && op->ctx_open[k])
+                nng_ctx_close(op->ctxs[k]);
+        free(op->ctxs);
+        free(op->ctx_open);
+        free(op);
+        op = next;
+    }
+    c->aall = c->afree = NULL;
+    pthread_cond_destroy(&c->aidle);
+    pthread_mutex_destroy(&c->alock);
+    c->alock_ok = false;
+}
+
+size_t sx_client_inflight(sx_client *c)
+{
+    if (!c || !c->alock_ok)
+        return 0;
+    pthread_mutex_lock(&c->alock);
+    size_t n = c->ainflight;
+    pthread_mutex_unlock(&c->alock);
+    return n;
+}
+
+int sx_client_wait(sx_client *c, int timeout_ms)
+{
+    if (!c || !c->alock_ok)
+        return SX_EINVAL;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    if (timeout_ms >= 0) {
+        until.tv_sec += timeout_ms / 1000;
+        until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+    }
+    int rc = SX_OK;
+    pthread_mutex_lock(&c->alock);
+    while (c->ainflight > 0) {
+        if (timeout_ms < 0) {
+            pthread_cond_wait(&c->aidle, &c->alock);
+        } else if (pthread_cond_timedwait(&c->aidle, &c->alock, &until) == ETIMEDOUT) {
+            rc = c->ainflight > 0 ? SX_ETIMEDOUT : SX_OK;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&c->alock);
+    return rc;
+}
+
+static int map_nng(int rv)
+{
+    switch (rv) {
+    case 0: return 0;
+    case NNG_ETIMEDOUT: return SX_ETIMEDOUT;
+    case NNG_ENOMEM: return SX_ENOMEM;
+    case NNG_ECLOSED: case NNG_ECONNREFUSED: case NNG_ECONNSHUT:
+    case NNG_ECONNRESET: case NNG_ECONNABORTED: case NNG_EADDRINVAL:
+        return SX_EUNAVAIL;
+    default: return SX_ENET;
+    }
+}
+
+static void op_cb(void *arg);
+
+/* Takes an idle operation from c's pool or makes one; counts it in flight.
+ * Returns NULL when out of memory. */
+static sx_op *op_get(sx_client *c)
+{
+    pthread_mutex_lock(&c->alock);
+    sx_op *op = c->afree;
+    if (op)
+        c->afree = op->next_free;
+    c->ainflight++;
+    pthread_mutex_unlock(&c->alock);
+    if (op)
+        return op;
+    op = calloc(1, sizeof *op);
+    if (op) {
+        op->c = c;
+        op->ctxs = calloc((size_t)c->nrouters, sizeof *op->ctxs);
+        op->ctx_open = calloc((size_t)c->nrouters, sizeof *op->ctx_open);
+    }
+    if (!op || !op->ctxs || !op->ctx_open || nng_aio_alloc(&op->aio, op_cb, op) != 0) {
+        if (op) {
+            free(op->ctxs);
+            free(op->ctx_open);
+            free(op);
+        }
+        pthread_mutex_lock(&c->alock);
+        if (--c->ainflight == 0)
+            pthread_cond_broadcast(&c->aidle);
+        pthread_mutex_unlock(&c->alock);
+        return NULL;
+    }
+    pthread_mutex_lock(&c->alock);
+    op->next_all = c->aall;
+    c->aall = op;
+    pthread_mutex_unlock(&c->alock);
+    return op;
+}
+
+/* Returns op to the pool; the last touch of op by this thread. */
+static void op_put(sx_op *op)
+{
+    sx_client *c = op->c;
+    pthread_mutex_lock(&c->alock);
+    op->next_free = c->afree;
+    c->afree = op;
+    if (--c->ainflight == 0)
+        pthread_cond_broadcast(&c->aidle);
+    pthread_mutex_unlock(&c->alock);
+}
+
+/* Clears what a finished operation held. */
+static void op_clear(sx_op *op)
+{
+    free(op->wire);
+    free(op->versions);
+    sx_item_free(op->item);
+    sx_result_free(op->result);
+    op->wire = NULL;
+    op->versions = NULL;
+    op->item = NULL;
+    op->result = NULL;
+    op->nversions = 0;
+}
+
+/* Runs the user's callback, then recycles op. */
+static void op_finish(sx_op *op)
+{
+    if (op->rc && !op->errmsg[0])
+        snprintf(op->errmsg, sizeof op->errmsg, "%s", sx_strerror(op->rc));
+    op->cb(op, op->arg);
+    op_clear(op);
+    op_put(op);
+}
+
+/* Starts sending op's frame to router op->k. Returns 0 or an sx_err. */
+static int op_send(sx_op *op)
+{
+    sx_client *c = op->c;
+    int k = op->k, rv;
+    nng_msg *m = NULL;
+    if (!op->ctx_open[k]) {
+        if ((rv = nng_ctx_open(&op->ctxs[k], c->socks[k])) != 0)
+            return map_nng(rv);
+        op->ctx_open[k] = true;
+    }
+    if ((rv = nng_msg_alloc(&m, 0)) != 0 || (rv = nng_msg_append(m, op->wire, op->wire_n)) != 0) {
+        if (m)
+            nng_msg_free(m);
+        return map_nng(rv);
+    }
+    op->phase = 0;
+    nng_aio_set_msg(op->aio, m);
+    nng_aio_set_timeout(op->aio, c->timeout_ms + op->extra_ms);
+    nng_ctx_send(op->ctxs[k], op->aio);
+    return SX_OK;
+}
+
+static bool failover_err(int rc)
+{
+    return rc == SX_EUNAVAIL || rc == SX_ETIMEDOUT || rc == SX_ENET;
+}
+
+/* A transport failure on router op->k: resend to the next router when
+ * allowed, else finish with rc. */
+static void op_failed(sx_op *op, int rc)
+{
+    sx_client *c = op->c;
+    snprintf(op->errmsg, sizeof op->errmsg, "router %s: %s", c->urls[op->k], sx_strerror(rc));
+    while (failover_err(rc) && ++op->tries < c->nrouters) {
+        op->k = (op->k + 1) % c->nrouters;
+        __atomic_store_n(&c->acur, op->k, __ATOMIC_RELAXED);
+        rc = op_send(op);
+        if (rc == SX_OK)
+            return;
+        snprintf(op->errmsg, sizeof op->errmsg, "router %s: %s", c->urls[op->k],
+                 sx_strerror(rc));
+    }
+    op->rc = rc;
+    op_finish(op);
+}
+
+static void op_cb(void *arg)
+{
+    sx_op *op = arg;
+    sx_client *c = op->c;
+    int rv = nng_aio_result(op->aio);
+    if (op->phase == 0) {
+        if (rv != 0) {
+            nng_msg_free(nng_aio_get_msg(op->aio));
+            op_failed(op, map_nng(rv));
+            return;
+        }
+        op->phase = 1;
+        nng_aio_set_timeout(op->aio, c->timeout_ms + op->extra_ms);
+        nng_ctx_recv(op->ctxs[op->k], op->aio);
+        return;
+    }
+    if (rv != 0) {
+        op_failed(op, map_nng(rv));
+        return;
+    }
+    nng_msg *m = nng_aio_get_msg(op->aio);
+    cl_async_decode(op, nng_msg_body(m), nng_msg_len(m));
+    nng_msg_free(m);
+    op_finish(op);
+}
+
+int cl_async_start(sx_client *c, msg_type t, uint8_t *wire, size_t wire_n,
+                   int extra_ms, size_t expect, sx_done_fn cb, void *arg)
+{
+    if (wire_n > SX_MAX_FRAME) {
+        free(wire);
+        return SX_ETOOBIG;
+    }
+    sx_op *op = op_get(c);
+    if (!op) {
+        free(wire);
+        return SX_ENOMEM;
+    }
+    op->t = t;
+    op->cb = cb;
+    op->arg = arg;
+    op->wire = wire;
+    op->wire_n = wire_n;
+    op->extra_ms = extra_ms;
+    op->expect = expect;
+    op->tries = 0;
+    op->rc = SX_OK;
+    op->errmsg[0] = '\0';
+    op->k = __atomic_load_n(&c->acur, __ATOMIC_RELAXED) % c->nrouters;
+    int rc = op_send(op);
+    if (rc == SX_OK)
+        return SX_OK;
+    /* Not started: the callback will not run. */
+    op_clear(op);
+    op_put(op);
+    return rc;
+}

@@ -1,0 +1,311 @@
+/*
+ * ops_async.c — the public asynchronous calls (sx_*_async): each encodes
+ * its request exactly as its synchronous twin does and hands the frame to
+ * cl_async_start; the reply is decoded here (cl_async_decode) and read by
+ * the caller's callback through the sx_op_* readers.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "call_async.h"
+
+static sx_buf cstr_buf(const char *s)
+{
+    sx_buf b = { (const uint8_t *)(s ? s : ""), s ? strlen(s) : 0 };
+    return b;
+}
+
+/* Encodes request t from req into a malloc'd frame (*wire, *n). */
+static int encode(msg_type t, const void *req, uint8_t **wire, size_t *n)
+{
+    mp_buf b;
+    mp_buf_init(&b);
+    int rc = msg_encode_req(t, req, &b);
+    if (!rc)
+        rc = mp_buf_take(&b, wire, n);
+    mp_buf_free(&b);
+    return rc;
+}
+
+/* Encodes an item into a malloc'd msgpack span. */
+static int item_bytes(const sx_item *it, uint8_t **p, size_t *n)
+{
+    mp_buf b;
+    mp_buf_init(&b);
+    cl_item_encode(it, &b);
+    int rc = mp_buf_take(&b, p, n);
+    mp_buf_free(&b);
+    return rc;
+}
+
+int sx_put_batch_async(sx_client *c, const char *table, const sx_item *const *items,
+                       size_t n, sx_done_fn cb, void *arg)
+{
+    if (!c || !cb || !table || n == 0 || !items || n > MSG_MAX_LIST)
+        return SX_EINVAL;
+    msg_PUT_req req = {0};
+    uint8_t *wire = NULL;
+    size_t wire_n = 0;
+    int rc = SX_OK;
+    req.table = cstr_buf(table);
+    req.items.v = calloc(n, sizeof *req.items.v);
+    if (!req.items.v)
+        return SX_ENOMEM;
+    for (size_t k = 0; k < n && !rc; k++) {
+        uint8_t *p;
+        size_t len;
+        if (!items[k]) {
+            rc = SX_EINVAL;
+            break;
+        }
+        rc = item_bytes(items[k], &p, &len);
+        if (!rc) {
+            req.items.v[k] = (sx_buf){ p, len };
+            req.items.n = (uint32_t)k + 1;
+        }
+    }
+    if (!rc)
+        rc = encode(MSG_PUT, &req, &wire, &wire_n);
+    for (uint32_t k = 0; k < req.items.n; k++)
+        free((void *)req.items.v[k].p);
+    free(req.items.v);
+    if (rc)
+        return rc;
+    return cl_async_start(c, MSG_PUT, wire, wire_n, 0, n, cb, arg);
+}
+
+int sx_put_async(sx_client *c, const char *table, const sx_item *item,
+                 sx_done_fn cb, void *arg)
+{
+    return sx_put_batch_async(c, table, &item, 1, cb, arg);
+}
+
+/* GET and DELETE: a table and a key map. */
+static int key_async(sx_client *c, msg_type t, const char *table, const sx_item *key,
+                     sx_done_fn cb, void *arg)
+{
+    if (!c || !cb || !table || !key)
+        return SX_EINVAL;
+    uint8_t *kb = NULL, *wire = NULL;
+    size_t kn, wire_n = 0;
+    int rc = item_bytes(key, &kb, &kn);
+    if (rc)
+        return rc;
+    if (t == MSG_GET) {
+        msg_GET_req req = {0};
+        req.table = cstr_buf(table);
+        req.key = (sx_buf){ kb, kn };
+        rc = encode(t, &req, &wire, &wire_n);
+    } else {
+        msg_DELETE_req req = {0};
+        req.table = cstr_buf(table);
+        req.key = (sx_buf){ kb, kn };
+        rc = encode(t, &req, &wire, &wire_n);
+    }
+    free(kb);
+    if (rc)
+        return rc;
+    return cl_async_start(c, t, wire, wire_n, 0, 0, cb, arg);
+}
+
+int sx_get_async(sx_client *c, const char *table, const sx_item *key,
+                 sx_done_fn cb, void *arg)
+{
+    return key_async(c, MSG_GET, table, key, cb, arg);
+}
+
+int sx_delete_async(sx_client *c, const char *table, const sx_item *key,
+                    sx_done_fn cb, void *arg)
+{
+    return key_async(c, MSG_DELETE, table, key, cb, arg);
+}
+
+int sx_query_async(sx_client *c, const char *table, const char *index,
+                   const sx_query_opts *opts, sx_done_fn cb, void *arg)
+{
+    if (!c || !cb || !table || !index)
+        return SX_EINVAL;
+    sx_query_opts none = {0};
+    const sx_query_opts *o = opts ? opts : &none;
+    msg_QUERY_req req = {0};
+    uint8_t *tok = NULL, *wire = NULL;
+    size_t wire_n = 0;
+    req.table = cstr_buf(table);
+    req.index = cstr_buf(index);
+    /* cl_query_req_fill reports through a client's message: give it a
+     * scratch client so c's (owned by its synchronous user) is untouched. */
+    sx_client *scratch = calloc(1, sizeof *scratch);
+    int rc = scratch ? cl_query_req_fill(scratch, o, &req, &tok) : SX_ENOMEM;
+    free(scratch);
+    if (!rc)
+        rc = encode(MSG_QUERY, &req, &wire, &wire_n);
+    free((void *)req.eq.p);
+    free((void *)req.from.p);
+    free((void *)req.to.p);
+    free(req.attrs.v);
+    free(tok);
+    if (rc)
+        return rc;
+    int wait = o->consistency == SX_STRONG ? (o->timeout_ms ? (int)o->timeout_ms : 5000) : 0;
+    return cl_async_start(c, MSG_QUERY, wire, wire_n, wait, 0, cb, arg);
+}
+
+int sx_scan_async(sx_client *c, const char *table, const sx_item *where,
+                  uint64_t limit, const char *token, sx_done_fn cb, void *arg)
+{
+    if (!c || !cb || !table)
+        return SX_EINVAL;
+    msg_SCAN_req req = {0};
+    uint8_t *tok = NULL, *wb = NULL, *wire = NULL;
+    size_t n, wire_n = 0;
+    mp_buf b;
+    mp_buf_init(&b);
+    if (where)
+        cl_item_encode(where, &b);
+    else
+        mp_put_nil(&b);
+    int rc = mp_buf_take(&b, &wb, &n);
+    mp_buf_free(&b);
+    if (rc)
+        return rc;
+    req.table = cstr_buf(table);
+    req.where = (sx_buf){ wb, n };
+    req.limit = limit;
+    if (token && *token) {
+        rc = cl_b64_decode(token, &tok, &n);
+        req.token = (sx_buf){ tok, tok ? n : 0 };
+    }
+    if (!rc)
+        rc = encode(MSG_SCAN, &req, &wire, &wire_n);
+    free(wb);
+    free(tok);
+    if (rc)
+        return rc;
+    return cl_async_start(c, MSG_SCAN, wire, wire_n, 0, 0, cb, arg);
+}
+
+/* ---- replies ---- */
+
+static void decode_put(sx_op *op, const uint8_t *p, size_t n)
+{
+    msg_PUT_rep rep = {0};
+    op->rc = msg_decode_rep(MSG_PUT, p, n, &rep, op->errmsg, sizeof op->errmsg);
+    if (!op->rc && rep.versions.n != op->expect) {
+        op->rc = SX_EPROTO;
+        snprintf(op->errmsg, sizeof op->errmsg, "router acknowledged %u of %zu items",
+                 rep.versions.n, op->expect);
+    } else if (!op->rc && cl_copy_u64s(&rep.versions, &op->versions, &op->nversions)) {
+        op->rc = SX_ENOMEM;
+    }
+    msg_free_rep(MSG_PUT, &rep);
+}
+
+static void decode_get(sx_op *op, const uint8_t *p, size_t n)
+{
+    msg_GET_rep rep = {0};
+    op->rc = msg_decode_rep(MSG_GET, p, n, &rep, op->errmsg, sizeof op->errmsg);
+    if (!op->rc) {
+        if (rep.item.n == 0 || rep.item.p[0] == 0xc0) {
+            op->rc = SX_ENOTFOUND;
+            snprintf(op->errmsg, sizeof op->errmsg, "not found");
+        } else if ((op->rc = cl_item_decode(rep.item.p, rep.item.n, &op->item))) {
+            snprintf(op->errmsg, sizeof op->errmsg, "malformed item from the router");
+        }
+    }
+    msg_free_rep(MSG_GET, &rep);
+}
+
+static void decode_delete(sx_op *op, const uint8_t *p, size_t n)
+{
+    msg_DELETE_rep rep = {0};
+    op->rc = msg_decode_rep(MSG_DELETE, p, n, &rep, op->errmsg, sizeof op->errmsg);
+    if (!op->rc) {
+        op->versions = malloc(sizeof *op->versions);
+        if (!op->versions) {
+            op->rc = SX_ENOMEM;
+        } else {
+            op->versions[0] = rep.version;
+            op->nversions = 1;
+        }
+    }
+    msg_free_rep(MSG_DELETE, &rep);
+}
+
+static void decode_query(sx_op *op, const uint8_t *p, size_t n)
+{
+    msg_QUERY_rep rep = {0};
+    op->rc = msg_decode_rep(MSG_QUERY, p, n, &rep, op->errmsg, sizeof op->errmsg);
+    if (!op->rc) {
+        sx_result *r = NULL;
+        int rc = cl_result_make(&rep.items, rep.token, &r);
+        if (!rc && !(rc = cl_copy_u64s(&rep.index_parts, &r->index_parts, &r->nindex_parts)))
+            rc = cl_copy_u64s(&rep.fact_parts, &r->fact_parts, &r->nfact_parts);
+        if (rc) {
+            sx_result_free(r);
+            op->rc = rc;
+            snprintf(op->errmsg, sizeof op->errmsg, "malformed query reply");
+        } else {
+            r->entries = rep.entries;
+            r->stale = rep.stale;
+            r->covering = rep.covering != 0;
+            op->result = r;
+        }
+    }
+    msg_free_rep(MSG_QUERY, &rep);
+}
+
+static void decode_scan(sx_op *op, const uint8_t *p, size_t n)
+{
+    msg_SCAN_rep rep = {0};
+    op->rc = msg_decode_rep(MSG_SCAN, p, n, &rep, op->errmsg, sizeof op->errmsg);
+    if (!op->rc && (op->rc = cl_result_make(&rep.items, rep.token, &op->result)))
+        snprintf(op->errmsg, sizeof op->errmsg, "malformed scan reply");
+    msg_free_rep(MSG_SCAN, &rep);
+}
+
+void cl_async_decode(sx_op *op, const uint8_t *p, size_t n)
+{
+    op->errmsg[0] = '\0';
+    switch (op->t) {
+    case MSG_PUT: decode_put(op, p, n); break;
+    case MSG_GET: decode_get(op, p, n); break;
+    case MSG_DELETE: decode_delete(op, p, n); break;
+    case MSG_QUERY: decode_query(op, p, n); break;
+    case MSG_SCAN: decode_scan(op, p, n); break;
+    default:
+        op->rc = SX_EINTERNAL;
+        snprintf(op->errmsg, sizeof op->errmsg, "unexpected operation");
+        break;
+    }
+}
+
+/* ---- readers ---- */
+
+int sx_op_status(const sx_op *op) { return op ? op->rc : SX_EINVAL; }
+
+const char *sx_op_errmsg(const sx_op *op) { return op ? op->errmsg : "no operation"; }
+
+size_t sx_op_nversions(const sx_op *op) { return op ? op->nversions : 0; }
+
+uint64_t sx_op_version(const sx_op *op, size_t i)
+{
+    return op && i < op->nversions ? op->versions[i] : 0;
+}
+
+sx_item *sx_op_take_item(sx_op *op)
+{
+    if (!op)
+        return NULL;
+    sx_item *it = op->item;
+    op->item = NULL;
+    return it;
+}
+
+sx_result *sx_op_take_result(sx_op *op)
+{
+    if (!op)
+        return NULL;
+    sx_result *r = op->result;
+    op->result = NULL;
+    return r;
+}
