@@ -723,6 +723,10 @@ int sim_node_ready(sim *s, int slot) {
         nd->crash_at = s->now + sim_range(&s->rng, 1, 40);
       sim_check_completeness(s, g, nd->id, &r->disk);
     }
+    if (x->role != r->role || x->term != r->term)
+      sim_log(s, "group %d: node %llu role %d term %llu (leader %llu)", g,
+              (unsigned long long)nd->id, x->role, (unsigned long long)x->term,
+              (unsigned long long)x->leader);
     r->role = x->role;
     r->term = x->term;
     if (x->has_snap) {

@@ -282,7 +282,7 @@ static int run_seed(const sim_opts *o, uint64_t seed, char *why, size_t whylen,
   s->next_id = (uint64_t)o->replicas + 1;
   s->faults_on = 1;
   s->clients_on = 1;
-  uint64_t t_leader = F + 60, t_stop = F + 300, t_barrier = F + 440,
+  uint64_t t_leader = F + 150, t_stop = F + 320, t_barrier = F + 440,
            t_end = F + 640;
   for (s->now = 0; s->now <= t_end * SIM_TICK && !s->failed; s->now++) {
     sim_event e;
