@@ -162,15 +162,17 @@ static int fact_matches(const rt_query *qc, const sx_buf *item, const sx_buf *ke
     return rc;
 }
 
-/* Merges the facts back in index order into the results. */
+/* Merges the facts back in index order into the results, until the limit;
+ * *used = entries consumed. */
 static int fetch_merge(fetch *f, rt_query *qc, const msg_I_RANGE_rep *page,
-                       rt_err *e)
+                       uint32_t *used, rt_err *e)
 {
     bool verify = qc->q->consistency != Q_EVENTUAL;
     uint32_t i;
     int rc;
 
-    for (i = 0; i < f->n; i++) {
+    for (i = 0; i < f->n && qc->nres < qc->limit; i++) {
+        *used = i + 1;
         const msg_S_GET_rep *r = &f->reps[f->call_of[f->grp[i]]];
         const sx_buf *item = &r->items.v[f->slot[i]];
         bool ok = !rt_raw_nil(*item);
@@ -193,13 +195,15 @@ static int fetch_merge(fetch *f, rt_query *qc, const msg_I_RANGE_rep *page,
 }
 
 /* Covering eventual read: the projections are the results. */
-static int take_projections(rt_query *qc, const msg_I_RANGE_rep *page, rt_err *e)
+static int take_projections(rt_query *qc, const msg_I_RANGE_rep *page,
+                            uint32_t *used, rt_err *e)
 {
     uint32_t i;
     int rc;
 
-    for (i = 0; i < page->projs.n; i++) {
+    for (i = 0; i < page->projs.n && qc->nres < qc->limit; i++) {
         const sx_buf *pr = &page->projs.v[i];
+        *used = i + 1;
         if (rt_raw_nil(*pr))
             return rt_errf(e, SX_EPROTO, "index entry %u has no projection", i);
         rc = rt_q_add(qc, pr->p, pr->n);
@@ -211,15 +215,16 @@ static int take_projections(rt_query *qc, const msg_I_RANGE_rep *page, rt_err *e
 }
 
 int rt_qfetch_page(rt_query *qc, const msg_I_RANGE_rep *page, bool covering,
-                   rt_err *e)
+                   uint32_t *used, rt_err *e)
 {
     fetch f;
     int rc;
 
+    *used = 0;
     if (page->keys.n == 0)
         return 0;
     if (covering)
-        return take_projections(qc, page, e);
+        return take_projections(qc, page, used, e);
     memset(&f, 0, sizeof(f));
     rc = fetch_alloc(&f, page->keys.n, qc->rt->cfg->nstorage);
     if (rc != 0)
@@ -229,7 +234,7 @@ int rt_qfetch_page(rt_query *qc, const msg_I_RANGE_rep *page, bool covering,
     if (rc == 0)
         rc = fetch_run(&f, qc, e);
     if (rc == 0)
-        rc = fetch_merge(&f, qc, page, e);
+        rc = fetch_merge(&f, qc, page, used, e);
     fetch_free(&f);
     return rc;
 }

@@ -11,9 +11,11 @@
 #include "query.h"
 
 /* Appends the results of page (already checked: parallel lists, keys of
- * qc->ix) to qc, counting stale entries and touched fact partitions.
+ * qc->ix) to qc in index order, counting stale entries and touched fact
+ * partitions, and stops once qc holds qc->limit results: *used is the
+ * number of entries consumed (the rest are left for the next page).
  * Returns 0 or an sx_err with the reason in e. */
 int rt_qfetch_page(rt_query *qc, const msg_I_RANGE_rep *page, bool covering,
-                   rt_err *e);
+                   uint32_t *used, rt_err *e);
 
 #endif

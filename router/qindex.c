@@ -20,6 +20,7 @@
  * short and read on (at worst one extra, empty page). */
 #define RT_IRANGE_CUT_BYTES (4u * 1024u * 1024u)
 #define RT_IRANGE_MAX_LIMIT 1000
+#define RT_IRANGE_MARGIN 8
 
 int rt_q_index_range(rt_query *qc, rt_err *e)
 {
@@ -67,12 +68,17 @@ static int read_page(rt_query *qc, const cfg_part *part, bool covering,
     static const uint8_t zero = 0;
     msg_I_RANGE_req req;
     msg_I_RANGE_rep rep;
-    uint32_t ask, i, n;
+    uint32_t ask, i, n, used = 0;
     size_t bytes = 0;
     rt_rpc c;
     int rc;
 
+    /* Stale hits are dropped, so a verifying read asks for a margin more
+     * than it needs (the surplus stays unconsumed: the token resumes at
+     * the last entry used); a covering read cannot lose entries. */
     ask = qc->limit - qc->nres;
+    if (!covering)
+        ask += ask / 4 + RT_IRANGE_MARGIN;
     if (ask > RT_IRANGE_MAX_LIMIT)
         ask = RT_IRANGE_MAX_LIMIT;
     memset(&req, 0, sizeof(req));
@@ -105,16 +111,21 @@ static int read_page(rt_query *qc, const cfg_part *part, bool covering,
         goto out;
     }
     qc->entries += n;
-    rc = rt_qfetch_page(qc, &rep, covering, e);
+    rc = rt_qfetch_page(qc, &rep, covering, &used, e);
     if (rc != 0 || n == 0) {
         *done = true;
         goto out;
     }
+    if (used == 0) {    /* cannot happen: read only while below the limit */
+        rc = rt_errf(e, SX_EINTERNAL, "index page consumed no entry");
+        goto out;
+    }
     for (i = 0; i < n; i++)
         bytes += rep.keys.v[i].n + rep.projs.v[i].n;
-    *done = n < ask && bytes < RT_IRANGE_CUT_BYTES;
+    /* entries left unconsumed mean the partition has more */
+    *done = used == n && n < ask && bytes < RT_IRANGE_CUT_BYTES;
     {
-        const sx_buf *k = &rep.keys.v[n - 1];
+        const sx_buf *k = &rep.keys.v[used - 1];
         sx_bytes *b = qc->desc ? hi : lo;
         rc = rt_q_mark(qc, k->p + 4, k->n - 4);
         b->n = 0;
