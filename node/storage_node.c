@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 #include "backfill.h"
-#include "catalog_cache.h"
+#include "storage_cat.h"
 #include "catalog_part.h"
 #include "log.h"
 #include "msg.h"
@@ -37,7 +37,7 @@ typedef struct st_node {
     const node_opts *o;
     const sx_config *cfg;
     catp *catp;                /* NULL unless this node hosts the catalog */
-    catcache *cc;
+    st_cat *cc;
     int nparts;
     st_part **parts;
     nng_socket *socks;         /* by cfg node index; index nodes + catalog node */
@@ -255,7 +255,7 @@ static void *poll_main(void *arg)
     bool warned = false;
 
     do {
-        int rc = catcache_refresh(n->cc);
+        int rc = st_cat_refresh(n->cc);
 
         if (rc != 0 && !warned)
             LOG_WARN("catalog poll: %s (will retry)", sx_strerror(rc));
@@ -278,7 +278,7 @@ static void *bf_main(void *arg)
     while (poll_wait(n)) {
         const sx_catalog *cat = NULL;
 
-        if (catcache_get(n->cc, 0, &cat) == 0)
+        if (st_cat_get(n->cc, 0, &cat) == 0)
             bf_step(b->p, cat, catsock);
     }
     return NULL;
@@ -338,7 +338,7 @@ static int start(st_node *n)
         if (rc != 0)
             return rc;
     }
-    rc = catcache_new(n->cfg, &n->cc);
+    rc = st_cat_new(n->cfg, n->catp, &n->cc);
     if (rc == 0)
         rc = open_parts(n);
     if (rc == 0)
@@ -406,7 +406,7 @@ static void stop(st_node *n)
     free(n->parts);
     free(n->socks);
     free(n->dialed);
-    catcache_free(n->cc);
+    st_cat_free(n->cc);
     catp_close(n->catp);
 }
 

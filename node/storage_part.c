@@ -99,7 +99,7 @@ static int load_state(st_part *p)
     return rc;
 }
 
-int st_part_open(const sx_config *cfg, const cfg_part *cp, catcache *cc,
+int st_part_open(const sx_config *cfg, const cfg_part *cp, st_cat *cc,
                  const char *dir, st_part **out)
 {
     st_part *p = calloc(1, sizeof(*p));
@@ -171,9 +171,9 @@ const cat_table *st_table(st_part *p, uint64_t tid)
 
     if (tid == 0 || tid > UINT32_MAX)
         return NULL;
-    if (catcache_get(p->cc, 0, &cat) == 0)
+    if (st_cat_get(p->cc, 0, &cat) == 0)
         t = cat_table_by_id(cat, (uint32_t)tid);
-    if (t == NULL && cat != NULL && catcache_get(p->cc, cat->version + 1, &cat) == 0)
+    if (t == NULL && cat != NULL && st_cat_get(p->cc, cat->version + 1, &cat) == 0)
         t = cat_table_by_id(cat, (uint32_t)tid);
     return t;
 }

@@ -24,7 +24,7 @@
 #include <stdint.h>
 #include <nng/nng.h>
 #include "catalog.h"
-#include "catalog_cache.h"
+#include "storage_cat.h"
 #include "config.h"
 #include "ldb.h"
 #include "msg.h"
@@ -47,7 +47,7 @@ typedef struct st_bf {
 typedef struct st_part {
     uint64_t id, hlo, hhi;
     const sx_config *cfg;
-    catcache *cc;
+    st_cat *cc;
     ldb *db;
     leveldb_writeoptions_t *wnosync;   /* for outbox deletions */
 
@@ -71,7 +71,7 @@ typedef struct st_part {
 /* Opens (creating) the partition's leveldb at dir and loads its metadata,
  * backfill table and outbox count. cc is borrowed and must outlive it.
  * Returns 0, SX_EIO, SX_ENOMEM; *out freed by st_part_close. */
-int st_part_open(const sx_config *cfg, const cfg_part *cp, catcache *cc,
+int st_part_open(const sx_config *cfg, const cfg_part *cp, st_cat *cc,
                  const char *dir, st_part **out);
 
 /* Closes the partition (the shipper must be stopped first); accepts NULL. */

@@ -283,7 +283,7 @@ static void group_catalog(st_part *p, st_wreq *list)
         if (r->rq->catver > want)
             want = r->rq->catver;
     if (p->cat == NULL || p->cat->version < want) {
-        if (catcache_get(p->cc, want, &cat) == 0)
+        if (st_cat_get(p->cc, want, &cat) == 0)
             st_part_use_catalog(p, cat);
     }
     /* a request validated against a newer cached catalog than its catver
@@ -291,7 +291,7 @@ static void group_catalog(st_part *p, st_wreq *list)
     for (st_wreq *r = list; r; r = r->next) {
         if (r->err == 0 && p->cat != NULL &&
             cat_table_by_id(p->cat, (uint32_t)r->rq->table_id) == NULL &&
-            catcache_get(p->cc, 0, &cat) == 0) {
+            st_cat_get(p->cc, 0, &cat) == 0) {
             st_part_use_catalog(p, cat);
             break;
         }
@@ -430,7 +430,7 @@ static int prepare(st_part *p, st_wreq *r)
         fail_req(r, SX_EINVAL, "dels and objs differ in length");
         return SX_EINVAL;
     }
-    rc = catcache_get(p->cc, rq->catver, &cat);
+    rc = st_cat_get(p->cc, rq->catver, &cat);
     if (rc != 0) {
         snprintf(msg, sizeof(msg), "storage cannot fetch catalog version %llu: %s",
                  (unsigned long long)rq->catver, sx_strerror(rc));
