@@ -15,7 +15,7 @@ it_cluster_up
 sx table create customers --key id
 sx index create customers town_lastname --on town,lastname --project lastname,firstname,town
 sx load customers "$EX" >/dev/null
-wait_for "index ready" 30 index_ready customers town_lastname
+wait_for "index ready" 60 index_ready customers town_lastname
 before_scan="$(sx scan customers | jq -cS . | sort)"
 before_q="$(sx query customers town_lastname --eq '["Redmond"]' --consistency strong | jq -cS .)"
 [ "$(wc -l <<<"$before_scan")" -eq "$(grep -c . "$EX")" ] || fail "scan before: wrong count"

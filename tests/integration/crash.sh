@@ -24,7 +24,7 @@ echo 0 >"$W/attempted"
 
 sx table create kv --key id
 sx index create kv by_grp --on grp --project all
-wait_for "index by_grp ready" 30 index_ready kv by_grp
+wait_for "index by_grp ready" 60 index_ready kv by_grp
 
 GROUPS_=(Apple Kiwi Lime Mango Zebra)   # Apple/Kiwi/Lime -> i1, Mango/Zebra -> i2
 BATCH=6
@@ -141,14 +141,14 @@ strong_ok() {
     sx query kv by_grp --consistency strong | ids_of | sort >"$W/strong_ids" &&
         cmp -s "$W/strong_ids" "$W/want_ids"
 }
-wait_for "strong query over the whole index = stored items with grp" 30 strong_ok
+wait_for "strong query over the whole index = stored items with grp" 60 strong_ok
 pass "strong query returns exactly the $(wc -l <"$W/want_ids") stored items that have grp"
 entries_ok() {
     sx query kv by_grp --consistency eventual --attrs grp |
         jq -r '"\(.grp) \(.id)"' | sort >"$W/entries" &&
         cmp -s "$W/entries" "$W/want_entries"
 }
-if ! (wait_for "index entries = facts" 30 entries_ok); then
+if ! (wait_for "index entries = facts" 60 entries_ok); then
     diff "$W/want_entries" "$W/entries" | head -n 20 >&2 || true
     fail "index entries did not converge to the facts"
 fi

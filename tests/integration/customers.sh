@@ -20,7 +20,7 @@ out="$(sx load customers "$EX")"
 grep -qw "$n_lines" <<<"$out" || fail "load printed '$out', expected the count $n_lines"
 pass "load printed the count $n_lines"
 
-wait_for "index town_lastname ready" 30 index_ready customers town_lastname
+wait_for "index town_lastname ready" 60 index_ready customers town_lastname
 line="$(sx index list customers | grep -E '^[[:space:]]*town_lastname[[:space:]]')"
 grep -q 'town' <<<"$line" && grep -q 'lastname' <<<"$line" && grep -qw ready <<<"$line" \
     || fail "index list line lacks attributes or state: $line"
@@ -93,7 +93,7 @@ pass "get of an absent key exits 1"
 
 # ---- backfill: an index created after the load ---------------------------------
 sx index create customers by_lastname --on lastname --project keys
-wait_for "index by_lastname ready (backfill)" 30 index_ready customers by_lastname
+wait_for "index by_lastname ready (backfill)" 60 index_ready customers by_lastname
 got="$(sx query customers by_lastname --eq '["Smith"]' | ids_of)"
 want="$(jq -s -r '[.[] | select(.lastname == "Smith")] | sort_by(.id) | .[].id' "$EX")"
 expect_eq "backfilled index by_lastname finds every Smith" "$want" "$got"

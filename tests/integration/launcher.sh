@@ -70,7 +70,7 @@ lc start s1 >/dev/null
 new_pid="$(lc status | awk '$2 == "s1" { print $3 }')"
 [ "$(lc status | awk '$2 == "s1" { print $5 }')" = running ] || fail "s1 not running after start"
 [ "$new_pid" != "$old_pid" ] || fail "start did not start a new process"
-wait_for "get after restarting s1" 30 sx get one '{"id": 1}'
+wait_for "get after restarting s1" 60 sx get one '{"id": 1}'
 pass "kill s1 (pid $old_pid) and start s1 (pid $new_pid); the item is still there"
 
 # ---- up is idempotent; down stops all; data survives down/up ----------------------------
@@ -85,6 +85,6 @@ for n in r1 s1 s2 i1 i2; do
 done
 pass "up is idempotent; down stops every process"
 lc up >/dev/null
-wait_for "get after down/up" 30 sx get one '{"id": 1}'
+wait_for "get after down/up" 60 sx get one '{"id": 1}'
 [ "$(sx get one '{"id": 1}' | jq -r .where)" = first ] || fail "item changed across down/up"
 pass "data kept across down and up"

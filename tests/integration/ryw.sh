@@ -8,7 +8,7 @@ it_cluster_up
 
 sx table create things --key id
 sx index create things by_color --on color --project all
-wait_for "index by_color ready" 30 index_ready things by_color
+wait_for "index by_color ready" 60 index_ready things by_color
 
 # Colors on both sides of the index split at "M": "Amber" lives in i1,
 # "Teal" in i2.
