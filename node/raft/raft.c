@@ -233,8 +233,9 @@ int raft_step(raft_group *g, const raft_msg *m) {
   if (!m || m->to != g->cfg.id || m->group != g->cfg.group)
     return RAFT_ERR_INVALID;
   if (m->type == 0 || m->type >= RAFT_MSG_TYPE_MAX || m->from == 0 ||
-      m->from == g->cfg.id)
-    return RAFT_OK;
+      m->from == g->cfg.id || (m->n_entries && !m->entries) ||
+      (m->len && !m->data))
+    return RAFT_OK; /* malformed: ignored, never trusted */
   if (m->term > g->term) {
     int vote_req = m->type == RAFT_MSG_PREVOTE || m->type == RAFT_MSG_VOTE;
     if (vote_req && !m->force && g->leader != 0 &&

@@ -565,6 +565,66 @@ static void test_alloc_failures(void) {
   }
 }
 
+/* Random, often nonsensical messages never crash a group or break its
+ * local invariants (run under ASan+UBSan in the sanitizer build). */
+static uint64_t fz_state = 88172645463325252ull;
+static uint64_t fz(uint64_t n) {
+  fz_state ^= fz_state << 13;
+  fz_state ^= fz_state >> 7;
+  fz_state ^= fz_state << 17;
+  return n ? fz_state % n : fz_state;
+}
+
+static void test_fuzz_messages(void) {
+  tc t;
+  CHECK(tc_init(&t, 3, 0, NULL) == 0);
+  tc_tick(&t, 25);
+  raft_entry ents[4];
+  uint8_t data[64];
+  for (int k = 0; k < 20000; k++) {
+    raft_msg m;
+    memset(&m, 0, sizeof m);
+    m.type = (uint8_t)fz(RAFT_MSG_TYPE_MAX + 1);
+    m.group = 7;
+    m.to = 1 + fz(3);
+    m.from = fz(5);
+    m.term = fz(4) ? raft_term(t.g[m.to]) + fz(3) - 1 : fz(0);
+    m.index = fz(3) ? fz(raft_last_index(t.g[m.to]) + 3) : fz(0);
+    m.log_term = fz(4) ? fz(raft_term(t.g[m.to]) + 2) : fz(0);
+    m.commit = fz(3) ? fz(raft_last_index(t.g[m.to]) + 3) : fz(0);
+    m.hint = fz(3) ? fz(40) : fz(0);
+    m.ctx = fz(10);
+    m.reject = (uint8_t)fz(2);
+    m.force = (uint8_t)fz(2);
+    m.done = (uint8_t)fz(2);
+    m.n_entries = (uint32_t)fz(5);
+    for (uint32_t i = 0; i < m.n_entries; i++) {
+      ents[i].term = fz(raft_term(t.g[m.to]) + 2);
+      ents[i].index = fz(4) ? m.index + 1 + i : fz(0);
+      ents[i].type = (uint8_t)fz(4);
+      ents[i].len = (uint32_t)fz(10);
+      ents[i].data = fz(8) ? data : NULL;
+    }
+    m.entries = fz(8) ? ents : NULL;
+    m.snap.index = fz(3) ? fz(raft_last_index(t.g[m.to]) + 5) : fz(0);
+    m.snap.term = fz(5);
+    m.snap.size = fz(100);
+    m.snap.conf.n = (uint32_t)fz(RAFT_MAX_MEMBERS + 3);
+    m.offset = fz(3) ? fz(100) : fz(0);
+    m.len = (uint32_t)fz(64);
+    m.data = fz(8) ? data : NULL;
+    raft_group *g = t.g[m.to];
+    int rc = raft_step(g, &m);
+    CHECK(rc == RAFT_OK || rc == RAFT_ERR_INVALID);
+    if (fz(10) == 0) raft_tick(g);
+    tc_ready(&t, (int)m.to);
+    t.nq = 0;
+    CHECK(raft_commit(g) <= raft_last_index(g));
+    CHECK(raft_applied(g) <= raft_commit(g));
+  }
+  tc_free(&t);
+}
+
 static void test_dedup(void) {
   raft_dedup d;
   raft_dedup_init(&d);
@@ -676,6 +736,7 @@ int main(void) {
   test_transfer();
   test_step_event();
   test_alloc_failures();
+  test_fuzz_messages();
   test_dedup();
   test_codec();
   test_restart_from_durable();
