@@ -109,6 +109,7 @@ static int send_one(raft_group *g, raft_progress *pr, int allow_empty,
   if (pr->state == PR_PROBE && pr->paused) return RAFT_OK;
   if (pr->state == PR_REPLICATE && pr->inflight >= g->cfg.max_inflight)
     return RAFT_OK;
+  if (pr->next > raft__last_index(g) + 1) pr->next = raft__last_index(g) + 1;
   uint64_t prev = pr->next - 1;
   int ok;
   uint64_t prev_term = raft__term_at(g, prev, &ok);
