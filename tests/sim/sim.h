@@ -277,6 +277,20 @@ int sim_committed_chain(sim *s, int group, uint64_t index, uint64_t *chain);
 void sim_check_free(sim *s);
 uint64_t sim_chain(uint64_t prev, const raft_entry *e);
 
+/* sim_disk.c: the disk model */
+typedef struct sim_buf {
+  uint8_t *p;
+  size_t n, cap;
+} sim_buf;
+void sim_disk_prune_old(sim_disk *d, uint64_t pinned);
+void sim_disk_free(sim_disk *d);
+uint64_t sim_disk_last(const sim_disk *d);
+sim_dent *sim_disk_at(const sim_disk *d, uint64_t index);
+uint64_t sim_disk_chain_at(const sim_disk *d, uint64_t index);
+void sim_disk_drop_prefix(sim_disk *d, uint64_t upto);
+void sim_disk_build_batch(sim *s, raft_ready *rd, const int *has, sim_buf *b);
+int sim_disk_apply_batch(sim *s, sim_node *nd, const uint8_t *p, size_t n);
+
 /* sim_store.c: optional mirror into the real leveldb log store */
 int sim_store_open(sim *s, int slot);
 void sim_store_close(sim *s, int slot);
