@@ -163,9 +163,11 @@ typedef struct raft_ready {
   uint64_t chunk_offset;
   uint32_t chunk_len;
   const uint8_t *chunk_data;
-  /* snapshot complete: replace the state machine with the staged one,
-   * persist the meta and drop every durable entry at or below snap.index;
-   * done before applying `committed` (which then start after it). */
+  /* snapshot complete (after writing this round's chunk, if any): the
+   * staged bytes become the snapshot; persist the meta; drop every durable
+   * entry <= snap.index, and all of them if the durable log does not hold
+   * entry (snap.index, snap.term); then, before applying `committed`
+   * (which start after snap.index), replace the state machine with it. */
   uint8_t has_snap;
   raft_snap_meta snap;
   raft_read_state *reads;      /* answer after applying */
