@@ -9,6 +9,7 @@
 
 #include "query.h"
 #include "hash.h"
+#include "item.h"
 #include "sx_errors.h"
 
 int rt_q_primary_range(rt_query *qc, rt_err *e)
@@ -46,18 +47,32 @@ out:
 }
 
 /* Takes one S_RANGE page's items into the results and notes where the
- * page stopped (`next`, empty when the range ended). */
-static int take_page(rt_query *qc, const msg_S_RANGE_rep *rep, rt_err *e)
+ * page stopped: `next`, or, when the reply budget cut the page short, the
+ * key of the last item taken. *more is false once the range has ended. */
+static int take_page(rt_query *qc, const msg_S_RANGE_rep *rep, bool *more,
+                     rt_err *e)
 {
+    sx_bytes key = { 0 };
     uint32_t i;
     int rc;
 
-    qc->entries += rep->items.n;
-    for (i = 0; i < rep->items.n; i++) {
+    for (i = 0; i < rep->items.n && qc->nres < qc->limit; i++) {
         rc = rt_q_add(qc, rep->items.v[i].p, rep->items.v[i].n);
         if (rc != 0)
             return rt_errf(e, rc, "cannot take item %u of a range page: %s", i,
                            sx_strerror(rc));
+    }
+    qc->entries += i;
+    *more = rep->next.n > 0;
+    if (i > 0 && i < rep->items.n) {
+        /* cut short: resume after the last item taken */
+        const sx_buf *it = &rep->items.v[i - 1];
+        rc = rt_item_key(qc->rt, qc->t, it->p, it->n, &key);
+        if (rc == 0)
+            rc = rt_q_mark(qc, key.p, key.n);
+        bytes_free(&key);
+        *more = true;
+        return rc != 0 ? rt_errf(e, rc, "cannot read a returned item's key") : 0;
     }
     if (rep->next.n > 0 && rt_q_mark(qc, rep->next.p, rep->next.n) != 0)
         return rt_errf(e, SX_ENOMEM, "out of memory");
@@ -71,6 +86,7 @@ int rt_q_primary(rt_query *qc, rt_err *e)
     msg_S_RANGE_req req;
     msg_S_RANGE_rep rep;
     rt_rpc c;
+    bool more = false;
     int rc = 0;
 
     part = cfg_storage_for(cfg, sx_get_be64(qc->cur.lo.p));
@@ -96,8 +112,8 @@ int rt_q_primary(rt_query *qc, rt_err *e)
         else if (c.err != 0)
             rc = rt_rpc_fail(qc->rt, &c, e);
         else
-            rc = take_page(qc, &rep, e);
-        if (rc == 0 && rep.next.n == 0)
+            rc = take_page(qc, &rep, &more, e);
+        if (rc == 0 && !more)
             qc->exhausted = true;
         if (rc == 0 && !qc->exhausted)
             rc = rt_range_resume(&qc->cur, qc->last.p, qc->last.n, qc->desc);

@@ -55,6 +55,8 @@ int rt_q_add(rt_query *qc, const uint8_t *item, size_t n)
     if (qc->acc.oom)
         return SX_ENOMEM;
     qc->nres++;
+    if (qc->acc.sb.size >= RT_REPLY_BYTES)
+        qc->limit = qc->nres;   /* page full: end it here, with a token */
     return 0;
 }
 

@@ -51,8 +51,9 @@ typedef struct rt_query {
 /* Adds id to s unless present. Returns 0 or SX_ENOMEM. */
 int rt_ids_add(rt_ids *s, uint64_t id);
 
-/* Appends one result item (selected down to qc->attrs when given).
- * Returns 0, SX_EPROTO (malformed item), SX_ENOMEM. */
+/* Appends one result item (selected down to qc->attrs when given). When
+ * the results reach RT_REPLY_BYTES the page's limit shrinks to what it
+ * holds. Returns 0, SX_EPROTO (malformed item), SX_ENOMEM. */
 int rt_q_add(rt_query *qc, const uint8_t *item, size_t n);
 
 /* Records the last consumed key. Returns 0 or SX_ENOMEM. */

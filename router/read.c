@@ -12,6 +12,24 @@
 #include "range.h"
 #include "sx_errors.h"
 
+int rt_item_key(const router *rt, const cat_table *t, const uint8_t *p, size_t n,
+                sx_bytes *key)
+{
+    sx_bytes pk = { 0 };
+    size_t pklen = 0;
+    uint8_t hb[8];
+    int rc;
+
+    rc = item_primary_key(t, p, n, &pk, &pklen);
+    if (rc == 0) {
+        sx_put_be64(hb, sx_shard_hash(rt->cfg->hash_key, pk.p, pklen));
+        if (bytes_append(key, hb, 8) != 0 || bytes_append(key, pk.p, pk.n) != 0)
+            rc = SX_ENOMEM;
+    }
+    bytes_free(&pk);
+    return rc;
+}
+
 /* Builds the fact-local key h | pk of key map `key` for table t and finds
  * its partition. */
 static int point_key(router *rt, const cat_table *t, sx_buf key, sx_bytes *local,

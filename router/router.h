@@ -25,9 +25,14 @@
 #include "config.h"
 #include "msg.h"
 #include "mp.h"
+#include "tuple.h"
 
 #define RT_DEFAULT_WORKERS 16
 #define RT_ERRLEN 256
+/* Items in one QUERY/SCAN reply stop growing past this many bytes (the
+ * frame limit is SX_MAX_FRAME, 16 MiB; one item is at most 400 KiB): the
+ * page then ends early with a token. */
+#define RT_REPLY_BYTES (8u * 1024u * 1024u)
 
 /* The router. Immutable after rt_new (see the file comment). */
 typedef struct router {
@@ -143,6 +148,11 @@ int rt_table(router *rt, sx_buf name, const sx_catalog **cat,
  * Returns 0, SX_ENOTABLE, SX_ENOINDEX, or a fetch error. */
 int rt_index(router *rt, sx_buf table, sx_buf index, const sx_catalog **cat,
              const cat_table **t, const cat_index **ix, rt_err *e);
+
+/* Appends the fact-local key h (8 BE) | pk of item p..n of table t to key.
+ * Returns 0 or an sx_err (SX_EKEY, SX_ENOMEM, ...). */
+int rt_item_key(const router *rt, const cat_table *t, const uint8_t *p, size_t n,
+                sx_bytes *key);
 
 /* ---- handlers: each decodes frame p..n, and on success appends its reply
  * to out and returns 0; on failure returns an sx_err with the reason in e

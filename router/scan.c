@@ -1,9 +1,12 @@
 /*
  * scan.c — SCAN: every storage partition in parallel, each an S_RANGE over
  * the whole table with the server-side equality filter `where`, the page
- * limit shared among the partitions still running. The continuation token
- * holds one resume key per storage partition (the last key it examined;
- * empty once it is done), MAC'd and bound to the table and the filter.
+ * limit shared among the partitions still running, the reply bounded to
+ * RT_REPLY_BYTES. The continuation token holds one position per storage
+ * partition, MAC'd and bound to the table and the filter: the last key it
+ * examined, empty once it is done, or the single byte 0x00 for "not read
+ * yet" (a page cut short by the byte budget). Fact-local keys are at least
+ * 9 bytes, so the marker cannot be a key.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +94,8 @@ static int scan_start(scan_st *s, router *rt, const rt_tokctx *ctx, sx_buf tok,
         rc = SX_ETOKEN;
     for (i = 0; rc == 0 && i < s->nst; i++) {
         s->done[i] = pos[i].n == 0;
+        if (pos[i].n == 1 && pos[i].p[0] == 0)
+            continue;   /* not read yet: from the start */
         if (!s->done[i] && (bytes_append(&s->pos[i], pos[i].p, pos[i].n) != 0 ||
                             bytes_append(&s->pos[i], &zero, 1) != 0))
             rc = SX_ENOMEM;
@@ -137,33 +142,73 @@ static int scan_run(scan_st *s, router *rt, const cat_table *t, sx_buf where,
     return 0;
 }
 
-/* Encodes the items of every call and the next token. */
-static int scan_reply(scan_st *s, router *rt, const rt_tokctx *ctx, mp_buf *out,
-                      rt_err *e)
+/* Where partition index pi stands after a page that took `take` of the
+ * `n` items its call returned: its `next` when all were taken; the key of
+ * the last item taken; or, when none was, where it stood before. The key
+ * is built in *key when needed. */
+static int next_pos(const scan_st *s, router *rt, const cat_table *t, int ci,
+                    uint32_t take, sx_bytes *key, sx_buf *pos)
+{
+    static const uint8_t start = 0;
+    const msg_S_RANGE_rep *r = &s->reps[ci];
+    int pi = s->part_of[ci], rc;
+
+    if (take == r->items.n) {
+        *pos = r->next;
+        return 0;
+    }
+    if (take > 0) {
+        rc = rt_item_key(rt, t, r->items.v[take - 1].p, r->items.v[take - 1].n, key);
+        *pos = (sx_buf){ key->p, key->n };
+        return rc;
+    }
+    if (s->pos[pi].n == 0)
+        *pos = (sx_buf){ &start, 1 };
+    else    /* s->pos holds "last key | 0x00" */
+        *pos = (sx_buf){ s->pos[pi].p, s->pos[pi].n - 1 };
+    return 0;
+}
+
+/* Encodes the items of every call (in partition order, up to the byte
+ * budget) and the next token. */
+static int scan_reply(scan_st *s, router *rt, const cat_table *t,
+                      const rt_tokctx *ctx, mp_buf *out, rt_err *e)
 {
     msg_SCAN_rep rep;
     sx_buf *items = NULL, *pos = NULL;
+    sx_bytes *keys = NULL;
     uint32_t total = 0, k = 0, j;
     uint8_t *tok = NULL;
-    size_t tokn = 0;
-    bool more = false;
+    size_t tokn = 0, bytes = 0;
+    bool more = false, full = false;
     int i, rc = 0;
 
     for (i = 0; i < s->ncalls; i++)
         total += s->reps[i].items.n;
     items = calloc((size_t)total + 1, sizeof(*items));
     pos = calloc((size_t)s->nst + 1, sizeof(*pos));
-    if (items == NULL || pos == NULL) {
+    keys = calloc((size_t)s->nst + 1, sizeof(*keys));
+    if (items == NULL || pos == NULL || keys == NULL) {
         rc = rt_errf(e, SX_ENOMEM, "out of memory");
         goto out;
     }
-    for (i = 0; i < s->ncalls; i++)
-        for (j = 0; j < s->reps[i].items.n; j++)
-            items[k++] = s->reps[i].items.v[j];
     /* Partitions not called this time are done (their position is empty). */
     for (i = 0; i < s->ncalls; i++) {
-        pos[s->part_of[i]] = s->reps[i].next;
-        more = more || s->reps[i].next.n > 0;
+        const sx_bufs *v = &s->reps[i].items;
+        for (j = 0; j < v->n && !full; j++) {
+            if (k > 0 && bytes + v->v[j].n > RT_REPLY_BYTES) {
+                full = true;
+                break;
+            }
+            bytes += v->v[j].n;
+            items[k++] = v->v[j];
+        }
+        rc = next_pos(s, rt, t, i, full ? j : v->n, &keys[i], &pos[s->part_of[i]]);
+        if (rc != 0) {
+            rc = rt_errf(e, rc, "cannot read a returned item's key");
+            goto out;
+        }
+        more = more || pos[s->part_of[i]].n > 0;
     }
     if (more && (rc = rt_token_seal(rt->cfg->token_key, ctx, pos, (uint32_t)s->nst,
                                     &tok, &tokn)) != 0) {
@@ -171,11 +216,15 @@ static int scan_reply(scan_st *s, router *rt, const rt_tokctx *ctx, mp_buf *out,
         goto out;
     }
     memset(&rep, 0, sizeof(rep));
-    rep.items = (sx_bufs){ total, items };
+    rep.items = (sx_bufs){ k, items };
     rep.token = (sx_buf){ tok, tokn };
     if (msg_encode_rep(MSG_SCAN, &rep, out) != 0)
         rc = rt_errf(e, SX_ENOMEM, "out of memory");
 out:
+    if (keys != NULL)
+        for (i = 0; i < s->nst; i++)
+            bytes_free(&keys[i]);
+    free(keys);
     free(tok);
     free(items);
     free(pos);
@@ -222,7 +271,7 @@ int rt_h_scan(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e)
     if (rc == 0)
         rc = scan_run(&s, rt, t, q.where, limit, e);
     if (rc == 0)
-        rc = scan_reply(&s, rt, &ctx, out, e);
+        rc = scan_reply(&s, rt, t, &ctx, out, e);
 out:
     scan_free(&s);
     msg_free_req(MSG_SCAN, &q);
