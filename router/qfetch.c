@@ -11,8 +11,14 @@
 #include "item.h"
 #include "sx_errors.h"
 
+/* Keys per S_GET: the reply must fit the 16 MiB frame even when every
+ * item has the maximum size (40 x 400 KiB + overhead < 16 MiB); a group
+ * with more keys is split into several calls, all run in parallel. */
+#define RT_SGET_MAX_KEYS 40
+
 /* The page's fact fetch: per entry its group (storage partition index in
- * cfg->storage) and slot in that group's key list; per group one call. */
+ * cfg->storage) and slot in that group's key list; per group one call per
+ * RT_SGET_MAX_KEYS keys (the group's first is call_of[group]). */
 typedef struct fetch {
     uint32_t n;
     sx_bytes arena;           /* fact-local keys, concatenated */
@@ -62,9 +68,9 @@ static int fetch_alloc(fetch *f, uint32_t n, int nst)
     f->cnt = calloc((size_t)nst, sizeof(*f->cnt));
     f->call_of = calloc((size_t)nst, sizeof(*f->call_of));
     f->gkeys = calloc((size_t)nst, sizeof(*f->gkeys));
-    f->reqs = calloc((size_t)nst, sizeof(*f->reqs));
-    f->reps = calloc((size_t)nst, sizeof(*f->reps));
-    f->calls = calloc((size_t)nst, sizeof(*f->calls));
+    f->reqs = calloc((size_t)nst + n / RT_SGET_MAX_KEYS + 1, sizeof(*f->reqs));
+    f->reps = calloc((size_t)nst + n / RT_SGET_MAX_KEYS + 1, sizeof(*f->reps));
+    f->calls = calloc((size_t)nst + n / RT_SGET_MAX_KEYS + 1, sizeof(*f->calls));
     if (!f->koff || !f->klen || !f->grp || !f->slot || !f->cnt || !f->call_of ||
         !f->gkeys || !f->reqs || !f->reps || !f->calls)
         return SX_ENOMEM;
@@ -98,7 +104,29 @@ static int fetch_keys(fetch *f, const rt_query *qc, const msg_I_RANGE_rep *page,
     return 0;
 }
 
-/* Builds one S_GET per group and runs them in parallel. */
+/* Builds the S_GETs of one group (its keys in chunks). */
+static void group_calls(fetch *f, const rt_query *qc, int g)
+{
+    const sx_config *cfg = qc->rt->cfg;
+    uint32_t off;
+
+    f->call_of[g] = f->ncalls;
+    for (off = 0; off < f->cnt[g]; off += RT_SGET_MAX_KEYS) {
+        int m = f->ncalls++;
+        uint32_t k = f->cnt[g] - off;
+        if (k > RT_SGET_MAX_KEYS)
+            k = RT_SGET_MAX_KEYS;
+        f->reqs[m].part = cfg->storage[g].id;
+        f->reqs[m].table_id = qc->t->id;
+        f->reqs[m].keys = (sx_bufs){ k, f->gkeys[g] + off };
+        f->calls[m].node = cfg->storage[g].node;
+        f->calls[m].type = MSG_S_GET;
+        f->calls[m].req = &f->reqs[m];
+        f->calls[m].rep = &f->reps[m];
+    }
+}
+
+/* Builds the S_GETs of every group and runs them in parallel. */
 static int fetch_run(fetch *f, rt_query *qc, rt_err *e)
 {
     const sx_config *cfg = qc->rt->cfg;
@@ -117,18 +145,9 @@ static int fetch_run(fetch *f, rt_query *qc, rt_err *e)
         f->gkeys[f->grp[i]][f->slot[i]] =
             (sx_buf){ f->arena.p + f->koff[i], f->klen[i] };
     for (g = 0; g < f->nst; g++) {
-        int m = f->ncalls;
         if (f->cnt[g] == 0)
             continue;
-        f->reqs[m].part = cfg->storage[g].id;
-        f->reqs[m].table_id = qc->t->id;
-        f->reqs[m].keys = (sx_bufs){ f->cnt[g], f->gkeys[g] };
-        f->calls[m].node = cfg->storage[g].node;
-        f->calls[m].type = MSG_S_GET;
-        f->calls[m].req = &f->reqs[m];
-        f->calls[m].rep = &f->reps[m];
-        f->call_of[g] = m;
-        f->ncalls++;
+        group_calls(f, qc, g);
         if (rt_ids_add(&qc->fact_parts, cfg->storage[g].id) != 0)
             return rt_errf(e, SX_ENOMEM, "out of memory");
     }
@@ -173,8 +192,9 @@ static int fetch_merge(fetch *f, rt_query *qc, const msg_I_RANGE_rep *page,
 
     for (i = 0; i < f->n && qc->nres < qc->limit; i++) {
         *used = i + 1;
-        const msg_S_GET_rep *r = &f->reps[f->call_of[f->grp[i]]];
-        const sx_buf *item = &r->items.v[f->slot[i]];
+        const msg_S_GET_rep *r =
+            &f->reps[f->call_of[f->grp[i]] + f->slot[i] / RT_SGET_MAX_KEYS];
+        const sx_buf *item = &r->items.v[f->slot[i] % RT_SGET_MAX_KEYS];
         bool ok = !rt_raw_nil(*item);
 
         if (ok && verify) {

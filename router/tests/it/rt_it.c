@@ -166,6 +166,13 @@ static void paging_secondary(sx_client *c)
         ok = got[i] == (i % 100) * 3 + i / 100;
     CHECK(ok, "whole index in (g, id) order: %ld items", n);
     CHECK(pages >= 6 && pages <= 7, "whole index: %d pages of 50", pages);
+    o.limit = 1000;     /* one page; ~75 facts per storage partition */
+    n = run_pages(c, "pg", "by_g", o, "id", got, NITEMS + 10, &pages);
+    ok = n == NITEMS && pages == 1;
+    for (long i = 0; ok && i < n; i++)
+        ok = got[i] == (i % 100) * 3 + i / 100;
+    CHECK(ok, "whole index in one page of 1000: %ld items, %d pages", n, pages);
+    o.limit = 50;
     o.desc = 1;
     n = run_pages(c, "pg", "by_g", o, "id", got, NITEMS + 10, &pages);
     ok = n == NITEMS;
@@ -419,6 +426,10 @@ static void big_items(sx_client *c)
     CHECK(rc == 0, "table create: %s", sx_client_errmsg(c));
     rc = sx_index_create(c, "big", "by_tag", by_tag, 1, SX_PROJ_ALL, NULL, 0);
     CHECK(rc == 0, "index create: %s", sx_client_errmsg(c));
+    /* keys only: a verified page fetches every fact from the one partition
+     * (more than a 16 MiB frame in one S_GET) */
+    rc = sx_index_create(c, "big", "by_tag_k", by_tag, 1, SX_PROJ_KEYS, NULL, 0);
+    CHECK(rc == 0, "index create: %s", sx_client_errmsg(c));
     for (int i = 0; i < NB; i++) {
         items[i] = sx_item_new();
         sx_item_set_int(items[i], "k", 7);
@@ -464,6 +475,14 @@ static void big_items(sx_client *c)
     o.consistency = SX_EVENTUAL;
     n = run_pages(c, "big", "by_tag", o, "s", got, NB + 10, &pages);
     CHECK(n == NB && pages >= 2, "big covering query: %ld items, %d pages", n, pages);
+    wait_ready(c, "big", "by_tag_k");
+    o.consistency = SX_VERIFIED;
+    n = run_pages(c, "big", "by_tag_k", o, "s", got, NB + 10, &pages);
+    ok = true;
+    for (long i = 0; i < n; i++)
+        ok = ok && got[i] == i;
+    CHECK(n == NB && ok && pages >= 2, "big keys-only verified: %ld items, %d pages",
+          n, pages);
 
     {
         char *tok = NULL;
