@@ -156,6 +156,11 @@ int rt_strong_wait(router *rt, int first, int count, uint64_t timeout_ms,
         return rt_errf(e, SX_ENOMEM, "out of memory");
     start = rt_now_ms();
     rc = take_heads(rt, heads, (int)timeout_ms, e);
+    if (rc != 0) {
+        char why[RT_ERRLEN];
+        snprintf(why, sizeof(why), "%s", e->msg);
+        rt_errf(e, rc, "strong read: cannot take the storage heads: %s", why);
+    }
     while (rc == 0) {
         uint64_t spent = rt_now_ms() - start;
         /* each poll gets what is left of the deadline, but at least a
