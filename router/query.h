@@ -18,7 +18,7 @@
 #define RT_QUERY_DEFAULT_LIMIT 100
 #define RT_QUERY_MAX_LIMIT 10000
 #define RT_STRONG_DEFAULT_MS 5000
-#define RT_STRONG_MAX_MS 600000
+#define RT_STRONG_MAX_MS 60000     /* a worker waits at most this long */
 
 /* A small set of partition ids, in first-touched order. */
 typedef struct rt_ids {
