@@ -174,6 +174,8 @@ int raft_load_entry(raft_group *g, const raft_entry *e) {
   if (!g->loading || e->index != raft__last_index(g) + 1 ||
       e->type > RAFT_ENTRY_CONF || (e->len && !e->data))
     return RAFT_ERR_INVALID;
+  /* terms never decrease along a log and never exceed the durable term */
+  if (e->term < raft__last_term(g) || e->term > g->term) return RAFT_ERR_CORRUPT;
   int rc = raft__log_append(g, e->term, e->type, e->data, e->len);
   if (rc) return rc;
   g->stable = raft__last_index(g);

@@ -228,7 +228,9 @@ int raft_group_new(const raft_config *cfg, const raft_snap_meta *snap,
                    const raft_hard_state *hs, uint64_t applied,
                    raft_group **out);
 /* Appends one durable entry while loading (data is copied).  Entries must be
- * contiguous from snap->index+1.  Returns RAFT_OK, RAFT_ERR_INVALID/NOMEM. */
+ * contiguous from snap->index+1.  Returns RAFT_OK, RAFT_ERR_INVALID (not
+ * contiguous, bad type), RAFT_ERR_CORRUPT (a term below the previous entry's
+ * or above the hard state's), RAFT_ERR_NOMEM. */
 int raft_load_entry(raft_group *g, const raft_entry *e);
 /* Ends loading; checks hs.commit against the loaded log.  Returns RAFT_OK or
  * RAFT_ERR_CORRUPT (commit beyond the log: the durable state is damaged). */

@@ -702,6 +702,12 @@ static void test_restart_from_durable(void) {
   CHECK(raft_load_entry(g, &e) == 0);
   e.index = 4; /* gap */
   CHECK(raft_load_entry(g, &e) == RAFT_ERR_INVALID);
+  e.index = 3;
+  e.term = 1; /* below the previous entry's term */
+  CHECK(raft_load_entry(g, &e) == RAFT_ERR_CORRUPT);
+  e.term = 9; /* above the durable term */
+  CHECK(raft_load_entry(g, &e) == RAFT_ERR_CORRUPT);
+  e.term = 2;
   CHECK(raft_load_done(g) == RAFT_ERR_CORRUPT);
   raft_group_free(g);
   hs.commit = 2;
