@@ -39,6 +39,7 @@ const char *rt_role_name(int role)
 /* How long a call waits for a connection to a node that has none: a
  * little more than net_dial's longest reconnect interval (500 ms). */
 #define RT_CONNECT_WAIT_MS 600
+#define RT_DOWN_HOLD_MS 1000
 
 static void pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
 {
@@ -106,6 +107,8 @@ static bool conn_known_up(router *rt, int i)
 
     if (atomic_load(&rt->pipes[i]) > 0)
         return true;
+    if (rt_now_ms() < atomic_load(&rt->down_until[i]))
+        return false;       /* found down a moment ago: do not wait again */
     n = stat_pipes(rt->socks[i]);
     if (n > 0)
         atomic_store(&rt->pipes[i], n);
@@ -113,7 +116,9 @@ static bool conn_known_up(router *rt, int i)
 }
 
 /* Waits up to RT_CONNECT_WAIT_MS, for all of them at once, until every
- * dialed node of the calls has a connection. */
+ * dialed node of the calls has a connection; nodes still without one are
+ * then held "down" for RT_DOWN_HOLD_MS, during which calls to them fail
+ * at once (a reconnection ends the hold: the pipe event is seen first). */
 static void conns_wait(router *rt, const rt_rpc *calls, int n)
 {
     struct timespec ts = { 0, 10 * 1000 * 1000 };
@@ -125,12 +130,21 @@ static void conns_wait(router *rt, const rt_rpc *calls, int n)
         for (i = 0; i < n; i++) {
             int nd = calls[i].node;
             if (nd >= 0 && nd < rt->cfg->nnodes && rt->dialed[nd] &&
-                !conn_known_up(rt, nd))
+                !conn_known_up(rt, nd) &&
+                rt_now_ms() >= atomic_load(&rt->down_until[nd]))
                 all = false;
         }
-        if (all || waited >= RT_CONNECT_WAIT_MS)
+        if (all)
             return;
+        if (waited >= RT_CONNECT_WAIT_MS)
+            break;
         nanosleep(&ts, NULL);
+    }
+    for (i = 0; i < n; i++) {
+        int nd = calls[i].node;
+        if (nd >= 0 && nd < rt->cfg->nnodes && rt->dialed[nd] &&
+            !conn_known_up(rt, nd))
+            atomic_store(&rt->down_until[nd], rt_now_ms() + RT_DOWN_HOLD_MS);
     }
 }
 

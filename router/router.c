@@ -42,7 +42,9 @@ int rt_new(const sx_config *cfg, int self, router **out)
     rt->socks = calloc((size_t)cfg->nnodes, sizeof(*rt->socks));
     rt->dialed = calloc((size_t)cfg->nnodes, sizeof(*rt->dialed));
     rt->pipes = calloc((size_t)cfg->nnodes, sizeof(*rt->pipes));
-    if (rt->socks == NULL || rt->dialed == NULL || rt->pipes == NULL) {
+    rt->down_until = calloc((size_t)cfg->nnodes, sizeof(*rt->down_until));
+    if (rt->socks == NULL || rt->dialed == NULL || rt->pipes == NULL ||
+        rt->down_until == NULL) {
         rc = SX_ENOMEM;
         goto fail;
     }
@@ -94,6 +96,7 @@ void rt_free(router *rt)
     free(rt->socks);
     free(rt->dialed);
     free(rt->pipes);
+    free(rt->down_until);
     pthread_cond_destroy(&rt->cv);
     pthread_mutex_destroy(&rt->mu);
     free(rt);

@@ -41,6 +41,8 @@ typedef struct router {
     nng_socket *socks;      /* per cfg node; valid where dialed[i] */
     bool *dialed;
     atomic_int *pipes;      /* per cfg node: live connections (pipe events) */
+    _Atomic uint64_t *down_until; /* per cfg node: found unconnected; calls
+                                   * fail at once until then (monotonic ms) */
     catcache *cc;
     int timeout_ms;         /* per inter-node call */
     /* the catalog refresher thread (refresh.c); stop/cv guarded by mu */
