@@ -109,7 +109,9 @@ int rt_conn_watch(router *rt, int i);
 
 /* True when node i has a live connection, waiting briefly (a little over
  * the dialer's reconnect interval) for one when there is none, so a call
- * to a node that is down fails fast instead of at its timeout. */
+ * to a node that is down fails fast instead of at its timeout; a node
+ * found down is then reported down at once for about a second (unless it
+ * reconnects). Thread-safe. */
 bool rt_conn_up(router *rt, int i);
 
 /* Runs every call concurrently and waits for all. Returns 0 when the calls
