@@ -52,6 +52,7 @@ void raft__snap_start(raft_group *g, raft_progress *pr) {
   pr->snap_stall = 0;
 }
 
+/* raft_snap_pinned: contract in raft.h. */
 uint64_t raft_snap_pinned(const raft_group *g) {
   uint64_t lo = 0;
   for (uint32_t i = 0; i < g->n_prs; i++) {
