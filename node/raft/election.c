@@ -126,6 +126,13 @@ int raft__tick_election(raft_group *g) {
       return raft__campaign(g, 1, 0);
     return RAFT_OK;
   }
+  /* a progress rebuild that failed for memory is retried here */
+  for (uint32_t i = 0; i < g->conf.n; i++)
+    if (g->conf.m[i].id != g->cfg.id && !raft__progress(g, g->conf.m[i].id)) {
+      int rc = raft__progress_rebuild(g);
+      if (rc) return rc;
+      break;
+    }
   if (g->transfer_to && ++g->transfer_elapsed >= g->cfg.election_ticks)
     g->transfer_to = 0; /* give up: the target did not take over in time */
   raft__snap_tick(g);
