@@ -268,7 +268,10 @@ int raft__step_append(raft_group *g, const raft_msg *m) {
       const raft_entry *e = &m->entries[i];
       if (e->type > RAFT_ENTRY_CONF || (e->len && !e->data)) break;
       int rc = raft__log_append(g, e->term, e->type, e->data, e->len);
-      if (rc) return rc;
+      if (rc) {
+        g->n_msgs--; /* no acknowledgement for a partial append */
+        return rc;
+      }
     }
   }
   uint64_t last_new = m->index + i;
