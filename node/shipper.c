@@ -318,6 +318,29 @@ static void backoff_sleep(ship_dest *d, int ms)
     pthread_mutex_unlock(&p->mu);
 }
 
+/* Writes the live end marker 'O' | dest | 2^64-1 (empty value) after the
+ * destination's queue. leveldb's Seek and Next skip deletion markers one by
+ * one, so without it a scan of this queue that runs past its last record
+ * walks every not-yet-compacted deleted record of the next destination's
+ * queue (after a bulk load: hundreds of thousands per round). The marker
+ * equals the scan's exclusive upper bound, so the scan stops on it. Not
+ * synced: a marker lost in a crash is written again at the next start. */
+static void write_end_marker(ship_dest *d)
+{
+    st_part *p = d->s->p;
+    uint8_t k[17];
+    char *err = NULL;
+
+    k[0] = ST_OUT_PREFIX;
+    sx_put_be64(k + 1, d->dest->id);
+    sx_put_be64(k + 9, UINT64_MAX);
+    leveldb_put(p->db->db, p->wnosync, (const char *)k, sizeof(k), "", 0, &err);
+    if (err != NULL) {
+        LOG_WARN("shipper: writing the queue end marker: %s", err);
+        leveldb_free(err);
+    }
+}
+
 static void *ship_main(void *arg)
 {
     ship_dest *d = arg;
@@ -325,6 +348,7 @@ static void *ship_main(void *arg)
     uint64_t last = 0;
     int backoff = 0;
 
+    write_end_marker(d);
     if (b == NULL) {
         LOG_ERROR("shipper: out of memory; destination %llu not shipped",
                   (unsigned long long)d->dest->id);
