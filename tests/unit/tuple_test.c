@@ -38,9 +38,12 @@ static void ints(void)
         }
     srand(7);
     for (int k = 0; k < 20000; k++) {
-        int64_t x = ((int64_t)rand() << 33) ^ ((int64_t)rand() << 2) ^ rand();
-        int64_t y = ((int64_t)rand() << 33) ^ ((int64_t)rand() << 2) ^ rand();
-        if (rand() & 1) x = -x;
+        /* build 64 random bits unsigned, then reinterpret (no signed overflow) */
+        uint64_t ux = ((uint64_t)rand() << 33) ^ ((uint64_t)rand() << 2) ^ (uint64_t)rand();
+        uint64_t uy = ((uint64_t)rand() << 33) ^ ((uint64_t)rand() << 2) ^ (uint64_t)rand();
+        int64_t x, y;
+        memcpy(&x, &ux, sizeof(x));
+        memcpy(&y, &uy, sizeof(y));
         sx_bytes a = enc_int(x), b = enc_int(y);
         CHECK(cmp(a, b) == (x < y ? -1 : x > y));
         bytes_free(&a);
