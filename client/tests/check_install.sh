@@ -13,6 +13,14 @@ trap 'rm -rf "$tmp"' EXIT
 cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
 export PKG_CONFIG_PATH="$(dirname "$(find "$tmp/prefix" -name shardex.pc | head -n 1)")"
 cp "$example" "$tmp/hello.c"
+# The README shows this very program: keep the two identical.
+readme="$(dirname "$example")/../../README.md"
+if [ -f "$readme" ]; then
+    awk '/^This is `client\/examples\/hello.c`/ {f=1} f && /^```c$/ {p=1; next} p && /^```$/ {exit} p' \
+        "$readme" >"$tmp/readme_hello.c"
+    cmp -s "$tmp/readme_hello.c" "$example" \
+        || { echo "README's example differs from $example" >&2; exit 1; }
+fi
 (cd "$tmp" && cc $extra -Wall -Wextra -Werror hello.c $(pkg-config --cflags --libs shardex) -o hello)
 libdir="$(pkg-config --variable=libdir shardex)"
 LD_LIBRARY_PATH="$libdir" ldd "$tmp/hello" | grep -q "$tmp/prefix/.*libshardex.so" \
