@@ -26,6 +26,18 @@ int rt_errf(rt_err *e, int code, const char *fmt, ...)
     return code;
 }
 
+int rt_key_errf(rt_err *e, const cat_table *t, size_t enc_len, const char *what)
+{
+    if (enc_len > SX_MAX_KEY)
+        return rt_errf(e, SX_EKEY, "%s: the key is %zu bytes encoded; the limit is %d",
+                       what, enc_len, SX_MAX_KEY);
+    if (t->sk)
+        return rt_errf(e, SX_EKEY, "%s: key attributes '%s' and '%s' must be present with "
+                       "scalar values (not null, a list or a map)", what, t->pk, t->sk);
+    return rt_errf(e, SX_EKEY, "%s: key attribute '%s' must be present with a scalar value "
+                   "(not null, a list or a map)", what, t->pk);
+}
+
 const char *rt_role_name(int role)
 {
     switch (role) {

@@ -45,12 +45,12 @@ static int point_key(router *rt, const cat_table *t, sx_buf key, sx_bytes *local
         return rt_errf(e, SX_EINVAL, "key must be a map of the key attributes");
     rc = item_primary_key(t, key.p, key.n, &pk, &pklen);
     if (rc != 0) {
-        bytes_free(&pk);
         if (rc == SX_EKEY)
-            return rt_errf(e, rc, "key must hold '%s'%s%s%s as scalar values", t->pk,
-                           t->sk ? " and '" : "", t->sk ? t->sk : "",
-                           t->sk ? "'" : "");
-        return rt_errf(e, rc, "cannot read the key: %s", sx_strerror(rc));
+            rt_key_errf(e, t, pk.n, "bad key");
+        else
+            rt_errf(e, rc, "cannot read the key: %s", sx_strerror(rc));
+        bytes_free(&pk);
+        return rc;
     }
     h = sx_shard_hash(rt->cfg->hash_key, pk.p, pklen);
     sx_put_be64(hb, h);

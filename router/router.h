@@ -64,6 +64,11 @@ typedef struct rt_err {
 int rt_errf(rt_err *e, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Formats the reason for an SX_EKEY from item_primary_key into e and
+ * returns SX_EKEY. what names the object ("item 3", "key"); enc_len is the
+ * encoded length item_primary_key reached (too long when > SX_MAX_KEY). */
+int rt_key_errf(rt_err *e, const cat_table *t, size_t enc_len, const char *what);
+
 /* ---- router.c: life cycle and dispatch ---- */
 
 /* Builds a router for node `self` of cfg: dials every storage and index

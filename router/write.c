@@ -8,6 +8,7 @@
  * finds the router's catalog stale is retried once after a refresh.
  */
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "router.h"
@@ -98,12 +99,14 @@ static int plan_items(put_plan *pl, router *rt, const cat_table *t,
         rc = item_primary_key(t, it->p, it->n, &pk, &pklen);
         if (rc == 0)
             h = sx_shard_hash(rt->cfg->hash_key, pk.p, pklen);
+        if (rc == SX_EKEY) {
+            char what[32];
+            snprintf(what, sizeof(what), "item %u", i);
+            rt_key_errf(e, t, pk.n, what);
+        }
         bytes_free(&pk);
         if (rc == SX_EKEY)
-            return rt_errf(e, rc, "item %u: missing or invalid key attribute "
-                           "('%s'%s%s%s must be a scalar, not null)", i, t->pk,
-                           t->sk ? " and '" : "", t->sk ? t->sk : "",
-                           t->sk ? "'" : "");
+            return rc;
         if (rc != 0)
             return rt_errf(e, rc, "item %u: %s", i, sx_strerror(rc));
         pl->grp[i] = (int)(cfg_storage_for(rt->cfg, h) - rt->cfg->storage);
