@@ -14,7 +14,7 @@
 #include "log.h"
 #include "sx_errors.h"
 
-static int map_nng(int rv)
+int net_map_nng(int rv)
 {
     switch (rv) {
     case 0: return 0;
@@ -107,7 +107,7 @@ int net_call_all(net_job *jobs, int n, int timeout_ms)
         if (rv != 0) {
             if (m)
                 nng_msg_free(m);
-            jobs[i].err = map_nng(rv);
+            jobs[i].err = net_map_nng(rv);
             continue;
         }
         nng_aio_set_timeout(st[i].aio, timeout_ms);
@@ -123,7 +123,7 @@ int net_call_all(net_job *jobs, int n, int timeout_ms)
         rv = nng_aio_result(st[i].aio);
         if (rv != 0) {
             nng_msg_free(nng_aio_get_msg(st[i].aio));
-            jobs[i].err = map_nng(rv);
+            jobs[i].err = net_map_nng(rv);
             continue;
         }
         nng_aio_set_timeout(st[i].aio, timeout_ms);
@@ -138,7 +138,7 @@ int net_call_all(net_job *jobs, int n, int timeout_ms)
         nng_aio_wait(st[i].aio);
         rv = nng_aio_result(st[i].aio);
         if (rv != 0) {
-            jobs[i].err = map_nng(rv);
+            jobs[i].err = net_map_nng(rv);
             continue;
         }
         m = nng_aio_get_msg(st[i].aio);

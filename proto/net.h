@@ -14,6 +14,11 @@
 #define SX_MAX_FRAME (16u * 1024u * 1024u)  /* NNG_OPT_RECVMAXSZ on every socket */
 #define SX_CALL_TIMEOUT_MS 10000
 
+/* Maps an nng error to an sx_err: 0 stays 0; timeouts SX_ETIMEDOUT;
+ * out of memory SX_ENOMEM; closed, refused or broken connections
+ * SX_EUNAVAIL; anything else SX_ENET. */
+int net_map_nng(int rv);
+
 /* Opens a REP socket listening on url. Returns 0, SX_ENET (bad or busy url). */
 int net_listen(const char *url, nng_socket *out);
 

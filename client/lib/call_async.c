@@ -94,19 +94,6 @@ int sx_client_wait(sx_client *c, int timeout_ms)
     return rc;
 }
 
-static int map_nng(int rv)
-{
-    switch (rv) {
-    case 0: return 0;
-    case NNG_ETIMEDOUT: return SX_ETIMEDOUT;
-    case NNG_ENOMEM: return SX_ENOMEM;
-    case NNG_ECLOSED: case NNG_ECONNREFUSED: case NNG_ECONNSHUT:
-    case NNG_ECONNRESET: case NNG_ECONNABORTED: case NNG_EADDRINVAL:
-        return SX_EUNAVAIL;
-    default: return SX_ENET;
-    }
-}
-
 static void op_cb(void *arg);
 
 /* Takes an idle operation from c's pool or makes one; counts it in flight.
@@ -190,13 +177,13 @@ static int op_send(sx_op *op)
     nng_msg *m = NULL;
     if (!op->ctx_open[k]) {
         if ((rv = nng_ctx_open(&op->ctxs[k], c->socks[k])) != 0)
-            return map_nng(rv);
+            return net_map_nng(rv);
         op->ctx_open[k] = true;
     }
     if ((rv = nng_msg_alloc(&m, 0)) != 0 || (rv = nng_msg_append(m, op->wire, op->wire_n)) != 0) {
         if (m)
             nng_msg_free(m);
-        return map_nng(rv);
+        return net_map_nng(rv);
     }
     op->phase = 0;
     nng_aio_set_msg(op->aio, m);
@@ -237,7 +224,7 @@ static void op_cb(void *arg)
     if (op->phase == 0) {
         if (rv != 0) {
             nng_msg_free(nng_aio_get_msg(op->aio));
-            op_failed(op, map_nng(rv));
+            op_failed(op, net_map_nng(rv));
             return;
         }
         op->phase = 1;
@@ -246,7 +233,7 @@ static void op_cb(void *arg)
         return;
     }
     if (rv != 0) {
-        op_failed(op, map_nng(rv));
+        op_failed(op, net_map_nng(rv));
         return;
     }
     nng_msg *m = nng_aio_get_msg(op->aio);
