@@ -126,6 +126,13 @@ enum { OUT_PUT = 0, OUT_DEL = 1 };
 #define MSG_NODE_STATUS_REQ(F, T)
 #define MSG_NODE_STATUS_REP(F, T) F(T, RAW, status)
 
+/* ---- every port ---- */
+/* Several whole request frames for one server in one message (net_peer
+ * coalesces concurrent calls into it); the reply holds one whole reply
+ * frame per request, in order. A MULTI never nests. */
+#define MSG_MULTI_REQ(F, T) F(T, BINS, frames)
+#define MSG_MULTI_REP(F, T) F(T, BINS, frames)
+
 /* X(NAME, number): numbers cross the wire; never renumber. */
 #define SX_MESSAGES(X)                                                        \
     X(PING, 1) X(TABLE_CREATE, 2) X(INDEX_CREATE, 3) X(INDEX_DROP, 4)         \
@@ -133,7 +140,7 @@ enum { OUT_PUT = 0, OUT_DEL = 1 };
     X(STATUS, 11) X(CATALOG, 12)                                              \
     X(CAT_UPDATE, 20) X(CAT_BACKFILLED, 21) X(S_WRITE, 22) X(S_GET, 23)      \
     X(S_RANGE, 24) X(S_HEADS, 25) X(I_APPLY, 26) X(I_RANGE, 27)              \
-    X(I_WATERMARKS, 28) X(NODE_STATUS, 29)
+    X(I_WATERMARKS, 28) X(NODE_STATUS, 29) X(MULTI, 30)
 
 typedef enum msg_type {
 #define MSG__ENUM(name, num) MSG_##name = num,

@@ -2,8 +2,7 @@
  * net.c — nng sockets, calls and the worker-pool server (see net.h).
  *
  * Calls use one REQ context per request, so many threads can share one
- * socket. The server runs N threads, each looping recv → handler → send on
- * its own REP context.
+ * socket. The server is in server.c, coalesced calls in peer.c.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -79,15 +78,71 @@ typedef struct call_state {
     int open;
 } call_state;
 
+/* Peer calls of one net_call_all: counts what is still out. */
+typedef struct peer_wait {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int left;
+} peer_wait;
+
+typedef struct peer_job {
+    net_job *job;
+    peer_wait *w;
+} peer_job;
+
+static void peer_job_done(void *arg, int err, const uint8_t *resp, size_t n)
+{
+    peer_job *pj = arg;
+    net_job *j = pj->job;
+
+    j->err = err;
+    if (err == 0) {
+        j->resp = malloc(n ? n : 1);
+        if (j->resp == NULL) {
+            j->err = SX_ENOMEM;
+        } else {
+            memcpy(j->resp, resp, n);
+            j->resp_n = n;
+        }
+    }
+    pthread_mutex_lock(&pj->w->mu);
+    if (--pj->w->left == 0)
+        pthread_cond_signal(&pj->w->cv);
+    pthread_mutex_unlock(&pj->w->mu);
+}
+
 int net_call_all(net_job *jobs, int n, int timeout_ms)
 {
     call_state *st;
+    peer_job *pj;
+    peer_wait w;
+    int npeer = 0;
 
     if (n <= 0)
         return 0;
+    for (int i = 0; i < n; i++)
+        npeer += jobs[i].peer != NULL;
     st = calloc((size_t)n, sizeof(*st));
-    if (st == NULL)
+    pj = npeer ? calloc((size_t)n, sizeof(*pj)) : NULL;
+    if (st == NULL || (npeer && pj == NULL)) {
+        free(st);
+        free(pj);
         return SX_ENOMEM;
+    }
+    if (npeer) {
+        if (pthread_mutex_init(&w.mu, NULL) != 0) {
+            free(st);
+            free(pj);
+            return SX_ENOMEM;
+        }
+        if (pthread_cond_init(&w.cv, NULL) != 0) {
+            pthread_mutex_destroy(&w.mu);
+            free(st);
+            free(pj);
+            return SX_ENOMEM;
+        }
+        w.left = npeer;
+    }
     for (int i = 0; i < n; i++) {
         nng_msg *m = NULL;
         int rv;
@@ -95,6 +150,15 @@ int net_call_all(net_job *jobs, int n, int timeout_ms)
         jobs[i].err = 0;
         jobs[i].resp = NULL;
         jobs[i].resp_n = 0;
+        if (jobs[i].peer != NULL) {
+            pj[i].job = &jobs[i];
+            pj[i].w = &w;
+            rv = net_peer_submit(jobs[i].peer, jobs[i].req, jobs[i].req_n, timeout_ms,
+                                 peer_job_done, &pj[i]);
+            if (rv != 0)
+                peer_job_done(&pj[i], rv, NULL, 0);
+            continue;
+        }
         rv = nng_ctx_open(&st[i].ctx, jobs[i].sock);
         if (rv == 0) {
             st[i].open = 1;
@@ -117,7 +181,7 @@ int net_call_all(net_job *jobs, int n, int timeout_ms)
     for (int i = 0; i < n; i++) {
         int rv;
 
-        if (jobs[i].err || st[i].aio == NULL)
+        if (st[i].aio == NULL || jobs[i].err)
             continue;
         nng_aio_wait(st[i].aio);
         rv = nng_aio_result(st[i].aio);
@@ -133,7 +197,7 @@ int net_call_all(net_job *jobs, int n, int timeout_ms)
         nng_msg *m;
         int rv;
 
-        if (jobs[i].err || st[i].aio == NULL)
+        if (st[i].aio == NULL || jobs[i].err)
             continue;
         nng_aio_wait(st[i].aio);
         rv = nng_aio_result(st[i].aio);
@@ -156,6 +220,15 @@ int net_call_all(net_job *jobs, int n, int timeout_ms)
         if (st[i].open)
             nng_ctx_close(st[i].ctx);
     }
+    if (npeer) {
+        pthread_mutex_lock(&w.mu);
+        while (w.left > 0)
+            pthread_cond_wait(&w.cv, &w.mu);
+        pthread_mutex_unlock(&w.mu);
+        pthread_cond_destroy(&w.cv);
+        pthread_mutex_destroy(&w.mu);
+    }
+    free(pj);
     free(st);
     return 0;
 }
@@ -178,102 +251,4 @@ int net_call(nng_socket s, const uint8_t *req, size_t n, int timeout_ms,
     *resp = j.resp;
     *resp_n = j.resp_n;
     return 0;
-}
-
-/* ---- server ---- */
-
-struct net_server {
-    nng_socket sock;
-    net_handler handler;
-    void *arg;
-    int nworkers;
-    pthread_t *threads;
-    int started;
-};
-
-static void *worker(void *p)
-{
-    net_server *srv = p;
-    nng_ctx ctx;
-    nng_aio *aio;
-
-    if (nng_ctx_open(&ctx, srv->sock) != 0)
-        return NULL;
-    if (nng_aio_alloc(&aio, NULL, NULL) != 0) {
-        nng_ctx_close(ctx);
-        return NULL;
-    }
-    for (;;) {
-        nng_msg *m;
-        mp_buf out;
-        int rv;
-
-        nng_ctx_recv(ctx, aio);
-        nng_aio_wait(aio);
-        rv = nng_aio_result(aio);
-        if (rv == NNG_ECLOSED)
-            break;
-        if (rv != 0)
-            continue;
-        m = nng_aio_get_msg(aio);
-        mp_buf_init(&out);
-        srv->handler(srv->arg, nng_msg_body(m), nng_msg_len(m), &out);
-        nng_msg_clear(m);
-        if (out.oom || nng_msg_append(m, out.sb.data, out.sb.size) != 0) {
-            /* Out of memory: drop the request; the caller times out. */
-            LOG_ERROR("reply dropped: out of memory");
-            nng_msg_free(m);
-            mp_buf_free(&out);
-            continue;
-        }
-        mp_buf_free(&out);
-        nng_aio_set_msg(aio, m);
-        nng_ctx_send(ctx, aio);
-        nng_aio_wait(aio);
-        if (nng_aio_result(aio) != 0)
-            nng_msg_free(nng_aio_get_msg(aio));
-    }
-    nng_aio_free(aio);
-    nng_ctx_close(ctx);
-    return NULL;
-}
-
-int net_server_start(nng_socket sock, int nworkers, net_handler h, void *arg,
-                     net_server **out)
-{
-    net_server *srv = calloc(1, sizeof(*srv));
-
-    if (srv == NULL)
-        return SX_ENOMEM;
-    if (nworkers < 1)
-        nworkers = 1;
-    srv->sock = sock;
-    srv->handler = h;
-    srv->arg = arg;
-    srv->nworkers = nworkers;
-    srv->threads = calloc((size_t)nworkers, sizeof(pthread_t));
-    if (srv->threads == NULL) {
-        free(srv);
-        return SX_ENOMEM;
-    }
-    for (int i = 0; i < nworkers; i++) {
-        if (pthread_create(&srv->threads[i], NULL, worker, srv) != 0) {
-            net_server_stop(srv);
-            return SX_ENOMEM;
-        }
-        srv->started++;
-    }
-    *out = srv;
-    return 0;
-}
-
-void net_server_stop(net_server *srv)
-{
-    if (srv == NULL)
-        return;
-    nng_close(srv->sock);
-    for (int i = 0; i < srv->started; i++)
-        pthread_join(srv->threads[i], NULL);
-    free(srv->threads);
-    free(srv);
 }

@@ -32,10 +32,44 @@ int net_dial(const char *url, nng_socket *out);
 int net_call(nng_socket s, const uint8_t *req, size_t n, int timeout_ms,
              uint8_t **resp, size_t *resp_n);
 
-/* One call of a fan-out. Fill sock/req/req_n; net_call_all sets err,
- * resp and resp_n (resp owned by the caller, free()). */
+/* Coalesced calls to one server: a net_peer owns max_frames REQ contexts
+ * on sock. A call goes out alone on an idle context; while all are busy,
+ * calls queue and the next free context sends all queued calls as one
+ * MULTI frame (msg.h), whose reply is answered when its slowest call is.
+ * Low load pays no delay; high load pays a few hops instead of one each. */
+typedef struct net_peer net_peer;
+
+/* Frames in flight per net_peer: SHARDEX_BATCH_FRAMES from the
+ * environment (0 turns coalescing off: callers then use plain calls), else
+ * NET_BATCH_FRAMES. Read once. */
+#define NET_BATCH_FRAMES 4
+int net_batch_frames(void);
+
+/* Completion of a peer call: err 0 and the reply frame resp..n (borrowed:
+ * valid only during the callback), or err an sx_err and resp NULL. Runs on
+ * an nng thread, or inside net_peer_submit when the call failed at once. */
+typedef void (*net_done_fn)(void *arg, int err, const uint8_t *resp, size_t n);
+
+/* Opens a peer on REQ socket sock (which must outlive it) with at most
+ * max_frames frames in flight. Returns 0, SX_ENOMEM or SX_ENET. */
+int net_peer_open(nng_socket sock, int max_frames, net_peer **out);
+
+/* Starts a call of request frame req..n (which must stay valid until done
+ * runs). Returns 0 (done will run exactly once), SX_ENOMEM or SX_EUNAVAIL
+ * (closing; done will not run). Thread-safe. */
+int net_peer_submit(net_peer *p, const uint8_t *req, size_t n, int timeout_ms,
+                    net_done_fn done, void *arg);
+
+/* Fails what is queued or in flight (SX_EUNAVAIL or the cancel), waits for
+ * the callbacks, frees p. Accepts NULL. */
+void net_peer_close(net_peer *p);
+
+/* One call of a fan-out. Fill sock (or peer, which wins when set), req and
+ * req_n; net_call_all sets err, resp and resp_n (resp owned by the caller,
+ * free()). */
 typedef struct net_job {
     nng_socket sock;
+    net_peer *peer;
     const uint8_t *req;
     size_t req_n;
     int err;
@@ -53,8 +87,9 @@ typedef void (*net_handler)(void *arg, const uint8_t *req, size_t n, mp_buf *out
 
 typedef struct net_server net_server;
 
-/* Starts nworkers threads serving sock with handler. Returns 0 or
- * SX_ENOMEM/SX_ENET; *out is freed by net_server_stop. */
+/* Serves sock with handler on nworkers threads (and as many receive
+ * contexts); MULTI requests are split and their frames run concurrently.
+ * Returns 0 or SX_ENOMEM; *out is freed by net_server_stop. */
 int net_server_start(nng_socket sock, int nworkers, net_handler h, void *arg,
                      net_server **out);
 

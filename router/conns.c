@@ -256,6 +256,7 @@ int rt_rpc_run_ms(router *rt, rt_rpc *calls, int n, int timeout_ms)
         if (!rpc_prepare(rt, &calls[i], &bufs[i]))
             continue;
         jobs[m].sock = rt->socks[calls[i].node];
+        jobs[m].peer = rt->peers[calls[i].node];
         jobs[m].req = (const uint8_t *)bufs[i].sb.data;
         jobs[m].req_n = bufs[i].sb.size;
         map[m++] = i;
@@ -318,7 +319,19 @@ int rt_forward(router *rt, int node, const uint8_t *req, size_t n,
     if (!rt_conn_up(rt, node))
         return rt_errf(e, SX_EUNAVAIL, "%s node %s at %s: not connected (node down?)",
                        rt_role_name(nd->role), nd->name, nd->url);
-    rc = net_call(rt->socks[node], req, n, rt->timeout_ms, &resp, &rn);
+    {
+        net_job j;
+        memset(&j, 0, sizeof(j));
+        j.sock = rt->socks[node];
+        j.peer = rt->peers[node];
+        j.req = req;
+        j.req_n = n;
+        rc = net_call_all(&j, 1, rt->timeout_ms);
+        if (rc == 0)
+            rc = j.err;
+        resp = j.resp;
+        rn = j.resp_n;
+    }
     if (rc != 0)
         return rt_errf(e, rc, "%s node %s at %s: call failed (%s)",
                        rt_role_name(nd->role), nd->name, nd->url, sx_strerror(rc));

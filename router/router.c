@@ -40,10 +40,11 @@ int rt_new(const sx_config *cfg, int self, router **out)
     }
     rt->timeout_ms = SX_CALL_TIMEOUT_MS;
     rt->socks = calloc((size_t)cfg->nnodes, sizeof(*rt->socks));
+    rt->peers = calloc((size_t)cfg->nnodes, sizeof(*rt->peers));
     rt->dialed = calloc((size_t)cfg->nnodes, sizeof(*rt->dialed));
     rt->pipes = calloc((size_t)cfg->nnodes, sizeof(*rt->pipes));
     rt->down_until = calloc((size_t)cfg->nnodes, sizeof(*rt->down_until));
-    if (rt->socks == NULL || rt->dialed == NULL || rt->pipes == NULL ||
+    if (rt->socks == NULL || rt->peers == NULL || rt->dialed == NULL || rt->pipes == NULL ||
         rt->down_until == NULL) {
         rc = SX_ENOMEM;
         goto fail;
@@ -61,6 +62,12 @@ int rt_new(const sx_config *cfg, int self, router **out)
         rc = rt_conn_watch(rt, i);
         if (rc != 0) {
             LOG_ERROR("router: cannot watch the connection to %s", cfg->nodes[i].name);
+            goto fail;
+        }
+        if (net_batch_frames() > 0 &&
+            (rc = net_peer_open(rt->socks[i], net_batch_frames(), &rt->peers[i])) != 0) {
+            LOG_ERROR("router: cannot open calls to %s: %s", cfg->nodes[i].name,
+                      sx_strerror(rc));
             goto fail;
         }
     }
@@ -90,9 +97,13 @@ void rt_free(router *rt)
     rt_refresher_stop(rt);
     catcache_free(rt->cc);
     if (rt->socks != NULL && rt->dialed != NULL)
-        for (i = 0; i < rt->cfg->nnodes; i++)
+        for (i = 0; i < rt->cfg->nnodes; i++) {
+            if (rt->peers != NULL)
+                net_peer_close(rt->peers[i]);
             if (rt->dialed[i])
                 nng_close(rt->socks[i]);
+        }
+    free(rt->peers);
     free(rt->socks);
     free(rt->dialed);
     free(rt->pipes);

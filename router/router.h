@@ -22,6 +22,7 @@
 
 #include "catalog.h"
 #include "catalog_cache.h"
+#include "net.h"
 #include "config.h"
 #include "msg.h"
 #include "mp.h"
@@ -39,6 +40,8 @@ typedef struct router {
     const sx_config *cfg;   /* borrowed; outlives the router */
     int self;               /* this router's index in cfg->nodes */
     nng_socket *socks;      /* per cfg node; valid where dialed[i] */
+    net_peer **peers;       /* per cfg node: calls coalesce here (or NULL:
+                             * each call on its own context) */
     bool *dialed;
     atomic_int *pipes;      /* per cfg node: live connections (pipe events) */
     _Atomic uint64_t *down_until; /* per cfg node: found unconnected; calls

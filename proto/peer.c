@@ -1,0 +1,378 @@
+/*
+ * peer.c — coalesced calls to one server (see net.h, net_peer).
+ *
+ * A peer owns a few REQ contexts ("carriers"), each with one aio whose
+ * callback drives send → receive → deliver. A call goes out at once on an
+ * idle carrier; when every carrier is busy it waits in the peer's queue, and
+ * the next carrier to come back takes everything queued (up to a count and a
+ * size) as one MULTI frame. So a lone call costs one plain round trip, and a
+ * crowd of concurrent calls shares a few frames instead of a hop each.
+ *
+ * Completion callbacks run on nng's threads with no peer lock held.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include "net.h"
+#include "msg.h"
+#include "log.h"
+#include "sx_errors.h"
+
+#define PEER_BATCH_MAX 256                   /* calls in one frame */
+#define PEER_BATCH_BYTES (4u * 1024u * 1024u)  /* request bytes in one frame */
+
+typedef struct peer_ent {
+    struct peer_ent *next;
+    const uint8_t *req;
+    size_t n;
+    int timeout_ms;
+    net_done_fn done;
+    void *arg;
+    bool solo;          /* its reply did not fit a shared frame: send alone */
+} peer_ent;
+
+typedef struct peer_car {
+    net_peer *p;
+    nng_ctx ctx;
+    nng_aio *aio;
+    int phase;          /* 0 sending, 1 receiving */
+    int busy;
+    int ctx_open;
+    peer_ent *ents;     /* the calls this carrier's frame holds, in order */
+    uint32_t n;
+} peer_car;
+
+struct net_peer {
+    pthread_mutex_t mu;
+    peer_ent *head, *tail;
+    peer_car *cars;
+    int ncars;
+    int closing;
+};
+
+int net_batch_frames(void)
+{
+    static int cached = -1;
+    int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+
+    if (v < 0) {
+        const char *env = getenv("SHARDEX_BATCH_FRAMES");
+        char *end = NULL;
+        long l = env && *env ? strtol(env, &end, 10) : -1;
+        v = (end && *end == '\0' && l >= 0 && l <= 1024) ? (int)l : NET_BATCH_FRAMES;
+        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
+/* Completes and frees every call of list ents with err. */
+static void ents_fail(peer_ent *ents, int err)
+{
+    while (ents) {
+        peer_ent *next = ents->next;
+        ents->done(ents->arg, err, NULL, 0);
+        free(ents);
+        ents = next;
+    }
+}
+
+/* Moves the queue's head (up to the limits) to car. Call with p->mu held.
+ * Returns false when there is nothing to take. */
+static bool take_locked(net_peer *p, peer_car *car)
+{
+    size_t bytes = 0;
+    peer_ent *last = NULL, *e = p->head;
+    uint32_t n = 0;
+
+    if (e == NULL || p->closing)
+        return false;
+    while (e && n < PEER_BATCH_MAX && (n == 0 || (bytes + e->n <= PEER_BATCH_BYTES &&
+                                                  !e->solo && !p->head->solo))) {
+        bytes += e->n;
+        n++;
+        last = e;
+        e = e->next;
+    }
+    car->ents = p->head;
+    car->n = n;
+    last->next = NULL;
+    p->head = e;
+    if (e == NULL)
+        p->tail = NULL;
+    return true;
+}
+
+/* Builds car's frame and starts sending it. Returns 0, or an sx_err after
+ * which the caller fails car's calls. */
+static int car_send(peer_car *car)
+{
+    nng_msg *m = NULL;
+    int timeout = 0, rv;
+
+    for (peer_ent *e = car->ents; e; e = e->next)
+        if (e->timeout_ms > timeout)
+            timeout = e->timeout_ms;
+    if ((rv = nng_msg_alloc(&m, 0)) != 0)
+        return net_map_nng(rv);
+    if (car->n == 1) {
+        rv = nng_msg_append(m, car->ents->req, car->ents->n);
+    } else {
+        msg_MULTI_req rq;
+        mp_buf b;
+        uint32_t i = 0;
+
+        rq.frames.n = car->n;
+        rq.frames.v = malloc(car->n * sizeof(sx_buf));
+        if (rq.frames.v == NULL) {
+            nng_msg_free(m);
+            return SX_ENOMEM;
+        }
+        for (peer_ent *e = car->ents; e; e = e->next, i++) {
+            rq.frames.v[i].p = e->req;
+            rq.frames.v[i].n = e->n;
+        }
+        mp_buf_init(&b);
+        if (msg_encode_req(MSG_MULTI, &rq, &b) != 0 || b.oom)
+            rv = NNG_ENOMEM;
+        else
+            rv = nng_msg_append(m, b.sb.data, b.sb.size);
+        mp_buf_free(&b);
+        free(rq.frames.v);
+    }
+    if (rv != 0) {
+        nng_msg_free(m);
+        return net_map_nng(rv);
+    }
+    car->phase = 0;
+    nng_aio_set_timeout(car->aio, timeout);
+    nng_aio_set_msg(car->aio, m);
+    nng_ctx_send(car->ctx, car->aio);
+    return 0;
+}
+
+/* car is done with its frame: start the next one from the queue, or go
+ * idle. */
+static void car_next(peer_car *car)
+{
+    net_peer *p = car->p;
+
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        if (!take_locked(p, car)) {
+            car->busy = 0;
+            car->ents = NULL;
+            car->n = 0;
+            pthread_mutex_unlock(&p->mu);
+            return;
+        }
+        pthread_mutex_unlock(&p->mu);
+        int rc = car_send(car);
+        if (rc == 0)
+            return;
+        ents_fail(car->ents, rc);
+    }
+}
+
+/* The error code of reply frame p..n, or 0 (a success or unreadable). */
+static uint64_t reply_err(const uint8_t *p, size_t n)
+{
+    mp_cur c = mp_cur_make(p, n);
+    uint32_t cnt;
+    uint64_t ver, type, err;
+
+    if (mp_read_array(&c, &cnt) != 0 || cnt < 3 || mp_read_u64(&c, &ver) != 0 ||
+        mp_read_u64(&c, &type) != 0 || mp_read_u64(&c, &err) != 0)
+        return 0;
+    return err;
+}
+
+/* Puts list e back at the head of p's queue, each call marked solo. */
+static void requeue_solo(net_peer *p, peer_ent *first, peer_ent *last)
+{
+    for (peer_ent *e = first; e; e = e->next)
+        e->solo = true;
+    pthread_mutex_lock(&p->mu);
+    last->next = p->head;
+    p->head = first;
+    if (p->tail == NULL)
+        p->tail = last;
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* Hands reply frame m of car's frame to each call. */
+static void car_deliver(peer_car *car, nng_msg *m)
+{
+    const uint8_t *body = nng_msg_body(m);
+    size_t len = nng_msg_len(m);
+    peer_ent *e = car->ents;
+
+    if (car->n == 1) {
+        e->done(e->arg, 0, body, len);
+        free(e);
+        return;
+    }
+    msg_MULTI_rep rep;
+    char why[128];
+    int rc = msg_decode_rep(MSG_MULTI, body, len, &rep, why, sizeof(why));
+    if (rc == 0 && rep.frames.n != car->n) {
+        LOG_ERROR("MULTI reply holds %u frames for %u requests", rep.frames.n, car->n);
+        rc = SX_EPROTO;
+    } else if (rc != 0) {
+        LOG_ERROR("MULTI refused: %s", why);
+    }
+    if (rc != 0) {
+        msg_free_rep(MSG_MULTI, &rep);
+        ents_fail(e, rc);
+        return;
+    }
+    peer_ent *rfirst = NULL, *rlast = NULL;
+    for (uint32_t i = 0; e; i++) {
+        peer_ent *next = e->next;
+        if (reply_err(rep.frames.v[i].p, rep.frames.v[i].n) == SX_ETOOBIG) {
+            e->next = NULL;
+            if (rlast)
+                rlast->next = e;
+            else
+                rfirst = e;
+            rlast = e;
+        } else {
+            e->done(e->arg, 0, rep.frames.v[i].p, rep.frames.v[i].n);
+            free(e);
+        }
+        e = next;
+    }
+    msg_free_rep(MSG_MULTI, &rep);
+    if (rfirst)
+        requeue_solo(car->p, rfirst, rlast);
+}
+
+static void car_cb(void *arg)
+{
+    peer_car *car = arg;
+    int rv = nng_aio_result(car->aio);
+
+    if (rv != 0) {
+        if (car->phase == 0)
+            nng_msg_free(nng_aio_get_msg(car->aio));
+        ents_fail(car->ents, net_map_nng(rv));
+        car->ents = NULL;
+        car_next(car);
+        return;
+    }
+    if (car->phase == 0) {
+        car->phase = 1;
+        nng_ctx_recv(car->ctx, car->aio);
+        return;
+    }
+    nng_msg *m = nng_aio_get_msg(car->aio);
+    car_deliver(car, m);
+    car->ents = NULL;
+    nng_msg_free(m);
+    car_next(car);
+}
+
+int net_peer_open(nng_socket sock, int max_frames, net_peer **out)
+{
+    net_peer *p = calloc(1, sizeof(*p));
+
+    if (p == NULL)
+        return SX_ENOMEM;
+    if (max_frames < 1)
+        max_frames = 1;
+    if (pthread_mutex_init(&p->mu, NULL) != 0) {
+        free(p);
+        return SX_ENOMEM;
+    }
+    p->cars = calloc((size_t)max_frames, sizeof(*p->cars));
+    if (p->cars == NULL) {
+        net_peer_close(p);
+        return SX_ENOMEM;
+    }
+    for (int i = 0; i < max_frames; i++) {
+        peer_car *car = &p->cars[i];
+        int rv;
+
+        car->p = p;
+        if ((rv = nng_aio_alloc(&car->aio, car_cb, car)) != 0) {
+            net_peer_close(p);
+            return net_map_nng(rv);
+        }
+        p->ncars++;
+        if ((rv = nng_ctx_open(&car->ctx, sock)) != 0) {
+            net_peer_close(p);
+            return net_map_nng(rv);
+        }
+        car->ctx_open = 1;
+    }
+    *out = p;
+    return 0;
+}
+
+int net_peer_submit(net_peer *p, const uint8_t *req, size_t n, int timeout_ms,
+                    net_done_fn done, void *arg)
+{
+    peer_ent *e = malloc(sizeof(*e));
+    peer_car *car = NULL;
+
+    if (e == NULL)
+        return SX_ENOMEM;
+    e->next = NULL;
+    e->req = req;
+    e->n = n;
+    e->timeout_ms = timeout_ms;
+    e->done = done;
+    e->arg = arg;
+    e->solo = false;
+    pthread_mutex_lock(&p->mu);
+    if (p->closing) {
+        pthread_mutex_unlock(&p->mu);
+        free(e);
+        return SX_EUNAVAIL;
+    }
+    if (p->tail)
+        p->tail->next = e;
+    else
+        p->head = e;
+    p->tail = e;
+    for (int i = 0; i < p->ncars; i++) {
+        if (!p->cars[i].busy) {
+            car = &p->cars[i];
+            car->busy = 1;
+            if (!take_locked(p, car)) {
+                car->busy = 0;
+                car = NULL;
+            }
+            break;
+        }
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (car != NULL) {
+        int rc = car_send(car);
+        if (rc != 0) {
+            ents_fail(car->ents, rc);
+            car->ents = NULL;
+            car_next(car);
+        }
+    }
+    return 0;
+}
+
+void net_peer_close(net_peer *p)
+{
+    if (p == NULL)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->closing = 1;
+    pthread_mutex_unlock(&p->mu);
+    /* Freeing an aio cancels its operation and waits for the callback,
+     * which fails that frame's calls and, the peer closing, goes idle. */
+    for (int i = 0; i < p->ncars; i++) {
+        nng_aio_free(p->cars[i].aio);
+        if (p->cars[i].ctx_open)
+            nng_ctx_close(p->cars[i].ctx);
+    }
+    ents_fail(p->head, SX_EUNAVAIL);
+    free(p->cars);
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+}

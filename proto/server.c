@@ -1,0 +1,383 @@
+/*
+ * server.c — the request server every daemon runs (see net.h).
+ *
+ * A fixed set of REP contexts ("slots") receive through aio callbacks and
+ * push each request onto one job queue; a pool of worker threads runs the
+ * handler and starts the reply's send without waiting for it (the slot's
+ * callback re-arms the receive when the send is done). A worker therefore
+ * sleeps only when there is no work, not once per receive and once per send.
+ *
+ * A MULTI request (several whole frames, see msg.h) becomes one job per
+ * inner frame, run concurrently by the pool; the worker that finishes the
+ * last one sends the MULTI reply, one reply frame per request, in order.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include "net.h"
+#include "msg.h"
+#include "log.h"
+#include "sx_errors.h"
+
+typedef struct srv_slot srv_slot;
+
+/* One MULTI request in progress; its block also holds its jobs and replies. */
+typedef struct srv_batch {
+    srv_slot *slot;
+    nng_msg *msg;       /* the request; inner frames point into it */
+    uint32_t n;
+    atomic_uint left;   /* jobs not finished yet */
+    mp_buf *replies;    /* n, one per inner frame */
+} srv_batch;
+
+typedef struct srv_job {
+    struct srv_job *next;
+    srv_slot *slot;     /* a single request: its slot and frame */
+    nng_msg *msg;
+    srv_batch *batch;   /* or inner frame i of a batch */
+    uint32_t i;
+    const uint8_t *p;
+    size_t n;
+} srv_job;
+
+struct srv_slot {
+    net_server *srv;
+    nng_ctx ctx;
+    nng_aio *aio;
+    int sending;        /* the aio carries a reply (else a receive) */
+};
+
+struct net_server {
+    nng_socket sock;
+    net_handler handler;
+    void *arg;
+    pthread_t *threads;
+    int started;
+    srv_slot *slots;
+    int nslots;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    srv_job *head, *tail;
+    int stopping;
+};
+
+static void slot_recv(srv_slot *s)
+{
+    s->sending = 0;
+    nng_ctx_recv(s->ctx, s->aio);
+}
+
+/* Sends out as the reply on s, reusing message m; on failure drops the
+ * request (the caller times out) and listens again. Frees out. */
+static void slot_reply(srv_slot *s, nng_msg *m, mp_buf *out)
+{
+    nng_msg_clear(m);
+    if (out->oom || nng_msg_append(m, out->sb.data, out->sb.size) != 0) {
+        LOG_ERROR("reply dropped: out of memory");
+        nng_msg_free(m);
+        mp_buf_free(out);
+        slot_recv(s);
+        return;
+    }
+    mp_buf_free(out);
+    s->sending = 1;
+    nng_aio_set_msg(s->aio, m);
+    nng_ctx_send(s->ctx, s->aio);
+}
+
+/* Appends jobs first..last to the queue and wakes up to count workers. */
+static void queue_push(net_server *srv, srv_job *first, srv_job *last, uint32_t count)
+{
+    pthread_mutex_lock(&srv->mu);
+    if (srv->tail)
+        srv->tail->next = first;
+    else
+        srv->head = first;
+    srv->tail = last;
+    for (uint32_t i = 0; i < count; i++)
+        pthread_cond_signal(&srv->cv);
+    pthread_mutex_unlock(&srv->mu);
+}
+
+/* Splits MULTI request m received on s into jobs. Returns 0 (queued, or
+ * answered at once when empty or malformed) or SX_ENOMEM. */
+static int batch_start(srv_slot *s, nng_msg *m)
+{
+    msg_MULTI_req rq;
+    mp_buf out;
+    int rc = msg_decode_req(MSG_MULTI, nng_msg_body(m), nng_msg_len(m), &rq);
+
+    if (rc != 0 || rq.frames.n == 0) {
+        mp_buf_init(&out);
+        if (rc != 0) {
+            msg_encode_err(MSG_MULTI, rc, "malformed MULTI request", &out);
+        } else {
+            msg_MULTI_rep rep;
+            memset(&rep, 0, sizeof(rep));
+            msg_encode_rep(MSG_MULTI, &rep, &out);
+        }
+        msg_free_req(MSG_MULTI, &rq);
+        slot_reply(s, m, &out);
+        return 0;
+    }
+    uint32_t n = rq.frames.n;
+    size_t sz = sizeof(srv_batch) + n * sizeof(srv_job) + n * sizeof(mp_buf);
+    srv_batch *b = malloc(sz);
+    if (b == NULL) {
+        msg_free_req(MSG_MULTI, &rq);
+        return SX_ENOMEM;
+    }
+    srv_job *jobs = (srv_job *)(b + 1);
+    b->slot = s;
+    b->msg = m;
+    b->n = n;
+    atomic_init(&b->left, n);
+    b->replies = (mp_buf *)(jobs + n);
+    for (uint32_t i = 0; i < n; i++) {
+        mp_buf_init(&b->replies[i]);
+        jobs[i].next = i + 1 < n ? &jobs[i + 1] : NULL;
+        jobs[i].slot = s;
+        jobs[i].msg = NULL;
+        jobs[i].batch = b;
+        jobs[i].i = i;
+        jobs[i].p = rq.frames.v[i].p;
+        jobs[i].n = rq.frames.v[i].n;
+    }
+    msg_free_req(MSG_MULTI, &rq);
+    queue_push(s->srv, &jobs[0], &jobs[n - 1], n);
+    return 0;
+}
+
+static void slot_cb(void *arg)
+{
+    srv_slot *s = arg;
+    int rv = nng_aio_result(s->aio);
+
+    if (s->sending) {
+        if (rv != 0)
+            nng_msg_free(nng_aio_get_msg(s->aio));
+        if (rv != NNG_ECLOSED && rv != NNG_ECANCELED)
+            slot_recv(s);
+        return;
+    }
+    if (rv == NNG_ECLOSED || rv == NNG_ECANCELED)
+        return;
+    if (rv != 0) {
+        slot_recv(s);
+        return;
+    }
+    nng_msg *m = nng_aio_get_msg(s->aio);
+    msg_type t;
+    int is_reply = 0;
+    if (msg_peek(nng_msg_body(m), nng_msg_len(m), &t, &is_reply) == 0 && !is_reply &&
+        t == MSG_MULTI) {
+        if (batch_start(s, m) == 0)
+            return;
+    } else {
+        srv_job *j = malloc(sizeof(*j));
+        if (j != NULL) {
+            memset(j, 0, sizeof(*j));
+            j->slot = s;
+            j->msg = m;
+            j->p = nng_msg_body(m);
+            j->n = nng_msg_len(m);
+            queue_push(s->srv, j, j, 1);
+            return;
+        }
+    }
+    LOG_ERROR("request dropped: out of memory");
+    nng_msg_free(m);
+    slot_recv(s);
+}
+
+/* Room kept in a MULTI reply frame for its header and bin prefixes. */
+#define BATCH_SLACK(n) (64u + 5u * (size_t)(n))
+
+/* Keeps b's reply within the frame limit: the largest replies are replaced,
+ * one by one, by SX_ETOOBIG error replies, which tell the caller's peer to
+ * send that request again alone (peer.c). */
+static void batch_fit(srv_batch *b)
+{
+    size_t total = BATCH_SLACK(b->n);
+
+    for (uint32_t i = 0; i < b->n; i++)
+        total += b->replies[i].sb.size;
+    while (total > SX_MAX_FRAME) {
+        uint32_t big = 0;
+        for (uint32_t i = 1; i < b->n; i++)
+            if (b->replies[i].sb.size > b->replies[big].sb.size)
+                big = i;
+        mp_buf *r = &b->replies[big];
+        msg_type t = MSG_MULTI;
+        int is_reply = 0;
+        total -= r->sb.size;
+        if (msg_peek((const uint8_t *)r->sb.data, r->sb.size, &t, &is_reply) != 0)
+            t = MSG_MULTI;
+        mp_buf_free(r);
+        mp_buf_init(r);
+        msg_encode_err(t, SX_ETOOBIG, "reply too large to share a MULTI frame", r);
+        total += r->sb.size;
+    }
+}
+
+/* Encodes and sends the reply of finished batch b, then frees b. */
+static void batch_finish(srv_batch *b)
+{
+    msg_MULTI_rep rep;
+    mp_buf out;
+
+    batch_fit(b);
+    memset(&rep, 0, sizeof(rep));
+    mp_buf_init(&out);
+    rep.frames.v = malloc(b->n * sizeof(sx_buf));
+    if (rep.frames.v == NULL) {
+        msg_encode_err(MSG_MULTI, SX_ENOMEM, "out of memory", &out);
+    } else {
+        rep.frames.n = b->n;
+        for (uint32_t i = 0; i < b->n; i++) {
+            rep.frames.v[i].p = (const uint8_t *)b->replies[i].sb.data;
+            rep.frames.v[i].n = b->replies[i].sb.size;
+        }
+        msg_encode_rep(MSG_MULTI, &rep, &out);
+        free(rep.frames.v);
+    }
+    for (uint32_t i = 0; i < b->n; i++)
+        mp_buf_free(&b->replies[i]);
+    slot_reply(b->slot, b->msg, &out);
+    free(b);
+}
+
+/* Runs inner frame p..n of a batch into out; a nested MULTI is refused. */
+static void batch_run_one(net_server *srv, const uint8_t *p, size_t n, mp_buf *out)
+{
+    msg_type t;
+    int is_reply = 0;
+
+    if (msg_peek(p, n, &t, &is_reply) == 0 && !is_reply && t == MSG_MULTI) {
+        msg_encode_err(MSG_MULTI, SX_EPROTO, "a MULTI cannot hold a MULTI", out);
+        return;
+    }
+    srv->handler(srv->arg, p, n, out);
+}
+
+static void *worker(void *arg)
+{
+    net_server *srv = arg;
+
+    for (;;) {
+        pthread_mutex_lock(&srv->mu);
+        while (srv->head == NULL && !srv->stopping)
+            pthread_cond_wait(&srv->cv, &srv->mu);
+        if (srv->stopping) {
+            pthread_mutex_unlock(&srv->mu);
+            return NULL;
+        }
+        srv_job *j = srv->head;
+        srv->head = j->next;
+        if (srv->head == NULL)
+            srv->tail = NULL;
+        pthread_mutex_unlock(&srv->mu);
+
+        mp_buf out;
+        mp_buf_init(&out);
+        if (j->batch == NULL) {
+            srv->handler(srv->arg, j->p, j->n, &out);
+            slot_reply(j->slot, j->msg, &out);
+            free(j);
+            continue;
+        }
+        srv_batch *b = j->batch;
+        batch_run_one(srv, j->p, j->n, &out);
+        if (out.oom) {
+            mp_buf_free(&out);
+            mp_buf_init(&out);
+            msg_encode_err(MSG_MULTI, SX_ENOMEM, "out of memory", &out);
+        }
+        b->replies[j->i] = out;
+        if (atomic_fetch_sub(&b->left, 1) == 1)
+            batch_finish(b);
+    }
+}
+
+int net_server_start(nng_socket sock, int nworkers, net_handler h, void *arg,
+                     net_server **out)
+{
+    net_server *srv = calloc(1, sizeof(*srv));
+
+    if (srv == NULL)
+        return SX_ENOMEM;
+    if (nworkers < 1)
+        nworkers = 1;
+    srv->sock = sock;
+    srv->handler = h;
+    srv->arg = arg;
+    if (pthread_mutex_init(&srv->mu, NULL) != 0) {
+        free(srv);
+        return SX_ENOMEM;
+    }
+    if (pthread_cond_init(&srv->cv, NULL) != 0) {
+        pthread_mutex_destroy(&srv->mu);
+        free(srv);
+        return SX_ENOMEM;
+    }
+    srv->threads = calloc((size_t)nworkers, sizeof(pthread_t));
+    srv->slots = calloc((size_t)nworkers, sizeof(srv_slot));
+    if (srv->threads == NULL || srv->slots == NULL)
+        goto fail;
+    for (int i = 0; i < nworkers; i++) {
+        if (pthread_create(&srv->threads[i], NULL, worker, srv) != 0)
+            goto fail;
+        srv->started++;
+    }
+    for (int i = 0; i < nworkers; i++) {
+        srv_slot *s = &srv->slots[i];
+        s->srv = srv;
+        if (nng_aio_alloc(&s->aio, slot_cb, s) != 0)
+            goto fail;
+        srv->nslots++;
+        if (nng_ctx_open(&s->ctx, sock) != 0)
+            goto fail;
+        slot_recv(s);
+    }
+    *out = srv;
+    return 0;
+fail:
+    net_server_stop(srv);
+    return SX_ENOMEM;
+}
+
+void net_server_stop(net_server *srv)
+{
+    if (srv == NULL)
+        return;
+    nng_close(srv->sock);   /* every receive completes with NNG_ECLOSED */
+    pthread_mutex_lock(&srv->mu);
+    srv->stopping = 1;
+    pthread_cond_broadcast(&srv->cv);
+    pthread_mutex_unlock(&srv->mu);
+    for (int i = 0; i < srv->started; i++)
+        pthread_join(srv->threads[i], NULL);
+    for (int i = 0; i < srv->nslots; i++)
+        nng_aio_free(srv->slots[i].aio);   /* waits for a callback in progress */
+    /* Jobs nobody ran: a batch's block goes with its last queued job. */
+    while (srv->head != NULL) {
+        srv_job *j = srv->head;
+        srv->head = j->next;
+        if (j->batch == NULL) {
+            nng_msg_free(j->msg);
+            free(j);
+        } else if (atomic_fetch_sub(&j->batch->left, 1) == 1) {
+            srv_batch *b = j->batch;
+            for (uint32_t i = 0; i < b->n; i++)
+                mp_buf_free(&b->replies[i]);
+            nng_msg_free(b->msg);
+            free(b);
+        }
+    }
+    free(srv->slots);
+    free(srv->threads);
+    pthread_cond_destroy(&srv->cv);
+    pthread_mutex_destroy(&srv->mu);
+    free(srv);
+}
