@@ -1,15 +1,15 @@
 /*
  * call_async.c — the asynchronous call path of libshardex: a pool of
- * operations per client, each with its own nng aio and one REQ context per
- * router, started by the *_async calls (ops_async.c) and completed by nng
- * callbacks that decode the reply and run the caller's callback.
+ * operations per client, started by the *_async calls (ops_async.c) and
+ * sent through one net_peer per router (proto/peer.c), whose completion
+ * decodes the reply and runs the caller's callback.
  *
- * An operation goes: send (phase 0) → receive (phase 1) → decode → user
- * callback → back to the client's free list. Transport failures that allow
- * failover resend the same frame to the next router. Operations (and their
- * aio) are reused, never freed in a callback (nng_aio_free would wait for
- * the callback that calls it); the pool is freed by sx_client_close once
- * nothing is in flight.
+ * The peer sends a call alone while one of its few contexts is idle; when
+ * many operations are in flight they share MULTI frames, so 64 gets cost a
+ * few round trips, not 64. An operation goes: submit → reply (or transport
+ * failure) → decode → user callback → back to the client's free list.
+ * Transport failures that allow failover resend the same frame to the next
+ * router. The peers are closed by sx_client_close once nothing is in flight.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,21 +32,34 @@ int cl_async_init(sx_client *c)
     return SX_OK;
 }
 
+int cl_async_peers(sx_client *c)
+{
+    int frames = net_batch_frames();
+
+    c->peers = calloc((size_t)c->nrouters, sizeof *c->peers);
+    if (!c->peers)
+        return SX_ENOMEM;
+    for (int k = 0; k < c->nrouters; k++) {
+        /* coalescing off: enough contexts that every call goes alone */
+        int rc = net_peer_open(c->socks[k], frames > 0 ? frames : 1024, &c->peers[k]);
+        if (rc)
+            return rc;
+    }
+    return SX_OK;
+}
+
 void cl_async_fini(sx_client *c)
 {
     if (!c->alock_ok)
         return;
     sx_client_wait(c, -1);
+    for (int k = 0; c->peers && k < c->nrouters; k++)
+        net_peer_close(c->peers[k]);
+    free(c->peers);
+    c->peers = NULL;
     sx_op *op = c->aall;
     while (op) {
         sx_op *next = op->next_all;
-        if (op->aio)
-            nng_aio_free(op->aio);    /* waits for a callback still returning */
-        for (int k = 0; k < c->nrouters; k++)
-            if (op->ctx_open && op->ctx_open[k])
-                nng_ctx_close(op->ctxs[k]);
-        free(op->ctxs);
-        free(op->ctx_open);
         free(op);
         op = next;
     }
@@ -94,8 +107,6 @@ int sx_client_wait(sx_client *c, int timeout_ms)
     return rc;
 }
 
-static void op_cb(void *arg);
-
 /* Takes an idle operation from c's pool or makes one; counts it in flight.
  * Returns NULL when out of memory. */
 static sx_op *op_get(sx_client *c)
@@ -109,26 +120,15 @@ static sx_op *op_get(sx_client *c)
     if (op)
         return op;
     op = calloc(1, sizeof *op);
-    if (op) {
-        op->c = c;
-        op->ctxs = calloc((size_t)c->nrouters, sizeof *op->ctxs);
-        op->ctx_open = calloc((size_t)c->nrouters, sizeof *op->ctx_open);
-    }
-    if (!op || !op->ctxs || !op->ctx_open || nng_aio_alloc(&op->aio, op_cb, op) != 0) {
-        if (op) {
-            free(op->ctxs);
-            free(op->ctx_open);
-            free(op);
-        }
-        pthread_mutex_lock(&c->alock);
+    pthread_mutex_lock(&c->alock);
+    if (!op) {
         if (--c->ainflight == 0)
             pthread_cond_broadcast(&c->aidle);
-        pthread_mutex_unlock(&c->alock);
-        return NULL;
+    } else {
+        op->c = c;
+        op->next_all = c->aall;
+        c->aall = op;
     }
-    pthread_mutex_lock(&c->alock);
-    op->next_all = c->aall;
-    c->aall = op;
     pthread_mutex_unlock(&c->alock);
     return op;
 }
@@ -169,27 +169,15 @@ static void op_finish(sx_op *op)
     op_put(op);
 }
 
-/* Starts sending op's frame to router op->k. Returns 0 or an sx_err. */
+static void op_done(void *arg, int err, const uint8_t *resp, size_t n);
+
+/* Starts op's frame on router op->k. Returns 0 (op_done will run) or an
+ * sx_err. */
 static int op_send(sx_op *op)
 {
     sx_client *c = op->c;
-    int k = op->k, rv;
-    nng_msg *m = NULL;
-    if (!op->ctx_open[k]) {
-        if ((rv = nng_ctx_open(&op->ctxs[k], c->socks[k])) != 0)
-            return net_map_nng(rv);
-        op->ctx_open[k] = true;
-    }
-    if ((rv = nng_msg_alloc(&m, 0)) != 0 || (rv = nng_msg_append(m, op->wire, op->wire_n)) != 0) {
-        if (m)
-            nng_msg_free(m);
-        return net_map_nng(rv);
-    }
-    op->phase = 0;
-    nng_aio_set_msg(op->aio, m);
-    nng_aio_set_timeout(op->aio, c->timeout_ms + op->extra_ms);
-    nng_ctx_send(op->ctxs[k], op->aio);
-    return SX_OK;
+    return net_peer_submit(c->peers[op->k], op->wire, op->wire_n,
+                           c->timeout_ms + op->extra_ms, op_done, op);
 }
 
 static bool failover_err(int rc)
@@ -216,29 +204,14 @@ static void op_failed(sx_op *op, int rc)
     op_finish(op);
 }
 
-static void op_cb(void *arg)
+static void op_done(void *arg, int err, const uint8_t *resp, size_t n)
 {
     sx_op *op = arg;
-    sx_client *c = op->c;
-    int rv = nng_aio_result(op->aio);
-    if (op->phase == 0) {
-        if (rv != 0) {
-            nng_msg_free(nng_aio_get_msg(op->aio));
-            op_failed(op, net_map_nng(rv));
-            return;
-        }
-        op->phase = 1;
-        nng_aio_set_timeout(op->aio, c->timeout_ms + op->extra_ms);
-        nng_ctx_recv(op->ctxs[op->k], op->aio);
+    if (err) {
+        op_failed(op, err);
         return;
     }
-    if (rv != 0) {
-        op_failed(op, net_map_nng(rv));
-        return;
-    }
-    nng_msg *m = nng_aio_get_msg(op->aio);
-    cl_async_decode(op, nng_msg_body(m), nng_msg_len(m));
-    nng_msg_free(m);
+    cl_async_decode(op, resp, n);
     op_finish(op);
 }
 

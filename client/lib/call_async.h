@@ -9,18 +9,14 @@
 #include "internal.h"
 
 /* One asynchronous operation. Owned by its client's pool; between
- * submission and the end of its callback only the nng callback thread
- * touches it. */
+ * submission and the end of its callback only the thread completing its
+ * call touches it. */
 struct sx_op {
     sx_client *c;
     struct sx_op *next_free;   /* in c->afree (under c->alock) */
     struct sx_op *next_all;    /* in c->aall (under c->alock) */
-    nng_aio *aio;
-    nng_ctx *ctxs;             /* one per router, opened on first use */
-    bool *ctx_open;
     int k;                     /* router of the current attempt */
     int tries;
-    int phase;                 /* 0 sending, 1 receiving */
     msg_type t;
     sx_done_fn cb;
     void *arg;

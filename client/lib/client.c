@@ -85,6 +85,9 @@ int sx_client_open(const char *urls, sx_client **out)
         if (rc)
             goto fail;
     }
+    rc = cl_async_peers(c);
+    if (rc)
+        goto fail;
     *out = c;
     return SX_OK;
 fail:

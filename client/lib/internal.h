@@ -43,6 +43,8 @@ struct sx_client {
     int nrouters;
     char **urls;
     nng_socket *socks;
+    struct net_peer **peers;    /* per router: the asynchronous calls'
+                                 * coalescing (call_async.c) */
     int cur;                /* router tried first */
     int timeout_ms;
     char errmsg[CL_ERRMSG_LEN];
@@ -50,7 +52,7 @@ struct sx_client {
     pthread_mutex_t alock;
     pthread_cond_t aidle;       /* signalled when ainflight drops to 0 */
     bool alock_ok;
-    struct sx_op *afree;        /* idle operations, reused (aio kept) */
+    struct sx_op *afree;        /* idle operations, reused */
     struct sx_op *aall;         /* every operation ever made (for close) */
     size_t ainflight;
     int acur;                   /* router tried first (atomic access) */
@@ -96,6 +98,9 @@ int cl_async_init(sx_client *c);
 /* Waits for every operation in flight, then frees the pool. Called by
  * sx_client_close before the sockets close. */
 void cl_async_fini(sx_client *c);
+/* Opens c's per-router peers (after the sockets are dialed). Returns 0
+ * or an sx_err; cl_async_fini closes what was opened. */
+int cl_async_peers(sx_client *c);
 
 /* ---- query helpers (query.c), shared with query_async.c ---- */
 /* Fills a QUERY request from options; on failure c's message is set.
