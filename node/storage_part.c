@@ -118,7 +118,6 @@ int st_part_open(const sx_config *cfg, const cfg_part *cp, st_cat *cc,
     p->cc = cc;
     pthread_mutex_init(&p->wlock, NULL);
     pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->done_cv, NULL);
     pthread_cond_init(&p->ship_cv, NULL);
     p->wnosync = leveldb_writeoptions_create();
     if (p->wnosync == NULL) {
@@ -150,7 +149,6 @@ void st_part_close(st_part *p)
     if (p->wnosync)
         leveldb_writeoptions_destroy(p->wnosync);
     pthread_cond_destroy(&p->ship_cv);
-    pthread_cond_destroy(&p->done_cv);
     pthread_mutex_destroy(&p->mu);
     pthread_mutex_destroy(&p->wlock);
     free(p->bf);

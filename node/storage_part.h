@@ -56,7 +56,6 @@ typedef struct st_part {
     uint64_t w_hw, w_head, w_items;
 
     pthread_mutex_t mu;
-    pthread_cond_t done_cv;            /* a group finished */
     pthread_cond_t ship_cv;            /* head advanced, or stopping */
     struct st_wreq *qhead, *qtail;
     bool leading;

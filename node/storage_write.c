@@ -35,6 +35,7 @@ typedef struct st_wreq {
     char msg[160];
     uint64_t *versions, *found;
     bool done;
+    pthread_cond_t cv;        /* its waiter's: done, or lead the next group */
     struct st_wreq *next;
 } st_wreq;
 
@@ -368,12 +369,19 @@ static void enqueue_wait(st_part *p, st_wreq *r)
             pthread_mutex_unlock(&p->mu);
             run_group(p, list);
             pthread_mutex_lock(&p->mu);
-            for (st_wreq *q = list; q; q = q->next)
+            /* Wake exactly this group's waiters (each returns once the
+             * lock is released, so q is not touched after), then hand
+             * the lead to the oldest request queued meanwhile. */
+            for (st_wreq *q = list; q; q = q->next) {
                 q->done = true;
+                if (q != r)
+                    pthread_cond_signal(&q->cv);
+            }
             p->leading = false;
-            pthread_cond_broadcast(&p->done_cv);
+            if (p->qhead)
+                pthread_cond_signal(&p->qhead->cv);
         } else {
-            pthread_cond_wait(&p->done_cv, &p->mu);
+            pthread_cond_wait(&r->cv, &p->mu);
         }
     }
     pthread_mutex_unlock(&p->mu);
@@ -470,8 +478,13 @@ void st_write(st_part *p, const msg_S_WRITE_req *rq, mp_buf *out)
 
     memset(&r, 0, sizeof(r));
     r.rq = rq;
+    if (pthread_cond_init(&r.cv, NULL) != 0) {
+        msg_encode_err(MSG_S_WRITE, SX_ENOMEM, "out of memory", out);
+        return;
+    }
     if (prepare(p, &r) == 0 && r.n > 0)
         enqueue_wait(p, &r);
+    pthread_cond_destroy(&r.cv);
     if (r.err != 0) {
         msg_encode_err(MSG_S_WRITE, r.err, r.msg, out);
     } else {

@@ -42,7 +42,7 @@ typedef struct net_peer net_peer;
 /* Frames in flight per net_peer: SHARDEX_BATCH_FRAMES from the
  * environment (0 turns coalescing off: callers then use plain calls), else
  * NET_BATCH_FRAMES. Read once. */
-#define NET_BATCH_FRAMES 4
+#define NET_BATCH_FRAMES 2
 int net_batch_frames(void);
 
 /* Completion of a peer call: err 0 and the reply frame resp..n (borrowed:

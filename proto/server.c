@@ -95,9 +95,10 @@ static void queue_push(net_server *srv, srv_job *first, srv_job *last, uint32_t 
     else
         srv->head = first;
     srv->tail = last;
+    pthread_mutex_unlock(&srv->mu);
+    /* after unlocking: a woken worker does not block on the mutex */
     for (uint32_t i = 0; i < count; i++)
         pthread_cond_signal(&srv->cv);
-    pthread_mutex_unlock(&srv->mu);
 }
 
 /* Splits MULTI request m received on s into jobs. Returns 0 (queued, or
