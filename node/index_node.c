@@ -282,6 +282,12 @@ static void sleep_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
+/* Index range reads and watermarks: local, short, never waiting. */
+static bool ix_quick(msg_type t)
+{
+    return t == MSG_I_RANGE || t == MSG_I_WATERMARKS || t == MSG_PING;
+}
+
 int ix_node_run(const node_opts *o)
 {
     ix_node nd;
@@ -308,7 +314,8 @@ int ix_node_run(const node_opts *o)
         LOG_ERROR("index node %s: cannot listen on %s", nd.self->name, nd.self->url);
         goto out;
     }
-    rc = net_server_start(sock, o->workers > 0 ? o->workers : 16, ix_handle, &nd, &srv);
+    rc = net_server_start_q(sock, o->workers > 0 ? o->workers : 16, ix_handle, ix_quick, &nd,
+                            &srv);
     if (rc != 0) {
         nng_close(sock);
         goto out;

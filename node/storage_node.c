@@ -325,6 +325,12 @@ static int open_parts(st_node *n)
     return 0;
 }
 
+/* Point reads of facts and the heads: local, short, never waiting. */
+static bool quick(msg_type t)
+{
+    return t == MSG_S_GET || t == MSG_S_HEADS || t == MSG_PING;
+}
+
 static int start(st_node *n)
 {
     const cfg_node *me = &n->cfg->nodes[n->o->self];
@@ -350,7 +356,8 @@ static int start(st_node *n)
         LOG_ERROR("cannot listen on %s", me->url);
         return rc;
     }
-    rc = net_server_start(ls, n->o->workers > 0 ? n->o->workers : 16, handle, n, &n->srv);
+    rc = net_server_start_q(ls, n->o->workers > 0 ? n->o->workers : 16, handle, quick, n,
+                            &n->srv);
     if (rc != 0) {
         nng_close(ls);
         return rc;

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <nng/nng.h>
 #include "mp.h"
+#include "msg.h"
 
 #define SX_MAX_FRAME (16u * 1024u * 1024u)  /* NNG_OPT_RECVMAXSZ on every socket */
 #define SX_CALL_TIMEOUT_MS 10000
@@ -92,6 +93,14 @@ typedef struct net_server net_server;
  * Returns 0 or SX_ENOMEM; *out is freed by net_server_stop. */
 int net_server_start(nng_socket sock, int nworkers, net_handler h, void *arg,
                      net_server **out);
+
+/* Says whether requests of type t are short and never wait on anything
+ * (a local read): such frames of one MULTI run in one job, in turn. */
+typedef bool (*net_quick_fn)(msg_type t);
+
+/* net_server_start with a quick predicate (NULL: none is quick). */
+int net_server_start_q(nng_socket sock, int nworkers, net_handler h, net_quick_fn quick,
+                       void *arg, net_server **out);
 
 /* Closes the socket, joins the workers, frees the server. Accepts NULL. */
 void net_server_stop(net_server *srv);

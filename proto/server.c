@@ -10,6 +10,8 @@
  * A MULTI request (several whole frames, see msg.h) becomes one job per
  * inner frame, run concurrently by the pool; the worker that finishes the
  * last one sends the MULTI reply, one reply frame per request, in order.
+ * Frames the daemon calls quick (short reads) share one job and run one
+ * after another: one wake-up for all of them instead of one each.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -33,6 +35,7 @@ typedef struct srv_batch {
 
 typedef struct srv_job {
     struct srv_job *next;
+    struct srv_job *chain;  /* quick frames of the same batch, run after */
     srv_slot *slot;     /* a single request: its slot and frame */
     nng_msg *msg;
     srv_batch *batch;   /* or inner frame i of a batch */
@@ -51,6 +54,7 @@ struct srv_slot {
 struct net_server {
     nng_socket sock;
     net_handler handler;
+    net_quick_fn quick;
     void *arg;
     pthread_t *threads;
     int started;
@@ -130,23 +134,45 @@ static int batch_start(srv_slot *s, nng_msg *m)
         return SX_ENOMEM;
     }
     srv_job *jobs = (srv_job *)(b + 1);
+    srv_job *first = NULL, *last = NULL, *qlast = NULL;
+    net_quick_fn quick = s->srv->quick;
+    uint32_t queued = 0;
     b->slot = s;
     b->msg = m;
     b->n = n;
     atomic_init(&b->left, n);
     b->replies = (mp_buf *)(jobs + n);
     for (uint32_t i = 0; i < n; i++) {
+        srv_job *j = &jobs[i];
+        msg_type t;
+        int is_reply = 0;
+
         mp_buf_init(&b->replies[i]);
-        jobs[i].next = i + 1 < n ? &jobs[i + 1] : NULL;
-        jobs[i].slot = s;
-        jobs[i].msg = NULL;
-        jobs[i].batch = b;
-        jobs[i].i = i;
-        jobs[i].p = rq.frames.v[i].p;
-        jobs[i].n = rq.frames.v[i].n;
+        memset(j, 0, sizeof(*j));
+        j->slot = s;
+        j->batch = b;
+        j->i = i;
+        j->p = rq.frames.v[i].p;
+        j->n = rq.frames.v[i].n;
+        if (quick && msg_peek(j->p, j->n, &t, &is_reply) == 0 && !is_reply &&
+            t != MSG_MULTI && quick(t)) {
+            /* quick frames ride one job, run one after another */
+            if (qlast) {
+                qlast->chain = j;
+                qlast = j;
+                continue;
+            }
+            qlast = j;
+        }
+        if (last)
+            last->next = j;
+        else
+            first = j;
+        last = j;
+        queued++;
     }
     msg_free_req(MSG_MULTI, &rq);
-    queue_push(s->srv, &jobs[0], &jobs[n - 1], n);
+    queue_push(s->srv, first, last, queued);
     return 0;
 }
 
@@ -288,21 +314,33 @@ static void *worker(void *arg)
             free(j);
             continue;
         }
-        srv_batch *b = j->batch;
-        batch_run_one(srv, j->p, j->n, &out);
-        if (out.oom) {
-            mp_buf_free(&out);
+        /* read each chain link before running: the last job to finish
+         * frees the batch's block (and no link is left after it then) */
+        for (srv_job *next; j != NULL; j = next) {
+            srv_batch *b = j->batch;
+            next = j->chain;
+            batch_run_one(srv, j->p, j->n, &out);
+            if (out.oom) {
+                mp_buf_free(&out);
+                mp_buf_init(&out);
+                msg_encode_err(MSG_MULTI, SX_ENOMEM, "out of memory", &out);
+            }
+            b->replies[j->i] = out;    /* the reply's bytes move to b */
             mp_buf_init(&out);
-            msg_encode_err(MSG_MULTI, SX_ENOMEM, "out of memory", &out);
+            if (atomic_fetch_sub(&b->left, 1) == 1)
+                batch_finish(b);
         }
-        b->replies[j->i] = out;
-        if (atomic_fetch_sub(&b->left, 1) == 1)
-            batch_finish(b);
     }
 }
 
 int net_server_start(nng_socket sock, int nworkers, net_handler h, void *arg,
                      net_server **out)
+{
+    return net_server_start_q(sock, nworkers, h, NULL, arg, out);
+}
+
+int net_server_start_q(nng_socket sock, int nworkers, net_handler h, net_quick_fn quick,
+                       void *arg, net_server **out)
 {
     net_server *srv = calloc(1, sizeof(*srv));
 
@@ -312,6 +350,7 @@ int net_server_start(nng_socket sock, int nworkers, net_handler h, void *arg,
         nworkers = 1;
     srv->sock = sock;
     srv->handler = h;
+    srv->quick = quick;
     srv->arg = arg;
     if (pthread_mutex_init(&srv->mu, NULL) != 0) {
         free(srv);
