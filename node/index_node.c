@@ -314,8 +314,8 @@ int ix_node_run(const node_opts *o)
         LOG_ERROR("index node %s: cannot listen on %s", nd.self->name, nd.self->url);
         goto out;
     }
-    rc = net_server_start_q(sock, o->workers > 0 ? o->workers : 16, ix_handle, ix_quick, &nd,
-                            &srv);
+    net_server_opts so = { .workers = o->workers > 0 ? o->workers : 16, .quick = ix_quick };
+    rc = net_server_open(sock, &so, ix_handle, &nd, &srv);
     if (rc != 0) {
         nng_close(sock);
         goto out;

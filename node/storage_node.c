@@ -356,8 +356,8 @@ static int start(st_node *n)
         LOG_ERROR("cannot listen on %s", me->url);
         return rc;
     }
-    rc = net_server_start_q(ls, n->o->workers > 0 ? n->o->workers : 16, handle, quick, n,
-                            &n->srv);
+    net_server_opts so = { .workers = n->o->workers > 0 ? n->o->workers : 16, .quick = quick };
+    rc = net_server_open(ls, &so, handle, n, &n->srv);
     if (rc != 0) {
         nng_close(ls);
         return rc;

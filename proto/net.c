@@ -4,10 +4,12 @@
  * Calls use one REQ context per request, so many threads can share one
  * socket. The server is in server.c, coalesced calls in peer.c.
  */
-#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include "net.h"
+#include "fiber.h"
 #include <nng/protocol/reqrep0/rep.h>
 #include <nng/protocol/reqrep0/req.h>
 #include "log.h"
@@ -78,11 +80,11 @@ typedef struct call_state {
     int open;
 } call_state;
 
-/* Peer calls of one net_call_all: counts what is still out. */
+/* Peer calls of one net_call_all: counts what is still out; the last
+ * sets done (which parks a fiber caller instead of its thread). */
 typedef struct peer_wait {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int left;
+    atomic_int left;
+    sx_event done;
 } peer_wait;
 
 typedef struct peer_job {
@@ -105,10 +107,48 @@ static void peer_job_done(void *arg, int err, const uint8_t *resp, size_t n)
             j->resp_n = n;
         }
     }
-    pthread_mutex_lock(&pj->w->mu);
-    if (--pj->w->left == 0)
-        pthread_cond_signal(&pj->w->cv);
-    pthread_mutex_unlock(&pj->w->mu);
+    if (atomic_fetch_sub(&pj->w->left, 1) == 1)
+        ev_set(&pj->w->done);
+}
+
+/* Starts every peer job, the jobs of one peer in one net_peer_submit_n so
+ * that they can share a frame. A job that cannot start completes at once
+ * with the error. */
+static void submit_peers(net_job *jobs, peer_job *pj, int n, int timeout_ms)
+{
+    net_peer_call *calls = malloc((size_t)n * sizeof(*calls));
+    bool *sent = calloc((size_t)n, sizeof(*sent));
+
+    for (int i = 0; i < n; i++) {
+        net_peer *peer = jobs[i].peer;
+        int m = 0, rv;
+
+        if (peer == NULL || (sent && sent[i]))
+            continue;
+        if (calls == NULL || sent == NULL) {   /* no memory to group: one by one */
+            rv = net_peer_submit(peer, jobs[i].req, jobs[i].req_n, timeout_ms,
+                                 peer_job_done, &pj[i]);
+            if (rv != 0)
+                peer_job_done(&pj[i], rv, NULL, 0);
+            continue;
+        }
+        for (int k = i; k < n; k++) {
+            if (jobs[k].peer != peer || sent[k])
+                continue;
+            sent[k] = true;
+            calls[m].req = jobs[k].req;
+            calls[m].n = jobs[k].req_n;
+            calls[m].done = peer_job_done;
+            calls[m].arg = &pj[k];
+            m++;
+        }
+        rv = net_peer_submit_n(peer, calls, m, timeout_ms);
+        if (rv != 0)
+            for (int k = 0; k < m; k++)
+                peer_job_done(calls[k].arg, rv, NULL, 0);
+    }
+    free(calls);
+    free(sent);
 }
 
 int net_call_all(net_job *jobs, int n, int timeout_ms)
@@ -130,18 +170,12 @@ int net_call_all(net_job *jobs, int n, int timeout_ms)
         return SX_ENOMEM;
     }
     if (npeer) {
-        if (pthread_mutex_init(&w.mu, NULL) != 0) {
+        if (ev_init(&w.done) != 0) {
             free(st);
             free(pj);
             return SX_ENOMEM;
         }
-        if (pthread_cond_init(&w.cv, NULL) != 0) {
-            pthread_mutex_destroy(&w.mu);
-            free(st);
-            free(pj);
-            return SX_ENOMEM;
-        }
-        w.left = npeer;
+        atomic_init(&w.left, npeer);
     }
     for (int i = 0; i < n; i++) {
         nng_msg *m = NULL;
@@ -153,11 +187,7 @@ int net_call_all(net_job *jobs, int n, int timeout_ms)
         if (jobs[i].peer != NULL) {
             pj[i].job = &jobs[i];
             pj[i].w = &w;
-            rv = net_peer_submit(jobs[i].peer, jobs[i].req, jobs[i].req_n, timeout_ms,
-                                 peer_job_done, &pj[i]);
-            if (rv != 0)
-                peer_job_done(&pj[i], rv, NULL, 0);
-            continue;
+            continue;       /* started below, grouped by peer */
         }
         rv = nng_ctx_open(&st[i].ctx, jobs[i].sock);
         if (rv == 0) {
@@ -178,6 +208,8 @@ int net_call_all(net_job *jobs, int n, int timeout_ms)
         nng_aio_set_msg(st[i].aio, m);
         nng_ctx_send(st[i].ctx, st[i].aio);
     }
+    if (npeer)
+        submit_peers(jobs, pj, n, timeout_ms);
     for (int i = 0; i < n; i++) {
         int rv;
 
@@ -221,12 +253,8 @@ int net_call_all(net_job *jobs, int n, int timeout_ms)
             nng_ctx_close(st[i].ctx);
     }
     if (npeer) {
-        pthread_mutex_lock(&w.mu);
-        while (w.left > 0)
-            pthread_cond_wait(&w.cv, &w.mu);
-        pthread_mutex_unlock(&w.mu);
-        pthread_cond_destroy(&w.cv);
-        pthread_mutex_destroy(&w.mu);
+        ev_wait(&w.done);
+        ev_destroy(&w.done);
     }
     free(pj);
     free(st);

@@ -61,6 +61,19 @@ int net_peer_open(nng_socket sock, int max_frames, net_peer **out);
 int net_peer_submit(net_peer *p, const uint8_t *req, size_t n, int timeout_ms,
                     net_done_fn done, void *arg);
 
+/* One call of net_peer_submit_n. */
+typedef struct net_peer_call {
+    const uint8_t *req;
+    size_t n;
+    net_done_fn done;
+    void *arg;
+} net_peer_call;
+
+/* Starts n calls at once: queued together, so they leave in as few frames
+ * as the limits allow (one when a context is idle). Returns 0 (each done
+ * runs exactly once), or SX_ENOMEM / SX_EUNAVAIL (none was started). */
+int net_peer_submit_n(net_peer *p, const net_peer_call *calls, int n, int timeout_ms);
+
 /* Fails what is queued or in flight (SX_EUNAVAIL or the cancel), waits for
  * the callbacks, frees p. Accepts NULL. */
 void net_peer_close(net_peer *p);
@@ -98,9 +111,27 @@ int net_server_start(nng_socket sock, int nworkers, net_handler h, void *arg,
  * (a local read): such frames of one MULTI run in one job, in turn. */
 typedef bool (*net_quick_fn)(msg_type t);
 
-/* net_server_start with a quick predicate (NULL: none is quick). */
+/* How a server runs its requests. */
+typedef struct net_server_opts {
+    int workers;          /* threads (at least 1) */
+    int fibers;           /* > 0: each request runs as a fiber (fiber.h), at
+                           * most this many at once, on the worker threads;
+                           * its peer calls park the fiber, not the thread */
+    net_quick_fn quick;   /* NULL: no frame is quick */
+} net_server_opts;
+
+/* net_server_open with workers threads and a quick predicate. */
 int net_server_start_q(nng_socket sock, int nworkers, net_handler h, net_quick_fn quick,
                        void *arg, net_server **out);
+
+/* Stack of each request fiber. */
+#define NET_FIBER_STACK (256u * 1024u)
+
+/* Serves sock with handler as o says (as many receive contexts as
+ * workers, or as fibers in fiber mode). Returns 0 or SX_ENOMEM; *out is
+ * freed by net_server_stop. */
+int net_server_open(nng_socket sock, const net_server_opts *o, net_handler h, void *arg,
+                    net_server **out);
 
 /* Closes the socket, joins the workers, frees the server. Accepts NULL. */
 void net_server_stop(net_server *srv);

@@ -308,32 +308,51 @@ int net_peer_open(nng_socket sock, int max_frames, net_peer **out)
     return 0;
 }
 
-int net_peer_submit(net_peer *p, const uint8_t *req, size_t n, int timeout_ms,
-                    net_done_fn done, void *arg)
+int net_peer_submit_n(net_peer *p, const net_peer_call *calls, int n, int timeout_ms)
 {
-    peer_ent *e = malloc(sizeof(*e));
+    peer_ent *first = NULL, *last = NULL;
     peer_car *car = NULL;
 
-    if (e == NULL)
-        return SX_ENOMEM;
-    e->next = NULL;
-    e->req = req;
-    e->n = n;
-    e->timeout_ms = timeout_ms;
-    e->done = done;
-    e->arg = arg;
-    e->solo = false;
+    if (n <= 0)
+        return 0;
+    for (int i = 0; i < n; i++) {
+        peer_ent *e = malloc(sizeof(*e));
+        if (e == NULL) {
+            while (first) {
+                peer_ent *next = first->next;
+                free(first);
+                first = next;
+            }
+            return SX_ENOMEM;
+        }
+        e->next = NULL;
+        e->req = calls[i].req;
+        e->n = calls[i].n;
+        e->timeout_ms = timeout_ms;
+        e->done = calls[i].done;
+        e->arg = calls[i].arg;
+        e->solo = false;
+        if (last)
+            last->next = e;
+        else
+            first = e;
+        last = e;
+    }
     pthread_mutex_lock(&p->mu);
     if (p->closing) {
         pthread_mutex_unlock(&p->mu);
-        free(e);
+        while (first) {
+            peer_ent *next = first->next;
+            free(first);
+            first = next;
+        }
         return SX_EUNAVAIL;
     }
     if (p->tail)
-        p->tail->next = e;
+        p->tail->next = first;
     else
-        p->head = e;
-    p->tail = e;
+        p->head = first;
+    p->tail = last;
     for (int i = 0; i < p->ncars; i++) {
         if (!p->cars[i].busy) {
             car = &p->cars[i];
@@ -355,6 +374,14 @@ int net_peer_submit(net_peer *p, const uint8_t *req, size_t n, int timeout_ms,
         }
     }
     return 0;
+}
+
+int net_peer_submit(net_peer *p, const uint8_t *req, size_t n, int timeout_ms,
+                    net_done_fn done, void *arg)
+{
+    net_peer_call c = { req, n, done, arg };
+
+    return net_peer_submit_n(p, &c, 1, timeout_ms);
 }
 
 void net_peer_close(net_peer *p)

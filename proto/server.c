@@ -17,6 +17,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include "fiber.h"
 #include "net.h"
 #include "msg.h"
 #include "log.h"
@@ -56,6 +57,7 @@ struct net_server {
     net_handler handler;
     net_quick_fn quick;
     void *arg;
+    fib_pool *pool;         /* fiber mode: jobs run here, not on threads */
     pthread_t *threads;
     int started;
     srv_slot *slots;
@@ -90,9 +92,24 @@ static void slot_reply(srv_slot *s, nng_msg *m, mp_buf *out)
     nng_ctx_send(s->ctx, s->aio);
 }
 
-/* Appends jobs first..last to the queue and wakes up to count workers. */
+static void run_job(void *arg);
+static void drop_job(void *arg);
+
+/* Appends jobs first..last to the queue and wakes up to count workers; in
+ * fiber mode, hands each to the pool. */
 static void queue_push(net_server *srv, srv_job *first, srv_job *last, uint32_t count)
 {
+    if (srv->pool != NULL) {
+        for (srv_job *j = first, *next; j != NULL; j = next) {
+            next = j == last ? NULL : j->next;
+            j->next = NULL;
+            if (fib_pool_submit(srv->pool, run_job, j) != 0) {
+                LOG_ERROR("request dropped: out of memory");
+                drop_job(j);
+            }
+        }
+        return;
+    }
     pthread_mutex_lock(&srv->mu);
     if (srv->tail)
         srv->tail->next = first;
@@ -288,6 +305,60 @@ static void batch_run_one(net_server *srv, const uint8_t *p, size_t n, mp_buf *o
     srv->handler(srv->arg, p, n, out);
 }
 
+/* Runs job j (a single request, or a batch job and its quick chain) and
+ * sends what is due. */
+static void run_job(void *arg)
+{
+    srv_job *j = arg;
+    net_server *srv = j->slot->srv;
+    mp_buf out;
+
+    mp_buf_init(&out);
+    if (j->batch == NULL) {
+        srv->handler(srv->arg, j->p, j->n, &out);
+        slot_reply(j->slot, j->msg, &out);
+        free(j);
+        return;
+    }
+    /* read each chain link before running: the last job to finish frees
+     * the batch's block (and no link is left after it then) */
+    for (srv_job *next; j != NULL; j = next) {
+        srv_batch *b = j->batch;
+        next = j->chain;
+        batch_run_one(srv, j->p, j->n, &out);
+        if (out.oom) {
+            mp_buf_free(&out);
+            mp_buf_init(&out);
+            msg_encode_err(MSG_MULTI, SX_ENOMEM, "out of memory", &out);
+        }
+        b->replies[j->i] = out;    /* the reply's bytes move to b */
+        mp_buf_init(&out);
+        if (atomic_fetch_sub(&b->left, 1) == 1)
+            batch_finish(b);
+    }
+}
+
+/* Forgets job j unanswered (stopping, or out of memory): a batch's block
+ * goes with its last job. */
+static void drop_job(void *arg)
+{
+    srv_job *j = arg;
+
+    for (srv_job *next; j != NULL; j = next) {
+        next = j->chain;
+        if (j->batch == NULL) {
+            nng_msg_free(j->msg);
+            free(j);
+        } else if (atomic_fetch_sub(&j->batch->left, 1) == 1) {
+            srv_batch *b = j->batch;
+            for (uint32_t i = 0; i < b->n; i++)
+                mp_buf_free(&b->replies[i]);
+            nng_msg_free(b->msg);
+            free(b);
+        }
+    }
+}
+
 static void *worker(void *arg)
 {
     net_server *srv = arg;
@@ -305,44 +376,32 @@ static void *worker(void *arg)
         if (srv->head == NULL)
             srv->tail = NULL;
         pthread_mutex_unlock(&srv->mu);
-
-        mp_buf out;
-        mp_buf_init(&out);
-        if (j->batch == NULL) {
-            srv->handler(srv->arg, j->p, j->n, &out);
-            slot_reply(j->slot, j->msg, &out);
-            free(j);
-            continue;
-        }
-        /* read each chain link before running: the last job to finish
-         * frees the batch's block (and no link is left after it then) */
-        for (srv_job *next; j != NULL; j = next) {
-            srv_batch *b = j->batch;
-            next = j->chain;
-            batch_run_one(srv, j->p, j->n, &out);
-            if (out.oom) {
-                mp_buf_free(&out);
-                mp_buf_init(&out);
-                msg_encode_err(MSG_MULTI, SX_ENOMEM, "out of memory", &out);
-            }
-            b->replies[j->i] = out;    /* the reply's bytes move to b */
-            mp_buf_init(&out);
-            if (atomic_fetch_sub(&b->left, 1) == 1)
-                batch_finish(b);
-        }
+        run_job(j);
     }
 }
 
 int net_server_start(nng_socket sock, int nworkers, net_handler h, void *arg,
                      net_server **out)
 {
-    return net_server_start_q(sock, nworkers, h, NULL, arg, out);
+    net_server_opts o = { .workers = nworkers };
+
+    return net_server_open(sock, &o, h, arg, out);
 }
 
 int net_server_start_q(nng_socket sock, int nworkers, net_handler h, net_quick_fn quick,
                        void *arg, net_server **out)
 {
+    net_server_opts o = { .workers = nworkers, .quick = quick };
+
+    return net_server_open(sock, &o, h, arg, out);
+}
+
+int net_server_open(nng_socket sock, const net_server_opts *o, net_handler h, void *arg,
+                    net_server **out)
+{
     net_server *srv = calloc(1, sizeof(*srv));
+    int nworkers = o->workers;
+    int nslots = o->fibers > 0 ? o->fibers : o->workers;
 
     if (srv == NULL)
         return SX_ENOMEM;
@@ -350,7 +409,7 @@ int net_server_start_q(nng_socket sock, int nworkers, net_handler h, net_quick_f
         nworkers = 1;
     srv->sock = sock;
     srv->handler = h;
-    srv->quick = quick;
+    srv->quick = o->quick;
     srv->arg = arg;
     if (pthread_mutex_init(&srv->mu, NULL) != 0) {
         free(srv);
@@ -361,16 +420,23 @@ int net_server_start_q(nng_socket sock, int nworkers, net_handler h, net_quick_f
         free(srv);
         return SX_ENOMEM;
     }
+    if (nslots < 1)
+        nslots = 1;
     srv->threads = calloc((size_t)nworkers, sizeof(pthread_t));
-    srv->slots = calloc((size_t)nworkers, sizeof(srv_slot));
+    srv->slots = calloc((size_t)nslots, sizeof(srv_slot));
     if (srv->threads == NULL || srv->slots == NULL)
         goto fail;
-    for (int i = 0; i < nworkers; i++) {
-        if (pthread_create(&srv->threads[i], NULL, worker, srv) != 0)
+    if (o->fibers > 0) {
+        if (fib_pool_new(nworkers, o->fibers, NET_FIBER_STACK, &srv->pool) != 0)
             goto fail;
-        srv->started++;
+    } else {
+        for (int i = 0; i < nworkers; i++) {
+            if (pthread_create(&srv->threads[i], NULL, worker, srv) != 0)
+                goto fail;
+            srv->started++;
+        }
     }
-    for (int i = 0; i < nworkers; i++) {
+    for (int i = 0; i < nslots; i++) {
         srv_slot *s = &srv->slots[i];
         s->srv = srv;
         if (nng_aio_alloc(&s->aio, slot_cb, s) != 0)
@@ -398,22 +464,15 @@ void net_server_stop(net_server *srv)
     pthread_mutex_unlock(&srv->mu);
     for (int i = 0; i < srv->started; i++)
         pthread_join(srv->threads[i], NULL);
+    fib_pool_free(srv->pool, drop_job);     /* after its running jobs end */
     for (int i = 0; i < srv->nslots; i++)
         nng_aio_free(srv->slots[i].aio);   /* waits for a callback in progress */
-    /* Jobs nobody ran: a batch's block goes with its last queued job. */
+    /* Jobs nobody ran (a slot callback may have queued one after the
+     * workers left). */
     while (srv->head != NULL) {
         srv_job *j = srv->head;
         srv->head = j->next;
-        if (j->batch == NULL) {
-            nng_msg_free(j->msg);
-            free(j);
-        } else if (atomic_fetch_sub(&j->batch->left, 1) == 1) {
-            srv_batch *b = j->batch;
-            for (uint32_t i = 0; i < b->n; i++)
-                mp_buf_free(&b->replies[i]);
-            nng_msg_free(b->msg);
-            free(b);
-        }
+        drop_job(j);
     }
     free(srv->slots);
     free(srv->threads);

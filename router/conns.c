@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "router.h"
+#include "fiber.h"
 #include "net.h"
 #include "sx_errors.h"
 
@@ -133,7 +134,6 @@ static bool conn_known_up(router *rt, int i)
  * at once (a reconnection ends the hold: the pipe event is seen first). */
 static void conns_wait(router *rt, const rt_rpc *calls, int n)
 {
-    struct timespec ts = { 0, 10 * 1000 * 1000 };
     int waited, i;
     bool all;
 
@@ -150,7 +150,7 @@ static void conns_wait(router *rt, const rt_rpc *calls, int n)
             return;
         if (waited >= RT_CONNECT_WAIT_MS)
             break;
-        nanosleep(&ts, NULL);
+        fib_sleep_ms(10);
     }
     for (i = 0; i < n; i++) {
         int nd = calls[i].node;

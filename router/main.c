@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "router.h"
 #include "config.h"
@@ -35,7 +36,8 @@ static void usage(FILE *f)
             "  --config FILE  cluster config (JSON)\n"
             "  --name NAME    this router's name in the config\n"
             "  --log FILE     log file (default: stderr)\n"
-            "  --workers N    request-serving threads (default %d)\n"
+            "  --workers N    requests served at once, each a fiber (default %d),\n"
+            "                 on one thread per CPU (2..8)\n"
             "  --help         print this help\n",
             RT_DEFAULT_WORKERS);
 }
@@ -126,14 +128,18 @@ static int serve(const rt_opts *o, const sx_config *cfg, int self,
         rt_free(rt);
         return 1;
     }
-    rc = net_server_start(sock, o->workers, rt_handle, rt, &srv);
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    net_server_opts so = { .workers = ncpu < 2 ? 2 : ncpu > 8 ? 8 : (int)ncpu,
+                           .fibers = o->workers };
+    rc = net_server_open(sock, &so, rt_handle, rt, &srv);
     if (rc != 0) {
         LOG_ERROR("router %s: cannot start serving: %s", o->name, sx_strerror(rc));
         nng_close(sock);
         rt_free(rt);
         return 1;
     }
-    LOG_INFO("router %s: serving on %s with %d workers", o->name, url, o->workers);
+    LOG_INFO("router %s: serving on %s: %d requests at once on %d threads", o->name, url,
+             o->workers, so.workers);
     printf("ready\n");
     fflush(stdout);
     while (sigwait(sigs, &sig) != 0 || (sig != SIGTERM && sig != SIGINT))

@@ -28,7 +28,7 @@
 #include "mp.h"
 #include "tuple.h"
 
-#define RT_DEFAULT_WORKERS 16
+#define RT_DEFAULT_WORKERS 256  /* requests at once (fibers) */
 #define RT_ERRLEN 256
 /* Items in one QUERY/SCAN reply stop growing past this many bytes (the
  * frame limit is SX_MAX_FRAME, 16 MiB; one item is at most 400 KiB): the

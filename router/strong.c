@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "fiber.h"
 #include "query.h"
 #include "sx_errors.h"
 
@@ -18,12 +19,10 @@
 #define RT_POLL_MAX_MS 50
 #define RT_POLL_FLOOR_MS 20
 
+/* Parks the request's fiber (not the router's thread) for ms. */
 static void sleep_ms(uint64_t ms)
 {
-    struct timespec ts = { (time_t)(ms / 1000u), (long)(ms % 1000u) * 1000000L };
-
-    while (nanosleep(&ts, &ts) != 0)
-        ;
+    fib_sleep_ms((int)ms);
 }
 
 /* Every storage partition's head: heads[i] for cfg->storage[i]. */
