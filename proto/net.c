@@ -125,6 +125,13 @@ static void submit_peers(net_job *jobs, peer_job *pj, int n, int timeout_ms)
 
         if (peer == NULL || (sent && sent[i]))
             continue;
+        if (jobs[i].solo) {
+            rv = net_peer_submit_solo(peer, jobs[i].req, jobs[i].req_n, timeout_ms,
+                                      peer_job_done, &pj[i]);
+            if (rv != 0)
+                peer_job_done(&pj[i], rv, NULL, 0);
+            continue;
+        }
         if (calls == NULL || sent == NULL) {   /* no memory to group: one by one */
             rv = net_peer_submit(peer, jobs[i].req, jobs[i].req_n, timeout_ms,
                                  peer_job_done, &pj[i]);
@@ -133,7 +140,7 @@ static void submit_peers(net_job *jobs, peer_job *pj, int n, int timeout_ms)
             continue;
         }
         for (int k = i; k < n; k++) {
-            if (jobs[k].peer != peer || sent[k])
+            if (jobs[k].peer != peer || jobs[k].solo || sent[k])
                 continue;
             sent[k] = true;
             calls[m].req = jobs[k].req;

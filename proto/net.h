@@ -6,6 +6,7 @@
 #ifndef SX_NET_H
 #define SX_NET_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
 #include <nng/nng.h>
@@ -61,6 +62,12 @@ int net_peer_open(nng_socket sock, int max_frames, net_peer **out);
 int net_peer_submit(net_peer *p, const uint8_t *req, size_t n, int timeout_ms,
                     net_done_fn done, void *arg);
 
+/* net_peer_submit for a call that may take long (a scan page, a strong
+ * read's wait): it goes out at once on a context of its own, never shares
+ * a frame and never holds up other calls. */
+int net_peer_submit_solo(net_peer *p, const uint8_t *req, size_t n, int timeout_ms,
+                         net_done_fn done, void *arg);
+
 /* One call of net_peer_submit_n. */
 typedef struct net_peer_call {
     const uint8_t *req;
@@ -84,6 +91,7 @@ void net_peer_close(net_peer *p);
 typedef struct net_job {
     nng_socket sock;
     net_peer *peer;
+    bool solo;              /* with peer: net_peer_submit_solo */
     const uint8_t *req;
     size_t req_n;
     int err;

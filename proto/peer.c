@@ -38,12 +38,17 @@ typedef struct peer_car {
     int phase;          /* 0 sending, 1 receiving */
     int busy;
     int ctx_open;
+    bool solo;          /* carries one solo call at a time, never a queue */
+    struct peer_car *next_solo;   /* in the peer's solo_all list */
+    struct peer_car *next_free;   /* in the peer's solo_free list */
     peer_ent *ents;     /* the calls this carrier's frame holds, in order */
     uint32_t n;
 } peer_car;
 
 struct net_peer {
+    nng_socket sock;
     pthread_mutex_t mu;
+    peer_car *solo_all, *solo_free;   /* contexts made for solo calls */
     peer_ent *head, *tail;
     peer_car *cars;
     int ncars;
@@ -156,6 +161,16 @@ static void car_next(peer_car *car)
 {
     net_peer *p = car->p;
 
+    if (car->solo) {
+        pthread_mutex_lock(&p->mu);
+        car->busy = 0;
+        car->ents = NULL;
+        car->n = 0;
+        car->next_free = p->solo_free;
+        p->solo_free = car;
+        pthread_mutex_unlock(&p->mu);
+        return;
+    }
     for (;;) {
         pthread_mutex_lock(&p->mu);
         if (!take_locked(p, car)) {
@@ -279,6 +294,7 @@ int net_peer_open(nng_socket sock, int max_frames, net_peer **out)
         return SX_ENOMEM;
     if (max_frames < 1)
         max_frames = 1;
+    p->sock = sock;
     if (pthread_mutex_init(&p->mu, NULL) != 0) {
         free(p);
         return SX_ENOMEM;
@@ -376,6 +392,70 @@ int net_peer_submit_n(net_peer *p, const net_peer_call *calls, int n, int timeou
     return 0;
 }
 
+int net_peer_submit_solo(net_peer *p, const uint8_t *req, size_t n, int timeout_ms,
+                         net_done_fn done, void *arg)
+{
+    peer_ent *e = calloc(1, sizeof(*e));
+    peer_car *car = NULL;
+    int rv;
+
+    if (e == NULL)
+        return SX_ENOMEM;
+    e->req = req;
+    e->n = n;
+    e->timeout_ms = timeout_ms;
+    e->done = done;
+    e->arg = arg;
+    e->solo = true;
+    pthread_mutex_lock(&p->mu);
+    if (p->closing) {
+        pthread_mutex_unlock(&p->mu);
+        free(e);
+        return SX_EUNAVAIL;
+    }
+    car = p->solo_free;
+    if (car != NULL) {
+        p->solo_free = car->next_free;
+        car->busy = 1;
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (car == NULL) {
+        car = calloc(1, sizeof(*car));
+        if (car == NULL) {
+            free(e);
+            return SX_ENOMEM;
+        }
+        car->p = p;
+        car->solo = true;
+        car->busy = 1;
+        if ((rv = nng_aio_alloc(&car->aio, car_cb, car)) != 0) {
+            free(car);
+            free(e);
+            return net_map_nng(rv);
+        }
+        if ((rv = nng_ctx_open(&car->ctx, p->sock)) != 0) {
+            nng_aio_free(car->aio);
+            free(car);
+            free(e);
+            return net_map_nng(rv);
+        }
+        car->ctx_open = 1;
+        pthread_mutex_lock(&p->mu);
+        car->next_solo = p->solo_all;
+        p->solo_all = car;
+        pthread_mutex_unlock(&p->mu);
+    }
+    car->ents = e;
+    car->n = 1;
+    rv = car_send(car);
+    if (rv != 0) {
+        ents_fail(car->ents, rv);
+        car->ents = NULL;
+        car_next(car);
+    }
+    return 0;
+}
+
 int net_peer_submit(net_peer *p, const uint8_t *req, size_t n, int timeout_ms,
                     net_done_fn done, void *arg)
 {
@@ -397,6 +477,13 @@ void net_peer_close(net_peer *p)
         nng_aio_free(p->cars[i].aio);
         if (p->cars[i].ctx_open)
             nng_ctx_close(p->cars[i].ctx);
+    }
+    while (p->solo_all != NULL) {
+        peer_car *car = p->solo_all;
+        p->solo_all = car->next_solo;
+        nng_aio_free(car->aio);
+        nng_ctx_close(car->ctx);
+        free(car);
     }
     ents_fail(p->head, SX_EUNAVAIL);
     free(p->cars);

@@ -257,6 +257,10 @@ int rt_rpc_run_ms(router *rt, rt_rpc *calls, int n, int timeout_ms)
             continue;
         jobs[m].sock = rt->socks[calls[i].node];
         jobs[m].peer = rt->peers[calls[i].node];
+        /* a scan page can take long; catalog changes sync: alone, so that
+         * they never hold up the calls they would share a frame with */
+        jobs[m].solo = calls[i].type == MSG_S_RANGE || calls[i].type == MSG_CAT_UPDATE ||
+                       calls[i].type == MSG_CAT_BACKFILLED;
         jobs[m].req = (const uint8_t *)bufs[i].sb.data;
         jobs[m].req_n = bufs[i].sb.size;
         map[m++] = i;
@@ -324,6 +328,7 @@ int rt_forward(router *rt, int node, const uint8_t *req, size_t n,
         memset(&j, 0, sizeof(j));
         j.sock = rt->socks[node];
         j.peer = rt->peers[node];
+        j.solo = true;      /* DDL: a catalog change, synced */
         j.req = req;
         j.req_n = n;
         rc = net_call_all(&j, 1, rt->timeout_ms);

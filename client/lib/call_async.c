@@ -176,6 +176,11 @@ static void op_done(void *arg, int err, const uint8_t *resp, size_t n);
 static int op_send(sx_op *op)
 {
     sx_client *c = op->c;
+    /* Scans (a page can take long) and strong queries (they wait for the
+     * index) go alone: sharing a frame would hold up their frame-mates. */
+    if (op->t == MSG_SCAN || op->extra_ms > 0)
+        return net_peer_submit_solo(c->peers[op->k], op->wire, op->wire_n,
+                                    c->timeout_ms + op->extra_ms, op_done, op);
     return net_peer_submit(c->peers[op->k], op->wire, op->wire_n,
                            c->timeout_ms + op->extra_ms, op_done, op);
 }
