@@ -116,7 +116,9 @@ int net_server_start(nng_socket sock, int nworkers, net_handler h, void *arg,
                      net_server **out);
 
 /* Says whether requests of type t are short and never wait on anything
- * (a local read): such frames of one MULTI run in one job, in turn. */
+ * (a local read): such requests run at once on the nng thread that
+ * received them (a MULTI's quick frames one after another), not on a
+ * worker. */
 typedef bool (*net_quick_fn)(msg_type t);
 
 /* How a server runs its requests. */

@@ -10,8 +10,8 @@
  * A MULTI request (several whole frames, see msg.h) becomes one job per
  * inner frame, run concurrently by the pool; the worker that finishes the
  * last one sends the MULTI reply, one reply frame per request, in order.
- * Frames the daemon calls quick (short reads) share one job and run one
- * after another: one wake-up for all of them instead of one each.
+ * Requests the daemon calls quick (short local reads) run at once on the
+ * nng thread that received them, one after another: no worker wakes up.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -122,9 +122,11 @@ static void queue_push(net_server *srv, srv_job *first, srv_job *last, uint32_t 
         pthread_cond_signal(&srv->cv);
 }
 
-/* Splits MULTI request m received on s into jobs. Returns 0 (queued, or
- * answered at once when empty or malformed) or SX_ENOMEM. */
-static int batch_start(srv_slot *s, nng_msg *m)
+/* Splits MULTI request m received on s into jobs and queues them, except
+ * the chain of quick frames, left in *quick_job for the caller to run.
+ * Returns 0 (queued, or answered at once when empty or malformed) or
+ * SX_ENOMEM. */
+static int batch_start(srv_slot *s, nng_msg *m, srv_job **quick_job)
 {
     msg_MULTI_req rq;
     mp_buf out;
@@ -174,12 +176,12 @@ static int batch_start(srv_slot *s, nng_msg *m)
         if (quick && msg_peek(j->p, j->n, &t, &is_reply) == 0 && !is_reply &&
             t != MSG_MULTI && quick(t)) {
             /* quick frames ride one job, run one after another */
-            if (qlast) {
+            if (qlast)
                 qlast->chain = j;
-                qlast = j;
-                continue;
-            }
+            else
+                *quick_job = j;
             qlast = j;
+            continue;
         }
         if (last)
             last->next = j;
@@ -189,7 +191,8 @@ static int batch_start(srv_slot *s, nng_msg *m)
         queued++;
     }
     msg_free_req(MSG_MULTI, &rq);
-    queue_push(s->srv, first, last, queued);
+    if (queued > 0)
+        queue_push(s->srv, first, last, queued);
     return 0;
 }
 
@@ -214,10 +217,16 @@ static void slot_cb(void *arg)
     nng_msg *m = nng_aio_get_msg(s->aio);
     msg_type t;
     int is_reply = 0;
-    if (msg_peek(nng_msg_body(m), nng_msg_len(m), &t, &is_reply) == 0 && !is_reply &&
-        t == MSG_MULTI) {
-        if (batch_start(s, m) == 0)
+    int peek = msg_peek(nng_msg_body(m), nng_msg_len(m), &t, &is_reply);
+    if (peek == 0 && !is_reply && t == MSG_MULTI) {
+        srv_job *quick = NULL;
+        if (batch_start(s, m, &quick) == 0) {
+            /* Quick frames (short local reads) run right here, on nng's
+             * thread: no worker to wake for them. */
+            if (quick != NULL)
+                run_job(quick);
             return;
+        }
     } else {
         srv_job *j = malloc(sizeof(*j));
         if (j != NULL) {
@@ -226,7 +235,10 @@ static void slot_cb(void *arg)
             j->msg = m;
             j->p = nng_msg_body(m);
             j->n = nng_msg_len(m);
-            queue_push(s->srv, j, j, 1);
+            if (peek == 0 && !is_reply && s->srv->quick && s->srv->quick(t))
+                run_job(j);
+            else
+                queue_push(s->srv, j, j, 1);
             return;
         }
     }
