@@ -22,6 +22,7 @@ typedef struct range_ctx {
     uint64_t *hashes, *versions;
     uint32_t n, limit;
     int err;
+    sx_u64s sources, wms;       /* the watermarks, read before the range */
 } range_ctx;
 
 static int arena_add(range_ctx *r, const void *p, size_t n, size_t *off)
@@ -81,6 +82,7 @@ static void range_free(range_ctx *r)
     free(r->plen);
     free(r->hashes);
     free(r->versions);
+    free(r->wms.v);
 }
 
 /* Encodes the reply from the collected entries. */
@@ -103,6 +105,8 @@ static int range_reply(range_ctx *r, mp_buf *out)
     rep.projs = (sx_bufs){ r->n, projs };
     rep.hashes = (sx_u64s){ r->n, r->hashes };
     rep.versions = (sx_u64s){ r->n, r->versions };
+    rep.sources = r->sources;
+    rep.wms = r->wms;
     rc = msg_encode_rep(MSG_I_RANGE, &rep, out);
 out:
     free(keys);
@@ -146,10 +150,17 @@ void ix_part_range(ix_part *p, const msg_I_RANGE_req *m, mp_buf *out)
     r.plen = calloc(r.limit, sizeof(size_t));
     r.hashes = calloc(r.limit, sizeof(uint64_t));
     r.versions = calloc(r.limit, sizeof(uint64_t));
-    if (!r.koff || !r.klen || !r.poff || !r.plen || !r.hashes || !r.versions) {
+    r.wms.v = calloc((size_t)p->nsrc + 1, sizeof(uint64_t));
+    if (!r.koff || !r.klen || !r.poff || !r.plen || !r.hashes || !r.versions || !r.wms.v) {
         rc = SX_ENOMEM;
         goto fail;
     }
+    /* Watermarks first: they are published after their batch is synced and
+     * visible, so the range read next sees at least everything they cover
+     * (a router may then trust the entries without fetching the facts). */
+    ix_part_state(p, NULL, NULL, r.wms.v, NULL);
+    r.wms.n = (uint32_t)p->ncfg;
+    r.sources = (sx_u64s){ (uint32_t)p->ncfg, p->src };
     rc = ldb_scan(p->db, NULL, lo, lo_n, hi, hi_n, m->desc != 0, range_visit, &r);
     if (rc == 0)
         rc = range_reply(&r, out);

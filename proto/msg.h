@@ -118,7 +118,8 @@ enum { OUT_PUT = 0, OUT_DEL = 1 };
 #define MSG_I_APPLY_REP(F, T) F(T, U64, watermark)
 
 #define MSG_I_RANGE_REQ(F, T) F(T, U64, part) F(T, BIN, lo) F(T, BIN, hi) F(T, U64, desc) F(T, U64, limit)
-#define MSG_I_RANGE_REP(F, T) F(T, BINS, keys) F(T, U64S, hashes) F(T, U64S, versions) F(T, RAWS, projs)
+#define MSG_I_RANGE_REP(F, T) F(T, BINS, keys) F(T, U64S, hashes) F(T, U64S, versions) F(T, RAWS, projs) \
+    F(T, U64S, sources) F(T, U64S, wms)
 
 #define MSG_I_WATERMARKS_REQ(F, T) F(T, U64, part)
 #define MSG_I_WATERMARKS_REP(F, T) F(T, U64S, sources) F(T, U64S, wms)

@@ -41,6 +41,11 @@ int net_call(nng_socket s, const uint8_t *req, size_t n, int timeout_ms,
  * Low load pays no delay; high load pays a few hops instead of one each. */
 typedef struct net_peer net_peer;
 
+/* The message of the SX_ETOOBIG reply a server puts in a MULTI reply in
+ * place of a reply that would not fit the frame; the peer then resends
+ * that request alone. */
+#define NET_MULTI_UNFIT "reply too large to share a MULTI frame"
+
 /* Frames in flight per net_peer: SHARDEX_BATCH_FRAMES from the
  * environment (0 turns coalescing off: callers then use plain calls), else
  * NET_BATCH_FRAMES. Read once. */
@@ -52,8 +57,11 @@ int net_batch_frames(void);
  * an nng thread, or inside net_peer_submit when the call failed at once. */
 typedef void (*net_done_fn)(void *arg, int err, const uint8_t *resp, size_t n);
 
-/* Opens a peer on REQ socket sock (which must outlive it) with at most
- * max_frames frames in flight. Returns 0, SX_ENOMEM or SX_ENET. */
+/* Opens a peer on REQ socket sock with at most max_frames frames in
+ * flight. When calls may still be in flight, close the socket before the
+ * peer (nng 1.5 can hang in nng_close when a reply for an already closed
+ * context arrives meanwhile) and submit nothing after that. Returns 0,
+ * SX_ENOMEM or SX_ENET. */
 int net_peer_open(nng_socket sock, int max_frames, net_peer **out);
 
 /* Starts a call of request frame req..n (which must stay valid until done

@@ -188,17 +188,21 @@ static void car_next(peer_car *car)
     }
 }
 
-/* The error code of reply frame p..n, or 0 (a success or unreadable). */
-static uint64_t reply_err(const uint8_t *p, size_t n)
+/* True when reply frame p..n is the server's "did not fit the MULTI
+ * frame" marker (not a handler's own SX_ETOOBIG, which must not be
+ * resent: the request ran). */
+static bool reply_unfit(const uint8_t *p, size_t n)
 {
     mp_cur c = mp_cur_make(p, n);
     uint32_t cnt;
     uint64_t ver, type, err;
+    sx_buf why;
 
-    if (mp_read_array(&c, &cnt) != 0 || cnt < 3 || mp_read_u64(&c, &ver) != 0 ||
-        mp_read_u64(&c, &type) != 0 || mp_read_u64(&c, &err) != 0)
-        return 0;
-    return err;
+    if (mp_read_array(&c, &cnt) != 0 || cnt < 4 || mp_read_u64(&c, &ver) != 0 ||
+        mp_read_u64(&c, &type) != 0 || mp_read_u64(&c, &err) != 0 || err != SX_ETOOBIG ||
+        mp_read_str(&c, &why) != 0)
+        return false;
+    return sx_buf_eq_cstr(why, NET_MULTI_UNFIT);
 }
 
 /* Puts list e back at the head of p's queue, each call marked solo. */
@@ -243,7 +247,7 @@ static void car_deliver(peer_car *car, nng_msg *m)
     peer_ent *rfirst = NULL, *rlast = NULL;
     for (uint32_t i = 0; e; i++) {
         peer_ent *next = e->next;
-        if (reply_err(rep.frames.v[i].p, rep.frames.v[i].n) == SX_ETOOBIG) {
+        if (reply_unfit(rep.frames.v[i].p, rep.frames.v[i].n)) {
             e->next = NULL;
             if (rlast)
                 rlast->next = e;
@@ -267,8 +271,10 @@ static void car_cb(void *arg)
     int rv = nng_aio_result(car->aio);
 
     if (rv != 0) {
-        if (car->phase == 0)
+        if (car->phase == 0) {
             nng_msg_free(nng_aio_get_msg(car->aio));
+            nng_aio_set_msg(car->aio, NULL);
+        }
         ents_fail(car->ents, net_map_nng(rv));
         car->ents = NULL;
         car_next(car);
@@ -276,14 +282,34 @@ static void car_cb(void *arg)
     }
     if (car->phase == 0) {
         car->phase = 1;
+        nng_aio_set_msg(car->aio, NULL);    /* sent: nng owns it now */
         nng_ctx_recv(car->ctx, car->aio);
         return;
     }
     nng_msg *m = nng_aio_get_msg(car->aio);
+    nng_aio_set_msg(car->aio, NULL);
     car_deliver(car, m);
     car->ents = NULL;
     nng_msg_free(m);
     car_next(car);
+}
+
+/* Stops car's aio (waiting for a callback in progress) and fails what it
+ * still holds: an operation its callback started while the peer was
+ * closing is refused by nng without a callback, leaving its calls (and an
+ * unsent frame) behind. Then frees the aio. */
+static void car_shut(peer_car *car)
+{
+    nng_aio_stop(car->aio);
+    nng_msg *m = nng_aio_get_msg(car->aio);
+    if (m != NULL && car->phase == 0)
+        nng_msg_free(m);
+    nng_aio_set_msg(car->aio, NULL);
+    ents_fail(car->ents, SX_EUNAVAIL);
+    car->ents = NULL;
+    nng_aio_free(car->aio);
+    if (car->ctx_open)
+        nng_ctx_close(car->ctx);
 }
 
 int net_peer_open(nng_socket sock, int max_frames, net_peer **out)
@@ -369,26 +395,26 @@ int net_peer_submit_n(net_peer *p, const net_peer_call *calls, int n, int timeou
     else
         p->head = first;
     p->tail = last;
-    for (int i = 0; i < p->ncars; i++) {
-        if (!p->cars[i].busy) {
-            car = &p->cars[i];
-            car->busy = 1;
-            if (!take_locked(p, car)) {
-                car->busy = 0;
-                car = NULL;
-            }
+    /* every idle context takes a frame's worth while calls are queued */
+    for (int i = 0; i < p->ncars && p->head != NULL; i++) {
+        car = &p->cars[i];
+        if (car->busy)
+            continue;
+        car->busy = 1;
+        if (!take_locked(p, car)) {
+            car->busy = 0;
             break;
         }
-    }
-    pthread_mutex_unlock(&p->mu);
-    if (car != NULL) {
+        pthread_mutex_unlock(&p->mu);
         int rc = car_send(car);
         if (rc != 0) {
             ents_fail(car->ents, rc);
             car->ents = NULL;
             car_next(car);
         }
+        pthread_mutex_lock(&p->mu);
     }
+    pthread_mutex_unlock(&p->mu);
     return 0;
 }
 
@@ -473,16 +499,12 @@ void net_peer_close(net_peer *p)
     pthread_mutex_unlock(&p->mu);
     /* Freeing an aio cancels its operation and waits for the callback,
      * which fails that frame's calls and, the peer closing, goes idle. */
-    for (int i = 0; i < p->ncars; i++) {
-        nng_aio_free(p->cars[i].aio);
-        if (p->cars[i].ctx_open)
-            nng_ctx_close(p->cars[i].ctx);
-    }
+    for (int i = 0; i < p->ncars; i++)
+        car_shut(&p->cars[i]);
     while (p->solo_all != NULL) {
         peer_car *car = p->solo_all;
         p->solo_all = car->next_solo;
-        nng_aio_free(car->aio);
-        nng_ctx_close(car->ctx);
+        car_shut(car);
         free(car);
     }
     ents_fail(p->head, SX_EUNAVAIL);

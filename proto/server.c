@@ -100,14 +100,18 @@ static void drop_job(void *arg);
 static void queue_push(net_server *srv, srv_job *first, srv_job *last, uint32_t count)
 {
     if (srv->pool != NULL) {
+        pthread_mutex_lock(&srv->mu);   /* the pool lives while !stopping */
         for (srv_job *j = first, *next; j != NULL; j = next) {
             next = j == last ? NULL : j->next;
             j->next = NULL;
-            if (fib_pool_submit(srv->pool, run_job, j) != 0) {
+            if (srv->stopping) {
+                drop_job(j);
+            } else if (fib_pool_submit(srv->pool, run_job, j) != 0) {
                 LOG_ERROR("request dropped: out of memory");
                 drop_job(j);
             }
         }
+        pthread_mutex_unlock(&srv->mu);
         return;
     }
     pthread_mutex_lock(&srv->mu);
@@ -272,7 +276,7 @@ static void batch_fit(srv_batch *b)
             t = MSG_MULTI;
         mp_buf_free(r);
         mp_buf_init(r);
-        msg_encode_err(t, SX_ETOOBIG, "reply too large to share a MULTI frame", r);
+        msg_encode_err(t, SX_ETOOBIG, NET_MULTI_UNFIT, r);
         total += r->sb.size;
     }
 }
@@ -469,7 +473,9 @@ void net_server_stop(net_server *srv)
 {
     if (srv == NULL)
         return;
-    nng_close(srv->sock);   /* every receive completes with NNG_ECLOSED */
+    /* Workers finish the job in hand (its reply goes out on the live
+     * socket) and leave; only then is the socket closed: a reply sent from
+     * another thread while nng closes the socket can crash nng 1.5. */
     pthread_mutex_lock(&srv->mu);
     srv->stopping = 1;
     pthread_cond_broadcast(&srv->cv);
@@ -477,6 +483,7 @@ void net_server_stop(net_server *srv)
     for (int i = 0; i < srv->started; i++)
         pthread_join(srv->threads[i], NULL);
     fib_pool_free(srv->pool, drop_job);     /* after its running jobs end */
+    nng_close(srv->sock);   /* every receive completes with NNG_ECLOSED */
     for (int i = 0; i < srv->nslots; i++)
         nng_aio_free(srv->slots[i].aio);   /* waits for a callback in progress */
     /* Jobs nobody ran (a slot callback may have queued one after the

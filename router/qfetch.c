@@ -245,6 +245,7 @@ int rt_qfetch_page(rt_query *qc, const msg_I_RANGE_rep *page, bool covering,
         return 0;
     if (covering)
         return take_projections(qc, page, used, e);
+    qc->fetched = true;
     memset(&f, 0, sizeof(f));
     rc = fetch_alloc(&f, page->keys.n, qc->rt->cfg->nstorage);
     if (rc != 0)

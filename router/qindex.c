@@ -59,6 +59,26 @@ static int page_check(const rt_query *qc, const msg_I_RANGE_rep *r, rt_err *e)
     return 0;
 }
 
+/* True when the index partition that sent page had applied, from every
+ * storage partition, at least up to heads[k] (for cfg->storage[k]) before
+ * it read the page: its entries are then the facts' current state. */
+static bool page_fresh(const rt_query *qc, const msg_I_RANGE_rep *page, const uint64_t *heads)
+{
+    const sx_config *cfg = qc->rt->cfg;
+
+    if (page->sources.n == 0 || page->sources.n != page->wms.n)
+        return false;
+    for (int k = 0; k < cfg->nstorage; k++) {
+        uint64_t wm = 0;
+        for (uint32_t i = 0; i < page->sources.n; i++)
+            if (page->sources.v[i] == cfg->storage[k].id)
+                wm = page->wms.v[i];
+        if (heads[k] != 0 && wm < heads[k])
+            return false;
+    }
+    return true;
+}
+
 /* One I_RANGE page on part over [lo, hi) (index-local keys). On return
  * *done tells whether the partition's range is exhausted; lo/hi are moved
  * past the page. */
@@ -66,12 +86,24 @@ static int read_page(rt_query *qc, const cfg_part *part, bool covering,
                      sx_bytes *lo, sx_bytes *hi, bool *done, rt_err *e)
 {
     static const uint8_t zero = 0;
+    const sx_config *cfg = qc->rt->cfg;
     msg_I_RANGE_req req;
     msg_I_RANGE_rep rep;
+    msg_S_HEADS_req hreq;
     uint32_t ask, i, n, used = 0;
     size_t bytes = 0;
-    rt_rpc c;
-    int rc;
+    int nheads = 0, rc;
+    rt_rpc *calls = calloc((size_t)cfg->nnodes + 1, sizeof(*calls));
+    msg_S_HEADS_rep *hreps = calloc((size_t)cfg->nnodes + 1, sizeof(*hreps));
+    uint64_t *heads = calloc((size_t)cfg->nstorage + 1, sizeof(*heads));
+
+    memset(&hreq, 0, sizeof(hreq));
+    if (calls == NULL || hreps == NULL) {
+        free(calls);
+        free(hreps);
+        free(heads);
+        return rt_errf(e, SX_ENOMEM, "out of memory");
+    }
 
     /* Stale hits are dropped, so a verifying read asks for a margin more
      * than it needs (the surplus stays unconsumed: the token resumes at
@@ -83,24 +115,36 @@ static int read_page(rt_query *qc, const cfg_part *part, bool covering,
         ask = RT_IRANGE_MAX_LIMIT;
     memset(&req, 0, sizeof(req));
     memset(&rep, 0, sizeof(rep));
-    memset(&c, 0, sizeof(c));
     req.part = part->id;
     req.lo = (sx_buf){ lo->p, lo->n };
     req.hi = (sx_buf){ hi->p, hi->n };
     req.desc = qc->desc;
     req.limit = ask;
-    c.node = part->node;
-    c.type = MSG_I_RANGE;
-    c.req = &req;
-    c.rep = &rep;
-    rc = rt_rpc_run(qc->rt, &c, 1);
+    calls[0].node = part->node;
+    calls[0].type = MSG_I_RANGE;
+    calls[0].req = &req;
+    calls[0].rep = &rep;
+    /* A verified read through an index that projects what is asked also
+     * takes every storage partition's head, in the same round trip: if the
+     * page's watermarks have reached them, the page is current and answers
+     * alone; else its hits are checked against their facts. */
+    if (!covering && qc->projectable && heads != NULL)
+        nheads = rt_heads_calls(qc->rt, &hreq, calls + 1, hreps);
+    rc = rt_rpc_run(qc->rt, calls, 1 + nheads);
     if (rc != 0) {
         rc = rt_errf(e, rc, "out of memory");
         goto out;
     }
-    if (c.err != 0) {
-        rc = rt_rpc_fail(qc->rt, &c, e);
+    if (calls[0].err != 0) {
+        rc = rt_rpc_fail(qc->rt, &calls[0], e);
         goto out;
+    }
+    if (nheads > 0) {
+        rt_err ignored;
+        /* a storage node that cannot answer only costs the shortcut */
+        if (rt_heads_collect(qc->rt, calls + 1, hreps, nheads, heads, &ignored) == 0 &&
+            page_fresh(qc, &rep, heads))
+            covering = true;
     }
     if ((rc = page_check(qc, &rep, e)) != 0)
         goto out;
@@ -136,7 +180,10 @@ static int read_page(rt_query *qc, const cfg_part *part, bool covering,
             rc = rt_errf(e, rc, "out of memory");
     }
 out:
-    rt_rpc_release(&c, 1);
+    rt_rpc_release(calls, 1 + nheads);
+    free(calls);
+    free(hreps);
+    free(heads);
     return rc;
 }
 
@@ -180,8 +227,9 @@ int rt_q_index(rt_query *qc, rt_err *e)
 
     cfg_index_range(cfg, qc->cur.lo.p, qc->cur.lo.n, qc->cur.hi.p,
                     qc->cur.hi_open ? 0 : qc->cur.hi.n, &first, &count);
-    qc->covering = q->consistency == Q_EVENTUAL &&
-                   item_covers(qc->t, qc->ix, qc->attrs, qc->nattrs);
+    qc->projectable = item_covers(qc->t, qc->ix, qc->attrs, qc->nattrs);
+    qc->covering = q->consistency == Q_EVENTUAL && qc->projectable;
+    qc->projectable = qc->projectable && q->consistency != Q_EVENTUAL;
     if (q->consistency == Q_STRONG) {
         rc = rt_strong_wait(qc->rt, first, count,
                             q->timeout_ms ? q->timeout_ms : RT_STRONG_DEFAULT_MS, e);

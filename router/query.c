@@ -210,7 +210,9 @@ static int reply(rt_query *qc, mp_buf *out, rt_err *e)
     rep.fact_parts = (sx_u64s){ qc->fact_parts.n, qc->fact_parts.v };
     rep.entries = qc->entries;
     rep.stale = qc->stale;
-    rep.covering = qc->covering;
+    /* covering: answered from the index alone (a covering eventual read,
+     * or verified/strong pages the index proved current) */
+    rep.covering = qc->covering || (qc->projectable && !qc->fetched);
     if (msg_encode_rep(MSG_QUERY, &rep, out) != 0)
         rc = rt_errf(e, SX_ENOMEM, "out of memory");
     free(tok);

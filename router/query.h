@@ -45,6 +45,10 @@ typedef struct rt_query {
     bool exhausted;
     uint64_t entries, stale;
     bool covering;
+    bool projectable;           /* verified or strong, and the index
+                                 * projects every attribute asked for:
+                                 * fresh pages answer from the index */
+    bool fetched;               /* some page read facts */
     rt_ids index_parts, fact_parts;
 } rt_query;
 
@@ -73,6 +77,16 @@ int rt_q_index_range(rt_query *qc, rt_err *e);
 
 /* Runs a secondary-index query over qc->cur. Returns 0 or an sx_err. */
 int rt_q_index(rt_query *qc, rt_err *e);
+
+/* Fills calls[] (room for one per node) with an S_HEADS to every storage
+ * node, replies into reps[]; returns how many. req is an empty request. */
+int rt_heads_calls(router *rt, const msg_S_HEADS_req *req, rt_rpc *calls,
+                   msg_S_HEADS_rep *reps);
+
+/* Reads m finished S_HEADS calls into heads[k] (for cfg->storage[k]).
+ * Returns 0 or the first call's error (reason in e). */
+int rt_heads_collect(router *rt, const rt_rpc *calls, const msg_S_HEADS_rep *reps, int m,
+                     uint64_t *heads, rt_err *e);
 
 /* Strong read: waits until every index partition in cfg->index[first ..
  * first+count) has applied, from every storage partition, everything that

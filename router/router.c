@@ -98,10 +98,11 @@ void rt_free(router *rt)
     catcache_free(rt->cc);
     if (rt->socks != NULL && rt->dialed != NULL)
         for (i = 0; i < rt->cfg->nnodes; i++) {
-            if (rt->peers != NULL)
-                net_peer_close(rt->peers[i]);
+            /* the socket first: see net_peer_open */
             if (rt->dialed[i])
                 nng_close(rt->socks[i]);
+            if (rt->peers != NULL)
+                net_peer_close(rt->peers[i]);
         }
     free(rt->peers);
     free(rt->socks);

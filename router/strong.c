@@ -25,6 +25,40 @@ static void sleep_ms(uint64_t ms)
     fib_sleep_ms((int)ms);
 }
 
+int rt_heads_calls(router *rt, const msg_S_HEADS_req *req, rt_rpc *calls,
+                   msg_S_HEADS_rep *reps)
+{
+    const sx_config *cfg = rt->cfg;
+    int m = 0;
+
+    for (int i = 0; i < cfg->nnodes; i++) {
+        if (cfg->nodes[i].role != SX_ROLE_STORAGE)
+            continue;
+        calls[m] = (rt_rpc){ .node = i, .type = MSG_S_HEADS, .req = req, .rep = &reps[m] };
+        m++;
+    }
+    return m;
+}
+
+int rt_heads_collect(router *rt, const rt_rpc *calls, const msg_S_HEADS_rep *reps, int m,
+                     uint64_t *heads, rt_err *e)
+{
+    const sx_config *cfg = rt->cfg;
+
+    for (int i = 0; i < m; i++) {
+        if (calls[i].err != 0)
+            return rt_rpc_fail(rt, &calls[i], e);
+        if (reps[i].parts.n != reps[i].heads.n)
+            return rt_errf(e, SX_EPROTO, "storage node %s sent malformed heads",
+                           cfg->nodes[calls[i].node].name);
+        for (uint32_t j = 0; j < reps[i].parts.n; j++)
+            for (int k = 0; k < cfg->nstorage; k++)
+                if (cfg->storage[k].id == reps[i].parts.v[j])
+                    heads[k] = reps[i].heads.v[j];
+    }
+    return 0;
+}
+
 /* Every storage partition's head: heads[i] for cfg->storage[i]. */
 static int take_heads(router *rt, uint64_t *heads, int wait_ms, rt_err *e)
 {
@@ -32,42 +66,19 @@ static int take_heads(router *rt, uint64_t *heads, int wait_ms, rt_err *e)
     rt_rpc *calls = calloc((size_t)cfg->nnodes, sizeof(*calls));
     msg_S_HEADS_rep *reps = calloc((size_t)cfg->nnodes, sizeof(*reps));
     msg_S_HEADS_req req;
-    int i, m = 0, rc = 0;
-    uint32_t j;
+    int m = 0, rc = 0;
 
     memset(&req, 0, sizeof(req));
     if (calls == NULL || reps == NULL) {
         rc = rt_errf(e, SX_ENOMEM, "out of memory");
         goto out;
     }
-    for (i = 0; i < cfg->nnodes; i++) {
-        if (cfg->nodes[i].role != SX_ROLE_STORAGE)
-            continue;
-        calls[m] = (rt_rpc){ .node = i, .type = MSG_S_HEADS, .req = &req,
-                             .rep = &reps[m] };
-        m++;
-    }
+    m = rt_heads_calls(rt, &req, calls, reps);
     if ((rc = rt_rpc_run_ms(rt, calls, m, wait_ms)) != 0) {
         rc = rt_errf(e, rc, "out of memory");
         goto out;
     }
-    for (i = 0; i < m && rc == 0; i++) {
-        if (calls[i].err != 0) {
-            rc = rt_rpc_fail(rt, &calls[i], e);
-            break;
-        }
-        if (reps[i].parts.n != reps[i].heads.n) {
-            rc = rt_errf(e, SX_EPROTO, "storage node %s sent malformed heads",
-                         cfg->nodes[calls[i].node].name);
-            break;
-        }
-        for (j = 0; j < reps[i].parts.n; j++) {
-            int k;
-            for (k = 0; k < cfg->nstorage; k++)
-                if (cfg->storage[k].id == reps[i].parts.v[j])
-                    heads[k] = reps[i].heads.v[j];
-        }
-    }
+    rc = rt_heads_collect(rt, calls, reps, m, heads, e);
 out:
     if (calls != NULL)
         rt_rpc_release(calls, m);
