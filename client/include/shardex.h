@@ -271,7 +271,11 @@ SX_API int sx_delete(sx_client *c, const char *table, const sx_item *key);
 typedef enum sx_consistency {
     SX_CONSISTENCY_DEFAULT = 0,  /* verified */
     SX_EVENTUAL = 1,    /* the index alone; may be stale */
-    SX_VERIFIED = 2,    /* every hit checked against its item; stale hits dropped */
+    SX_VERIFIED = 2,    /* every hit checked against its item; stale hits dropped
+                           (or, when the index projects what is asked and has
+                           applied every write up to each partition's head at
+                           query time, answered from the index: explain then
+                           shows covering) */
     SX_STRONG = 3       /* wait for the index to cover every write acknowledged
                            before the query began, then verified */
 } sx_consistency;
