@@ -47,9 +47,11 @@ typedef struct net_peer net_peer;
 #define NET_MULTI_UNFIT "reply too large to share a MULTI frame"
 
 /* Frames in flight per net_peer: SHARDEX_BATCH_FRAMES from the
- * environment (0 turns coalescing off: callers then use plain calls), else
- * NET_BATCH_FRAMES. Read once. */
+ * environment, else NET_BATCH_FRAMES; 0 turns coalescing off, and then
+ * peers get NET_PEER_ALONE contexts, so that every call goes alone (still
+ * asynchronous: a router fiber waiting on it parks). Read once. */
 #define NET_BATCH_FRAMES 2
+#define NET_PEER_ALONE 1024
 int net_batch_frames(void);
 
 /* Completion of a peer call: err 0 and the reply frame resp..n (borrowed:

@@ -64,8 +64,10 @@ int rt_new(const sx_config *cfg, int self, router **out)
             LOG_ERROR("router: cannot watch the connection to %s", cfg->nodes[i].name);
             goto fail;
         }
-        if (net_batch_frames() > 0 &&
-            (rc = net_peer_open(rt->socks[i], net_batch_frames(), &rt->peers[i])) != 0) {
+        rc = net_peer_open(rt->socks[i],
+                           net_batch_frames() > 0 ? net_batch_frames() : NET_PEER_ALONE,
+                           &rt->peers[i]);
+        if (rc != 0) {
             LOG_ERROR("router: cannot open calls to %s: %s", cfg->nodes[i].name,
                       sx_strerror(rc));
             goto fail;

@@ -40,8 +40,7 @@ typedef struct router {
     const sx_config *cfg;   /* borrowed; outlives the router */
     int self;               /* this router's index in cfg->nodes */
     nng_socket *socks;      /* per cfg node; valid where dialed[i] */
-    net_peer **peers;       /* per cfg node: calls coalesce here (or NULL:
-                             * each call on its own context) */
+    net_peer **peers;       /* per cfg node: every call goes through it */
     bool *dialed;
     atomic_int *pipes;      /* per cfg node: live connections (pipe events) */
     _Atomic uint64_t *down_until; /* per cfg node: found unconnected; calls

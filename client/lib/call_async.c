@@ -41,7 +41,7 @@ int cl_async_peers(sx_client *c)
         return SX_ENOMEM;
     for (int k = 0; k < c->nrouters; k++) {
         /* coalescing off: enough contexts that every call goes alone */
-        int rc = net_peer_open(c->socks[k], frames > 0 ? frames : 1024, &c->peers[k]);
+        int rc = net_peer_open(c->socks[k], frames > 0 ? frames : NET_PEER_ALONE, &c->peers[k]);
         if (rc)
             return rc;
     }
