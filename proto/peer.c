@@ -350,6 +350,17 @@ int net_peer_open(nng_socket sock, int max_frames, net_peer **out)
     return 0;
 }
 
+/* A queue entry for call c, or NULL (out of memory). */
+static peer_ent *ent_new(const net_peer_call *c, int timeout_ms, bool solo)
+{
+    peer_ent *e = malloc(sizeof(*e));
+
+    if (e != NULL)
+        *e = (peer_ent){ .req = c->req, .n = c->n, .timeout_ms = timeout_ms,
+                         .done = c->done, .arg = c->arg, .solo = solo };
+    return e;
+}
+
 int net_peer_submit_n(net_peer *p, const net_peer_call *calls, int n, int timeout_ms)
 {
     peer_ent *first = NULL, *last = NULL;
@@ -358,7 +369,7 @@ int net_peer_submit_n(net_peer *p, const net_peer_call *calls, int n, int timeou
     if (n <= 0)
         return 0;
     for (int i = 0; i < n; i++) {
-        peer_ent *e = malloc(sizeof(*e));
+        peer_ent *e = ent_new(&calls[i], timeout_ms, false);
         if (e == NULL) {
             while (first) {
                 peer_ent *next = first->next;
@@ -367,13 +378,6 @@ int net_peer_submit_n(net_peer *p, const net_peer_call *calls, int n, int timeou
             }
             return SX_ENOMEM;
         }
-        e->next = NULL;
-        e->req = calls[i].req;
-        e->n = calls[i].n;
-        e->timeout_ms = timeout_ms;
-        e->done = calls[i].done;
-        e->arg = calls[i].arg;
-        e->solo = false;
         if (last)
             last->next = e;
         else
@@ -421,18 +425,13 @@ int net_peer_submit_n(net_peer *p, const net_peer_call *calls, int n, int timeou
 int net_peer_submit_solo(net_peer *p, const uint8_t *req, size_t n, int timeout_ms,
                          net_done_fn done, void *arg)
 {
-    peer_ent *e = calloc(1, sizeof(*e));
+    net_peer_call c = { req, n, done, arg };
+    peer_ent *e = ent_new(&c, timeout_ms, true);
     peer_car *car = NULL;
     int rv;
 
     if (e == NULL)
         return SX_ENOMEM;
-    e->req = req;
-    e->n = n;
-    e->timeout_ms = timeout_ms;
-    e->done = done;
-    e->arg = arg;
-    e->solo = true;
     pthread_mutex_lock(&p->mu);
     if (p->closing) {
         pthread_mutex_unlock(&p->mu);
