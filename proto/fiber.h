@@ -42,9 +42,9 @@ void fib_pool_free(fib_pool *p, fib_fn drop);
 /* The fiber running on this thread, or NULL on a plain thread. */
 sx_fiber *fib_self(void);
 
-/* A one-shot event: ev_wait returns once ev_set has been called (before
- * or during the wait); ev_clear re-arms it. Parks the calling fiber, or
- * blocks a plain thread. */
+/* A one-shot event for one waiter at a time: ev_wait returns once ev_set
+ * has been called (before or during the wait); ev_clear re-arms it. Parks
+ * the calling fiber, or blocks a plain thread. */
 typedef struct sx_event {
     pthread_mutex_t mu;
     pthread_cond_t cv;
