@@ -332,6 +332,7 @@ int ix_node_run(const node_opts *o)
     while (!node_should_stop())
         sleep_ms(50);
     LOG_INFO("index node %s stopping", nd.self->name);
+    net_shutdown_guard(NET_SHUTDOWN_GRACE_S);
 out:
     net_server_stop(srv);
     if (gc_started) {

@@ -440,6 +440,7 @@ int st_node_run(const node_opts *o)
             nanosleep(&ts, NULL);
         }
         LOG_INFO("stopping");
+        net_shutdown_guard(NET_SHUTDOWN_GRACE_S);
     } else {
         LOG_ERROR("storage node start-up failed: %s", sx_strerror(rc));
     }

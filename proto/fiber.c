@@ -24,10 +24,17 @@
 #include "sx_errors.h"
 
 #if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/common_interface_defs.h>
 #define FIB_ASAN 1
-#else
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FIB_ASAN 1
+#endif
+#endif
+#ifndef FIB_ASAN
 #define FIB_ASAN 0
+#endif
+#if FIB_ASAN
+#include <sanitizer/common_interface_defs.h>
 #endif
 
 typedef struct fib_worker fib_worker;

@@ -4,10 +4,13 @@
  * Calls use one REQ context per request, so many threads can share one
  * socket. The server is in server.c, coalesced calls in peer.c.
  */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 #include "net.h"
 #include "fiber.h"
 #include <nng/protocol/reqrep0/rep.h>
@@ -286,4 +289,29 @@ int net_call(nng_socket s, const uint8_t *req, size_t n, int timeout_ms,
     *resp = j.resp;
     *resp_n = j.resp_n;
     return 0;
+}
+
+static void *guard_main(void *arg)
+{
+    int secs = (int)(intptr_t)arg;
+    struct timespec ts = { secs, 0 };
+
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+    LOG_WARN("shutdown still not done after %d s (nng 1.5 can hang closing a socket); "
+             "exiting now: everything acknowledged is already synced", secs);
+    _exit(0);
+}
+
+void net_shutdown_guard(int seconds)
+{
+    pthread_t th;
+    pthread_attr_t a;
+
+    if (pthread_attr_init(&a) != 0)
+        return;
+    if (pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED) == 0 &&
+        pthread_create(&th, &a, guard_main, (void *)(intptr_t)seconds) != 0)
+        LOG_WARN("no shutdown guard: cannot start its thread");
+    pthread_attr_destroy(&a);
 }

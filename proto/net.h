@@ -46,6 +46,9 @@ typedef struct net_peer net_peer;
  * that request alone. */
 #define NET_MULTI_UNFIT "reply too large to share a MULTI frame"
 
+/* Requests in one MULTI frame, at most (a server refuses more). */
+#define NET_MULTI_MAX 256
+
 /* Frames in flight per net_peer: SHARDEX_BATCH_FRAMES from the
  * environment, else NET_BATCH_FRAMES; 0 turns coalescing off, and then
  * peers get NET_PEER_ALONE contexts, so that every call goes alone (still
@@ -155,5 +158,13 @@ int net_server_open(nng_socket sock, const net_server_opts *o, net_handler h, vo
 
 /* Closes the socket, joins the workers, frees the server. Accepts NULL. */
 void net_server_stop(net_server *srv);
+
+/* Starts a detached thread that ends the process with _exit(0) if it is
+ * still running seconds from now. Daemons call it when asked to stop:
+ * nng 1.5.2 can hang forever in nng_close (its issue #1543), and a stop
+ * must not hang; nothing is lost, since every acknowledged write is synced
+ * before its acknowledgement. */
+#define NET_SHUTDOWN_GRACE_S 8
+void net_shutdown_guard(int seconds);
 
 #endif

@@ -18,7 +18,7 @@
 #include "log.h"
 #include "sx_errors.h"
 
-#define PEER_BATCH_MAX 256                   /* calls in one frame */
+#define PEER_BATCH_MAX NET_MULTI_MAX         /* calls in one frame */
 #define PEER_BATCH_BYTES (4u * 1024u * 1024u)  /* request bytes in one frame */
 
 typedef struct peer_ent {

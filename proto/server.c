@@ -94,6 +94,7 @@ static void slot_reply(srv_slot *s, nng_msg *m, mp_buf *out)
 
 static void run_job(void *arg);
 static void drop_job(void *arg);
+static void fail_job(srv_job *j, int err, const char *why);
 
 /* Appends jobs first..last to the queue and wakes up to count workers; in
  * fiber mode, hands each to the pool. */
@@ -105,10 +106,10 @@ static void queue_push(net_server *srv, srv_job *first, srv_job *last, uint32_t 
             next = j == last ? NULL : j->next;
             j->next = NULL;
             if (srv->stopping) {
-                drop_job(j);
+                fail_job(j, SX_EUNAVAIL, "the server is stopping");
             } else if (fib_pool_submit(srv->pool, run_job, j) != 0) {
-                LOG_ERROR("request dropped: out of memory");
-                drop_job(j);
+                LOG_ERROR("request refused: out of memory");
+                fail_job(j, SX_ENOMEM, "out of memory");
             }
         }
         pthread_mutex_unlock(&srv->mu);
@@ -136,6 +137,13 @@ static int batch_start(srv_slot *s, nng_msg *m, srv_job **quick_job)
     mp_buf out;
     int rc = msg_decode_req(MSG_MULTI, nng_msg_body(m), nng_msg_len(m), &rq);
 
+    if (rc == 0 && rq.frames.n > NET_MULTI_MAX) {
+        mp_buf_init(&out);
+        msg_encode_err(MSG_MULTI, SX_EPROTO, "a MULTI holds at most 256 requests", &out);
+        msg_free_req(MSG_MULTI, &rq);
+        slot_reply(s, m, &out);
+        return 0;
+    }
     if (rc != 0 || rq.frames.n == 0) {
         mp_buf_init(&out);
         if (rc != 0) {
@@ -208,6 +216,7 @@ static void slot_cb(void *arg)
     if (s->sending) {
         if (rv != 0)
             nng_msg_free(nng_aio_get_msg(s->aio));
+        nng_aio_set_msg(s->aio, NULL);      /* sent (nng's) or freed */
         if (rv != NNG_ECLOSED && rv != NNG_ECANCELED)
             slot_recv(s);
         return;
@@ -219,6 +228,7 @@ static void slot_cb(void *arg)
         return;
     }
     nng_msg *m = nng_aio_get_msg(s->aio);
+    nng_aio_set_msg(s->aio, NULL);          /* ours now */
     msg_type t;
     int is_reply = 0;
     int peek = msg_peek(nng_msg_body(m), nng_msg_len(m), &t, &is_reply);
@@ -254,9 +264,23 @@ static void slot_cb(void *arg)
 /* Room kept in a MULTI reply frame for its header and bin prefixes. */
 #define BATCH_SLACK(n) (64u + 5u * (size_t)(n))
 
+/* Whether a request of type t only reads: running it again is harmless. */
+static bool rerunnable(msg_type t)
+{
+    switch (t) {
+    case MSG_PING: case MSG_GET: case MSG_QUERY: case MSG_SCAN: case MSG_STATUS:
+    case MSG_CATALOG: case MSG_INDEX_LIST: case MSG_S_GET: case MSG_S_RANGE:
+    case MSG_S_HEADS: case MSG_I_RANGE: case MSG_I_WATERMARKS: case MSG_NODE_STATUS:
+        return true;
+    default:
+        return false;
+    }
+}
+
 /* Keeps b's reply within the frame limit: the largest replies are replaced,
- * one by one, by SX_ETOOBIG error replies, which tell the caller's peer to
- * send that request again alone (peer.c). */
+ * one by one, by SX_ETOOBIG error replies. A read's says NET_MULTI_UNFIT,
+ * which tells the caller's peer to send it again alone (peer.c); a write's
+ * (it ran, and must not run twice) is a plain error. */
 static void batch_fit(srv_batch *b)
 {
     size_t total = BATCH_SLACK(b->n);
@@ -276,7 +300,8 @@ static void batch_fit(srv_batch *b)
             t = MSG_MULTI;
         mp_buf_free(r);
         mp_buf_init(r);
-        msg_encode_err(t, SX_ETOOBIG, NET_MULTI_UNFIT, r);
+        msg_encode_err(t, SX_ETOOBIG, rerunnable(t) ? NET_MULTI_UNFIT
+                       : "the request ran, but its reply did not fit the MULTI frame", r);
         total += r->sb.size;
     }
 }
@@ -372,6 +397,33 @@ static void drop_job(void *arg)
             nng_msg_free(b->msg);
             free(b);
         }
+    }
+}
+
+/* Answers job j (and its quick chain) with an error instead of running
+ * it: a single request gets its error reply, a batch's frame its error
+ * frame (the batch is finished as usual). */
+static void fail_job(srv_job *j, int err, const char *why)
+{
+    for (srv_job *next; j != NULL; j = next) {
+        mp_buf out;
+        msg_type t = MSG_MULTI;
+        int is_reply = 0;
+
+        next = j->chain;
+        mp_buf_init(&out);
+        if (msg_peek(j->p, j->n, &t, &is_reply) != 0)
+            t = MSG_MULTI;
+        msg_encode_err(t, err, why, &out);
+        if (j->batch == NULL) {
+            slot_reply(j->slot, j->msg, &out);
+            free(j);
+            continue;
+        }
+        srv_batch *b = j->batch;
+        b->replies[j->i] = out;
+        if (atomic_fetch_sub(&b->left, 1) == 1)
+            batch_finish(b);
     }
 }
 
@@ -483,9 +535,19 @@ void net_server_stop(net_server *srv)
     for (int i = 0; i < srv->started; i++)
         pthread_join(srv->threads[i], NULL);
     fib_pool_free(srv->pool, drop_job);     /* after its running jobs end */
-    nng_close(srv->sock);   /* every receive completes with NNG_ECLOSED */
+    /* Then the slots: a stopped aio's callback has returned (a quick job
+     * in it finished) and it starts nothing more, so nothing sends while
+     * nng closes the socket. A send it refused leaves its message. */
+    for (int i = 0; i < srv->nslots; i++) {
+        nng_aio_stop(srv->slots[i].aio);
+        nng_msg *m = nng_aio_get_msg(srv->slots[i].aio);
+        if (m != NULL)
+            nng_msg_free(m);
+        nng_aio_set_msg(srv->slots[i].aio, NULL);
+    }
+    nng_close(srv->sock);
     for (int i = 0; i < srv->nslots; i++)
-        nng_aio_free(srv->slots[i].aio);   /* waits for a callback in progress */
+        nng_aio_free(srv->slots[i].aio);
     /* Jobs nobody ran (a slot callback may have queued one after the
      * workers left). */
     while (srv->head != NULL) {

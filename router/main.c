@@ -145,6 +145,7 @@ static int serve(const rt_opts *o, const sx_config *cfg, int self,
     while (sigwait(sigs, &sig) != 0 || (sig != SIGTERM && sig != SIGINT))
         ;
     LOG_INFO("router %s: signal %d, stopping", o->name, sig);
+    net_shutdown_guard(NET_SHUTDOWN_GRACE_S);
     net_server_stop(srv);
     rt_free(rt);
     LOG_INFO("router %s: stopped", o->name);

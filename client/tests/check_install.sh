@@ -23,14 +23,19 @@ if [ -f "$readme" ]; then
 fi
 (cd "$tmp" && cc $extra -Wall -Wextra -Werror hello.c $(pkg-config --cflags --libs shardex) -o hello)
 libdir="$(pkg-config --variable=libdir shardex)"
-LD_LIBRARY_PATH="$libdir" ldd "$tmp/hello" | grep -q "$tmp/prefix/.*libshardex.so" \
+# (outputs captured first: `cmd | grep -q` under pipefail fails when grep
+# exits early and cmd then gets SIGPIPE)
+deps="$(LD_LIBRARY_PATH="$libdir" ldd "$tmp/hello")"
+grep -q "$tmp/prefix/.*libshardex.so" <<<"$deps" \
     || { echo "hello does not link the installed libshardex" >&2; exit 1; }
 # the static library: no libshardex.so needed at run time
 (cd "$tmp" && cc $extra -Wall -Wextra -Werror hello.c \
     -I"$(pkg-config --variable=includedir shardex)" "$libdir/libshardex.a" \
     $(pkg-config --static --libs-only-l shardex | sed 's/-lshardex//') -o hello_static)
-! ldd "$tmp/hello_static" | grep -q libshardex || { echo "hello_static needs libshardex.so" >&2; exit 1; }
+deps="$(ldd "$tmp/hello_static")"
+! grep -q libshardex <<<"$deps" || { echo "hello_static needs libshardex.so" >&2; exit 1; }
 test -f "$(pkg-config --variable=includedir shardex)/shardex.h"
 test -f "$(pkg-config --variable=includedir shardex)/sx_errors.h"
-"$tmp/prefix/bin/shardex" --help | grep -q '^usage: shardex'
+help="$("$tmp/prefix/bin/shardex" --help)"
+grep -q '^usage: shardex' <<<"$help"
 echo "ok: installed, example built with pkg-config (shared and static), CLI runs"
