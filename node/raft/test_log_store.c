@@ -22,14 +22,7 @@
 #include "raft_codec.h"
 #include "raft_log_store.h"
 
-static int failures;
-#define CHECK(c)                                                      \
-  do {                                                                \
-    if (!(c)) {                                                       \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-      failures++;                                                     \
-    }                                                                 \
-  } while (0)
+#include "check.h"   /* tests/unit: CHECK, check_failures */
 
 static char base[256];
 
@@ -363,8 +356,8 @@ int main(void) {
   char cmd[400];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", base);
-  if (failures) {
-    fprintf(stderr, "%d check(s) failed\n", failures);
+  if (check_failures) {
+    fprintf(stderr, "%d check(s) failed\n", check_failures);
     return 1;
   }
   printf("all log store tests passed\n");

@@ -16,14 +16,7 @@
 #include "raft_codec.h"
 #include "raft_dedup.h"
 
-static int failures;
-#define CHECK(c)                                                      \
-  do {                                                                \
-    if (!(c)) {                                                       \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-      failures++;                                                     \
-    }                                                                 \
-  } while (0)
+#include "check.h"   /* tests/unit: CHECK, check_failures */
 
 /* ---- harness ---- */
 #define TN 5
@@ -746,8 +739,8 @@ int main(void) {
   test_dedup();
   test_codec();
   test_restart_from_durable();
-  if (failures) {
-    fprintf(stderr, "%d check(s) failed\n", failures);
+  if (check_failures) {
+    fprintf(stderr, "%d check(s) failed\n", check_failures);
     return 1;
   }
   printf("all raft rule tests passed\n");

@@ -8,14 +8,7 @@
 
 #include "sim.h"
 
-static int failures;
-#define CHECK(c)                                                      \
-  do {                                                                \
-    if (!(c)) {                                                       \
-      fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-      failures++;                                                     \
-    }                                                                 \
-  } while (0)
+#include "check.h"   /* tests/unit: CHECK, check_failures */
 
 static sim_hop P(uint64_t v, uint64_t call, uint64_t ret) {
   sim_hop h;
@@ -82,8 +75,8 @@ int main(void) {
   CHECK(lincheck_register(big, (size_t)n) == 1);
   big[n++] = G(7, 107, 108); /* ... but 7 cannot come back */
   CHECK(lincheck_register(big, (size_t)n) == 0);
-  if (failures) {
-    fprintf(stderr, "%d check(s) failed\n", failures);
+  if (check_failures) {
+    fprintf(stderr, "%d check(s) failed\n", check_failures);
     return 1;
   }
   printf("all lincheck tests passed\n");
