@@ -347,6 +347,14 @@ void fib_pool_free(fib_pool *p, fib_fn drop)
     free(p);
 }
 
+bool fib_pool_stopping(fib_pool *p)
+{
+    pthread_mutex_lock(&p->mu);
+    bool stopping = p->stopping;
+    pthread_mutex_unlock(&p->mu);
+    return stopping;
+}
+
 /* Makes parked fiber f runnable on its home worker. */
 static void fib_unpark(sx_fiber *f)
 {

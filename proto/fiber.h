@@ -39,6 +39,10 @@ int fib_pool_submit(fib_pool *p, fib_fn fn, void *arg);
  * started are handed to drop(arg) (may be NULL). Frees p. Accepts NULL. */
 void fib_pool_free(fib_pool *p, fib_fn drop);
 
+/* True once fib_pool_free has begun on p: no task starts any more.
+ * Thread-safe (a long task may poll it to finish early). */
+bool fib_pool_stopping(fib_pool *p);
+
 /* The fiber running on this thread, or NULL on a plain thread. */
 sx_fiber *fib_self(void);
 

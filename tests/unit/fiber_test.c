@@ -213,12 +213,16 @@ static void count_drop(void *arg)
     atomic_fetch_add(&g_dropped, 1);
 }
 
+/* Opens the gates once fib_pool_free(p) has begun (it must then wait for
+ * the two parked tasks, and start none of the queued ones). */
 static void *open_gates(void *arg)
 {
-    struct timespec ts = { 0, 50 * 1000 * 1000 };
+    fib_pool *p = arg;
+    uint64_t until = now_ms() + 10000;
+    struct timespec pause = { 0, 1000000 };
 
-    (void)arg;
-    nanosleep(&ts, NULL);     /* let fib_pool_free begin: it must wait */
+    while (!fib_pool_stopping(p) && now_ms() < until)
+        nanosleep(&pause, NULL);
     for (int i = 0; i < 5; i++)
         ev_set(&g_gate[i]);
     return NULL;
@@ -238,7 +242,7 @@ static void test_drop(void)
     for (int i = 0; i < 5; i++)
         CHECK(fib_pool_submit(p, gate_run, &g_gate[i]) == 0);
     CHECK(wait_count(&g_ran, 2, 10000));
-    CHECK(pthread_create(&th, NULL, open_gates, NULL) == 0);
+    CHECK(pthread_create(&th, NULL, open_gates, p) == 0);
     fib_pool_free(p, count_drop);
     pthread_join(th, NULL);
     CHECK(atomic_load(&g_ran) == 2);
