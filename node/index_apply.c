@@ -216,20 +216,41 @@ static int apply_record(group_ctx *g, const msg_I_APPLY_req *m, uint32_t i)
     return 0;
 }
 
-static int apply_op(group_ctx *g, ix_apply_op *op)
+/* A record of the group that is not a redelivery, in queue order (pos). */
+typedef struct rec_ref {
+    const msg_I_APPLY_req *m;
+    uint32_t i;
+    uint32_t pos;
+} rec_ref;
+
+static int rec_cmp(const void *a, const void *b)
+{
+    const rec_ref *x = a, *y = b;
+    sx_buf kx = x->m->keys.v[x->i], ky = y->m->keys.v[y->i];
+    size_t n = kx.n < ky.n ? kx.n : ky.n;
+    int c = memcmp(kx.p, ky.p, n);
+
+    if (c == 0)
+        c = kx.n < ky.n ? -1 : kx.n > ky.n;
+    if (c == 0)
+        c = x->pos < y->pos ? -1 : x->pos > y->pos;
+    return c;
+}
+
+/* Collects op's records that are not redeliveries into refs (advancing
+ * *nref) and moves the source's watermark past them, in queue order. */
+static void collect_op(group_ctx *g, ix_apply_op *op, rec_ref *refs, size_t *nref)
 {
     ix_part *p = g->p;
     const msg_I_APPLY_req *m = op->m;
-    int s = op->src, rc;
+    int s = op->src;
     uint64_t wm, hw;
-    uint32_t i;
 
-    for (i = 0; i < m->seqs.n; i++) {
+    for (uint32_t i = 0; i < m->seqs.n; i++) {
         if (ix_redelivered(m->seqs.v[i], p->work_wm[s]))
             continue;
-        rc = apply_record(g, m, i);
-        if (rc != 0)
-            return rc;
+        refs[*nref] = (rec_ref){ m, i, (uint32_t)*nref };
+        (*nref)++;
     }
     wm = ix_advance(p->work_wm[s], m->upto);
     hw = ix_advance(p->work_hw[s], m->hw);
@@ -240,7 +261,28 @@ static int apply_op(group_ctx *g, ix_apply_op *op)
         g->changes++;
     }
     op->wm = p->work_wm[s];
-    return 0;
+}
+
+/* Applies the group's records sorted by key (stable, so records of one
+ * key keep their queue order and the outcome is that of queue order):
+ * the lookups and the memtable inserts then walk the keys in order,
+ * which keeps leveldb's skiplist paths in cache on large groups. */
+static int apply_ops(group_ctx *g, ix_apply_op *group, size_t nrec)
+{
+    rec_ref *refs = malloc((nrec ? nrec : 1) * sizeof(*refs));
+    size_t n = 0;
+    int rc = 0;
+
+    if (refs == NULL)
+        return SX_ENOMEM;
+    for (ix_apply_op *op = group; op != NULL; op = op->next)
+        collect_op(g, op, refs, &n);
+    if (n > 1)
+        qsort(refs, n, sizeof(*refs), rec_cmp);
+    for (size_t k = 0; rc == 0 && k < n; k++)
+        rc = apply_record(g, refs[k].m, refs[k].i);
+    free(refs);
+    return rc;
 }
 
 static int put_watermarks(group_ctx *g)
@@ -287,8 +329,8 @@ static void run_group(ix_part *p, ix_apply_op *group, size_t nrec)
 
     g.b = leveldb_writebatch_create();
     rc = g.b ? ov_init(&g.ov, nrec) : SX_ENOMEM;
-    for (op = group; rc == 0 && op != NULL; op = op->next)
-        rc = apply_op(&g, op);
+    if (rc == 0)
+        rc = apply_ops(&g, group, nrec);
     if (rc == 0 && g.changes == 0)
         goto unlock;            /* e.g. repeated heartbeats: nothing to sync */
     if (rc == 0)

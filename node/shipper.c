@@ -28,6 +28,13 @@
 #define SHIP_TIMEOUT_MS 5000
 #define SHIP_BACKOFF_MIN_MS 10
 #define SHIP_BACKOFF_MAX_MS 1000
+/* Back-to-back rounds linger: a round that would carry fewer than
+ * SHIP_LINGER_RECORDS starts no sooner than SHIP_LINGER_MS after the
+ * previous round started. Under a stream of small commits this turns many
+ * one-record I_APPLYs (each a synced group at the index) into a few larger
+ * ones, at the cost of at most SHIP_LINGER_MS of index lag. */
+#define SHIP_LINGER_MS 20
+#define SHIP_LINGER_RECORDS 128
 
 typedef struct ship_dest {
     struct ship *s;
@@ -278,8 +285,10 @@ static int ship_round(ship_dest *d, ship_batch *b)
     return rc;
 }
 
-/* Waits (under p->mu) until there is work or a heartbeat is due; false on stop. */
-static bool wait_work(ship_dest *d, uint64_t last_ms)
+/* Waits (under p->mu) until there is work or a heartbeat is due, then
+ * lingers (see SHIP_LINGER_MS) if the previous round began at started_ms
+ * and little is pending; false on stop. */
+static bool wait_work(ship_dest *d, uint64_t last_ms, uint64_t started_ms)
 {
     st_part *p = d->s->p;
     bool go = true;
@@ -292,6 +301,17 @@ static bool wait_work(ship_dest *d, uint64_t last_ms)
         if (now >= last_ms + SHIP_IDLE_MS)
             break;
         deadline_in(&ts, (int)(last_ms + SHIP_IDLE_MS - now));
+        p->ship_idle++;
+        pthread_cond_timedwait(&p->ship_cv, &p->mu, &ts);
+        p->ship_idle--;
+    }
+    while (!d->s->stop && p->head > d->acked && p->head - d->acked < SHIP_LINGER_RECORDS) {
+        uint64_t now = mono_ms();
+        struct timespec ts;
+
+        if (now >= started_ms + SHIP_LINGER_MS)
+            break;
+        deadline_in(&ts, (int)(started_ms + SHIP_LINGER_MS - now));
         pthread_cond_timedwait(&p->ship_cv, &p->mu, &ts);
     }
     go = !d->s->stop;
@@ -345,7 +365,7 @@ static void *ship_main(void *arg)
 {
     ship_dest *d = arg;
     ship_batch *b = calloc(1, sizeof(*b));
-    uint64_t last = 0;
+    uint64_t last = 0, started = 0;
     int backoff = 0;
 
     write_end_marker(d);
@@ -354,9 +374,11 @@ static void *ship_main(void *arg)
                   (unsigned long long)d->dest->id);
         return NULL;
     }
-    while (wait_work(d, last)) {
-        int rc = ship_round(d, b);
+    while (wait_work(d, last, started)) {
+        int rc;
 
+        started = mono_ms();
+        rc = ship_round(d, b);
         last = mono_ms();
         if (rc == 0) {
             backoff = 0;

@@ -92,6 +92,21 @@ int st_cat_get(st_cat *c, uint64_t min_version, const sx_catalog **cat)
     return rc;
 }
 
+int st_cat_peek(st_cat *c, uint64_t min_version, const sx_catalog **cat)
+{
+    int rc = SX_ESTALECAT;
+
+    if (c->cc != NULL)
+        return catcache_peek(c->cc, min_version, cat);
+    pthread_mutex_lock(&c->mu);
+    if (c->cur != NULL && c->cur->version >= min_version) {
+        *cat = c->cur;
+        rc = 0;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
 int st_cat_refresh(st_cat *c)
 {
     int rc;

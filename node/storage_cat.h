@@ -36,4 +36,8 @@ int st_cat_get(st_cat *c, uint64_t min_version, const sx_catalog **cat);
 /* Refreshes now. Returns 0 or an sx_err. Thread-safe. */
 int st_cat_refresh(st_cat *c);
 
+/* The newest catalog already held if it is at least min_version, without
+ * fetching or reading anything: 0, or SX_ESTALECAT. */
+int st_cat_peek(st_cat *c, uint64_t min_version, const sx_catalog **cat);
+
 #endif

@@ -331,6 +331,44 @@ static bool quick(msg_type t)
     return t == MSG_S_GET || t == MSG_S_HEADS || t == MSG_PING;
 }
 
+/* A deferred S_WRITE: its decoded request lives until the reply. */
+typedef struct st_deferred {
+    msg_S_WRITE_req rq;
+    net_reply *r;
+} st_deferred;
+
+static void deferred_done(void *arg, mp_buf *reply)
+{
+    st_deferred *d = arg;
+
+    net_reply_send(d->r, reply);
+    msg_free_req(MSG_S_WRITE, &d->rq);
+    free(d);
+}
+
+/* The server's defer function: an S_WRITE is validated and queued for its
+ * partition's committer right here, and answered by the committer. Anything
+ * unusual (malformed, unknown partition, catalog not cached, out of
+ * memory) is declined and runs on a worker, which answers it. */
+static bool defer(void *arg, msg_type t, const uint8_t *req, size_t len, net_reply *r)
+{
+    st_node *n = arg;
+    st_deferred *d;
+    st_part *p;
+
+    if (t != MSG_S_WRITE || (d = calloc(1, sizeof(*d))) == NULL)
+        return false;
+    d->r = r;
+    if (msg_decode_req(MSG_S_WRITE, req, len, &d->rq) != 0 ||
+        (p = find_part(n, d->rq.part)) == NULL ||
+        !st_write_start(p, &d->rq, deferred_done, d)) {
+        msg_free_req(MSG_S_WRITE, &d->rq);
+        free(d);
+        return false;
+    }
+    return true;
+}
+
 static int start(st_node *n)
 {
     const cfg_node *me = &n->cfg->nodes[n->o->self];
@@ -356,7 +394,8 @@ static int start(st_node *n)
         LOG_ERROR("cannot listen on %s", me->url);
         return rc;
     }
-    net_server_opts so = { .workers = n->o->workers > 0 ? n->o->workers : 16, .quick = quick };
+    net_server_opts so = { .workers = n->o->workers > 0 ? n->o->workers : 16, .quick = quick,
+                           .defer = defer };
     rc = net_server_open(ls, &so, handle, n, &n->srv);
     if (rc != 0) {
         nng_close(ls);

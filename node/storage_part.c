@@ -119,6 +119,7 @@ int st_part_open(const sx_config *cfg, const cfg_part *cp, st_cat *cc,
     pthread_mutex_init(&p->wlock, NULL);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->ship_cv, NULL);
+    pthread_cond_init(&p->commit_cv, NULL);
     p->wnosync = leveldb_writeoptions_create();
     if (p->wnosync == NULL) {
         rc = SX_ENOMEM;
@@ -128,6 +129,8 @@ int st_part_open(const sx_config *cfg, const cfg_part *cp, st_cat *cc,
     if (rc != 0)
         goto fail;
     rc = load_state(p);
+    if (rc == 0)
+        rc = st_committer_start(p);
     if (rc != 0)
         goto fail;
     LOG_INFO("partition %llu open: head %llu hw %llu items %llu outbox %llu backfills %u",
@@ -145,10 +148,12 @@ void st_part_close(st_part *p)
 {
     if (p == NULL)
         return;
+    st_committer_stop(p);
     ldb_close(p->db);
     if (p->wnosync)
         leveldb_writeoptions_destroy(p->wnosync);
     pthread_cond_destroy(&p->ship_cv);
+    pthread_cond_destroy(&p->commit_cv);
     pthread_mutex_destroy(&p->mu);
     pthread_mutex_destroy(&p->wlock);
     free(p->bf);
@@ -246,7 +251,8 @@ int st_commit(st_part *p, leveldb_writebatch_t *b, uint64_t pending)
         p->hw = p->w_hw;
         p->head = p->w_head;
         p->items = p->w_items;
-        pthread_cond_broadcast(&p->ship_cv);
+        if (p->ship_idle > 0)   /* lingering shippers need no wake-up */
+            pthread_cond_broadcast(&p->ship_cv);
     } else {
         p->outbox -= pending;
         p->w_hw = p->hw;

@@ -10,8 +10,8 @@
  *   'M' 'm'                                      -> hw (8) | head (8) | items (8)
  *   'M' 'B' | index_id (4 BE)                    -> backfill's last seq (8 BE)
  *
- * Locking: `wlock` is the partition's write lock, held by the group-commit
- * leader and by a backfill; it guards `cat` and the working counters
+ * Locking: `wlock` is the partition's write lock, held by the committer
+ * (storage_write.c) while it builds and syncs a group, and by a backfill; it guards `cat` and the working counters
  * (w_hw, w_head, w_items). `mu` guards the request queue, the published
  * counters, the backfill table and the shipper's per-destination acks.
  * Order: wlock before mu.
@@ -57,9 +57,14 @@ typedef struct st_part {
 
     pthread_mutex_t mu;
     pthread_cond_t ship_cv;            /* head advanced, or stopping */
-    struct st_wreq *qhead, *qtail;
-    bool leading;
-    bool stopping;
+    int ship_idle;                     /* shippers waiting on ship_cv for work */
+    struct st_wreq *qhead, *qtail;     /* writes waiting for the committer */
+    pthread_cond_t commit_cv;          /* the committer: work, or quit */
+    pthread_t committer;
+    bool committer_started;
+    bool committer_idle;               /* waiting on commit_cv */
+    bool committer_quit;
+    bool stopping;                     /* new writes are refused */
     uint64_t hw, head, items;          /* durable, published */
     uint64_t outbox;                   /* outbox records not yet acked */
     uint32_t nbf;
@@ -80,6 +85,23 @@ void st_part_close(st_part *p);
  * waits for the synced batch; appends the reply frame to out. Called
  * concurrently by server workers. */
 void st_write(st_part *p, const msg_S_WRITE_req *rq, mp_buf *out);
+
+/* Called once with the encoded S_WRITE reply (an error reply included);
+ * reply's bytes may be taken. */
+typedef void (*st_write_cb)(void *arg, mp_buf *reply);
+
+/* Serves S_WRITE without blocking: validates rq (which must stay valid
+ * until cb runs) and queues it; the committer calls cb once the synced
+ * batch holds it (cb may also run before this returns, e.g. for an
+ * invalid request). Returns false, having done nothing, when the request
+ * needs a blocking step first (its catalog version or table is not cached
+ * yet): the caller then uses st_write. */
+bool st_write_start(st_part *p, const msg_S_WRITE_req *rq, st_write_cb cb, void *arg);
+
+/* Starts and stops the partition's committer thread (st_part_open and
+ * st_part_close call them). Stopping commits what is queued first. */
+int st_committer_start(st_part *p);
+void st_committer_stop(st_part *p);
 
 /* Serves S_GET and S_RANGE (storage_read.c). Thread-safe, lock-free. */
 void st_get(st_part *p, const msg_S_GET_req *rq, mp_buf *out);

@@ -1,13 +1,20 @@
 /*
  * storage_write.c — S_WRITE: the group-commit write path of a fact partition.
  *
- * A worker validates its request (items, primary keys, shard hashes within
- * the partition) without any lock, then queues it. One thread at a time,
- * the leader, takes everything queued, and under the partition's write
- * lock computes for every operation the old fact (or an earlier operation's
+ * A request is validated (items, primary keys, shard hashes within the
+ * partition) without any lock, then queued. The partition's committer
+ * thread takes everything queued, and under the partition's write lock
+ * computes for every operation the old fact (or an earlier operation's
  * result in the same group), the new version, the fact change and one
  * outbox record per changed index entry, writes all of it plus the
- * partition metadata in ONE synced WriteBatch, then wakes every waiter.
+ * partition metadata in ONE synced WriteBatch, then answers the group.
+ * While it syncs, the next group gathers in the queue.
+ *
+ * Two ways in: st_write_start (the server's deferred path: validated and
+ * queued on the nng thread that received the request; the committer
+ * encodes and sends the reply, so no thread sleeps per request) and
+ * st_write (a worker that waits; used when validation needs a catalog
+ * fetch first).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -34,8 +41,10 @@ typedef struct st_wreq {
     int err;
     char msg[160];
     uint64_t *versions, *found;
-    bool done;
-    pthread_cond_t cv;        /* its waiter's: done, or lead the next group */
+    st_write_cb cb;           /* st_write_start's (r is on the heap), or NULL: */
+    void *cb_arg;
+    bool done;                /* st_write's: set under p->mu, then cv */
+    pthread_cond_t cv;
     struct st_wreq *next;
 } st_wreq;
 
@@ -346,45 +355,142 @@ static void run_group(st_part *p, st_wreq *list)
         leveldb_writebatch_destroy(b);
 }
 
-/* Queues r and waits until a leader (maybe this thread) has committed it. */
-static void enqueue_wait(st_part *p, st_wreq *r)
+/* Queues r for the committer; false (r failed) when the partition is
+ * stopping. */
+static bool enqueue(st_part *p, st_wreq *r)
 {
     pthread_mutex_lock(&p->mu);
     if (p->stopping) {
         pthread_mutex_unlock(&p->mu);
         fail_req(r, SX_EUNAVAIL, "node is stopping");
-        return;
+        return false;
     }
     if (p->qtail)
         p->qtail->next = r;
     else
         p->qhead = r;
     p->qtail = r;
-    while (!r->done) {
-        if (!p->leading) {
-            st_wreq *list = p->qhead;
-
-            p->leading = true;
-            p->qhead = p->qtail = NULL;
-            pthread_mutex_unlock(&p->mu);
-            run_group(p, list);
-            pthread_mutex_lock(&p->mu);
-            /* Wake exactly this group's waiters (each returns once the
-             * lock is released, so q is not touched after), then hand
-             * the lead to the oldest request queued meanwhile. */
-            for (st_wreq *q = list; q; q = q->next) {
-                q->done = true;
-                if (q != r)
-                    pthread_cond_signal(&q->cv);
-            }
-            p->leading = false;
-            if (p->qhead)
-                pthread_cond_signal(&p->qhead->cv);
-        } else {
-            pthread_cond_wait(&r->cv, &p->mu);
-        }
+    if (p->committer_idle) {
+        p->committer_idle = false;      /* one wake-up is enough */
+        pthread_cond_signal(&p->commit_cv);
     }
     pthread_mutex_unlock(&p->mu);
+    return true;
+}
+
+/* The reply frame of finished request r. */
+static void encode_reply(const st_wreq *r, mp_buf *out)
+{
+    msg_S_WRITE_rep rep;
+
+    if (r->err != 0) {
+        msg_encode_err(MSG_S_WRITE, r->err, r->msg, out);
+        return;
+    }
+    memset(&rep, 0, sizeof(rep));
+    rep.versions.n = r->n;
+    rep.versions.v = r->versions;
+    rep.found.n = r->n;
+    rep.found.v = r->found;
+    if (msg_encode_rep(MSG_S_WRITE, &rep, out) != 0 || out->oom) {
+        mp_buf_free(out);
+        mp_buf_init(out);
+        msg_encode_err(MSG_S_WRITE, SX_ENOMEM, "out of memory", out);
+    }
+}
+
+static void free_req(st_wreq *r)
+{
+    free(r->ops);
+    free(r->versions);
+    free(r->found);
+    bytes_free(&r->keys);
+}
+
+/* Answers and frees st_write_start's request r. */
+static void finish_async(st_wreq *r)
+{
+    mp_buf out;
+
+    mp_buf_init(&out);
+    encode_reply(r, &out);
+    r->cb(r->cb_arg, &out);
+    mp_buf_free(&out);
+    free_req(r);
+    free(r);
+}
+
+/* Answers a committed group: deferred requests through their callbacks,
+ * then waiting workers (which may free r once it is done: nothing touches
+ * r after that). */
+static void finish_group(st_part *p, st_wreq *list)
+{
+    st_wreq *waiting = NULL, *next;
+
+    for (st_wreq *r = list; r; r = next) {
+        next = r->next;
+        if (r->cb != NULL) {
+            finish_async(r);
+        } else {
+            r->next = waiting;
+            waiting = r;
+        }
+    }
+    if (waiting == NULL)
+        return;
+    pthread_mutex_lock(&p->mu);
+    for (st_wreq *r = waiting; r; r = next) {
+        next = r->next;
+        r->done = true;
+        pthread_cond_signal(&r->cv);
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+static void *committer_main(void *arg)
+{
+    st_part *p = arg;
+
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        if (p->qhead == NULL) {
+            if (p->committer_quit)
+                break;
+            p->committer_idle = true;
+            pthread_cond_wait(&p->commit_cv, &p->mu);
+            p->committer_idle = false;
+            continue;
+        }
+        st_wreq *list = p->qhead;
+        p->qhead = p->qtail = NULL;
+        pthread_mutex_unlock(&p->mu);
+        run_group(p, list);
+        finish_group(p, list);
+        pthread_mutex_lock(&p->mu);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+int st_committer_start(st_part *p)
+{
+    if (pthread_create(&p->committer, NULL, committer_main, p) != 0)
+        return SX_EINTERNAL;
+    p->committer_started = true;
+    return 0;
+}
+
+void st_committer_stop(st_part *p)
+{
+    if (!p->committer_started)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->stopping = true;
+    p->committer_quit = true;
+    pthread_cond_signal(&p->commit_cv);
+    pthread_mutex_unlock(&p->mu);
+    pthread_join(p->committer, NULL);
+    p->committer_started = false;
 }
 
 /* Validates op i of r against table t: item, primary key, hash range. */
@@ -425,7 +531,9 @@ out:
     return rc;
 }
 
-static int prepare(st_part *p, st_wreq *r)
+/* Validates r. Without may_block, returns SX_ESTALECAT having set
+ * nothing when the catalog version or the table is not cached yet. */
+static int prepare(st_part *p, st_wreq *r, bool may_block)
 {
     const msg_S_WRITE_req *rq = r->rq;
     const sx_catalog *cat = NULL;
@@ -437,6 +545,14 @@ static int prepare(st_part *p, st_wreq *r)
     if (rq->dels.n != 0 && rq->dels.n != r->n) {
         fail_req(r, SX_EINVAL, "dels and objs differ in length");
         return SX_EINVAL;
+    }
+    if (!may_block) {
+        if (st_cat_peek(p->cc, rq->catver, &cat) != 0)
+            return SX_ESTALECAT;
+        t = rq->table_id <= UINT32_MAX ? cat_table_by_id(cat, (uint32_t)rq->table_id) : NULL;
+        if (t == NULL)
+            return SX_ESTALECAT;
+        goto known;
     }
     rc = st_cat_get(p->cc, rq->catver, &cat);
     if (rc != 0) {
@@ -452,6 +568,7 @@ static int prepare(st_part *p, st_wreq *r)
         fail_req(r, SX_ENOTABLE, "no such table id");
         return SX_ENOTABLE;
     }
+known:
     r->ops = calloc(r->n ? r->n : 1, sizeof(*r->ops));
     r->versions = calloc(r->n ? r->n : 1, sizeof(uint64_t));
     r->found = calloc(r->n ? r->n : 1, sizeof(uint64_t));
@@ -474,7 +591,6 @@ static int prepare(st_part *p, st_wreq *r)
 void st_write(st_part *p, const msg_S_WRITE_req *rq, mp_buf *out)
 {
     st_wreq r;
-    msg_S_WRITE_rep rep;
 
     memset(&r, 0, sizeof(r));
     r.rq = rq;
@@ -482,22 +598,34 @@ void st_write(st_part *p, const msg_S_WRITE_req *rq, mp_buf *out)
         msg_encode_err(MSG_S_WRITE, SX_ENOMEM, "out of memory", out);
         return;
     }
-    if (prepare(p, &r) == 0 && r.n > 0)
-        enqueue_wait(p, &r);
-    pthread_cond_destroy(&r.cv);
-    if (r.err != 0) {
-        msg_encode_err(MSG_S_WRITE, r.err, r.msg, out);
-    } else {
-        memset(&rep, 0, sizeof(rep));
-        rep.versions.n = r.n;
-        rep.versions.v = r.versions;
-        rep.found.n = r.n;
-        rep.found.v = r.found;
-        if (msg_encode_rep(MSG_S_WRITE, &rep, out) != 0)
-            msg_encode_err(MSG_S_WRITE, SX_ENOMEM, "out of memory", out);
+    if (prepare(p, &r, true) == 0 && r.n > 0 && enqueue(p, &r)) {
+        pthread_mutex_lock(&p->mu);
+        while (!r.done)
+            pthread_cond_wait(&r.cv, &p->mu);
+        pthread_mutex_unlock(&p->mu);
     }
-    free(r.ops);
-    free(r.versions);
-    free(r.found);
-    bytes_free(&r.keys);
+    pthread_cond_destroy(&r.cv);
+    encode_reply(&r, out);
+    free_req(&r);
+}
+
+bool st_write_start(st_part *p, const msg_S_WRITE_req *rq, st_write_cb cb, void *arg)
+{
+    st_wreq *r = calloc(1, sizeof(*r));
+    int rc;
+
+    if (r == NULL)
+        return false;           /* the worker path answers out of memory */
+    r->rq = rq;
+    r->cb = cb;
+    r->cb_arg = arg;
+    rc = prepare(p, r, false);
+    if (rc == SX_ESTALECAT && r->err == 0) {
+        free_req(r);
+        free(r);
+        return false;
+    }
+    if (rc != 0 || r->n == 0 || !enqueue(p, r))
+        finish_async(r);        /* answered at once: invalid, empty, stopping */
+    return true;
 }

@@ -192,6 +192,14 @@ static const sx_catalog *catcache_current(catcache *cc, uint64_t min_version,
 
 /* Beyond the header's codes: SX_ESTALECAT when the catalog node answered
  * but its catalog is still older than min_version. */
+int catcache_peek(catcache *cc, uint64_t min_version, const sx_catalog **cat)
+{
+    uint64_t gen;
+
+    *cat = catcache_current(cc, min_version, &gen);
+    return *cat != NULL ? 0 : SX_ESTALECAT;
+}
+
 int catcache_get(catcache *cc, uint64_t min_version, const sx_catalog **cat)
 {
     uint64_t gen;

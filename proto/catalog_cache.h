@@ -31,6 +31,10 @@ void catcache_free(catcache *cc);
  * Thread-safe. */
 int catcache_get(catcache *cc, uint64_t min_version, const sx_catalog **cat);
 
+/* Like catcache_get, but never fetches: SX_ESTALECAT when nothing cached
+ * is at least min_version. */
+int catcache_peek(catcache *cc, uint64_t min_version, const sx_catalog **cat);
+
 /* Fetches the catalog now; returns 0 or an sx_err. Thread-safe. */
 int catcache_refresh(catcache *cc);
 

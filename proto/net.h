@@ -134,6 +134,21 @@ int net_server_start(nng_socket sock, int nworkers, net_handler h, void *arg,
  * worker. */
 typedef bool (*net_quick_fn)(msg_type t);
 
+/* A request whose reply was deferred (see net_defer_fn). */
+typedef struct net_reply net_reply;
+
+/* Offers request p..n (of type t) to the daemon to answer later, without a
+ * worker: called on the nng thread that received it, so it must not block.
+ * Returns false to decline (the request then runs on a worker as usual), or
+ * true having taken it: the daemon then calls net_reply_send(r, ...)
+ * exactly once, from any thread; p..n stays valid until then. */
+typedef bool (*net_defer_fn)(void *arg, msg_type t, const uint8_t *p, size_t n,
+                             net_reply *r);
+
+/* Sends the reply of deferred request r: out's bytes are taken (out is left
+ * empty). r is gone afterwards. */
+void net_reply_send(net_reply *r, mp_buf *out);
+
 /* How a server runs its requests. */
 typedef struct net_server_opts {
     int workers;          /* threads (at least 1) */
@@ -141,6 +156,7 @@ typedef struct net_server_opts {
                            * most this many at once, on the worker threads;
                            * its peer calls park the fiber, not the thread */
     net_quick_fn quick;   /* NULL: no frame is quick */
+    net_defer_fn defer;   /* NULL: no request is deferred */
 } net_server_opts;
 
 /* net_server_open with workers threads and a quick predicate. */
@@ -156,7 +172,8 @@ int net_server_start_q(nng_socket sock, int nworkers, net_handler h, net_quick_f
 int net_server_open(nng_socket sock, const net_server_opts *o, net_handler h, void *arg,
                     net_server **out);
 
-/* Closes the socket, joins the workers, frees the server. Accepts NULL. */
+/* Joins the workers, waits for every deferred reply, closes the socket,
+ * frees the server. Accepts NULL. */
 void net_server_stop(net_server *srv);
 
 /* Starts a detached thread that ends the process with _exit(0) if it is

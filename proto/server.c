@@ -12,6 +12,9 @@
  * last one sends the MULTI reply, one reply frame per request, in order.
  * Requests the daemon calls quick (short local reads) run at once on the
  * nng thread that received them, one after another: no worker wakes up.
+ * Requests the daemon defers (writes that wait for a group commit) are
+ * handed over on that thread too, and answered later by the daemon through
+ * net_reply_send: no worker sleeps through them.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -52,10 +55,17 @@ struct srv_slot {
     int sending;        /* the aio carries a reply (else a receive) */
 };
 
+/* deferred: requests handed over and not yet answered; DEFER_CLOSED is set
+ * once the server stops taking more. */
+#define DEFER_CLOSED (1u << 31)
+
 struct net_server {
     nng_socket sock;
     net_handler handler;
     net_quick_fn quick;
+    net_defer_fn defer;
+    atomic_uint deferred;
+    pthread_cond_t drained;     /* deferred reached 0 (with mu) */
     void *arg;
     fib_pool *pool;         /* fiber mode: jobs run here, not on threads */
     pthread_t *threads;
@@ -95,6 +105,43 @@ static void slot_reply(srv_slot *s, nng_msg *m, mp_buf *out)
 static void run_job(void *arg);
 static void drop_job(void *arg);
 static void fail_job(srv_job *j, int err, const char *why);
+static void job_done(srv_job *j, mp_buf *out);
+static void batch_finish(srv_batch *b);
+
+/* Offers job j to the daemon's defer function; true if it took it. */
+static bool try_defer(net_server *srv, msg_type t, srv_job *j)
+{
+    if (srv->defer == NULL)
+        return false;
+    if (atomic_fetch_add(&srv->deferred, 1) & DEFER_CLOSED) {
+        atomic_fetch_sub(&srv->deferred, 1);
+        return false;
+    }
+    if (srv->defer(srv->arg, t, j->p, j->n, (net_reply *)j))
+        return true;
+    atomic_fetch_sub(&srv->deferred, 1);    /* never taken: not awaited */
+    return false;
+}
+
+void net_reply_send(net_reply *r, mp_buf *out)
+{
+    srv_job *j = (srv_job *)r;
+    net_server *srv = j->slot->srv;
+
+    job_done(j, out);
+    mp_buf_init(out);
+    /* Count it out. Once the server is stopping (DEFER_CLOSED, set under
+     * mu), only under mu: the stopping thread frees srv as soon as it sees
+     * 0, so nothing may touch srv after a decrement it can see. */
+    unsigned v = atomic_load(&srv->deferred);
+    while (!(v & DEFER_CLOSED))
+        if (atomic_compare_exchange_weak(&srv->deferred, &v, v - 1))
+            return;
+    pthread_mutex_lock(&srv->mu);
+    if ((atomic_fetch_sub(&srv->deferred, 1) & ~DEFER_CLOSED) == 1)
+        pthread_cond_broadcast(&srv->drained);
+    pthread_mutex_unlock(&srv->mu);
+}
 
 /* Appends jobs first..last to the queue and wakes up to count workers; in
  * fiber mode, hands each to the pool. */
@@ -171,7 +218,9 @@ static int batch_start(srv_slot *s, nng_msg *m, srv_job **quick_job)
     b->slot = s;
     b->msg = m;
     b->n = n;
-    atomic_init(&b->left, n);
+    /* one more than the jobs: a deferred job may finish before the loop
+     * below ends; the batch is not finished before this function says so */
+    atomic_init(&b->left, n + 1);
     b->replies = (mp_buf *)(jobs + n);
     for (uint32_t i = 0; i < n; i++) {
         srv_job *j = &jobs[i];
@@ -185,8 +234,9 @@ static int batch_start(srv_slot *s, nng_msg *m, srv_job **quick_job)
         j->i = i;
         j->p = rq.frames.v[i].p;
         j->n = rq.frames.v[i].n;
-        if (quick && msg_peek(j->p, j->n, &t, &is_reply) == 0 && !is_reply &&
-            t != MSG_MULTI && quick(t)) {
+        bool request = msg_peek(j->p, j->n, &t, &is_reply) == 0 && !is_reply &&
+                       t != MSG_MULTI;
+        if (request && quick && quick(t)) {
             /* quick frames ride one job, run one after another */
             if (qlast)
                 qlast->chain = j;
@@ -195,6 +245,8 @@ static int batch_start(srv_slot *s, nng_msg *m, srv_job **quick_job)
             qlast = j;
             continue;
         }
+        if (request && try_defer(s->srv, t, j))
+            continue;
         if (last)
             last->next = j;
         else
@@ -205,6 +257,8 @@ static int batch_start(srv_slot *s, nng_msg *m, srv_job **quick_job)
     msg_free_req(MSG_MULTI, &rq);
     if (queued > 0)
         queue_push(s->srv, first, last, queued);
+    if (atomic_fetch_sub(&b->left, 1) == 1)
+        batch_finish(b);
     return 0;
 }
 
@@ -251,7 +305,7 @@ static void slot_cb(void *arg)
             j->n = nng_msg_len(m);
             if (peek == 0 && !is_reply && s->srv->quick && s->srv->quick(t))
                 run_job(j);
-            else
+            else if (!(peek == 0 && !is_reply && try_defer(s->srv, t, j)))
                 queue_push(s->srv, j, j, 1);
             return;
         }
@@ -346,36 +400,45 @@ static void batch_run_one(net_server *srv, const uint8_t *p, size_t n, mp_buf *o
     srv->handler(srv->arg, p, n, out);
 }
 
+/* Answers job j with out (whose bytes it takes): a single request's reply
+ * goes out and j is freed; a batch frame's reply is kept, and the batch's
+ * last one sends them all. */
+static void job_done(srv_job *j, mp_buf *out)
+{
+    if (j->batch == NULL) {
+        slot_reply(j->slot, j->msg, out);
+        free(j);
+        return;
+    }
+    srv_batch *b = j->batch;
+    if (out->oom) {
+        mp_buf_free(out);
+        mp_buf_init(out);
+        msg_encode_err(MSG_MULTI, SX_ENOMEM, "out of memory", out);
+    }
+    b->replies[j->i] = *out;       /* the reply's bytes move to b */
+    if (atomic_fetch_sub(&b->left, 1) == 1)
+        batch_finish(b);
+}
+
 /* Runs job j (a single request, or a batch job and its quick chain) and
  * sends what is due. */
 static void run_job(void *arg)
 {
     srv_job *j = arg;
     net_server *srv = j->slot->srv;
-    mp_buf out;
 
-    mp_buf_init(&out);
-    if (j->batch == NULL) {
-        srv->handler(srv->arg, j->p, j->n, &out);
-        slot_reply(j->slot, j->msg, &out);
-        free(j);
-        return;
-    }
     /* read each chain link before running: the last job to finish frees
      * the batch's block (and no link is left after it then) */
     for (srv_job *next; j != NULL; j = next) {
-        srv_batch *b = j->batch;
-        next = j->chain;
-        batch_run_one(srv, j->p, j->n, &out);
-        if (out.oom) {
-            mp_buf_free(&out);
-            mp_buf_init(&out);
-            msg_encode_err(MSG_MULTI, SX_ENOMEM, "out of memory", &out);
-        }
-        b->replies[j->i] = out;    /* the reply's bytes move to b */
+        mp_buf out;
         mp_buf_init(&out);
-        if (atomic_fetch_sub(&b->left, 1) == 1)
-            batch_finish(b);
+        next = j->chain;
+        if (j->batch == NULL)
+            srv->handler(srv->arg, j->p, j->n, &out);
+        else
+            batch_run_one(srv, j->p, j->n, &out);
+        job_done(j, &out);
     }
 }
 
@@ -478,12 +541,20 @@ int net_server_open(nng_socket sock, const net_server_opts *o, net_handler h, vo
     srv->sock = sock;
     srv->handler = h;
     srv->quick = o->quick;
+    srv->defer = o->defer;
+    atomic_init(&srv->deferred, 0);
     srv->arg = arg;
     if (pthread_mutex_init(&srv->mu, NULL) != 0) {
         free(srv);
         return SX_ENOMEM;
     }
     if (pthread_cond_init(&srv->cv, NULL) != 0) {
+        pthread_mutex_destroy(&srv->mu);
+        free(srv);
+        return SX_ENOMEM;
+    }
+    if (pthread_cond_init(&srv->drained, NULL) != 0) {
+        pthread_cond_destroy(&srv->cv);
         pthread_mutex_destroy(&srv->mu);
         free(srv);
         return SX_ENOMEM;
@@ -530,11 +601,18 @@ void net_server_stop(net_server *srv)
      * another thread while nng closes the socket can crash nng 1.5. */
     pthread_mutex_lock(&srv->mu);
     srv->stopping = 1;
+    atomic_fetch_or(&srv->deferred, DEFER_CLOSED);  /* defer no more */
     pthread_cond_broadcast(&srv->cv);
     pthread_mutex_unlock(&srv->mu);
     for (int i = 0; i < srv->started; i++)
         pthread_join(srv->threads[i], NULL);
     fib_pool_free(srv->pool, drop_job);     /* after its running jobs end */
+    /* Deferred requests are answered on the live socket: the daemon must
+     * still be completing them (it stops taking new work first). */
+    pthread_mutex_lock(&srv->mu);
+    while (atomic_load(&srv->deferred) & ~DEFER_CLOSED)
+        pthread_cond_wait(&srv->drained, &srv->mu);
+    pthread_mutex_unlock(&srv->mu);
     /* Then the slots: a stopped aio's callback has returned (a quick job
      * in it finished) and it starts nothing more, so nothing sends while
      * nng closes the socket. A send it refused leaves its message. */
@@ -557,6 +635,7 @@ void net_server_stop(net_server *srv)
     }
     free(srv->slots);
     free(srv->threads);
+    pthread_cond_destroy(&srv->drained);
     pthread_cond_destroy(&srv->cv);
     pthread_mutex_destroy(&srv->mu);
     free(srv);
