@@ -33,7 +33,7 @@
  * previous round started. Under a stream of small commits this turns many
  * one-record I_APPLYs (each a synced group at the index) into a few larger
  * ones, at the cost of at most SHIP_LINGER_MS of index lag. */
-#define SHIP_LINGER_MS 20
+#define SHIP_LINGER_MS 10
 #define SHIP_LINGER_RECORDS 128
 
 typedef struct ship_dest {

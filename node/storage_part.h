@@ -11,9 +11,10 @@
  *   'M' 'B' | index_id (4 BE)                    -> backfill's last seq (8 BE)
  *
  * Locking: `wlock` is the partition's write lock, held by the committer
- * (storage_write.c) while it builds and syncs a group, and by a backfill; it guards `cat` and the working counters
- * (w_hw, w_head, w_items). `mu` guards the request queue, the published
- * counters, the backfill table and the shipper's per-destination acks.
+ * (storage_write.c) while it builds and syncs a group, and by a backfill;
+ * it guards `cat` and the working counters (w_hw, w_head, w_items). `mu`
+ * guards the write queue and committer flags, the published counters, the
+ * backfill table and the shipper's per-destination acks.
  * Order: wlock before mu.
  */
 #ifndef SX_STORAGE_PART_H
