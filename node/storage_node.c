@@ -394,8 +394,11 @@ static int start(st_node *n)
         LOG_ERROR("cannot listen on %s", me->url);
         return rc;
     }
-    net_server_opts so = { .workers = n->o->workers > 0 ? n->o->workers : 16, .quick = quick,
-                           .defer = defer };
+    /* a deferred write holds its receive context until its group commits:
+     * more contexts than workers */
+    int workers = n->o->workers > 0 ? n->o->workers : 16;
+    net_server_opts so = { .workers = workers, .quick = quick, .defer = defer,
+                           .slots = 4 * workers };
     rc = net_server_open(ls, &so, handle, n, &n->srv);
     if (rc != 0) {
         nng_close(ls);

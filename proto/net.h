@@ -157,6 +157,8 @@ typedef struct net_server_opts {
                            * its peer calls park the fiber, not the thread */
     net_quick_fn quick;   /* NULL: no frame is quick */
     net_defer_fn defer;   /* NULL: no request is deferred */
+    int slots;            /* receive contexts (each holds its request until
+                           * answered); 0: one per worker, or per fiber */
 } net_server_opts;
 
 /* net_server_open with workers threads and a quick predicate. */
@@ -172,8 +174,10 @@ int net_server_start_q(nng_socket sock, int nworkers, net_handler h, net_quick_f
 int net_server_open(nng_socket sock, const net_server_opts *o, net_handler h, void *arg,
                     net_server **out);
 
-/* Joins the workers, waits for every deferred reply, closes the socket,
+/* Joins the workers, waits for every deferred reply and then (at most
+ * NET_STOP_SEND_WAIT_S) for the replies to be sent, closes the socket,
  * frees the server. Accepts NULL. */
+#define NET_STOP_SEND_WAIT_S 2
 void net_server_stop(net_server *srv);
 
 /* Starts a detached thread that ends the process with _exit(0) if it is

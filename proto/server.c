@@ -20,6 +20,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "fiber.h"
 #include "net.h"
 #include "msg.h"
@@ -34,6 +35,7 @@ typedef struct srv_batch {
     nng_msg *msg;       /* the request; inner frames point into it */
     uint32_t n;
     atomic_uint left;   /* jobs not finished yet */
+    atomic_bool dropped; /* a job was dropped (stopping): no reply at all */
     mp_buf *replies;    /* n, one per inner frame */
 } srv_batch;
 
@@ -65,7 +67,8 @@ struct net_server {
     net_quick_fn quick;
     net_defer_fn defer;
     atomic_uint deferred;
-    pthread_cond_t drained;     /* deferred reached 0 (with mu) */
+    atomic_int sends;           /* replies whose send has not completed */
+    pthread_cond_t drained;     /* deferred or sends reached 0 (with mu) */
     void *arg;
     fib_pool *pool;         /* fiber mode: jobs run here, not on threads */
     pthread_t *threads;
@@ -98,6 +101,7 @@ static void slot_reply(srv_slot *s, nng_msg *m, mp_buf *out)
     }
     mp_buf_free(out);
     s->sending = 1;
+    atomic_fetch_add(&s->srv->sends, 1);
     nng_aio_set_msg(s->aio, m);
     nng_ctx_send(s->ctx, s->aio);
 }
@@ -106,20 +110,37 @@ static void run_job(void *arg);
 static void drop_job(void *arg);
 static void fail_job(srv_job *j, int err, const char *why);
 static void job_done(srv_job *j, mp_buf *out);
-static void batch_finish(srv_batch *b);
+static void batch_release(srv_batch *b);
+
+/* Counts a deferral out. Once the server is stopping (DEFER_CLOSED, set
+ * under mu), only under mu: the stopping thread frees srv as soon as it
+ * sees 0, so nothing may touch srv after a decrement it can see. */
+static void defer_release(net_server *srv)
+{
+    unsigned v = atomic_load(&srv->deferred);
+
+    while (!(v & DEFER_CLOSED))
+        if (atomic_compare_exchange_weak(&srv->deferred, &v, v - 1))
+            return;
+    pthread_mutex_lock(&srv->mu);
+    if ((atomic_fetch_sub(&srv->deferred, 1) & ~DEFER_CLOSED) == 1)
+        pthread_cond_broadcast(&srv->drained);
+    pthread_mutex_unlock(&srv->mu);
+}
 
 /* Offers job j to the daemon's defer function; true if it took it. */
 static bool try_defer(net_server *srv, msg_type t, srv_job *j)
 {
     if (srv->defer == NULL)
         return false;
+    /* counted in before the offer: the reply may be sent before it returns */
     if (atomic_fetch_add(&srv->deferred, 1) & DEFER_CLOSED) {
-        atomic_fetch_sub(&srv->deferred, 1);
+        defer_release(srv);
         return false;
     }
     if (srv->defer(srv->arg, t, j->p, j->n, (net_reply *)j))
         return true;
-    atomic_fetch_sub(&srv->deferred, 1);    /* never taken: not awaited */
+    defer_release(srv);                     /* never taken */
     return false;
 }
 
@@ -130,17 +151,7 @@ void net_reply_send(net_reply *r, mp_buf *out)
 
     job_done(j, out);
     mp_buf_init(out);
-    /* Count it out. Once the server is stopping (DEFER_CLOSED, set under
-     * mu), only under mu: the stopping thread frees srv as soon as it sees
-     * 0, so nothing may touch srv after a decrement it can see. */
-    unsigned v = atomic_load(&srv->deferred);
-    while (!(v & DEFER_CLOSED))
-        if (atomic_compare_exchange_weak(&srv->deferred, &v, v - 1))
-            return;
-    pthread_mutex_lock(&srv->mu);
-    if ((atomic_fetch_sub(&srv->deferred, 1) & ~DEFER_CLOSED) == 1)
-        pthread_cond_broadcast(&srv->drained);
-    pthread_mutex_unlock(&srv->mu);
+    defer_release(srv);
 }
 
 /* Appends jobs first..last to the queue and wakes up to count workers; in
@@ -221,6 +232,7 @@ static int batch_start(srv_slot *s, nng_msg *m, srv_job **quick_job)
     /* one more than the jobs: a deferred job may finish before the loop
      * below ends; the batch is not finished before this function says so */
     atomic_init(&b->left, n + 1);
+    atomic_init(&b->dropped, false);
     b->replies = (mp_buf *)(jobs + n);
     for (uint32_t i = 0; i < n; i++) {
         srv_job *j = &jobs[i];
@@ -257,8 +269,7 @@ static int batch_start(srv_slot *s, nng_msg *m, srv_job **quick_job)
     msg_free_req(MSG_MULTI, &rq);
     if (queued > 0)
         queue_push(s->srv, first, last, queued);
-    if (atomic_fetch_sub(&b->left, 1) == 1)
-        batch_finish(b);
+    batch_release(b);
     return 0;
 }
 
@@ -268,11 +279,20 @@ static void slot_cb(void *arg)
     int rv = nng_aio_result(s->aio);
 
     if (s->sending) {
+        net_server *srv = s->srv;
         if (rv != 0)
             nng_msg_free(nng_aio_get_msg(s->aio));
         nng_aio_set_msg(s->aio, NULL);      /* sent (nng's) or freed */
         if (rv != NNG_ECLOSED && rv != NNG_ECANCELED)
             slot_recv(s);
+        /* a stopping server waits for its replies to leave (srv lives
+         * until every slot's aio is stopped, which waits for this) */
+        if (atomic_fetch_sub(&srv->sends, 1) == 1) {
+            pthread_mutex_lock(&srv->mu);
+            if (srv->stopping)
+                pthread_cond_broadcast(&srv->drained);
+            pthread_mutex_unlock(&srv->mu);
+        }
         return;
     }
     if (rv == NNG_ECLOSED || rv == NNG_ECANCELED)
@@ -387,6 +407,22 @@ static void batch_finish(srv_batch *b)
     free(b);
 }
 
+/* Drops one of b's references (a job, or batch_start's own): the last one
+ * sends the reply, or, when a job was dropped, frees b unanswered. */
+static void batch_release(srv_batch *b)
+{
+    if (atomic_fetch_sub(&b->left, 1) != 1)
+        return;
+    if (!atomic_load(&b->dropped)) {
+        batch_finish(b);
+        return;
+    }
+    for (uint32_t i = 0; i < b->n; i++)
+        mp_buf_free(&b->replies[i]);
+    nng_msg_free(b->msg);
+    free(b);
+}
+
 /* Runs inner frame p..n of a batch into out; a nested MULTI is refused. */
 static void batch_run_one(net_server *srv, const uint8_t *p, size_t n, mp_buf *out)
 {
@@ -417,8 +453,7 @@ static void job_done(srv_job *j, mp_buf *out)
         msg_encode_err(MSG_MULTI, SX_ENOMEM, "out of memory", out);
     }
     b->replies[j->i] = *out;       /* the reply's bytes move to b */
-    if (atomic_fetch_sub(&b->left, 1) == 1)
-        batch_finish(b);
+    batch_release(b);
 }
 
 /* Runs job j (a single request, or a batch job and its quick chain) and
@@ -453,12 +488,9 @@ static void drop_job(void *arg)
         if (j->batch == NULL) {
             nng_msg_free(j->msg);
             free(j);
-        } else if (atomic_fetch_sub(&j->batch->left, 1) == 1) {
-            srv_batch *b = j->batch;
-            for (uint32_t i = 0; i < b->n; i++)
-                mp_buf_free(&b->replies[i]);
-            nng_msg_free(b->msg);
-            free(b);
+        } else {
+            atomic_store(&j->batch->dropped, true);
+            batch_release(j->batch);
         }
     }
 }
@@ -485,8 +517,7 @@ static void fail_job(srv_job *j, int err, const char *why)
         }
         srv_batch *b = j->batch;
         b->replies[j->i] = out;
-        if (atomic_fetch_sub(&b->left, 1) == 1)
-            batch_finish(b);
+        batch_release(b);
     }
 }
 
@@ -532,7 +563,7 @@ int net_server_open(nng_socket sock, const net_server_opts *o, net_handler h, vo
 {
     net_server *srv = calloc(1, sizeof(*srv));
     int nworkers = o->workers;
-    int nslots = o->fibers > 0 ? o->fibers : o->workers;
+    int nslots = o->slots > 0 ? o->slots : o->fibers > 0 ? o->fibers : o->workers;
 
     if (srv == NULL)
         return SX_ENOMEM;
@@ -543,6 +574,7 @@ int net_server_open(nng_socket sock, const net_server_opts *o, net_handler h, vo
     srv->quick = o->quick;
     srv->defer = o->defer;
     atomic_init(&srv->deferred, 0);
+    atomic_init(&srv->sends, 0);
     srv->arg = arg;
     if (pthread_mutex_init(&srv->mu, NULL) != 0) {
         free(srv);
@@ -612,6 +644,15 @@ void net_server_stop(net_server *srv)
     pthread_mutex_lock(&srv->mu);
     while (atomic_load(&srv->deferred) & ~DEFER_CLOSED)
         pthread_cond_wait(&srv->drained, &srv->mu);
+    /* Replies still queued behind another on their connection would be
+     * cancelled by nng_aio_stop: let them leave, for a bounded time (a
+     * peer that stopped reading must not hold the stop). */
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += NET_STOP_SEND_WAIT_S;
+    while (atomic_load(&srv->sends) > 0 &&
+           pthread_cond_timedwait(&srv->drained, &srv->mu, &dl) == 0)
+        ;
     pthread_mutex_unlock(&srv->mu);
     /* Then the slots: a stopped aio's callback has returned (a quick job
      * in it finished) and it starts nothing more, so nothing sends while
