@@ -4,11 +4,13 @@
  * WriteBatch), and the apply rules of index_rules.h against stored entries.
  *
  * Group commit: each caller queues an op and waits; a caller that finds no
- * leader becomes it, takes the queued ops (bounded), applies them in queue
- * order under apply_mu with an in-memory overlay so later records in the
- * group see earlier ones, writes one synced batch (entries, tombstone
- * records, watermarks, counters), publishes the new state and wakes everyone
- * in the group.
+ * leader becomes it, takes the queued ops (bounded), and under apply_mu
+ * drops redeliveries and advances watermarks op by op in queue order, then
+ * applies the records sorted by key (stable: one key's records keep queue
+ * order, so the outcome is queue order's) with an in-memory overlay so
+ * later records in the group see earlier ones, writes one synced batch
+ * (entries, tombstone records, watermarks, counters), publishes the new
+ * state and wakes everyone in the group.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -286,9 +286,10 @@ static int ship_round(ship_dest *d, ship_batch *b)
 }
 
 /* Waits (under p->mu) until there is work or a heartbeat is due, then
- * lingers (see SHIP_LINGER_MS) if the previous round began at started_ms
- * and little is pending; false on stop. */
-static bool wait_work(ship_dest *d, uint64_t last_ms, uint64_t started_ms)
+ * lingers (see SHIP_LINGER_MS) if the previous round began at started_ms,
+ * took all that was pending (not behind) and little is pending now; false
+ * on stop. A lingering shipper is not woken by commits. */
+static bool wait_work(ship_dest *d, uint64_t last_ms, uint64_t started_ms, bool behind)
 {
     st_part *p = d->s->p;
     bool go = true;
@@ -305,7 +306,8 @@ static bool wait_work(ship_dest *d, uint64_t last_ms, uint64_t started_ms)
         pthread_cond_timedwait(&p->ship_cv, &p->mu, &ts);
         p->ship_idle--;
     }
-    while (!d->s->stop && p->head > d->acked && p->head - d->acked < SHIP_LINGER_RECORDS) {
+    while (!behind && !d->s->stop && p->head > d->acked &&
+           p->head - d->acked < SHIP_LINGER_RECORDS) {
         uint64_t now = mono_ms();
         struct timespec ts;
 
@@ -366,6 +368,7 @@ static void *ship_main(void *arg)
     ship_dest *d = arg;
     ship_batch *b = calloc(1, sizeof(*b));
     uint64_t last = 0, started = 0;
+    bool behind = false;
     int backoff = 0;
 
     write_end_marker(d);
@@ -374,12 +377,13 @@ static void *ship_main(void *arg)
                   (unsigned long long)d->dest->id);
         return NULL;
     }
-    while (wait_work(d, last, started)) {
+    while (wait_work(d, last, started, behind)) {
         int rc;
 
         started = mono_ms();
         rc = ship_round(d, b);
         last = mono_ms();
+        behind = rc == 0 && !b->complete;   /* a full batch: more is waiting */
         if (rc == 0) {
             backoff = 0;
             continue;

@@ -98,7 +98,10 @@ int st_cat_peek(st_cat *c, uint64_t min_version, const sx_catalog **cat)
 
     if (c->cc != NULL)
         return catcache_peek(c->cc, min_version, cat);
-    pthread_mutex_lock(&c->mu);
+    /* a refresh holds mu across a read of the local catalog partition,
+     * which can wait for a catalog change's sync: do not wait for it */
+    if (pthread_mutex_trylock(&c->mu) != 0)
+        return SX_ESTALECAT;
     if (c->cur != NULL && c->cur->version >= min_version) {
         *cat = c->cur;
         rc = 0;

@@ -37,7 +37,8 @@ int st_cat_get(st_cat *c, uint64_t min_version, const sx_catalog **cat);
 int st_cat_refresh(st_cat *c);
 
 /* The newest catalog already held if it is at least min_version, without
- * fetching or reading anything: 0, or SX_ESTALECAT. */
+ * fetching, reading or waiting for a refresh in progress: 0, or
+ * SX_ESTALECAT (also when a refresh holds the source just now). */
 int st_cat_peek(st_cat *c, uint64_t min_version, const sx_catalog **cat);
 
 #endif

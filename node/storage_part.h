@@ -57,7 +57,8 @@ typedef struct st_part {
     uint64_t w_hw, w_head, w_items;
 
     pthread_mutex_t mu;
-    pthread_cond_t ship_cv;            /* head advanced, or stopping */
+    pthread_cond_t ship_cv;            /* head advanced (broadcast only when
+                                        * ship_idle > 0), or stopping */
     int ship_idle;                     /* shippers waiting on ship_cv for work */
     struct st_wreq *qhead, *qtail;     /* writes waiting for the committer */
     pthread_cond_t commit_cv;          /* the committer: work, or quit */
@@ -96,7 +97,7 @@ typedef void (*st_write_cb)(void *arg, mp_buf *reply);
  * batch holds it (cb may also run before this returns, e.g. for an
  * invalid request). Returns false, having done nothing, when the request
  * needs a blocking step first (its catalog version or table is not cached
- * yet): the caller then uses st_write. */
+ * yet) or memory runs out: the caller then uses st_write. */
 bool st_write_start(st_part *p, const msg_S_WRITE_req *rq, st_write_cb cb, void *arg);
 
 /* Starts and stops the partition's committer thread (st_part_open and

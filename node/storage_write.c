@@ -314,7 +314,7 @@ static void group_catalog(st_part *p, st_wreq *list)
     }
 }
 
-/* The leader's work for one group: compute, write one synced batch. */
+/* The committer's work for one group: compute, write one synced batch. */
 static void run_group(st_part *p, st_wreq *list)
 {
     leveldb_writebatch_t *b = leveldb_writebatch_create();

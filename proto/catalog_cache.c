@@ -190,8 +190,6 @@ static const sx_catalog *catcache_current(catcache *cc, uint64_t min_version,
     return NULL;
 }
 
-/* Beyond the header's codes: SX_ESTALECAT when the catalog node answered
- * but its catalog is still older than min_version. */
 int catcache_peek(catcache *cc, uint64_t min_version, const sx_catalog **cat)
 {
     uint64_t gen;
@@ -199,6 +197,9 @@ int catcache_peek(catcache *cc, uint64_t min_version, const sx_catalog **cat)
     *cat = catcache_current(cc, min_version, &gen);
     return *cat != NULL ? 0 : SX_ESTALECAT;
 }
+
+/* Beyond the header's codes: SX_ESTALECAT when the catalog node answered
+ * but its catalog is still older than min_version. */
 
 int catcache_get(catcache *cc, uint64_t min_version, const sx_catalog **cat)
 {

@@ -34,7 +34,7 @@ typedef struct srv_batch {
     srv_slot *slot;
     nng_msg *msg;       /* the request; inner frames point into it */
     uint32_t n;
-    atomic_uint left;   /* jobs not finished yet */
+    atomic_uint left;   /* jobs not finished yet, + 1 while batch_start runs */
     atomic_bool dropped; /* a job was dropped (stopping): no reply at all */
     mp_buf *replies;    /* n, one per inner frame */
 } srv_batch;
@@ -79,6 +79,7 @@ struct net_server {
     pthread_cond_t cv;
     srv_job *head, *tail;
     int stopping;
+    atomic_bool closing;        /* stopping, readable without mu */
 };
 
 static void slot_recv(srv_slot *s)
@@ -174,12 +175,23 @@ static void queue_push(net_server *srv, srv_job *first, srv_job *last, uint32_t 
         return;
     }
     pthread_mutex_lock(&srv->mu);
-    if (srv->tail)
-        srv->tail->next = first;
-    else
-        srv->head = first;
-    srv->tail = last;
+    int stopping = srv->stopping;
+    if (!stopping) {
+        if (srv->tail)
+            srv->tail->next = first;
+        else
+            srv->head = first;
+        srv->tail = last;
+    }
     pthread_mutex_unlock(&srv->mu);
+    if (stopping) {     /* no worker is left to run them: answer at once */
+        for (srv_job *j = first, *next; j != NULL; j = next) {
+            next = j == last ? NULL : j->next;
+            j->next = NULL;
+            fail_job(j, SX_EUNAVAIL, "the server is stopping");
+        }
+        return;
+    }
     /* after unlocking: a woken worker does not block on the mutex */
     for (uint32_t i = 0; i < count; i++)
         pthread_cond_signal(&srv->cv);
@@ -283,8 +295,8 @@ static void slot_cb(void *arg)
         if (rv != 0)
             nng_msg_free(nng_aio_get_msg(s->aio));
         nng_aio_set_msg(s->aio, NULL);      /* sent (nng's) or freed */
-        if (rv != NNG_ECLOSED && rv != NNG_ECANCELED)
-            slot_recv(s);
+        if (rv != NNG_ECLOSED && rv != NNG_ECANCELED && !atomic_load(&srv->closing))
+            slot_recv(s);       /* (a stopping server takes no new request) */
         /* a stopping server waits for its replies to leave (srv lives
          * until every slot's aio is stopped, which waits for this) */
         if (atomic_fetch_sub(&srv->sends, 1) == 1) {
@@ -575,6 +587,7 @@ int net_server_open(nng_socket sock, const net_server_opts *o, net_handler h, vo
     srv->defer = o->defer;
     atomic_init(&srv->deferred, 0);
     atomic_init(&srv->sends, 0);
+    atomic_init(&srv->closing, false);
     srv->arg = arg;
     if (pthread_mutex_init(&srv->mu, NULL) != 0) {
         free(srv);
@@ -633,6 +646,7 @@ void net_server_stop(net_server *srv)
      * another thread while nng closes the socket can crash nng 1.5. */
     pthread_mutex_lock(&srv->mu);
     srv->stopping = 1;
+    atomic_store(&srv->closing, true);
     atomic_fetch_or(&srv->deferred, DEFER_CLOSED);  /* defer no more */
     pthread_cond_broadcast(&srv->cv);
     pthread_mutex_unlock(&srv->mu);
@@ -647,7 +661,7 @@ void net_server_stop(net_server *srv)
     /* Replies still queued behind another on their connection would be
      * cancelled by nng_aio_stop: let them leave, for a bounded time (a
      * peer that stopped reading must not hold the stop). */
-    struct timespec dl;
+    struct timespec dl;     /* (drained uses the default, realtime, clock) */
     clock_gettime(CLOCK_REALTIME, &dl);
     dl.tv_sec += NET_STOP_SEND_WAIT_S;
     while (atomic_load(&srv->sends) > 0 &&
