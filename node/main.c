@@ -44,7 +44,8 @@ static const char *usage_text =
     "  --data DIR      data directory (created if missing)\n"
     "  --log FILE      log file (default DIR/node.log)\n"
     "  --role ROLE     must match the node's role in the config, if given\n"
-    "  --workers N     request-serving threads (default 16)\n";
+    "  --workers N     request-serving threads (default 16; a storage node's\n"
+    "                  writes are committed and answered by one thread per partition)\n";
 
 typedef struct cli {
     const char *config, *name, *data, *log, *role;
