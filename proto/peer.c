@@ -218,24 +218,23 @@ static void requeue_solo(net_peer *p, peer_ent *first, peer_ent *last)
     pthread_mutex_unlock(&p->mu);
 }
 
-/* Hands reply frame m of a frame of n calls (list e, taken off its
- * carrier) to each call. Returns true if calls whose replies did not fit
- * were queued again (solo): the caller must then start idle carriers. */
-static bool car_deliver(net_peer *p, peer_ent *e, uint32_t n, nng_msg *m)
+/* Hands reply frame m of car's frame to each call. */
+static void car_deliver(peer_car *car, nng_msg *m)
 {
     const uint8_t *body = nng_msg_body(m);
     size_t len = nng_msg_len(m);
+    peer_ent *e = car->ents;
 
-    if (n == 1) {
+    if (car->n == 1) {
         e->done(e->arg, 0, body, len);
         free(e);
-        return false;
+        return;
     }
     msg_MULTI_rep rep;
     char why[128];
     int rc = msg_decode_rep(MSG_MULTI, body, len, &rep, why, sizeof(why));
-    if (rc == 0 && rep.frames.n != n) {
-        LOG_ERROR("MULTI reply holds %u frames for %u requests", rep.frames.n, n);
+    if (rc == 0 && rep.frames.n != car->n) {
+        LOG_ERROR("MULTI reply holds %u frames for %u requests", rep.frames.n, car->n);
         rc = SX_EPROTO;
     } else if (rc != 0) {
         LOG_ERROR("MULTI refused: %s", why);
@@ -243,7 +242,7 @@ static bool car_deliver(net_peer *p, peer_ent *e, uint32_t n, nng_msg *m)
     if (rc != 0) {
         msg_free_rep(MSG_MULTI, &rep);
         ents_fail(e, rc);
-        return false;
+        return;
     }
     peer_ent *rfirst = NULL, *rlast = NULL;
     for (uint32_t i = 0; e; i++) {
@@ -262,13 +261,9 @@ static bool car_deliver(net_peer *p, peer_ent *e, uint32_t n, nng_msg *m)
         e = next;
     }
     msg_free_rep(MSG_MULTI, &rep);
-    if (rfirst == NULL)
-        return false;
-    requeue_solo(p, rfirst, rlast);
-    return true;
+    if (rfirst)
+        requeue_solo(car->p, rfirst, rlast);
 }
-
-static void peer_pump(net_peer *p);
 
 static void car_cb(void *arg)
 {
@@ -293,18 +288,10 @@ static void car_cb(void *arg)
     }
     nng_msg *m = nng_aio_get_msg(car->aio);
     nng_aio_set_msg(car->aio, NULL);
-    net_peer *p = car->p;
-    peer_ent *ents = car->ents;
-    uint32_t n = car->n;
-    /* The context goes back to work (or idle) before the callbacks run: a
-     * callback wakes its caller, and on a busy machine this thread may then
-     * wait for a CPU while the caller's next call finds the context still
-     * taken. car is not touched after car_next. */
+    car_deliver(car, m);
     car->ents = NULL;
-    car_next(car);
-    if (car_deliver(p, ents, n, m))
-        peer_pump(p);
     nng_msg_free(m);
+    car_next(car);
 }
 
 /* Stops car's aio (waiting for a callback in progress) and fails what it
@@ -377,6 +364,7 @@ static peer_ent *ent_new(const net_peer_call *c, int timeout_ms, bool solo)
 int net_peer_submit_n(net_peer *p, const net_peer_call *calls, int n, int timeout_ms)
 {
     peer_ent *first = NULL, *last = NULL;
+    peer_car *car = NULL;
 
     if (n <= 0)
         return 0;
@@ -411,17 +399,9 @@ int net_peer_submit_n(net_peer *p, const net_peer_call *calls, int n, int timeou
     else
         p->head = first;
     p->tail = last;
-    pthread_mutex_unlock(&p->mu);
-    peer_pump(p);
-    return 0;
-}
-
-/* Every idle context takes a frame's worth while calls are queued. */
-static void peer_pump(net_peer *p)
-{
-    pthread_mutex_lock(&p->mu);
-    for (int i = 0; i < p->ncars && p->head != NULL && !p->closing; i++) {
-        peer_car *car = &p->cars[i];
+    /* every idle context takes a frame's worth while calls are queued */
+    for (int i = 0; i < p->ncars && p->head != NULL; i++) {
+        car = &p->cars[i];
         if (car->busy)
             continue;
         car->busy = 1;
@@ -439,6 +419,7 @@ static void peer_pump(net_peer *p)
         pthread_mutex_lock(&p->mu);
     }
     pthread_mutex_unlock(&p->mu);
+    return 0;
 }
 
 int net_peer_submit_solo(net_peer *p, const uint8_t *req, size_t n, int timeout_ms,
