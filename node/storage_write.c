@@ -546,29 +546,24 @@ static int prepare(st_part *p, st_wreq *r, bool may_block)
         fail_req(r, SX_EINVAL, "dels and objs differ in length");
         return SX_EINVAL;
     }
-    if (!may_block) {
+    if (!may_block) {   /* only what is cached: nothing else is set */
         if (st_cat_peek(p->cc, rq->catver, &cat) != 0)
             return SX_ESTALECAT;
-        t = rq->table_id <= UINT32_MAX ? cat_table_by_id(cat, (uint32_t)rq->table_id) : NULL;
-        if (t == NULL)
-            return SX_ESTALECAT;
-        goto known;
-    }
-    rc = st_cat_get(p->cc, rq->catver, &cat);
-    if (rc != 0) {
+    } else if ((rc = st_cat_get(p->cc, rq->catver, &cat)) != 0) {
         snprintf(msg, sizeof(msg), "storage cannot fetch catalog version %llu: %s",
                  (unsigned long long)rq->catver, sx_strerror(rc));
         fail_req(r, rc, msg);
         return rc;
     }
     t = rq->table_id <= UINT32_MAX ? cat_table_by_id(cat, (uint32_t)rq->table_id) : NULL;
+    if (t == NULL && !may_block)
+        return SX_ESTALECAT;
     if (t == NULL)
         t = st_table(p, rq->table_id);   /* refreshes once: a new table? */
     if (t == NULL) {
         fail_req(r, SX_ENOTABLE, "no such table id");
         return SX_ENOTABLE;
     }
-known:
     r->ops = calloc(r->n ? r->n : 1, sizeof(*r->ops));
     r->versions = calloc(r->n ? r->n : 1, sizeof(uint64_t));
     r->found = calloc(r->n ? r->n : 1, sizeof(uint64_t));
