@@ -6,7 +6,9 @@
  * idle carrier; when every carrier is busy it waits in the peer's queue, and
  * the next carrier to come back takes everything queued (up to a count and a
  * size) as one MULTI frame. So a lone call costs one plain round trip, and a
- * crowd of concurrent calls shares a few frames instead of a hop each.
+ * crowd of concurrent calls shares a few frames instead of a hop each. A
+ * carrier whose reply finds nothing queued is idle again before that
+ * reply's callbacks run, so the callers they wake send at once.
  *
  * Completion callbacks run on nng's threads with no peer lock held.
  */
@@ -55,19 +57,19 @@ struct net_peer {
     int closing;
 };
 
-int net_batch_frames(void)
+int net_batch_frames(int dflt)
 {
-    static int cached = -1;
+    static int cached = -2;     /* -1: not set in the environment */
     int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
 
-    if (v < 0) {
+    if (v == -2) {
         const char *env = getenv("SHARDEX_BATCH_FRAMES");
         char *end = NULL;
         long l = env && *env ? strtol(env, &end, 10) : -1;
-        v = (end && *end == '\0' && l >= 0 && l <= 1024) ? (int)l : NET_BATCH_FRAMES;
+        v = (end && *end == '\0' && l >= 0 && l <= 1024) ? (int)l : -1;
         __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
     }
-    return v;
+    return v >= 0 ? v : dflt;
 }
 
 /* Completes and frees every call of list ents with err. */
@@ -188,6 +190,37 @@ static void car_next(peer_car *car)
     }
 }
 
+/* Every idle carrier takes a frame's worth while calls are queued. Call
+ * with p->mu held; returns with it released. */
+static void pump_locked(net_peer *p)
+{
+    for (int i = 0; i < p->ncars && p->head != NULL && !p->closing; i++) {
+        peer_car *car = &p->cars[i];
+        if (car->busy)
+            continue;
+        car->busy = 1;
+        if (!take_locked(p, car)) {
+            car->busy = 0;
+            break;
+        }
+        pthread_mutex_unlock(&p->mu);
+        int rc = car_send(car);
+        if (rc != 0) {
+            ents_fail(car->ents, rc);
+            car->ents = NULL;
+            car_next(car);
+        }
+        pthread_mutex_lock(&p->mu);
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+static void peer_pump(net_peer *p)
+{
+    pthread_mutex_lock(&p->mu);
+    pump_locked(p);
+}
+
 /* True when reply frame p..n is the server's "did not fit the MULTI
  * frame" marker (not a handler's own SX_ETOOBIG, which must not be
  * resent: the request ran). */
@@ -218,23 +251,24 @@ static void requeue_solo(net_peer *p, peer_ent *first, peer_ent *last)
     pthread_mutex_unlock(&p->mu);
 }
 
-/* Hands reply frame m of car's frame to each call. */
-static void car_deliver(peer_car *car, nng_msg *m)
+/* Hands reply frame m of a frame of n calls (list e, taken off its
+ * carrier) to each call. Returns true if calls whose replies did not fit
+ * were queued again (solo): idle carriers must then be started. */
+static bool car_deliver(net_peer *p, peer_ent *e, uint32_t n, nng_msg *m)
 {
     const uint8_t *body = nng_msg_body(m);
     size_t len = nng_msg_len(m);
-    peer_ent *e = car->ents;
 
-    if (car->n == 1) {
+    if (n == 1) {
         e->done(e->arg, 0, body, len);
         free(e);
-        return;
+        return false;
     }
     msg_MULTI_rep rep;
     char why[128];
     int rc = msg_decode_rep(MSG_MULTI, body, len, &rep, why, sizeof(why));
-    if (rc == 0 && rep.frames.n != car->n) {
-        LOG_ERROR("MULTI reply holds %u frames for %u requests", rep.frames.n, car->n);
+    if (rc == 0 && rep.frames.n != n) {
+        LOG_ERROR("MULTI reply holds %u frames for %u requests", rep.frames.n, n);
         rc = SX_EPROTO;
     } else if (rc != 0) {
         LOG_ERROR("MULTI refused: %s", why);
@@ -242,7 +276,7 @@ static void car_deliver(peer_car *car, nng_msg *m)
     if (rc != 0) {
         msg_free_rep(MSG_MULTI, &rep);
         ents_fail(e, rc);
-        return;
+        return false;
     }
     peer_ent *rfirst = NULL, *rlast = NULL;
     for (uint32_t i = 0; e; i++) {
@@ -261,9 +295,12 @@ static void car_deliver(peer_car *car, nng_msg *m)
         e = next;
     }
     msg_free_rep(MSG_MULTI, &rep);
-    if (rfirst)
-        requeue_solo(car->p, rfirst, rlast);
+    if (rfirst == NULL)
+        return false;
+    requeue_solo(p, rfirst, rlast);
+    return true;
 }
+
 
 static void car_cb(void *arg)
 {
@@ -287,10 +324,36 @@ static void car_cb(void *arg)
         return;
     }
     nng_msg *m = nng_aio_get_msg(car->aio);
+    net_peer *p = car->p;
+    peer_ent *ents = car->ents;
+    uint32_t n = car->n;
+    bool idle = false;
+
     nng_aio_set_msg(car->aio, NULL);
-    car_deliver(car, m);
-    car->ents = NULL;
+    /* Nothing queued: the carrier goes idle before the callbacks run. A
+     * callback may wake a caller whose next call would otherwise find the
+     * carrier still held by this thread (which a busy host may not run
+     * again for a while) and wait for it. With calls queued, the callbacks
+     * run first, so the calls they make join the next frame. car is not
+     * touched once idle: another thread may already be using it. */
+    if (!car->solo) {
+        pthread_mutex_lock(&p->mu);
+        if (p->head == NULL) {
+            car->busy = 0;
+            car->ents = NULL;
+            car->n = 0;
+            idle = true;
+        }
+        pthread_mutex_unlock(&p->mu);
+    }
+    bool requeued = car_deliver(p, ents, n, m);
     nng_msg_free(m);
+    if (idle) {
+        if (requeued)
+            peer_pump(p);
+        return;
+    }
+    car->ents = NULL;
     car_next(car);
 }
 
@@ -364,7 +427,6 @@ static peer_ent *ent_new(const net_peer_call *c, int timeout_ms, bool solo)
 int net_peer_submit_n(net_peer *p, const net_peer_call *calls, int n, int timeout_ms)
 {
     peer_ent *first = NULL, *last = NULL;
-    peer_car *car = NULL;
 
     if (n <= 0)
         return 0;
@@ -399,26 +461,7 @@ int net_peer_submit_n(net_peer *p, const net_peer_call *calls, int n, int timeou
     else
         p->head = first;
     p->tail = last;
-    /* every idle context takes a frame's worth while calls are queued */
-    for (int i = 0; i < p->ncars && p->head != NULL; i++) {
-        car = &p->cars[i];
-        if (car->busy)
-            continue;
-        car->busy = 1;
-        if (!take_locked(p, car)) {
-            car->busy = 0;
-            break;
-        }
-        pthread_mutex_unlock(&p->mu);
-        int rc = car_send(car);
-        if (rc != 0) {
-            ents_fail(car->ents, rc);
-            car->ents = NULL;
-            car_next(car);
-        }
-        pthread_mutex_lock(&p->mu);
-    }
-    pthread_mutex_unlock(&p->mu);
+    pump_locked(p);
     return 0;
 }
 

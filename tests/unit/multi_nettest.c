@@ -12,6 +12,10 @@
  *      several threads ride ONE MULTI frame; every call gets its own reply;
  *      net_call_all over an idle peer sends one MULTI (a solo job beside);
  *      net_peer_submit_n sends one frame; a solo call passes a held one;
+ *   1c. a carrier whose reply finds nothing queued is idle before the
+ *      reply's callback runs (a call made there reaches the server while
+ *      that callback still runs); with calls queued, the callback's
+ *      call joins them in the next frame;
  *   2. order and errors: a MULTI mixing successes and error replies (and a
  *      handler's own SX_ETOOBIG) answers each call with its own frame;
  *   3. raw REQ socket: MULTI of 3 in order, empty MULTI, malformed and
@@ -222,6 +226,97 @@ static void test_submit_n_solo(const char *px_url, const char *srv_url, proxy *p
     }
     CHECK(is_echo(calls[0].resp, calls[0].resp_n, 300));
     CHECK(is_echo(calls[1].resp, calls[1].resp_n, 301));
+    pthread_mutex_unlock(&g_mu);
+    pcall_free(calls, 4);
+    peer_done(p, sock);
+}
+
+/* ---- 1c. when a carrier comes back: before or after its callbacks ---- */
+
+/* A call whose done callback submits another call (next) on the same peer
+ * and, when wait_ms > 0, waits that long for the server's handler to have
+ * run echo_runs echo requests before returning. (Not for next's reply: nng
+ * may run this callback on the thread that reads the connection.) */
+typedef struct chain {
+    pcall *self;
+    pcall *next;
+    net_peer *p;
+    int wait_ms;
+    int echo_runs;
+    bool next_sent;     /* next reached the server while self's callback ran */
+} chain;
+
+static void chain_done(void *arg, int err, const uint8_t *resp, size_t n)
+{
+    chain *c = arg;
+
+    pcall_done(c->self, err, resp, n);
+    pcall_submit(c->p, c->next);
+    if (c->wait_ms > 0)
+        c->next_sent = wait_ge_for(&g_runs[K_ECHO], c->echo_runs, c->wait_ms);
+}
+
+static void test_carrier_return(const char *px_url, proxy *px)
+{
+    nng_socket sock;
+    net_peer *p;
+    pcall calls[4];
+    chain ch;
+
+    /* Nothing queued when a reply comes: the one carrier is idle before
+     * the reply's callback runs, so a call made there goes out (and
+     * reaches the server) while that callback still runs. */
+    reset_state();
+    proxy_reset(px);
+    p = peer_open(px_url, 1, &sock);
+    pcall_init(&calls[0], "echo", 400);
+    pcall_init(&calls[1], "echo", 401);
+    ch = (chain){ .self = &calls[0], .next = &calls[1], .p = p, .wait_ms = 5000,
+                  .echo_runs = 2 };
+    calls[0].submit_rc = net_peer_submit(p, calls[0].req, calls[0].req_n, WAIT_MS,
+                                         chain_done, &ch);
+    CHECK(wait_ge(&g_finished, 2));
+    pthread_mutex_lock(&g_mu);
+    CHECK_INT(calls[0].submit_rc, 0);
+    CHECK_INT(calls[1].submit_rc, 0);
+    CHECK(is_echo(calls[0].resp, calls[0].resp_n, 400));
+    CHECK(is_echo(calls[1].resp, calls[1].resp_n, 401));
+    CHECK_INT(px->nframes, 2);
+    CHECK_INT(px->inner[1], 0);     /* the chained call alone, plain */
+    pthread_mutex_unlock(&g_mu);
+    CHECK(ch.next_sent);
+    pcall_free(calls, 2);
+    peer_done(p, sock);
+
+    /* Calls queued when a reply comes: its callback runs first, and the
+     * call it makes joins the queued ones in the next frame. */
+    reset_state();
+    proxy_reset(px);
+    p = peer_open(px_url, 1, &sock);
+    pcall_init(&calls[0], "gate0", 410);
+    pcall_init(&calls[1], "echo", 411);
+    pcall_init(&calls[2], "echo", 412);
+    pcall_init(&calls[3], "echo", 413);
+    ch = (chain){ .self = &calls[0], .next = &calls[3], .p = p, .wait_ms = 0 };
+    calls[0].submit_rc = net_peer_submit(p, calls[0].req, calls[0].req_n, WAIT_MS,
+                                         chain_done, &ch);
+    CHECK(wait_ge(&g_gate_waiting[0], 1));
+    pcall_submit(p, &calls[1]);         /* queued behind the held carrier */
+    pcall_submit(p, &calls[2]);
+    set_int(&g_gate_open[0], 1);
+    CHECK(wait_ge(&g_finished, 4));
+    pthread_mutex_lock(&g_mu);
+    for (int i = 0; i < 4; i++) {
+        CHECK_INT(calls[i].submit_rc, 0);
+        CHECK_INT(calls[i].ndone, 1);
+        CHECK_INT(calls[i].err, 0);
+    }
+    CHECK(is_echo(calls[0].resp, calls[0].resp_n, 410));
+    for (int i = 1; i < 4; i++)
+        CHECK(is_echo(calls[i].resp, calls[i].resp_n, 410 + i));
+    CHECK_INT(px->nframes, 2);
+    CHECK_INT(px->inner[0], 0);
+    CHECK_INT(px->inner[1], 3);     /* 411, 412 and the callback's 413 */
     pthread_mutex_unlock(&g_mu);
     pcall_free(calls, 4);
     peer_done(p, sock);
@@ -798,6 +893,7 @@ int main(void)
 
     test_coalescing(px_url, &px);
     test_submit_n_solo(px_url, srv_url, &px);
+    test_carrier_return(px_url, &px);
     test_order_errors(px_url, &px);
     test_raw(srv_url);
     test_oversize(px_url, &px);
