@@ -50,12 +50,16 @@ typedef struct net_peer net_peer;
 #define NET_MULTI_MAX 256
 
 /* Frames in flight per net_peer: SHARDEX_BATCH_FRAMES from the
- * environment, else NET_BATCH_FRAMES; 0 turns coalescing off, and then
- * peers get NET_PEER_ALONE contexts, so that every call goes alone (still
- * asynchronous: a router fiber waiting on it parks). Read once. */
-#define NET_BATCH_FRAMES 2
+ * environment, else dflt (NET_BATCH_FRAMES_CLIENT in libshardex,
+ * NET_BATCH_FRAMES_ROUTER in the router: measured best for each, see
+ * docs/PERFORMANCE.md); 0 turns coalescing off, and then peers get
+ * NET_PEER_ALONE contexts, so that every call goes alone (still
+ * asynchronous: a router fiber waiting on it parks). The environment is
+ * read once. */
+#define NET_BATCH_FRAMES_CLIENT 2
+#define NET_BATCH_FRAMES_ROUTER 1
 #define NET_PEER_ALONE 1024
-int net_batch_frames(void);
+int net_batch_frames(int dflt);
 
 /* Completion of a peer call: err 0 and the reply frame resp..n (borrowed:
  * valid only during the callback), or err an sx_err and resp NULL. Runs on

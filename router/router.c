@@ -64,9 +64,8 @@ int rt_new(const sx_config *cfg, int self, router **out)
             LOG_ERROR("router: cannot watch the connection to %s", cfg->nodes[i].name);
             goto fail;
         }
-        rc = net_peer_open(rt->socks[i],
-                           net_batch_frames() > 0 ? net_batch_frames() : NET_PEER_ALONE,
-                           &rt->peers[i]);
+        int frames = net_batch_frames(NET_BATCH_FRAMES_ROUTER);
+        rc = net_peer_open(rt->socks[i], frames > 0 ? frames : NET_PEER_ALONE, &rt->peers[i]);
         if (rc != 0) {
             LOG_ERROR("router: cannot open calls to %s: %s", cfg->nodes[i].name,
                       sx_strerror(rc));

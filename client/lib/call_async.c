@@ -34,7 +34,7 @@ int cl_async_init(sx_client *c)
 
 int cl_async_peers(sx_client *c)
 {
-    int frames = net_batch_frames();
+    int frames = net_batch_frames(NET_BATCH_FRAMES_CLIENT);
 
     c->peers = calloc((size_t)c->nrouters, sizeof *c->peers);
     if (!c->peers)
