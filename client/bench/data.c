@@ -24,7 +24,8 @@ void data_pair(uint64_t p, char *t, char *l)
 {
     unsigned town = (unsigned)((p / DATA_NAMES) % 10000000u);
     snprintf(t, 16, "%c%05u", 'A' + (int)(town % 26), town);
-    snprintf(l, 16, "n%05u", (unsigned)(p % DATA_NAMES));
+    unsigned last = (unsigned)(p % DATA_NAMES);
+    snprintf(l, 16, "%c%05u", 'A' + (int)(last % 26), last);
 }
 
 void data_payload(uint64_t seed, uint64_t id, char *out)

@@ -7,10 +7,12 @@
  *   pair p = i % (n / 10), town = T(p / 100), lastname = L(p % 100),
  *   so every (town, lastname) pair holds exactly 10 items;
  *   T(t) = letter 'A' + t % 26 followed by t in 5 digits ("B00001"),
- *   L(l) = "n" followed by l in 5 digits ("n00042");
+ *   L(l) = letter 'A' + l % 26 followed by l in 5 digits ("Q00042");
  *   payload = 100 printable characters from a seeded generator.
- * Towns start with every letter, so index entries straddle the index
- * partitions' split point "M".
+ * Towns and last names start with every letter, so the entries of an index
+ * on either straddle the index partitions' split point "M" (until
+ * session 4 every last name started with "n", which put a whole last-name
+ * index on one index node).
  */
 #ifndef SX_BENCH_DATA_H
 #define SX_BENCH_DATA_H
