@@ -28,7 +28,13 @@ int ldb_open(const char *dir, ldb **out)
     leveldb_options_set_paranoid_checks(d->opts, 1);
     leveldb_options_set_cache(d->opts, d->cache);
     leveldb_options_set_filter_policy(d->opts, d->filter);
-    leveldb_options_set_write_buffer_size(d->opts, 8u << 20);
+    /* Large memtables: a bulk load of 1,000,000 items with 2 indexes ran
+     * 15-40 % faster with 64 MiB than with 8 MiB (the index nodes' CPU
+     * 23 s -> 12 s: fewer level-0 files, less compaction). The cost: up to
+     * two memtables (128 MiB) per leveldb under heavy writes, and up to
+     * 64 MiB of log to replay when a node restarts. */
+    leveldb_options_set_write_buffer_size(d->opts, 64u << 20);
+    leveldb_options_set_max_file_size(d->opts, 8u << 20);
     leveldb_writeoptions_set_sync(d->wsync, 1);
     d->db = leveldb_open(d->opts, dir, &err);
     if (err != NULL) {
