@@ -14,6 +14,13 @@ uint64_t rng_next(uint64_t *s)
     return x * 0x2545F4914F6CDD1DULL;
 }
 
+void data_fresh_pair(uint64_t p, char *t, char *l)
+{
+    data_pair(p, t, l);
+    l[6] = 'w';
+    l[7] = '\0';
+}
+
 uint64_t data_npairs(uint64_t n)
 {
     uint64_t p = n / DATA_PER_PAIR;

@@ -27,6 +27,10 @@
 
 /* Town and last name of the pair p into t[16] and l[16]. */
 void data_pair(uint64_t p, char *t, char *l);
+/* Town of pair p and a last name outside the data set (L(p % 100) then
+ * "w", e.g. "Q00042w") into t[16] and l[16]: what new items get (W1, W7's
+ * background load). */
+void data_fresh_pair(uint64_t p, char *t, char *l);
 /* Number of pairs in a data set of n items. */
 uint64_t data_npairs(uint64_t n);
 /* Payload of item id under seed into out[DATA_PAYLOAD + 1]. */

@@ -126,8 +126,7 @@ int bench_lag(bench *b, double *write_rate)
                 break;
             }
             char tw[16], l[16];
-            data_pair(rng_next(&rng) % data_npairs(b->n), tw, l);
-            l[0] = 'w';
+            data_fresh_pair(rng_next(&rng) % data_npairs(b->n), tw, l);
             sx_item *it = data_item_with(b->seed, b->id_base + sent, tw, l);
             __atomic_fetch_add(&g.inflight, 1, __ATOMIC_RELAXED);
             int rc = it ? sx_put_async(b->c, b->table, it, bg_done, &g) : SX_ENOMEM;

@@ -192,8 +192,7 @@ static void issue_fresh_put(slot *s)
 {
     char t[16], l[16];
     uint64_t k = __atomic_fetch_add(&s->b->next, 1, __ATOMIC_RELAXED);
-    data_pair(rng_next(&s->rng) % data_npairs(s->b->n), t, l);
-    l[0] = 'w';            /* a last name outside the data set's pairs */
+    data_fresh_pair(rng_next(&s->rng) % data_npairs(s->b->n), t, l);
     issue_put(s, s->b->id_base + k, t, l);
 }
 
