@@ -219,11 +219,7 @@ static void test_submit_n_solo(const char *px_url, const char *srv_url, proxy *p
     set_int(&g_gate_open[0], 1);
     CHECK(wait_ge(&g_finished, 4));
     pthread_mutex_lock(&g_mu);
-    for (int i = 0; i < 4; i++) {
-        CHECK_INT(calls[i].submit_rc, 0);
-        CHECK_INT(calls[i].ndone, 1);
-        CHECK_INT(calls[i].err, 0);
-    }
+    check_calls_ok(calls, 4);
     CHECK(is_echo(calls[0].resp, calls[0].resp_n, 300));
     CHECK(is_echo(calls[1].resp, calls[1].resp_n, 301));
     pthread_mutex_unlock(&g_mu);
@@ -306,11 +302,7 @@ static void test_carrier_return(const char *px_url, proxy *px)
     set_int(&g_gate_open[0], 1);
     CHECK(wait_ge(&g_finished, 4));
     pthread_mutex_lock(&g_mu);
-    for (int i = 0; i < 4; i++) {
-        CHECK_INT(calls[i].submit_rc, 0);
-        CHECK_INT(calls[i].ndone, 1);
-        CHECK_INT(calls[i].err, 0);
-    }
+    check_calls_ok(calls, 4);
     CHECK(is_echo(calls[0].resp, calls[0].resp_n, 410));
     for (int i = 1; i < 4; i++)
         CHECK(is_echo(calls[i].resp, calls[i].resp_n, 410 + i));

@@ -550,6 +550,15 @@ void pcall_init(pcall *c, const char *table, int id)
     pcall_init_t(c, MSG_GET, table, id);
 }
 
+void check_calls_ok(const pcall *c, int n)
+{
+    for (int i = 0; i < n; i++) {
+        CHECK_INT(c[i].submit_rc, 0);
+        CHECK_INT(c[i].ndone, 1);
+        CHECK_INT(c[i].err, 0);
+    }
+}
+
 void pcall_submit(net_peer *p, pcall *c)
 {
     c->submit_rc = net_peer_submit(p, c->req, c->req_n, WAIT_MS, pcall_done, c);

@@ -191,6 +191,10 @@ void pcall_init_t(pcall *c, msg_type t, const char *table, int id);
 /* pcall_init_t(c, MSG_GET, table, id). */
 void pcall_init(pcall *c, const char *table, int id);
 
+/* With g_mu held: CHECKs that each of c[0..n) was submitted and completed
+ * exactly once, without error. */
+void check_calls_ok(const pcall *c, int n);
+
 /* Submits c on p (WAIT_MS, done: pcall_done); the result in c->submit_rc. */
 void pcall_submit(net_peer *p, pcall *c);
 
