@@ -4,9 +4,10 @@
  * A request is validated (items, primary keys, shard hashes within the
  * partition) without any lock, then queued. The partition's committer
  * thread takes everything queued, and under the partition's write lock
- * computes for every operation the old fact (or an earlier operation's
- * result in the same group), the new version, the fact change and one
- * outbox record per changed index entry, writes all of it plus the
+ * computes for every operation, in fact-key order (stable, so one key's
+ * operations keep their queue order), the old fact (or an earlier
+ * operation's result in the same group), the new version, the fact change
+ * and one outbox record per changed index entry, writes all of it plus the
  * partition metadata in ONE synced WriteBatch, then answers the group.
  * While it syncs, the next group gathers in the queue.
  *
@@ -314,6 +315,52 @@ static void group_catalog(st_part *p, st_wreq *list)
     }
 }
 
+/* One operation of a group, for applying the group in key order. */
+typedef struct op_ref {
+    st_wreq *r;
+    const cat_table *t;
+    uint32_t i;
+    uint32_t pos;             /* in queue order */
+} op_ref;
+
+static int op_ref_cmp(const void *a, const void *b)
+{
+    const op_ref *x = a, *y = b;
+    const st_op *ox = &x->r->ops[x->i], *oy = &y->r->ops[y->i];
+    size_t n = ox->kn < oy->kn ? ox->kn : oy->kn;
+    int c = memcmp(x->r->keys.p + ox->koff, y->r->keys.p + oy->koff, n);
+
+    if (c == 0)
+        c = ox->kn < oy->kn ? -1 : ox->kn > oy->kn;
+    if (c == 0)
+        c = x->pos < y->pos ? -1 : x->pos > y->pos;
+    return c;
+}
+
+/* The group's operations (of requests not already failed) sorted by fact
+ * key, stable: one key's operations keep their queue order, so the
+ * outcome is queue order's, while the lookups and the memtable inserts
+ * walk leveldb's skiplist in order and stay in cache. NULL when out of
+ * memory; *n is the count. */
+static op_ref *sorted_ops(st_part *p, st_wreq *list, size_t nops, size_t *n)
+{
+    op_ref *refs = malloc((nops ? nops : 1) * sizeof(*refs));
+
+    *n = 0;
+    if (refs == NULL)
+        return NULL;
+    for (st_wreq *r = list; r; r = r->next) {
+        if (r->err != 0)
+            continue;
+        const cat_table *t = cat_table_by_id(p->cat, (uint32_t)r->rq->table_id);
+        for (uint32_t i = 0; i < r->n; i++, (*n)++)
+            refs[*n] = (op_ref){ r, t, i, (uint32_t)*n };
+    }
+    if (*n > 1)
+        qsort(refs, *n, sizeof(*refs), op_ref_cmp);
+    return refs;
+}
+
 /* The committer's work for one group: compute, write one synced batch. */
 static void run_group(st_part *p, st_wreq *list)
 {
@@ -321,6 +368,7 @@ static void run_group(st_part *p, st_wreq *list)
     size_t nops = 0, applied = 0;
     uint64_t pending = 0;
     gmap m = { 0 };
+    op_ref *refs = NULL;
     int rc = b ? 0 : SX_ENOMEM;
 
     pthread_mutex_lock(&p->wlock);
@@ -329,16 +377,11 @@ static void run_group(st_part *p, st_wreq *list)
         nops += r->n;
     if (rc == 0)
         rc = gm_init(&m, nops);
-    for (st_wreq *r = list; rc == 0 && r; r = r->next) {
-        const cat_table *t;
-
-        if (r->err != 0)
-            continue;
-        t = cat_table_by_id(p->cat, (uint32_t)r->rq->table_id);
-        for (uint32_t i = 0; rc == 0 && i < r->n; i++)
-            rc = apply_op(p, b, &m, t, r, i, &pending);
-        applied += r->n;
-    }
+    if (rc == 0 && (refs = sorted_ops(p, list, nops, &applied)) == NULL)
+        rc = SX_ENOMEM;
+    for (size_t k = 0; rc == 0 && k < applied; k++)
+        rc = apply_op(p, b, &m, refs[k].t, refs[k].r, refs[k].i, &pending);
+    free(refs);
     if (rc != 0)
         st_commit_abort(p);
     else if (applied > 0)   /* else every request failed: nothing to write */
