@@ -301,7 +301,6 @@ static bool car_deliver(net_peer *p, peer_ent *e, uint32_t n, nng_msg *m)
     return true;
 }
 
-
 static void car_cb(void *arg)
 {
     peer_car *car = arg;
