@@ -7,8 +7,8 @@
  * the next carrier to come back takes everything queued (up to a count and a
  * size) as one MULTI frame. So a lone call costs one plain round trip, and a
  * crowd of concurrent calls shares a few frames instead of a hop each. A
- * carrier whose reply finds nothing queued is idle again before that
- * reply's callbacks run, so the callers they wake send at once.
+ * carrier whose lone call's reply finds nothing queued is idle again
+ * before that call's callback runs, so the caller it wakes sends at once.
  *
  * Completion callbacks run on nng's threads with no peer lock held.
  */
@@ -215,12 +215,6 @@ static void pump_locked(net_peer *p)
     pthread_mutex_unlock(&p->mu);
 }
 
-static void peer_pump(net_peer *p)
-{
-    pthread_mutex_lock(&p->mu);
-    pump_locked(p);
-}
-
 /* True when reply frame p..n is the server's "did not fit the MULTI
  * frame" marker (not a handler's own SX_ETOOBIG, which must not be
  * resent: the request ran). */
@@ -252,9 +246,9 @@ static void requeue_solo(net_peer *p, peer_ent *first, peer_ent *last)
 }
 
 /* Hands reply frame m of a frame of n calls (list e, taken off its
- * carrier) to each call. Returns true if calls whose replies did not fit
- * were queued again (solo): idle carriers must then be started. */
-static bool car_deliver(net_peer *p, peer_ent *e, uint32_t n, nng_msg *m)
+ * carrier) to each call; calls whose replies did not fit a MULTI frame go
+ * back to the head of the queue, solo (only when n > 1). */
+static void car_deliver(net_peer *p, peer_ent *e, uint32_t n, nng_msg *m)
 {
     const uint8_t *body = nng_msg_body(m);
     size_t len = nng_msg_len(m);
@@ -262,7 +256,7 @@ static bool car_deliver(net_peer *p, peer_ent *e, uint32_t n, nng_msg *m)
     if (n == 1) {
         e->done(e->arg, 0, body, len);
         free(e);
-        return false;
+        return;
     }
     msg_MULTI_rep rep;
     char why[128];
@@ -276,7 +270,7 @@ static bool car_deliver(net_peer *p, peer_ent *e, uint32_t n, nng_msg *m)
     if (rc != 0) {
         msg_free_rep(MSG_MULTI, &rep);
         ents_fail(e, rc);
-        return false;
+        return;
     }
     peer_ent *rfirst = NULL, *rlast = NULL;
     for (uint32_t i = 0; e; i++) {
@@ -295,10 +289,8 @@ static bool car_deliver(net_peer *p, peer_ent *e, uint32_t n, nng_msg *m)
         e = next;
     }
     msg_free_rep(MSG_MULTI, &rep);
-    if (rfirst == NULL)
-        return false;
-    requeue_solo(p, rfirst, rlast);
-    return true;
+    if (rfirst)
+        requeue_solo(p, rfirst, rlast);
 }
 
 static void car_cb(void *arg)
@@ -329,13 +321,17 @@ static void car_cb(void *arg)
     bool idle = false;
 
     nng_aio_set_msg(car->aio, NULL);
-    /* Nothing queued: the carrier goes idle before the callbacks run. A
-     * callback may wake a caller whose next call would otherwise find the
-     * carrier still held by this thread (which a busy host may not run
-     * again for a while) and wait for it. With calls queued, the callbacks
-     * run first, so the calls they make join the next frame. car is not
-     * touched once idle: another thread may already be using it. */
-    if (!car->solo) {
+    /* A lone call's reply with nothing queued: the carrier goes idle
+     * before the callback runs. The callback may wake a caller whose next
+     * call would otherwise find the carrier still held by this thread
+     * (which a busy host may not run again for a while) and wait for it.
+     * With calls queued, the callbacks run first, so the calls they make
+     * join the next frame. Only a plain frame's reply, which never queues
+     * calls again (a MULTI's may: replies too large to share it), so this
+     * thread never starts another carrier, which net_peer_close could be
+     * shutting meanwhile. car is not touched once idle: another thread may
+     * already be using it. */
+    if (!car->solo && n == 1) {
         pthread_mutex_lock(&p->mu);
         if (p->head == NULL) {
             car->busy = 0;
@@ -345,13 +341,10 @@ static void car_cb(void *arg)
         }
         pthread_mutex_unlock(&p->mu);
     }
-    bool requeued = car_deliver(p, ents, n, m);
+    car_deliver(p, ents, n, m);
     nng_msg_free(m);
-    if (idle) {
-        if (requeued)
-            peer_pump(p);
+    if (idle)
         return;
-    }
     car->ents = NULL;
     car_next(car);
 }

@@ -12,8 +12,8 @@
  *      several threads ride ONE MULTI frame; every call gets its own reply;
  *      net_call_all over an idle peer sends one MULTI (a solo job beside);
  *      net_peer_submit_n sends one frame; a solo call passes a held one;
- *   1c. a carrier whose reply finds nothing queued is idle before the
- *      reply's callback runs (a call made there reaches the server while
+ *   1c. a carrier whose reply to a lone call finds nothing queued is idle
+ *      before the call's callback runs (a call made there reaches the server while
  *      that callback still runs); with calls queued, the callback's
  *      call joins them in the next frame;
  *   2. order and errors: a MULTI mixing successes and error replies (and a
@@ -259,9 +259,9 @@ static void test_carrier_return(const char *px_url, proxy *px)
     pcall calls[4];
     chain ch;
 
-    /* Nothing queued when a reply comes: the one carrier is idle before
-     * the reply's callback runs, so a call made there goes out (and
-     * reaches the server) while that callback still runs. */
+    /* Nothing queued when a lone call's reply comes: the one carrier is
+     * idle before the call's callback runs, so a call made there goes out
+     * (and reaches the server) while that callback still runs. */
     reset_state();
     proxy_reset(px);
     p = peer_open(px_url, 1, &sock);
