@@ -200,7 +200,6 @@ int catcache_peek(catcache *cc, uint64_t min_version, const sx_catalog **cat)
 
 /* Beyond the header's codes: SX_ESTALECAT when the catalog node answered
  * but its catalog is still older than min_version. */
-
 int catcache_get(catcache *cc, uint64_t min_version, const sx_catalog **cat)
 {
     uint64_t gen;

@@ -157,6 +157,14 @@ static int car_send(peer_car *car)
     return 0;
 }
 
+/* Marks car idle, holding no calls. Call with p->mu held. */
+static void car_idle_locked(peer_car *car)
+{
+    car->busy = 0;
+    car->ents = NULL;
+    car->n = 0;
+}
+
 /* car is done with its frame: start the next one from the queue, or go
  * idle. */
 static void car_next(peer_car *car)
@@ -165,9 +173,7 @@ static void car_next(peer_car *car)
 
     if (car->solo) {
         pthread_mutex_lock(&p->mu);
-        car->busy = 0;
-        car->ents = NULL;
-        car->n = 0;
+        car_idle_locked(car);
         car->next_free = p->solo_free;
         p->solo_free = car;
         pthread_mutex_unlock(&p->mu);
@@ -176,9 +182,7 @@ static void car_next(peer_car *car)
     for (;;) {
         pthread_mutex_lock(&p->mu);
         if (!take_locked(p, car)) {
-            car->busy = 0;
-            car->ents = NULL;
-            car->n = 0;
+            car_idle_locked(car);
             pthread_mutex_unlock(&p->mu);
             return;
         }
@@ -194,7 +198,7 @@ static void car_next(peer_car *car)
  * with p->mu held; returns with it released. */
 static void pump_locked(net_peer *p)
 {
-    for (int i = 0; i < p->ncars && p->head != NULL && !p->closing; i++) {
+    for (int i = 0; i < p->ncars && p->head != NULL; i++) {
         peer_car *car = &p->cars[i];
         if (car->busy)
             continue;
@@ -334,9 +338,7 @@ static void car_cb(void *arg)
     if (!car->solo && n == 1) {
         pthread_mutex_lock(&p->mu);
         if (p->head == NULL) {
-            car->busy = 0;
-            car->ents = NULL;
-            car->n = 0;
+            car_idle_locked(car);
             idle = true;
         }
         pthread_mutex_unlock(&p->mu);

@@ -2,6 +2,7 @@
  * data.c — the customers data set (see data.h).
  */
 #include <stdio.h>
+#include <string.h>
 #include "data.h"
 
 uint64_t rng_next(uint64_t *s)
@@ -17,8 +18,9 @@ uint64_t rng_next(uint64_t *s)
 void data_fresh_pair(uint64_t p, char *t, char *l)
 {
     data_pair(p, t, l);
-    l[6] = 'w';
-    l[7] = '\0';
+    size_t n = strlen(l);      /* 6 of l's 16 bytes */
+    l[n] = 'w';
+    l[n + 1] = '\0';
 }
 
 uint64_t data_npairs(uint64_t n)
