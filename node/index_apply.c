@@ -3,14 +3,18 @@
  * commit (concurrent batches from many sources share one synced leveldb
  * WriteBatch), and the apply rules of index_rules.h against stored entries.
  *
- * Group commit: each caller queues an op and waits; a caller that finds no
- * leader becomes it, takes the queued ops (bounded), and under apply_mu
- * drops redeliveries and advances watermarks op by op in queue order, then
+ * Group commit: a request is validated on the thread that received it and
+ * queued; the partition's committer thread takes the queued ops (bounded),
+ * and under apply_mu drops redeliveries and advances watermarks op by op in
+ * queue order, then
  * applies the records sorted by key (stable: one key's records keep queue
  * order, so the outcome is queue order's) with an in-memory overlay so
  * later records in the group see earlier ones, writes one synced batch
  * (entries, tombstone records, watermarks, counters), publishes the new
- * state and wakes everyone in the group.
+ * state and answers every op of the group: an asynchronous one through its
+ * callback (the index node's deferred I_APPLY: no worker thread sleeps
+ * through the sync, and no leader/follower hand-off), a synchronous one by
+ * waking its caller.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +36,9 @@ typedef struct ix_apply_op {
     int src;                    /* position in p->src */
     int err;
     uint64_t wm;
-    bool done;
+    ix_apply_cb cb;             /* NULL: a synchronous caller waits on done */
+    void *cb_arg;
+    bool done;                  /* guarded by q_mu */
     struct ix_apply_op *next;
 } ix_apply_op;
 
@@ -382,6 +388,126 @@ static ix_apply_op *take_group(ix_part *p, size_t *nrec)
     return head;
 }
 
+/* Answers the ops of a group run_group has finished: callbacks first (an
+ * op with one is freed here), then the synchronous callers, which may
+ * return (and drop their op) as soon as they see done. */
+static void finish_group(ix_part *p, ix_apply_op *group)
+{
+    ix_apply_op *waiting = NULL, *o, *nx;
+    char msg[96];
+
+    for (o = group; o != NULL; o = nx) {
+        nx = o->next;
+        if (o->cb == NULL) {
+            o->next = waiting;
+            waiting = o;
+            continue;
+        }
+        if (o->err != 0)
+            snprintf(msg, sizeof(msg), "apply failed: %s", sx_strerror(o->err));
+        o->cb(o->cb_arg, o->err, o->wm, o->err != 0 ? msg : "");
+        free(o);
+    }
+    if (waiting == NULL)
+        return;
+    pthread_mutex_lock(&p->q_mu);
+    for (o = waiting; o != NULL; o = nx) {
+        nx = o->next;
+        o->done = true;
+    }
+    pthread_cond_broadcast(&p->done_cv);
+    pthread_mutex_unlock(&p->q_mu);
+}
+
+static void *committer_main(void *arg)
+{
+    ix_part *p = arg;
+
+    pthread_mutex_lock(&p->q_mu);
+    for (;;) {
+        if (p->q_head == NULL) {
+            if (p->committer_quit)
+                break;
+            p->committer_idle = true;
+            pthread_cond_wait(&p->commit_cv, &p->q_mu);
+            p->committer_idle = false;
+            continue;
+        }
+        size_t nrec;
+        ix_apply_op *g = take_group(p, &nrec);
+
+        pthread_mutex_unlock(&p->q_mu);
+        run_group(p, g, nrec);
+        finish_group(p, g);
+        pthread_mutex_lock(&p->q_mu);
+    }
+    pthread_mutex_unlock(&p->q_mu);
+    return NULL;
+}
+
+int ix_committer_start(ix_part *p)
+{
+    if (pthread_create(&p->committer, NULL, committer_main, p) != 0)
+        return SX_EINTERNAL;
+    p->committer_started = true;
+    return 0;
+}
+
+void ix_committer_stop(ix_part *p)
+{
+    pthread_mutex_lock(&p->q_mu);
+    p->stopping = true;
+    p->committer_quit = true;
+    pthread_cond_signal(&p->commit_cv);
+    pthread_mutex_unlock(&p->q_mu);
+    if (p->committer_started)
+        pthread_join(p->committer, NULL);
+    p->committer_started = false;
+}
+
+/* Validates m and queues op for it; see ix_part_apply_start. */
+static int enqueue(ix_part *p, ix_apply_op *op, const msg_I_APPLY_req *m,
+                   char *err, size_t errlen)
+{
+    int rc = validate(p, m, &op->src, err, errlen);
+
+    if (rc != 0)
+        return rc;
+    op->m = m;
+    pthread_mutex_lock(&p->q_mu);
+    if (p->stopping) {
+        pthread_mutex_unlock(&p->q_mu);
+        return fail(err, errlen, SX_EUNAVAIL, "node is stopping");
+    }
+    if (p->q_tail)
+        p->q_tail->next = op;
+    else
+        p->q_head = op;
+    p->q_tail = op;
+    if (p->committer_idle) {
+        p->committer_idle = false;      /* one wake-up is enough */
+        pthread_cond_signal(&p->commit_cv);
+    }
+    pthread_mutex_unlock(&p->q_mu);
+    return 0;
+}
+
+int ix_part_apply_start(ix_part *p, const msg_I_APPLY_req *m, ix_apply_cb cb, void *arg,
+                        char *err, size_t errlen)
+{
+    ix_apply_op *op = calloc(1, sizeof(*op));
+    int rc;
+
+    if (op == NULL)
+        return fail(err, errlen, SX_ENOMEM, "out of memory");
+    op->cb = cb;
+    op->cb_arg = arg;
+    rc = enqueue(p, op, m, err, errlen);
+    if (rc != 0)
+        free(op);
+    return rc;
+}
+
 int ix_part_apply(ix_part *p, const msg_I_APPLY_req *m, uint64_t *wm,
                   char *err, size_t errlen)
 {
@@ -389,35 +515,12 @@ int ix_part_apply(ix_part *p, const msg_I_APPLY_req *m, uint64_t *wm,
     int rc;
 
     memset(&op, 0, sizeof(op));
-    rc = validate(p, m, &op.src, err, errlen);
+    rc = enqueue(p, &op, m, err, errlen);
     if (rc != 0)
         return rc;
-    op.m = m;
     pthread_mutex_lock(&p->q_mu);
-    if (p->q_tail)
-        p->q_tail->next = &op;
-    else
-        p->q_head = &op;
-    p->q_tail = &op;
-    while (!op.done) {
-        if (p->leader) {
-            pthread_cond_wait(&p->q_cv, &p->q_mu);
-        } else {
-            size_t nrec;
-            ix_apply_op *g = take_group(p, &nrec), *o, *nx;
-
-            p->leader = true;
-            pthread_mutex_unlock(&p->q_mu);
-            run_group(p, g, nrec);
-            pthread_mutex_lock(&p->q_mu);
-            for (o = g; o != NULL; o = nx) {
-                nx = o->next;
-                o->done = true;
-            }
-            p->leader = false;
-            pthread_cond_broadcast(&p->q_cv);
-        }
-    }
+    while (!op.done)
+        pthread_cond_wait(&p->done_cv, &p->q_mu);
     pthread_mutex_unlock(&p->q_mu);
     if (op.err != 0) {
         snprintf(err, errlen, "apply failed: %s", sx_strerror(op.err));

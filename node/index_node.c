@@ -282,6 +282,63 @@ static void sleep_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
+/* A deferred I_APPLY: its decoded request lives until the reply. */
+typedef struct ix_deferred {
+    msg_I_APPLY_req m;
+    net_reply *r;
+} ix_deferred;
+
+static void deferred_done(void *arg, int err, uint64_t wm, const char *msg)
+{
+    ix_deferred *d = arg;
+    msg_I_APPLY_rep rep;
+    mp_buf out;
+
+    mp_buf_init(&out);
+    if (err != 0) {
+        LOG_WARN("I_APPLY p%llu from %llu: %s", (unsigned long long)d->m.part,
+                 (unsigned long long)d->m.source, msg);
+        msg_encode_err(MSG_I_APPLY, err, msg, &out);
+    } else {
+        memset(&rep, 0, sizeof(rep));
+        rep.watermark = wm;
+        if (msg_encode_rep(MSG_I_APPLY, &rep, &out) != 0 || out.oom) {
+            mp_buf_free(&out);
+            mp_buf_init(&out);
+            msg_encode_err(MSG_I_APPLY, SX_ENOMEM, "out of memory", &out);
+        }
+    }
+    net_reply_send(d->r, &out);
+    mp_buf_free(&out);
+    msg_free_req(MSG_I_APPLY, &d->m);
+    free(d);
+}
+
+/* The server's defer function: an I_APPLY is validated and queued for its
+ * partition's committer right here, and answered by the committer. Anything
+ * else, and any I_APPLY that fails (malformed, unknown partition, invalid,
+ * out of memory, stopping), is declined and runs on a worker, which
+ * answers it with its error. */
+static bool ix_defer(void *arg, msg_type t, const uint8_t *req, size_t len, net_reply *r)
+{
+    ix_node *nd = arg;
+    ix_deferred *d;
+    ix_part *p;
+    char err[160];
+
+    if (t != MSG_I_APPLY || (d = calloc(1, sizeof(*d))) == NULL)
+        return false;
+    d->r = r;
+    if (msg_decode_req(MSG_I_APPLY, req, len, &d->m) != 0 ||
+        (p = find_part(nd, d->m.part)) == NULL ||
+        ix_part_apply_start(p, &d->m, deferred_done, d, err, sizeof(err)) != 0) {
+        msg_free_req(MSG_I_APPLY, &d->m);
+        free(d);
+        return false;
+    }
+    return true;
+}
+
 /* Index range reads and watermarks: local, short, never waiting. */
 static bool ix_quick(msg_type t)
 {
@@ -314,7 +371,11 @@ int ix_node_run(const node_opts *o)
         LOG_ERROR("index node %s: cannot listen on %s", nd.self->name, nd.self->url);
         goto out;
     }
-    net_server_opts so = { .workers = o->workers > 0 ? o->workers : 16, .quick = ix_quick };
+    /* a deferred apply holds its receive context until its group commits:
+     * more contexts than workers */
+    int workers = o->workers > 0 ? o->workers : 16;
+    net_server_opts so = { .workers = workers, .quick = ix_quick, .defer = ix_defer,
+                           .slots = 4 * workers };
     rc = net_server_open(sock, &so, ix_handle, &nd, &srv);
     if (rc != 0) {
         nng_close(sock);

@@ -245,7 +245,8 @@ int ix_part_open(const sx_config *cfg, const cfg_part *cp, const char *data_dir,
     pthread_mutex_init(&p->state_mu, NULL);
     pthread_mutex_init(&p->apply_mu, NULL);
     pthread_mutex_init(&p->q_mu, NULL);
-    pthread_cond_init(&p->q_cv, NULL);
+    pthread_cond_init(&p->commit_cv, NULL);
+    pthread_cond_init(&p->done_cv, NULL);
     if (snprintf(path, sizeof(path), "%s/p%llu", data_dir,
                  (unsigned long long)cp->id) >= (int)sizeof(path)) {
         rc = SX_EINVAL;
@@ -258,6 +259,9 @@ int ix_part_open(const sx_config *cfg, const cfg_part *cp, const char *data_dir,
     if (rc != 0)
         goto fail;
     rc = load_counts(p);
+    if (rc != 0)
+        goto fail;
+    rc = ix_committer_start(p);
     if (rc != 0)
         goto fail;
     LOG_INFO("index p%llu open at %s: %llu entries, %llu tombstones, %d sources",
@@ -276,6 +280,7 @@ void ix_part_close(ix_part *p)
 {
     if (p == NULL)
         return;
+    ix_committer_stop(p);
     ldb_close(p->db);
     free(p->src);
     free(p->wm);
@@ -286,6 +291,7 @@ void ix_part_close(ix_part *p)
     pthread_mutex_destroy(&p->state_mu);
     pthread_mutex_destroy(&p->apply_mu);
     pthread_mutex_destroy(&p->q_mu);
-    pthread_cond_destroy(&p->q_cv);
+    pthread_cond_destroy(&p->commit_cv);
+    pthread_cond_destroy(&p->done_cv);
     free(p);
 }

@@ -14,7 +14,13 @@
  * Locking: apply_mu serialises writers (the group-commit leader and the
  * tombstone collector); state_mu guards the published watermarks, hw_seen
  * and counters (written only by an apply_mu holder after a successful sync,
- * read by anyone); q_mu/q_cv guard the apply queue.
+ * read by anyone); q_mu guards the apply queue and the committer's flags,
+ * commit_cv wakes the committer, done_cv wakes synchronous callers.
+ *
+ * Applies run on the partition's committer thread (ix_part_open starts it,
+ * ix_part_close stops it): I_APPLYs are validated on the thread that
+ * received them and queued; the committer takes everything queued
+ * (bounded), applies it as one synced group and answers each request.
  */
 #ifndef SX_INDEX_PART_H
 #define SX_INDEX_PART_H
@@ -57,10 +63,15 @@ typedef struct ix_part {
     uint64_t *work_wm, *work_hw;   /* leader scratch, guarded by apply_mu */
     bool *work_dirty;
 
-    pthread_mutex_t q_mu;      /* guards the queue and leader flag */
-    pthread_cond_t q_cv;
+    pthread_mutex_t q_mu;      /* guards the queue and the flags below */
+    pthread_cond_t commit_cv;  /* the committer: work, or quit */
+    pthread_cond_t done_cv;    /* a synchronous caller's op is done */
     struct ix_apply_op *q_head, *q_tail;
-    bool leader;
+    pthread_t committer;
+    bool committer_started;
+    bool committer_idle;       /* waiting on commit_cv */
+    bool committer_quit;
+    bool stopping;             /* no more applies are queued */
 } ix_part;
 
 /* A decoded stored entry; proj borrows from the value bytes. */
@@ -72,12 +83,13 @@ typedef struct ix_entry {
 } ix_entry;
 
 /* Opens (creating if missing) partition cp's database under data_dir,
- * loads watermarks and counters (counting by one scan if never persisted).
- * Returns 0, SX_EIO, SX_ENOMEM. *out is freed with ix_part_close. */
+ * loads watermarks and counters (counting by one scan if never persisted),
+ * starts the committer. Returns 0, SX_EIO, SX_ENOMEM, SX_EINTERNAL. *out is freed with ix_part_close. */
 int ix_part_open(const sx_config *cfg, const cfg_part *cp, const char *data_dir,
                  ix_part **out);
 
-/* Closes the database and frees p; accepts NULL. No request may be running. */
+/* Stops the committer (answering every queued apply first), closes the
+ * database and frees p; accepts NULL. No request may be running. */
 void ix_part_close(ix_part *p);
 
 /* The position of source id in p->src, or -1. Thread-safe (immutable). */
@@ -104,14 +116,32 @@ size_t ix_tkey(uint8_t *k, uint64_t version, const uint8_t *local, size_t ln);
 /* Appends the counters record 'C' to batch b. Returns 0 or SX_ENOMEM. */
 int ix_put_counts(leveldb_writebatch_t *b, uint64_t entries, uint64_t tombstones);
 
-/* Serves I_APPLY for this partition (index_apply.c): validates the request
- * against the partition (keys, ranges, lists, source), applies it through
- * group commit, and on success sets *wm to the source's watermark. Returns
- * 0 or an sx_err with a one-line reason in err[errlen]. Blocks until the
- * batch holding it is synced. Thread-safe. m and its frame must stay valid
- * until return. */
+/* How an asynchronous apply ends: err 0 and the source's watermark wm, or
+ * an sx_err with a one-line reason msg (borrowed for the call). */
+typedef void (*ix_apply_cb)(void *arg, int err, uint64_t wm, const char *msg);
+
+/* Starts I_APPLY for this partition (index_apply.c): validates the request
+ * against the partition (keys, ranges, lists, source) and queues it for the
+ * committer, which applies it in a synced group and then calls cb(arg, ...)
+ * exactly once, on the committer thread. Returns 0 when queued; otherwise
+ * an sx_err with a one-line reason in err[errlen] (SX_EUNAVAIL once the
+ * partition is stopping), and cb is never called. m and its frame must stay
+ * valid until cb returns. Does not block. Thread-safe. */
+int ix_part_apply_start(ix_part *p, const msg_I_APPLY_req *m, ix_apply_cb cb, void *arg,
+                        char *err, size_t errlen);
+
+/* ix_part_apply_start, then waits until the group holding the request is
+ * synced: returns 0 with *wm set to the source's watermark, or an sx_err
+ * with a one-line reason in err[errlen]. Thread-safe. */
 int ix_part_apply(ix_part *p, const msg_I_APPLY_req *m, uint64_t *wm,
                   char *err, size_t errlen);
+
+/* Starts and stops the partition's committer thread (ix_part_open and
+ * ix_part_close call them). Stopping first applies and answers everything
+ * queued; applies started afterwards fail with SX_EUNAVAIL. Returns 0 or
+ * SX_EINTERNAL. */
+int ix_committer_start(ix_part *p);
+void ix_committer_stop(ix_part *p);
 
 /* Serves I_RANGE (index_read.c): live entries of one index in [lo, hi)
  * (index-local keys; empty hi = to the end of lo's index id), ascending or

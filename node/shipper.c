@@ -29,11 +29,13 @@
 #define SHIP_BACKOFF_MIN_MS 10
 #define SHIP_BACKOFF_MAX_MS 1000
 /* Back-to-back rounds linger: a round that would carry fewer than
- * SHIP_LINGER_RECORDS starts no sooner than SHIP_LINGER_MS after the
- * previous round started. Under a stream of small commits this turns many
- * one-record I_APPLYs (each a synced group at the index) into a few larger
- * ones, at the cost of at most SHIP_LINGER_MS of index lag. */
+ * SHIP_LINGER_RECORDS starts no sooner than the linger (SHIP_LINGER_MS, or
+ * SHARDEX_SHIP_LINGER_MS from the environment, 0..1000) after the previous
+ * round started. Under a stream of small commits this turns many one-record
+ * I_APPLYs (each a synced group at the index) into a few larger ones, at the
+ * cost of at most the linger of index lag. */
 #define SHIP_LINGER_MS 10
+#define SHIP_LINGER_MAX_MS 1000
 #define SHIP_LINGER_RECORDS 128
 
 typedef struct ship_dest {
@@ -50,6 +52,7 @@ typedef struct ship_dest {
 struct ship {
     st_part *p;
     int n;
+    int linger_ms;
     ship_dest *d;
     bool stop;                /* guarded by p->mu */
 };
@@ -311,9 +314,9 @@ static bool wait_work(ship_dest *d, uint64_t last_ms, uint64_t started_ms, bool 
         uint64_t now = mono_ms();
         struct timespec ts;
 
-        if (now >= started_ms + SHIP_LINGER_MS)
+        if (now >= started_ms + (uint64_t)d->s->linger_ms)
             break;
-        deadline_in(&ts, (int)(started_ms + SHIP_LINGER_MS - now));
+        deadline_in(&ts, (int)(started_ms + (uint64_t)d->s->linger_ms - now));
         pthread_cond_timedwait(&p->ship_cv, &p->mu, &ts);
     }
     go = !d->s->stop;
@@ -398,6 +401,25 @@ static void *ship_main(void *arg)
     return NULL;
 }
 
+/* The linger: SHARDEX_SHIP_LINGER_MS when set to 0..SHIP_LINGER_MAX_MS
+ * (anything else is reported and ignored), else SHIP_LINGER_MS. */
+static int linger_from_env(void)
+{
+    const char *env = getenv("SHARDEX_SHIP_LINGER_MS");
+    char *end = NULL;
+    long v;
+
+    if (env == NULL || *env == '\0')
+        return SHIP_LINGER_MS;
+    v = strtol(env, &end, 10);
+    if (*end != '\0' || v < 0 || v > SHIP_LINGER_MAX_MS) {
+        LOG_WARN("SHARDEX_SHIP_LINGER_MS=%s is not 0..%d ms: using %d", env,
+                 SHIP_LINGER_MAX_MS, SHIP_LINGER_MS);
+        return SHIP_LINGER_MS;
+    }
+    return (int)v;
+}
+
 int ship_start(st_part *p, const nng_socket *socks, ship **out)
 {
     ship *s = calloc(1, sizeof(*s));
@@ -406,6 +428,7 @@ int ship_start(st_part *p, const nng_socket *socks, ship **out)
         return SX_ENOMEM;
     s->p = p;
     s->n = p->cfg->nindex;
+    s->linger_ms = linger_from_env();
     s->d = calloc(s->n ? (size_t)s->n : 1, sizeof(*s->d));
     if (s->d == NULL) {
         free(s);
