@@ -74,7 +74,6 @@ static int gc_batch(ix_part *p, uint64_t horizon, uint64_t *collected, bool *mor
 {
     gc_ctx g;
     uint8_t lo[9], hi[9];
-    uint64_t entries, tombs;
     int rc;
 
     memset(&g, 0, sizeof(g));
@@ -90,15 +89,8 @@ static int gc_batch(ix_part *p, uint64_t horizon, uint64_t *collected, bool *mor
     pthread_mutex_lock(&p->apply_mu);
     rc = ldb_scan(p->db, NULL, lo, 9, hi, 9, false, gc_visit, &g);
     if (rc == 0 && g.seen > 0) {
-        ix_part_state(p, &entries, &tombs, NULL, NULL);
-        tombs = tombs >= g.n ? tombs - g.n : 0;
-        rc = ix_put_counts(g.b, entries, tombs);
-        if (rc == 0)
-            rc = ldb_write_sync(p->db, g.b);
+        rc = ix_commit_removal(p, g.b, 0, g.n);
         if (rc == 0) {
-            pthread_mutex_lock(&p->state_mu);
-            p->tombstones = tombs;
-            pthread_mutex_unlock(&p->state_mu);
             *collected += g.n;
             *more = g.seen >= GC_BATCH;
         }

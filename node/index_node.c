@@ -1,13 +1,16 @@
 /*
  * index_node.c — the index role of shardex-node: opens this node's index
  * partitions, serves I_APPLY, I_RANGE, I_WATERMARKS, NODE_STATUS and PING
- * on the node's URL, and runs the tombstone collector until stopped.
+ * on the node's URL, and runs the collector until stopped: tombstones every
+ * second, and every DROP_CHECK_MS the entries of dropped indexes (it
+ * fetches the catalog from the catalog node to know them).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "node.h"
+#include "catalog_cache.h"
 #include "index_part.h"
 #include "log.h"
 #include "net.h"
@@ -15,6 +18,7 @@
 
 #define GC_INTERVAL_MS 1000
 #define GC_MAX_BATCHES 16
+#define DROP_CHECK_MS 5000
 
 typedef struct ix_node {
     const sx_config *cfg;
@@ -26,6 +30,13 @@ typedef struct ix_node {
     pthread_cond_t gc_cv;
     bool gc_stop;
     pthread_t gc_thread;
+    catcache *cc;               /* the catalog, for dropped indexes (gc thread) */
+    bool cat_failing;           /* gc thread only: log once per outage */
+    uint64_t drop_last_ms;      /* gc thread only */
+    uint64_t drop_catver;       /* catalog version of the last finished drop
+                                 * round (0: none yet); atomic */
+    uint64_t drop_collected;    /* entries of dropped indexes collected since
+                                 * start; atomic */
 } ix_node;
 
 static ix_part *find_part(ix_node *nd, uint64_t id)
@@ -140,13 +151,17 @@ static void do_status(ix_node *nd, mp_buf *out)
     int i, rc = 0;
 
     mp_buf_init(&b);
-    mp_put_map(&b, 4);
+    mp_put_map(&b, 6);
     mp_put_cstr(&b, "name");
     mp_put_cstr(&b, nd->self->name);
     mp_put_cstr(&b, "role");
     mp_put_cstr(&b, "index");
     mp_put_cstr(&b, "url");
     mp_put_cstr(&b, nd->self->url);
+    mp_put_cstr(&b, "dropped_catalog");
+    mp_put_u64(&b, __atomic_load_n(&nd->drop_catver, __ATOMIC_RELAXED));
+    mp_put_cstr(&b, "dropped_collected");
+    mp_put_u64(&b, __atomic_load_n(&nd->drop_collected, __ATOMIC_RELAXED));
     mp_put_cstr(&b, "partitions");
     mp_put_array(&b, (uint32_t)nd->nparts);
     for (i = 0; i < nd->nparts && rc == 0; i++)
@@ -211,6 +226,49 @@ static void ix_handle(void *arg, const uint8_t *req, size_t n, mp_buf *out)
 
 /* ---- tombstone collector ---- */
 
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Every DROP_CHECK_MS: fetches the catalog and collects dropped indexes'
+ * entries in every partition. An unreachable catalog node skips the round
+ * (logged once per outage): nothing is collected without a fresh catalog. */
+static void drop_round(ix_node *nd)
+{
+    const sx_catalog *cat = NULL;
+    uint64_t now = mono_ms();
+    int rc;
+
+    if (now < nd->drop_last_ms + DROP_CHECK_MS)
+        return;
+    nd->drop_last_ms = now;
+    rc = catcache_refresh(nd->cc);
+    if (rc == 0)
+        rc = catcache_get(nd->cc, 0, &cat);
+    if (rc != 0) {
+        if (!nd->cat_failing)
+            LOG_WARN("index node %s: cannot read the catalog (%s): dropped indexes "
+                     "are collected once it can", nd->self->name, sx_strerror(rc));
+        nd->cat_failing = true;
+        return;
+    }
+    nd->cat_failing = false;
+    for (int i = 0; i < nd->nparts; i++) {
+        uint64_t n = 0;
+
+        rc = ix_part_drop_gc(nd->parts[i], cat, GC_MAX_BATCHES, &n);
+        __atomic_add_fetch(&nd->drop_collected, n, __ATOMIC_RELAXED);
+        if (rc != 0)
+            LOG_WARN("index p%llu: collecting dropped indexes: %s",
+                     (unsigned long long)nd->parts[i]->id, sx_strerror(rc));
+    }
+    __atomic_store_n(&nd->drop_catver, cat->version, __ATOMIC_RELAXED);
+}
+
 static void *gc_main(void *arg)
 {
     ix_node *nd = arg;
@@ -237,6 +295,7 @@ static void *gc_main(void *arg)
                 LOG_WARN("index p%llu: tombstone collection: %s",
                          (unsigned long long)nd->parts[i]->id, sx_strerror(rc));
         }
+        drop_round(nd);
         pthread_mutex_lock(&nd->gc_mu);
     }
     pthread_mutex_unlock(&nd->gc_mu);
@@ -366,6 +425,9 @@ int ix_node_run(const node_opts *o)
     rc = open_parts(&nd, o);
     if (rc != 0)
         goto out;
+    rc = catcache_new(o->cfg, &nd.cc);
+    if (rc != 0)
+        goto out;
     rc = net_listen(nd.self->url, &sock);
     if (rc != 0) {
         LOG_ERROR("index node %s: cannot listen on %s", nd.self->name, nd.self->url);
@@ -404,6 +466,7 @@ out:
         pthread_join(nd.gc_thread, NULL);
     }
     close_parts(&nd);
+    catcache_free(nd.cc);
     pthread_mutex_destroy(&nd.gc_mu);
     pthread_cond_destroy(&nd.gc_cv);
     return rc;

@@ -75,6 +75,26 @@ int ix_put_counts(leveldb_writebatch_t *b, uint64_t entries, uint64_t tombstones
     return 0;
 }
 
+int ix_commit_removal(ix_part *p, leveldb_writebatch_t *b, uint64_t live, uint64_t tombs)
+{
+    uint64_t entries, tombstones;
+    int rc;
+
+    ix_part_state(p, &entries, &tombstones, NULL, NULL);
+    entries = entries >= live ? entries - live : 0;
+    tombstones = tombstones >= tombs ? tombstones - tombs : 0;
+    rc = ix_put_counts(b, entries, tombstones);
+    if (rc == 0)
+        rc = ldb_write_sync(p->db, b);
+    if (rc == 0) {
+        pthread_mutex_lock(&p->state_mu);
+        p->entries = entries;
+        p->tombstones = tombstones;
+        pthread_mutex_unlock(&p->state_mu);
+    }
+    return rc;
+}
+
 int ix_part_src_index(const ix_part *p, uint64_t source)
 {
     int i;

@@ -28,6 +28,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include "catalog.h"
 #include "config.h"
 #include "ldb.h"
 #include "mp.h"
@@ -116,6 +117,11 @@ size_t ix_tkey(uint8_t *k, uint64_t version, const uint8_t *local, size_t ln);
 /* Appends the counters record 'C' to batch b. Returns 0 or SX_ENOMEM. */
 int ix_put_counts(leveldb_writebatch_t *b, uint64_t entries, uint64_t tombstones);
 
+/* Under apply_mu: writes batch b, which deletes `live` entries and `tombs`
+ * tombstones, synced with the counters lowered to match, then publishes
+ * the counters. Returns 0, SX_ENOMEM or SX_EIO (nothing published). */
+int ix_commit_removal(ix_part *p, leveldb_writebatch_t *b, uint64_t live, uint64_t tombs);
+
 /* How an asynchronous apply ends: err 0 and the source's watermark wm, or
  * an sx_err with a one-line reason msg (borrowed for the call). */
 typedef void (*ix_apply_cb)(void *arg, int err, uint64_t wm, const char *msg);
@@ -154,5 +160,12 @@ void ix_part_range(ix_part *p, const msg_I_RANGE_req *m, mp_buf *out);
  * max_batches batches of a bounded size, releasing apply_mu between them.
  * Returns 0 or an sx_err; *collected (may be NULL) counts deletions. */
 int ix_part_gc(ix_part *p, int max_batches, uint64_t *collected);
+
+/* Deletes the entries of indexes that cat shows as dropped (index_drop.c:
+ * ids below cat->next_id that no table holds), at most max_batches bounded
+ * synced batches, releasing apply_mu between them; counters follow.
+ * Returns 0 or an sx_err; *collected (may be NULL) counts deleted entries. */
+int ix_part_drop_gc(ix_part *p, const sx_catalog *cat, int max_batches,
+                    uint64_t *collected);
 
 #endif

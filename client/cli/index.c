@@ -11,6 +11,9 @@ static const char *USAGE =
     "       shardex index list TABLE\n"
     "  create: a composite index over the attributes, in order; the projection\n"
     "          (default keys) says which attributes the index entries carry.\n"
+    "  drop:   the index stops answering at once; its entries are deleted from\n"
+    "          the index nodes in the background (within seconds; a node that\n"
+    "          is down does it once it is back). The name can be used again.\n"
     "  list:   one line per index: name, attributes, projection, state.\n";
 
 static int index_create(cli_ctx *ctx, const char *table, const char *index,

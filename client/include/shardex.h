@@ -220,7 +220,10 @@ SX_API int sx_index_create(sx_client *c, const char *table, const char *index,
                            sx_projection proj, const char *const *proj_attrs,
                            size_t nproj);
 
-/* Drops an index. Returns 0, SX_ENOTABLE, SX_ENOINDEX, or a transport error. */
+/* Drops an index: it stops answering at once, and the index nodes delete its
+ * entries in the background (within seconds; a node that is down does so
+ * once it is back). The name may then be reused by a new index. Returns 0,
+ * SX_ENOTABLE, SX_ENOINDEX, or a transport error. */
 SX_API int sx_index_drop(sx_client *c, const char *table, const char *index);
 
 /* One index as sx_index_list describes it. */
