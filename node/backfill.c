@@ -133,14 +133,26 @@ static int bf_chunk(bf_scan *s, const uint8_t *lo, size_t lo_n, const uint8_t *h
     return rc;
 }
 
+/* True when the newest catalog the node holds no longer has index id: it
+ * was dropped while being backfilled (the index nodes collect what was
+ * shipped of it). */
+static bool bf_dropped(st_part *p, uint32_t id)
+{
+    const sx_catalog *cat = NULL;
+
+    return st_cat_peek(p->cc, 0, &cat) == 0 && cat_index_by_id(cat, id, NULL) == NULL;
+}
+
 /* Backfills index ix of table t (both from cat): switches the partition's
- * write catalog to cat, then scans the table chunk by chunk. */
+ * write catalog to cat, then scans the table chunk by chunk, stopping early
+ * when the node stops or the index is dropped. */
 static int bf_run(st_part *p, const sx_catalog *cat, const cat_table *t,
                   const cat_index *ix)
 {
     bf_scan s;
     uint8_t lo[ST_FACT_KEY_MAX + 1], hi[ST_FACT_HDR];
     size_t lo_n = ST_FACT_HDR, hi_n = ST_FACT_HDR;
+    bool dropped = false;
     int rc;
 
     memset(&s, 0, sizeof(s));
@@ -167,8 +179,12 @@ static int bf_run(st_part *p, const sx_catalog *cat, const cat_table *t,
             memcpy(lo, s.resume, s.resume_n);
             lo_n = s.resume_n;
         }
-    } while (rc == 0 && s.resume_n > 0 && !node_should_stop());
-    if (rc == 0 && s.resume_n == 0)
+    } while (rc == 0 && s.resume_n > 0 && !node_should_stop() &&
+             !(dropped = bf_dropped(p, ix->id)));
+    if (dropped)
+        LOG_INFO("partition %llu: backfill of index %u (%s.%s) stopped: the index "
+                 "was dropped", (unsigned long long)p->id, ix->id, t->name, ix->name);
+    else if (rc == 0 && s.resume_n == 0)
         LOG_INFO("partition %llu: backfilled index %u (%s.%s): %llu records",
                  (unsigned long long)p->id, ix->id, t->name, ix->name,
                  (unsigned long long)s.records);

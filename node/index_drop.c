@@ -137,15 +137,16 @@ static int drop_batch(ix_part *p, uint32_t id, uint64_t *collected, bool *more)
 }
 
 int ix_part_drop_gc(ix_part *p, const sx_catalog *cat, int max_batches,
-                    uint64_t *collected)
+                    uint64_t *collected, bool *unfinished)
 {
     uint64_t from = 0, total = 0, before;
     int batches = 0, rc = 0;
-    bool any = true, more;
+    bool any = true, more = false;
     uint32_t id;
 
     if (collected)
         *collected = 0;
+    *unfinished = false;
     while (rc == 0 && batches < max_batches) {
         rc = next_id(p, from, &any, &id);
         if (rc != 0 || !any)
@@ -166,5 +167,6 @@ int ix_part_drop_gc(ix_part *p, const sx_catalog *cat, int max_batches,
     }
     if (collected)
         *collected = total;
+    *unfinished = rc == 0 && batches >= max_batches;
     return rc;
 }

@@ -19,6 +19,7 @@
 #define GC_INTERVAL_MS 1000
 #define GC_MAX_BATCHES 16
 #define DROP_CHECK_MS 5000
+#define DROP_MAX_BATCHES 64     /* of 1,000 entries, per partition and round */
 
 typedef struct ix_node {
     const sx_config *cfg;
@@ -33,6 +34,8 @@ typedef struct ix_node {
     catcache *cc;               /* the catalog, for dropped indexes (gc thread) */
     bool cat_failing;           /* gc thread only: log once per outage */
     uint64_t drop_last_ms;      /* gc thread only */
+    bool drop_unfinished;       /* gc thread only: the last round ran out of
+                                 * batches; the next runs at the next tick */
     uint64_t drop_catver;       /* catalog version of the last finished drop
                                  * round (0: none yet); atomic */
     uint64_t drop_collected;    /* entries of dropped indexes collected since
@@ -234,16 +237,17 @@ static uint64_t mono_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* Every DROP_CHECK_MS: fetches the catalog and collects dropped indexes'
- * entries in every partition. An unreachable catalog node skips the round
- * (logged once per outage): nothing is collected without a fresh catalog. */
+/* Every DROP_CHECK_MS (every tick while a round leaves work behind):
+ * fetches the catalog and collects dropped indexes' entries in every
+ * partition. An unreachable catalog node skips the round (logged once per
+ * outage): nothing is collected without a fresh catalog. */
 static void drop_round(ix_node *nd)
 {
     const sx_catalog *cat = NULL;
     uint64_t now = mono_ms();
     int rc;
 
-    if (now < nd->drop_last_ms + DROP_CHECK_MS)
+    if (!nd->drop_unfinished && now < nd->drop_last_ms + DROP_CHECK_MS)
         return;
     nd->drop_last_ms = now;
     rc = catcache_refresh(nd->cc);
@@ -257,10 +261,13 @@ static void drop_round(ix_node *nd)
         return;
     }
     nd->cat_failing = false;
+    nd->drop_unfinished = false;
     for (int i = 0; i < nd->nparts; i++) {
         uint64_t n = 0;
+        bool unfinished = false;
 
-        rc = ix_part_drop_gc(nd->parts[i], cat, GC_MAX_BATCHES, &n);
+        rc = ix_part_drop_gc(nd->parts[i], cat, DROP_MAX_BATCHES, &n, &unfinished);
+        nd->drop_unfinished |= unfinished;
         __atomic_add_fetch(&nd->drop_collected, n, __ATOMIC_RELAXED);
         if (rc != 0)
             LOG_WARN("index p%llu: collecting dropped indexes: %s",

@@ -164,8 +164,9 @@ int ix_part_gc(ix_part *p, int max_batches, uint64_t *collected);
 /* Deletes the entries of indexes that cat shows as dropped (index_drop.c:
  * ids below cat->next_id that no table holds), at most max_batches bounded
  * synced batches, releasing apply_mu between them; counters follow.
- * Returns 0 or an sx_err; *collected (may be NULL) counts deleted entries. */
+ * Returns 0 or an sx_err; *collected (may be NULL) counts deleted entries;
+ * *unfinished says the batch budget ran out with work possibly left. */
 int ix_part_drop_gc(ix_part *p, const sx_catalog *cat, int max_batches,
-                    uint64_t *collected);
+                    uint64_t *collected, bool *unfinished);
 
 #endif
