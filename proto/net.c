@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "net.h"
+#include <nng/supplemental/util/platform.h>
 #include "fiber.h"
 #include <nng/protocol/reqrep0/rep.h>
 #include <nng/protocol/reqrep0/req.h>
@@ -161,8 +162,21 @@ static void submit_peers(net_job *jobs, peer_job *pj, int n, int timeout_ms)
     free(sent);
 }
 
+/* What is left of a call's timeout when its reply is awaited: the time to
+ * deadline (at least 1 ms), so that sending and receiving together take at
+ * most timeout_ms; a negative timeout (none) stays as it is. */
+static nng_duration recv_wait(nng_time deadline, int timeout_ms)
+{
+    nng_time now = nng_clock();
+
+    if (timeout_ms < 0)
+        return timeout_ms;
+    return deadline > now + 1 ? (nng_duration)(deadline - now) : 1;
+}
+
 int net_call_all(net_job *jobs, int n, int timeout_ms)
 {
+    nng_time deadline = nng_clock() + (nng_time)(timeout_ms > 0 ? timeout_ms : 0);
     call_state *st;
     peer_job *pj;
     peer_wait w;
@@ -232,7 +246,7 @@ int net_call_all(net_job *jobs, int n, int timeout_ms)
             jobs[i].err = net_map_nng(rv);
             continue;
         }
-        nng_aio_set_timeout(st[i].aio, timeout_ms);
+        nng_aio_set_timeout(st[i].aio, recv_wait(deadline, timeout_ms));
         nng_ctx_recv(st[i].ctx, st[i].aio);
     }
     for (int i = 0; i < n; i++) {

@@ -75,7 +75,10 @@ int net_peer_open(nng_socket sock, int max_frames, net_peer **out);
 
 /* Starts a call of request frame req..n (which must stay valid until done
  * runs). Returns 0 (done will run exactly once), SX_ENOMEM or SX_EUNAVAIL
- * (closing; done will not run). Thread-safe. */
+ * (closing; done will not run). Thread-safe. timeout_ms (negative: none)
+ * runs from here, queueing included: the call fails with SX_ETIMEDOUT once
+ * it has passed, or, sharing a frame, once the latest deadline of that
+ * frame's calls has. */
 int net_peer_submit(net_peer *p, const uint8_t *req, size_t n, int timeout_ms,
                     net_done_fn done, void *arg);
 
@@ -116,8 +119,10 @@ typedef struct net_job {
     size_t resp_n;
 } net_job;
 
-/* Runs every job concurrently and waits for all. Returns 0 if the jobs
- * could be started (look at each job's err), SX_ENOMEM otherwise. */
+/* Runs every job concurrently and waits for all, each for at most
+ * timeout_ms from the call (send and receive together; negative: no
+ * limit). Returns 0 if the jobs could be started (look at each job's err),
+ * SX_ENOMEM otherwise. */
 int net_call_all(net_job *jobs, int n, int timeout_ms);
 
 /* Request handler: decode req..n, append the reply frame to out. Called

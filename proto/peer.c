@@ -10,12 +10,18 @@
  * carrier whose lone call's reply finds nothing queued is idle again
  * before that call's callback runs, so the caller it wakes sends at once.
  *
+ * A call's timeout runs from its submission: time spent queued counts, and
+ * a frame's send and receive together wait only until the latest deadline
+ * of the calls it carries; a queued call whose deadline has passed when a
+ * carrier takes it fails with SX_ETIMEDOUT without being sent.
+ *
  * Completion callbacks run on nng's threads with no peer lock held.
  */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include "net.h"
+#include <nng/supplemental/util/platform.h>
 #include "msg.h"
 #include "log.h"
 #include "sx_errors.h"
@@ -27,7 +33,8 @@ typedef struct peer_ent {
     struct peer_ent *next;
     const uint8_t *req;
     size_t n;
-    int timeout_ms;
+    nng_time deadline;  /* the call fails with SX_ETIMEDOUT once it passes */
+    bool forever;       /* no deadline (a negative timeout) */
     net_done_fn done;
     void *arg;
     bool solo;          /* its reply did not fit a shared frame: send alone */
@@ -109,16 +116,59 @@ static bool take_locked(net_peer *p, peer_car *car)
     return true;
 }
 
-/* Builds car's frame and starts sending it. Returns 0, or an sx_err after
- * which the caller fails car's calls. */
+/* The time a frame holding list e may still wait: until the latest
+ * deadline among its calls (at least 1 ms), or forever. */
+static nng_duration frame_wait(const peer_ent *e)
+{
+    nng_time now = nng_clock(), last = 0;
+
+    for (; e; e = e->next) {
+        if (e->forever)
+            return NNG_DURATION_INFINITE;
+        if (e->deadline > last)
+            last = e->deadline;
+    }
+    return last > now + 1 ? (nng_duration)(last - now) : 1;
+}
+
+/* Fails (SX_ETIMEDOUT) and drops the calls of car whose deadline has
+ * passed; car keeps the others, in order. */
+static void drop_expired(peer_car *car)
+{
+    nng_time now = nng_clock();
+    peer_ent *keep = NULL, **kt = &keep, *gone = NULL, **gt = &gone;
+    uint32_t n = 0;
+
+    for (peer_ent *e = car->ents, *next; e; e = next) {
+        next = e->next;
+        e->next = NULL;
+        if (!e->forever && e->deadline <= now) {
+            *gt = e;
+            gt = &e->next;
+        } else {
+            *kt = e;
+            kt = &e->next;
+            n++;
+        }
+    }
+    car->ents = keep;
+    car->n = n;
+    ents_fail(gone, SX_ETIMEDOUT);
+}
+
+/* Builds car's frame and starts sending it, after failing its calls whose
+ * deadline has passed. Returns 0, or an sx_err after which the caller fails
+ * car's calls (SX_ETIMEDOUT with none left when all had expired). */
 static int car_send(peer_car *car)
 {
     nng_msg *m = NULL;
-    int timeout = 0, rv;
+    nng_duration timeout;
+    int rv;
 
-    for (peer_ent *e = car->ents; e; e = e->next)
-        if (e->timeout_ms > timeout)
-            timeout = e->timeout_ms;
+    drop_expired(car);
+    if (car->ents == NULL)
+        return SX_ETIMEDOUT;
+    timeout = frame_wait(car->ents);
     if ((rv = nng_msg_alloc(&m, 0)) != 0)
         return net_map_nng(rv);
     if (car->n == 1) {
@@ -315,6 +365,7 @@ static void car_cb(void *arg)
     if (car->phase == 0) {
         car->phase = 1;
         nng_aio_set_msg(car->aio, NULL);    /* sent: nng owns it now */
+        nng_aio_set_timeout(car->aio, frame_wait(car->ents));
         nng_ctx_recv(car->ctx, car->aio);
         return;
     }
@@ -413,7 +464,9 @@ static peer_ent *ent_new(const net_peer_call *c, int timeout_ms, bool solo)
     peer_ent *e = malloc(sizeof(*e));
 
     if (e != NULL)
-        *e = (peer_ent){ .req = c->req, .n = c->n, .timeout_ms = timeout_ms,
+        *e = (peer_ent){ .req = c->req, .n = c->n,
+                         .deadline = nng_clock() + (nng_time)(timeout_ms > 0 ? timeout_ms : 0),
+                         .forever = timeout_ms < 0,
                          .done = c->done, .arg = c->arg, .solo = solo };
     return e;
 }

@@ -32,6 +32,9 @@
  *   2-4 again against a server running requests as fibers (net_server_open).
  *   6b. net_peer_close racing with frames in every phase: each done exactly
  *      once (MULTI_NETTEST_CLOSE_RACE=0 skips it).
+ *   7. timeouts run from submission: calls queued behind a frame the server
+ *      holds fail with SX_ETIMEDOUT at their own deadline (not a whole
+ *      timeout after the held frame's), each exactly once.
  * Named *_nettest.c so the plain unit-test glob skips it (it is registered
  * on its own in CMakeLists.txt). main() returns non-zero on failure.
  */
@@ -41,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "nettest_util.h"
+#include <nng/supplemental/util/platform.h>
 
 static int g_closed;                /* the close thread returned; under g_mu */
 
@@ -850,6 +854,76 @@ static void test_close_race(nng_socket sock)
 
 /* ---- main ---- */
 
+/* ---- 7. timeouts run from submission ---- */
+
+#define TO_MS 1000
+
+/* A peer call and when its done callback first ran (under g_mu). */
+typedef struct tcall {
+    pcall c;                    /* first: pcall_done gets &t->c */
+    nng_time at;
+} tcall;
+
+static void tcall_done(void *arg, int err, const uint8_t *resp, size_t n)
+{
+    tcall *t = arg;
+    nng_time now = nng_clock();
+
+    pthread_mutex_lock(&g_mu);
+    if (t->at == 0)
+        t->at = now;
+    pthread_mutex_unlock(&g_mu);
+    pcall_done(&t->c, err, resp, n);
+}
+
+static void test_timeouts(const char *srv_url)
+{
+    nng_socket sock;
+    net_peer *p;
+    tcall t[3];
+    nng_time t0;
+
+    /* one carrier: call 0 is held at the gate, calls 1 and 2 queue behind
+     * it. Each has TO_MS. Before deadlines ran from submission, the queued
+     * calls waited for call 0 to time out and then a whole TO_MS more. */
+    reset_state();
+    memset(t, 0, sizeof(t));
+    p = peer_open(srv_url, 1, &sock);
+    for (int i = 0; i < 3; i++)
+        pcall_init_t(&t[i].c, MSG_DELETE, "gate0", i);
+    t[0].c.submit_rc = net_peer_submit(p, t[0].c.req, t[0].c.req_n, TO_MS, tcall_done, &t[0]);
+    CHECK(wait_ge(&g_gate_waiting[0], 1));
+    t0 = nng_clock();
+    for (int i = 1; i < 3; i++)
+        t[i].c.submit_rc = net_peer_submit(p, t[i].c.req, t[i].c.req_n, TO_MS,
+                                           tcall_done, &t[i]);
+    CHECK(wait_ge(&g_finished, 3));
+    pthread_mutex_lock(&g_mu);
+    for (int i = 0; i < 3; i++) {
+        CHECK_INT(t[i].c.submit_rc, 0);
+        CHECK_INT(t[i].c.ndone, 1);
+        CHECK_INT(t[i].c.err, SX_ETIMEDOUT);
+    }
+    for (int i = 1; i < 3; i++) {
+        int took = (int)(t[i].at - t0);
+
+        if (took < TO_MS - 5 || took > TO_MS + TO_MS / 2)
+            fprintf(stderr, "queued call %d timed out after %d ms (timeout %d ms)\n",
+                    i, took, TO_MS);
+        CHECK(took >= TO_MS - 5);                /* not before its deadline */
+        CHECK(took <= TO_MS + TO_MS / 2);        /* nor a whole timeout late */
+    }
+    pthread_mutex_unlock(&g_mu);
+    /* the socket goes before the server answers (see test_close) */
+    nng_close(sock);
+    close_with_deadline(p);
+    set_int(&g_gate_open[0], 1);
+    CHECK(wait_le(&g_gate_waiting[0], 0));
+    CHECK_INT(get_int(&g_finished), 3);         /* nothing completed twice */
+    for (int i = 0; i < 3; i++)
+        pcall_free(&t[i].c, 1);
+}
+
 int main(void)
 {
     char tmpl[] = "/tmp/multi_nettest.XXXXXX";
@@ -891,6 +965,7 @@ int main(void)
     test_oversize(px_url, &px);
     test_quick(srvq_url, pxq_url, &pxq);
     test_close(srv_url);
+    test_timeouts(srv_url);
     /* the same MULTI handling on a server running requests as fibers */
     test_raw(srvf_url);
     test_order_errors(pxf_url, &pxf);
