@@ -170,7 +170,7 @@ static nng_duration recv_wait(nng_time deadline, int timeout_ms)
     nng_time now = nng_clock();
 
     if (timeout_ms < 0)
-        return timeout_ms;
+        return NNG_DURATION_INFINITE;
     return deadline > now + 1 ? (nng_duration)(deadline - now) : 1;
 }
 
@@ -228,7 +228,7 @@ int net_call_all(net_job *jobs, int n, int timeout_ms)
             jobs[i].err = net_map_nng(rv);
             continue;
         }
-        nng_aio_set_timeout(st[i].aio, timeout_ms);
+        nng_aio_set_timeout(st[i].aio, timeout_ms < 0 ? NNG_DURATION_INFINITE : timeout_ms);
         nng_aio_set_msg(st[i].aio, m);
         nng_ctx_send(st[i].ctx, st[i].aio);
     }

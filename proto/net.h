@@ -63,7 +63,10 @@ int net_batch_frames(int dflt);
 
 /* Completion of a peer call: err 0 and the reply frame resp..n (borrowed:
  * valid only during the callback), or err an sx_err and resp NULL. Runs on
- * an nng thread, or inside net_peer_submit when the call failed at once. */
+ * an nng thread, or inside a net_peer_submit* call on the submitting
+ * thread: when that call failed at once, or for other calls of the peer
+ * whose deadline had passed when that submit sent them out. It must not
+ * close its own peer. */
 typedef void (*net_done_fn)(void *arg, int err, const uint8_t *resp, size_t n);
 
 /* Opens a peer on REQ socket sock with at most max_frames frames in

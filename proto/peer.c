@@ -12,8 +12,11 @@
  *
  * A call's timeout runs from its submission: time spent queued counts, and
  * a frame's send and receive together wait only until the latest deadline
- * of the calls it carries; a queued call whose deadline has passed when a
- * carrier takes it fails with SX_ETIMEDOUT without being sent.
+ * of the calls it carries. A queued call whose deadline passes fails with
+ * SX_ETIMEDOUT without being sent: when a carrier takes it, or earlier by
+ * the peer's timer, armed at the earliest deadline queued (a call queued
+ * with an earlier deadline than the armed one cancels it, and the timer's
+ * callback rescans the queue and re-arms).
  *
  * Completion callbacks run on nng's threads with no peer lock held.
  */
@@ -62,6 +65,9 @@ struct net_peer {
     peer_car *cars;
     int ncars;
     int closing;
+    nng_aio *timer;     /* fails queued calls at their deadline */
+    bool timer_armed;   /* the timer runs, or its callback is due */
+    nng_time timer_at;  /* when it fires */
 };
 
 int net_batch_frames(int dflt)
@@ -88,6 +94,74 @@ static void ents_fail(peer_ent *ents, int err)
         free(ents);
         ents = next;
     }
+}
+
+/* Arms the timer to fire at `at`. Call with p->mu held. */
+static void timer_arm_locked(net_peer *p, nng_time at)
+{
+    nng_time now = nng_clock();
+
+    p->timer_armed = true;
+    p->timer_at = at;
+    nng_sleep_aio(at > now ? (nng_duration)(at - now) : 0, p->timer);
+}
+
+/* Calls with deadline `at` were queued: makes sure the timer fires by
+ * then. Call with p->mu held. */
+static void timer_want_locked(net_peer *p, nng_time at)
+{
+    if (p->closing || p->timer == NULL)
+        return;
+    if (!p->timer_armed)
+        timer_arm_locked(p, at);
+    else if (at < p->timer_at)
+        nng_aio_cancel(p->timer);       /* its callback re-arms earlier */
+}
+
+/* The earliest deadline in list e, or 0 when no call there has one. */
+static nng_time first_deadline(const peer_ent *e)
+{
+    nng_time at = 0;
+
+    for (; e; e = e->next)
+        if (!e->forever && (at == 0 || e->deadline < at))
+            at = e->deadline;
+    return at;
+}
+
+/* The timer fired (or was cancelled): fails the queued calls whose
+ * deadline has passed and re-arms for the earliest one left. */
+static void timer_cb(void *arg)
+{
+    net_peer *p = arg;
+    nng_time now = nng_clock();
+    peer_ent *gone = NULL, **gt = &gone, **pp, *prev = NULL;
+
+    pthread_mutex_lock(&p->mu);
+    p->timer_armed = false;
+    if (p->closing) {
+        pthread_mutex_unlock(&p->mu);
+        return;
+    }
+    for (pp = &p->head; *pp != NULL;) {
+        peer_ent *e = *pp;
+
+        if (!e->forever && e->deadline <= now) {
+            *pp = e->next;
+            e->next = NULL;
+            *gt = e;
+            gt = &e->next;
+        } else {
+            prev = e;
+            pp = &e->next;
+        }
+    }
+    p->tail = prev;
+    nng_time at = first_deadline(p->head);
+    if (at != 0)
+        timer_arm_locked(p, at);
+    pthread_mutex_unlock(&p->mu);
+    ents_fail(gone, SX_ETIMEDOUT);
 }
 
 /* Moves the queue's head (up to the limits) to car. Call with p->mu held.
@@ -292,10 +366,13 @@ static void requeue_solo(net_peer *p, peer_ent *first, peer_ent *last)
     for (peer_ent *e = first; e; e = e->next)
         e->solo = true;
     pthread_mutex_lock(&p->mu);
+    nng_time at = first_deadline(first);
     last->next = p->head;
     p->head = first;
     if (p->tail == NULL)
         p->tail = last;
+    if (at != 0)
+        timer_want_locked(p, at);
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -438,6 +515,12 @@ int net_peer_open(nng_socket sock, int max_frames, net_peer **out)
         net_peer_close(p);
         return SX_ENOMEM;
     }
+    int trv = nng_aio_alloc(&p->timer, timer_cb, p);
+    if (trv != 0) {
+        p->timer = NULL;
+        net_peer_close(p);
+        return net_map_nng(trv);
+    }
     for (int i = 0; i < max_frames; i++) {
         peer_car *car = &p->cars[i];
         int rv;
@@ -503,11 +586,14 @@ int net_peer_submit_n(net_peer *p, const net_peer_call *calls, int n, int timeou
         }
         return SX_EUNAVAIL;
     }
+    nng_time at = first_deadline(first);
     if (p->tail)
         p->tail->next = first;
     else
         p->head = first;
     p->tail = last;
+    if (at != 0)
+        timer_want_locked(p, at);
     pump_locked(p);
     return 0;
 }
@@ -586,6 +672,10 @@ void net_peer_close(net_peer *p)
     pthread_mutex_lock(&p->mu);
     p->closing = 1;
     pthread_mutex_unlock(&p->mu);
+    if (p->timer != NULL) {
+        nng_aio_stop(p->timer);     /* waits for a callback in progress */
+        nng_aio_free(p->timer);
+    }
     /* Freeing an aio cancels its operation and waits for the callback,
      * which fails that frame's calls and, the peer closing, goes idle. */
     for (int i = 0; i < p->ncars; i++)

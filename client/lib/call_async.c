@@ -12,6 +12,7 @@
  * router. The peers are closed by sx_client_close once nothing is in flight.
  */
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -178,11 +179,13 @@ static int op_send(sx_op *op)
     sx_client *c = op->c;
     /* Scans (a page can take long) and strong queries (they wait for the
      * index) go alone: sharing a frame would hold up their frame-mates. */
+    long long ms = (long long)c->timeout_ms + op->extra_ms;
+    int timeout = ms > INT_MAX ? INT_MAX : (int)ms;
+
     if (op->t == MSG_SCAN || op->extra_ms > 0)
         return net_peer_submit_solo(c->peers[op->k], op->wire, op->wire_n,
-                                    c->timeout_ms + op->extra_ms, op_done, op);
-    return net_peer_submit(c->peers[op->k], op->wire, op->wire_n,
-                           c->timeout_ms + op->extra_ms, op_done, op);
+                                    timeout, op_done, op);
+    return net_peer_submit(c->peers[op->k], op->wire, op->wire_n, timeout, op_done, op);
 }
 
 static bool failover_err(int rc)

@@ -34,7 +34,8 @@
  *      once (MULTI_NETTEST_CLOSE_RACE=0 skips it).
  *   7. timeouts run from submission: calls queued behind a frame the server
  *      holds fail with SX_ETIMEDOUT at their own deadline (not a whole
- *      timeout after the held frame's), each exactly once.
+ *      timeout after the held frame's), each exactly once; one with a
+ *      shorter timeout than the held frame's fails first, never sent.
  * Named *_nettest.c so the plain unit-test glob skips it (it is registered
  * on its own in CMakeLists.txt). main() returns non-zero on failure.
  */
@@ -880,38 +881,48 @@ static void test_timeouts(const char *srv_url)
 {
     nng_socket sock;
     net_peer *p;
-    tcall t[3];
+    tcall t[4];
     nng_time t0;
 
     /* one carrier: call 0 is held at the gate, calls 1 and 2 queue behind
-     * it. Each has TO_MS. Before deadlines ran from submission, the queued
-     * calls waited for call 0 to time out and then a whole TO_MS more. */
+     * it with the same TO_MS, call 3 with TO_MS / 2. Before deadlines ran
+     * from submission, the queued calls waited for call 0 to time out and
+     * then a whole timeout more; call 3 now fails at its own deadline by
+     * the peer's timer, never sent. */
     reset_state();
     memset(t, 0, sizeof(t));
     p = peer_open(srv_url, 1, &sock);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         pcall_init_t(&t[i].c, MSG_DELETE, "gate0", i);
     t[0].c.submit_rc = net_peer_submit(p, t[0].c.req, t[0].c.req_n, TO_MS, tcall_done, &t[0]);
     CHECK(wait_ge(&g_gate_waiting[0], 1));
     t0 = nng_clock();
-    for (int i = 1; i < 3; i++)
-        t[i].c.submit_rc = net_peer_submit(p, t[i].c.req, t[i].c.req_n, TO_MS,
-                                           tcall_done, &t[i]);
-    CHECK(wait_ge(&g_finished, 3));
+    for (int i = 1; i < 4; i++)
+        t[i].c.submit_rc = net_peer_submit(p, t[i].c.req, t[i].c.req_n,
+                                           i == 3 ? TO_MS / 2 : TO_MS, tcall_done, &t[i]);
+    CHECK(wait_ge(&g_finished, 1));
     pthread_mutex_lock(&g_mu);
-    for (int i = 0; i < 3; i++) {
+    CHECK_INT(t[3].c.ndone, 1);                 /* the short one first */
+    CHECK_INT(t[0].c.ndone, 0);
+    CHECK_INT(g_runs[K_GATE0], 1);              /* only call 0 reached the server */
+    CHECK_INT(g_gate_waiting[0], 1);
+    pthread_mutex_unlock(&g_mu);
+    CHECK(wait_ge(&g_finished, 4));
+    pthread_mutex_lock(&g_mu);
+    for (int i = 0; i < 4; i++) {
         CHECK_INT(t[i].c.submit_rc, 0);
         CHECK_INT(t[i].c.ndone, 1);
         CHECK_INT(t[i].c.err, SX_ETIMEDOUT);
     }
-    for (int i = 1; i < 3; i++) {
+    for (int i = 1; i < 4; i++) {
+        int want = i == 3 ? TO_MS / 2 : TO_MS;
         int took = (int)(t[i].at - t0);
 
-        if (took < TO_MS - 5 || took > TO_MS + TO_MS / 2)
+        if (took < want - 5 || took > want + TO_MS / 2)
             fprintf(stderr, "queued call %d timed out after %d ms (timeout %d ms)\n",
-                    i, took, TO_MS);
-        CHECK(took >= TO_MS - 5);                /* not before its deadline */
-        CHECK(took <= TO_MS + TO_MS / 2);        /* nor a whole timeout late */
+                    i, took, want);
+        CHECK(took >= want - 5);                /* not before its deadline */
+        CHECK(took <= want + TO_MS / 2);        /* nor a whole timeout late */
     }
     pthread_mutex_unlock(&g_mu);
     /* the socket goes before the server answers (see test_close) */
@@ -919,8 +930,8 @@ static void test_timeouts(const char *srv_url)
     close_with_deadline(p);
     set_int(&g_gate_open[0], 1);
     CHECK(wait_le(&g_gate_waiting[0], 0));
-    CHECK_INT(get_int(&g_finished), 3);         /* nothing completed twice */
-    for (int i = 0; i < 3; i++)
+    CHECK_INT(get_int(&g_finished), 4);         /* nothing completed twice */
+    for (int i = 0; i < 4; i++)
         pcall_free(&t[i].c, 1);
 }
 
