@@ -229,14 +229,6 @@ static void ix_handle(void *arg, const uint8_t *req, size_t n, mp_buf *out)
 
 /* ---- tombstone collector ---- */
 
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* Every DROP_CHECK_MS (every tick while a round leaves work behind):
  * fetches the catalog and collects dropped indexes' entries in every
  * partition. An unreachable catalog node skips the round (logged once per
@@ -244,7 +236,7 @@ static uint64_t mono_ms(void)
 static void drop_round(ix_node *nd)
 {
     const sx_catalog *cat = NULL;
-    uint64_t now = mono_ms();
+    uint64_t now = (uint64_t)sx_mono_ms();
     int rc;
 
     if (!nd->drop_unfinished && now < nd->drop_last_ms + DROP_CHECK_MS)

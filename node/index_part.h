@@ -31,6 +31,7 @@
 #include "catalog.h"
 #include "config.h"
 #include "ldb.h"
+#include "log.h"
 #include "mp.h"
 #include "msg.h"
 #include "tuple.h"
@@ -73,6 +74,7 @@ typedef struct ix_part {
     bool committer_idle;       /* waiting on commit_cv */
     bool committer_quit;
     bool stopping;             /* no more applies are queued */
+    sx_ratelimit slow;         /* committer only: slow-group warnings */
 } ix_part;
 
 /* A decoded stored entry; proj borrows from the value bytes. */

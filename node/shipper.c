@@ -47,6 +47,7 @@ typedef struct ship_dest {
     uint64_t acked;           /* guarded by p->mu */
     uint64_t next_seq;        /* shipping thread only */
     bool failing;             /* shipping thread only: log once per outage */
+    sx_ratelimit slow;        /* shipping thread only: slow-round warnings */
 } ship_dest;
 
 struct ship {
@@ -75,14 +76,6 @@ static void deadline_in(struct timespec *ts, int ms)
         ts->tv_sec++;
         ts->tv_nsec -= 1000000000L;
     }
-}
-
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 static int collect_visit(void *arg, const uint8_t *k, size_t kn,
@@ -242,10 +235,29 @@ static void ack_round(ship_dest *d, const ship_batch *b, uint64_t upto, uint64_t
     pthread_mutex_unlock(&p->mu);
 }
 
+/* Reports a round that took SX_SLOW_MS or more (at most once a second):
+ * records, and the time reading them, in the I_APPLY round trip (the
+ * index's synced group included) and deleting them. t0..t2 are the round's
+ * start, the end of the read and the end of the call. */
+static void slow_round(ship_dest *d, uint32_t n, uint64_t t0, uint64_t t1, uint64_t t2)
+{
+    uint64_t t3 = (uint64_t)sx_mono_ms();
+    unsigned skipped;
+
+    if (t3 - t0 < SX_SLOW_MS || !sx_ratelimit_ok(&d->slow, 1000, &skipped))
+        return;
+    LOG_WARN("shipper %llu -> %llu: slow round: %u records, read %llu ms, I_APPLY %llu ms, "
+             "delete %llu ms (%u more slow rounds since the last report)",
+             (unsigned long long)d->s->p->id, (unsigned long long)d->dest->id, n,
+             (unsigned long long)(t1 - t0), (unsigned long long)(t2 - t1),
+             (unsigned long long)(t3 - t2), skipped);
+}
+
 /* One shipping round for destination d. Returns 0 or an sx_err. */
 static int ship_round(ship_dest *d, ship_batch *b)
 {
     st_part *p = d->s->p;
+    uint64_t t0 = (uint64_t)sx_mono_ms(), t1 = 0, t2 = 0;
     const leveldb_snapshot_t *snap = leveldb_create_snapshot(p->db->db);
     uint8_t lo[17], hi[17];
     uint64_t head = 0, hw = 0, wm = 0;
@@ -269,6 +281,7 @@ static int ship_round(ship_dest *d, ship_batch *b)
     if (rc < 0 || rc > 1)
         return rc;
     rc = build_apply(b, &rq);
+    t1 = (uint64_t)sx_mono_ms();
     if (rc == 0) {
         rq.part = d->dest->id;
         rq.source = p->id;
@@ -276,8 +289,10 @@ static int ship_round(ship_dest *d, ship_batch *b)
         rq.hw = b->complete ? hw : 0;
         rc = send_apply(d, &rq, &wm);
     }
+    t2 = (uint64_t)sx_mono_ms();
     if (rc == 0) {
         ack_round(d, b, rq.upto, wm);
+        slow_round(d, b->n, t0, t1, t2);
         d->next_seq = b->complete ? head + 1 : b->seqs[b->n - 1] + 1;
         if (d->failing)
             LOG_INFO("shipper %llu -> %llu: recovered", (unsigned long long)p->id,
@@ -299,7 +314,7 @@ static bool wait_work(ship_dest *d, uint64_t last_ms, uint64_t started_ms, bool 
 
     pthread_mutex_lock(&p->mu);
     while (!d->s->stop && p->head <= d->acked) {
-        uint64_t now = mono_ms();
+        uint64_t now = (uint64_t)sx_mono_ms();
         struct timespec ts;
 
         if (now >= last_ms + SHIP_IDLE_MS)
@@ -311,7 +326,7 @@ static bool wait_work(ship_dest *d, uint64_t last_ms, uint64_t started_ms, bool 
     }
     while (!behind && !d->s->stop && p->head > d->acked &&
            p->head - d->acked < SHIP_LINGER_RECORDS) {
-        uint64_t now = mono_ms();
+        uint64_t now = (uint64_t)sx_mono_ms();
         struct timespec ts;
 
         if (now >= started_ms + (uint64_t)d->s->linger_ms)
@@ -328,11 +343,11 @@ static bool wait_work(ship_dest *d, uint64_t last_ms, uint64_t started_ms, bool 
 static void backoff_sleep(ship_dest *d, int ms)
 {
     st_part *p = d->s->p;
-    uint64_t until = mono_ms() + (uint64_t)ms;
+    uint64_t until = (uint64_t)sx_mono_ms() + (uint64_t)ms;
 
     pthread_mutex_lock(&p->mu);
     while (!d->s->stop) {
-        uint64_t now = mono_ms();
+        uint64_t now = (uint64_t)sx_mono_ms();
         struct timespec ts;
 
         if (now >= until)
@@ -383,9 +398,9 @@ static void *ship_main(void *arg)
     while (wait_work(d, last, started, behind)) {
         int rc;
 
-        started = mono_ms();
+        started = (uint64_t)sx_mono_ms();
         rc = ship_round(d, b);
-        last = mono_ms();
+        last = (uint64_t)sx_mono_ms();
         behind = rc == 0 && !b->complete;   /* a full batch: more is waiting */
         if (rc == 0) {
             backoff = 0;

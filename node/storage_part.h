@@ -28,6 +28,7 @@
 #include "storage_cat.h"
 #include "config.h"
 #include "ldb.h"
+#include "log.h"
 #include "msg.h"
 
 #define ST_FACT_PREFIX 'F'
@@ -66,6 +67,7 @@ typedef struct st_part {
     bool committer_started;
     bool committer_idle;               /* waiting on commit_cv */
     bool committer_quit;
+    sx_ratelimit slow;                 /* committer only: slow-group warnings */
     bool stopping;                     /* new writes are refused */
     uint64_t hw, head, items;          /* durable, published */
     uint64_t outbox;                   /* outbox records not yet acked */

@@ -364,6 +364,8 @@ static op_ref *sorted_ops(st_part *p, st_wreq *list, size_t nops, size_t *n)
 /* The committer's work for one group: compute, write one synced batch. */
 static void run_group(st_part *p, st_wreq *list)
 {
+    unsigned long long t0 = sx_mono_ms(), t1, t2;
+    unsigned skipped;
     leveldb_writebatch_t *b = leveldb_writebatch_create();
     size_t nops = 0, applied = 0;
     uint64_t pending = 0;
@@ -382,11 +384,17 @@ static void run_group(st_part *p, st_wreq *list)
     for (size_t k = 0; rc == 0 && k < applied; k++)
         rc = apply_op(p, b, &m, refs[k].t, refs[k].r, refs[k].i, &pending);
     free(refs);
+    t1 = sx_mono_ms();
     if (rc != 0)
         st_commit_abort(p);
     else if (applied > 0)   /* else every request failed: nothing to write */
         rc = st_commit(p, b, pending);
     pthread_mutex_unlock(&p->wlock);
+    t2 = sx_mono_ms();
+    if (t2 - t0 >= SX_SLOW_MS && sx_ratelimit_ok(&p->slow, 1000, &skipped))
+        LOG_WARN("partition %llu: slow group: %zu ops, apply %llu ms, synced write %llu ms "
+                 "(%u more slow groups since the last report)", (unsigned long long)p->id,
+                 nops, t1 - t0, t2 - t1, skipped);
     if (rc != 0) {
         LOG_ERROR("partition %llu: group of %zu ops failed: %s",
                   (unsigned long long)p->id, nops, sx_strerror(rc));

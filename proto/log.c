@@ -60,3 +60,25 @@ void sx_log(sx_log_level lvl, const char *fmt, ...)
     }
     pthread_mutex_unlock(&log_lock);
 }
+
+unsigned long long sx_mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (unsigned long long)ts.tv_sec * 1000ull + (unsigned long long)ts.tv_nsec / 1000000ull;
+}
+
+int sx_ratelimit_ok(sx_ratelimit *r, unsigned long long interval_ms, unsigned *skipped)
+{
+    unsigned long long now = sx_mono_ms();
+
+    if (now < r->next_ms) {
+        r->skipped++;
+        return 0;
+    }
+    r->next_ms = now + interval_ms;
+    *skipped = r->skipped;
+    r->skipped = 0;
+    return 1;
+}

@@ -17,6 +17,23 @@ void sx_log_level_set(sx_log_level lvl);
 /* Writes one line: "2026-11-29T23:59:59.123Z LEVEL message". */
 void sx_log(sx_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Milliseconds of a monotonic clock, for durations and deadlines. */
+unsigned long long sx_mono_ms(void);
+
+/* A warning that may repeat often (a slow round, a slow sync) is written at
+ * most once per interval: sx_ratelimit_ok returns true when it is due and
+ * sets *skipped to how many were held back since the last one it let
+ * through. One owner thread per sx_ratelimit (not locked); zero it first. */
+typedef struct sx_ratelimit {
+    unsigned long long next_ms;
+    unsigned skipped;
+} sx_ratelimit;
+int sx_ratelimit_ok(sx_ratelimit *r, unsigned long long interval_ms, unsigned *skipped);
+
+/* Durations at or above this are logged as slow (shipping rounds, synced
+ * groups), at most once a second per shipper or partition. */
+#define SX_SLOW_MS 50
+
 #define LOG_DEBUG(...) sx_log(SX_LOG_DEBUG, __VA_ARGS__)
 #define LOG_INFO(...) sx_log(SX_LOG_INFO, __VA_ARGS__)
 #define LOG_WARN(...) sx_log(SX_LOG_WARN, __VA_ARGS__)
