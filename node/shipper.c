@@ -7,9 +7,10 @@
  * ('O' | dest | seq). It sends I_APPLY with upto = the last seq included,
  * or, when it took every pending record for this destination, the
  * snapshot's head (and then hw too; a partial batch sends hw 0, claiming
- * nothing). On success it deletes the shipped records (unsynced: a lost
- * deletion only causes a redelivery the index ignores) and records the
- * acknowledged watermark.
+ * nothing). On success it hands the shipped records' deletion to the
+ * partition (the next synced group carries it, or the shipper writes it
+ * once caught up; a lost deletion only causes a redelivery the index
+ * ignores) and records the acknowledged watermark.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -203,29 +204,13 @@ static int send_apply(ship_dest *d, const msg_I_APPLY_req *rq, uint64_t *wm)
     return rc;
 }
 
-/* Deletes the shipped records (unsynced) and publishes the new ack. */
+/* Hands the shipped records' deletion to the partition (st_shipped_add)
+ * and publishes the new ack. */
 static void ack_round(ship_dest *d, const ship_batch *b, uint64_t upto, uint64_t wm)
 {
     st_part *p = d->s->p;
-    leveldb_writebatch_t *wb = leveldb_writebatch_create();
-    char *err = NULL;
-    uint8_t k[17];
 
-    if (wb != NULL && b->n > 0) {
-        k[0] = ST_OUT_PREFIX;
-        sx_put_be64(k + 1, d->dest->id);
-        for (uint32_t i = 0; i < b->n; i++) {
-            sx_put_be64(k + 9, b->seqs[i]);
-            leveldb_writebatch_delete(wb, (const char *)k, sizeof(k));
-        }
-        leveldb_write(p->db->db, p->wnosync, wb, &err);
-        if (err != NULL) {
-            LOG_WARN("shipper: deleting shipped records: %s", err);
-            leveldb_free(err);
-        }
-    }
-    if (wb != NULL)
-        leveldb_writebatch_destroy(wb);
+    st_shipped_add(p, d->dest->id, b->seqs, b->n);
     pthread_mutex_lock(&p->mu);
     if (upto > d->acked)
         d->acked = upto;
@@ -237,7 +222,7 @@ static void ack_round(ship_dest *d, const ship_batch *b, uint64_t upto, uint64_t
 
 /* Reports a round that took SX_SLOW_MS or more (at most once a second):
  * records, and the time reading them, in the I_APPLY round trip (the
- * index's synced group included) and deleting them. t0..t2 are the round's
+ * index's synced group included) and acknowledging them. t0..t2 are the round's
  * start, the end of the read and the end of the call. */
 static void slow_round(ship_dest *d, uint32_t n, uint64_t t0, uint64_t t1, uint64_t t2)
 {
@@ -247,7 +232,7 @@ static void slow_round(ship_dest *d, uint32_t n, uint64_t t0, uint64_t t1, uint6
     if (t3 - t0 < SX_SLOW_MS || !sx_ratelimit_ok(&d->slow, 1000, &skipped))
         return;
     LOG_WARN("shipper %llu -> %llu: slow round: %u records, read %llu ms, I_APPLY %llu ms, "
-             "delete %llu ms (%u more slow rounds since the last report)",
+             "ack %llu ms (%u more slow rounds since the last report)",
              (unsigned long long)d->s->p->id, (unsigned long long)d->dest->id, n,
              (unsigned long long)(t1 - t0), (unsigned long long)(t2 - t1),
              (unsigned long long)(t3 - t2), skipped);
@@ -319,6 +304,13 @@ static bool wait_work(ship_dest *d, uint64_t last_ms, uint64_t started_ms, bool 
 
         if (now >= last_ms + SHIP_IDLE_MS)
             break;
+        if (p->shipped != NULL) {
+            /* caught up: write the deletions no group has carried */
+            pthread_mutex_unlock(&p->mu);
+            st_shipped_flush(p);
+            pthread_mutex_lock(&p->mu);
+            continue;
+        }
         deadline_in(&ts, (int)(last_ms + SHIP_IDLE_MS - now));
         p->ship_idle++;
         pthread_cond_timedwait(&p->ship_cv, &p->mu, &ts);

@@ -149,6 +149,10 @@ void st_part_close(st_part *p)
     if (p == NULL)
         return;
     st_committer_stop(p);
+    if (p->db != NULL && p->wnosync != NULL)
+        st_shipped_flush(p);
+    else if (p->shipped != NULL)
+        leveldb_writebatch_destroy(p->shipped);
     ldb_close(p->db);
     if (p->wnosync)
         leveldb_writeoptions_destroy(p->wnosync);
@@ -230,8 +234,73 @@ int st_outbox_append(st_part *p, leveldb_writebatch_t *b, int kind, uint64_t v,
     return 0;
 }
 
+/* Writes deletion batch dels (taken off p) unsynced and destroys it. */
+static void shipped_write(st_part *p, leveldb_writebatch_t *dels)
+{
+    char *err = NULL;
+
+    leveldb_write(p->db->db, p->wnosync, dels, &err);
+    if (err != NULL) {
+        LOG_WARN("partition %llu: deleting shipped outbox records: %s",
+                 (unsigned long long)p->id, err);
+        leveldb_free(err);
+    }
+    leveldb_writebatch_destroy(dels);
+}
+
+/* Takes the pending deletions off p (NULL: none). Needs p->mu. */
+static leveldb_writebatch_t *shipped_take_locked(st_part *p)
+{
+    leveldb_writebatch_t *dels = p->shipped;
+
+    p->shipped = NULL;
+    p->nshipped = 0;
+    return dels;
+}
+
+void st_shipped_add(st_part *p, uint64_t dest, const uint64_t *seqs, uint32_t n)
+{
+    leveldb_writebatch_t *own = NULL, *full = NULL;
+    uint8_t k[17];
+
+    if (n == 0)
+        return;
+    k[0] = ST_OUT_PREFIX;
+    sx_put_be64(k + 1, dest);
+    pthread_mutex_lock(&p->mu);
+    if (p->shipped == NULL)
+        p->shipped = leveldb_writebatch_create();
+    leveldb_writebatch_t *into = p->shipped;
+    if (into == NULL)
+        into = own = leveldb_writebatch_create();     /* write them here */
+    else
+        p->nshipped += n;
+    for (uint32_t i = 0; into != NULL && i < n; i++) {
+        sx_put_be64(k + 9, seqs[i]);
+        leveldb_writebatch_delete(into, (const char *)k, sizeof(k));
+    }
+    if (p->nshipped >= ST_SHIPPED_MAX)
+        full = shipped_take_locked(p);
+    pthread_mutex_unlock(&p->mu);
+    if (own != NULL)
+        shipped_write(p, own);
+    if (full != NULL)
+        shipped_write(p, full);
+}
+
+void st_shipped_flush(st_part *p)
+{
+    pthread_mutex_lock(&p->mu);
+    leveldb_writebatch_t *dels = shipped_take_locked(p);
+    pthread_mutex_unlock(&p->mu);
+    if (dels != NULL)
+        shipped_write(p, dels);
+}
+
 int st_commit(st_part *p, leveldb_writebatch_t *b, uint64_t pending)
 {
+    leveldb_writebatch_t *dels;
+    uint32_t ndels;
     uint8_t mv[24];
     int rc;
 
@@ -244,9 +313,22 @@ int st_commit(st_part *p, leveldb_writebatch_t *b, uint64_t pending)
      * ships them at once never subtracts before this adds */
     pthread_mutex_lock(&p->mu);
     p->outbox += pending;
+    ndels = p->nshipped;
+    dels = shipped_take_locked(p);
     pthread_mutex_unlock(&p->mu);
+    if (dels != NULL)
+        leveldb_writebatch_append(b, dels);
     rc = ldb_write_sync(p->db, b);
     pthread_mutex_lock(&p->mu);
+    if (rc != 0 && dels != NULL) {     /* still to do: back in front */
+        if (p->shipped != NULL) {
+            leveldb_writebatch_append(dels, p->shipped);
+            leveldb_writebatch_destroy(p->shipped);
+        }
+        p->shipped = dels;
+        p->nshipped += ndels;
+        dels = NULL;
+    }
     if (rc == 0) {
         p->hw = p->w_hw;
         p->head = p->w_head;
@@ -260,6 +342,8 @@ int st_commit(st_part *p, leveldb_writebatch_t *b, uint64_t pending)
         p->w_items = p->items;
     }
     pthread_mutex_unlock(&p->mu);
+    if (dels != NULL)
+        leveldb_writebatch_destroy(dels);
     return rc;
 }
 

@@ -71,6 +71,11 @@ typedef struct st_part {
     bool stopping;                     /* new writes are refused */
     uint64_t hw, head, items;          /* durable, published */
     uint64_t outbox;                   /* outbox records not yet acked */
+    leveldb_writebatch_t *shipped;     /* deletions of acked outbox records not
+                                        * written yet (NULL: none): the next
+                                        * st_commit carries them, or a shipper
+                                        * that has caught up writes them */
+    uint32_t nshipped;                 /* deletions in `shipped` */
     uint32_t nbf;
     st_bf *bf;
     struct ship *ship;
@@ -133,11 +138,26 @@ int st_outbox_append(st_part *p, leveldb_writebatch_t *b, int kind, uint64_t v,
                      const uint8_t *key, size_t kn, uint64_t h,
                      const uint8_t *proj, size_t pn, uint64_t *pending);
 
-/* Under wlock: appends the working metadata to b, writes it synced and, on
- * success, publishes the counters (adding `pending` outbox records) and
- * wakes the shipper. On failure restores the working counters. Returns 0
- * or SX_EIO. */
+/* Under wlock: appends the working metadata and the pending deletions of
+ * shipped records (st_shipped_add) to b, writes it synced and, on success,
+ * publishes the counters (adding `pending` outbox records) and wakes the
+ * shipper. On failure restores the working counters and keeps the
+ * deletions pending. Returns 0 or SX_EIO. */
 int st_commit(st_part *p, leveldb_writebatch_t *b, uint64_t pending);
+
+/* Records the deletion of the n outbox records seqs of destination dest,
+ * which its index partition acknowledged: the next st_commit writes it
+ * with its group (a shipper then never waits in leveldb's writer queue
+ * behind a synced group), or st_shipped_flush does. Past ST_SHIPPED_MAX
+ * pending deletions (no group is coming), or out of memory, it writes
+ * them itself, unsynced. A lost deletion only causes a redelivery the
+ * index ignores. Thread-safe. */
+#define ST_SHIPPED_MAX 65536
+void st_shipped_add(st_part *p, uint64_t dest, const uint64_t *seqs, uint32_t n);
+
+/* Writes the pending deletions of shipped records, unsynced (a shipper
+ * with nothing to ship, or stopping). Thread-safe. */
+void st_shipped_flush(st_part *p);
 
 /* Under wlock: drops the working counters' uncommitted changes (a batch
  * that will not be written). */
