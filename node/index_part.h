@@ -11,8 +11,8 @@
  * where index-local key = index id (4) | tuple. Every change (entries,
  * tombstone records, watermarks, counters) is written in one synced batch.
  *
- * Locking: apply_mu serialises writers (the group-commit leader and the
- * tombstone collector); state_mu guards the published watermarks, hw_seen
+ * Locking: apply_mu serialises writers (the committer and the collectors
+ * of tombstones and of dropped indexes); state_mu guards the published watermarks, hw_seen
  * and counters (written only by an apply_mu holder after a successful sync,
  * read by anyone); q_mu guards the apply queue and the committer's flags,
  * commit_cv wakes the committer, done_cv wakes synchronous callers.
@@ -62,7 +62,7 @@ typedef struct ix_part {
     uint64_t entries, tombstones;
 
     pthread_mutex_t apply_mu;  /* one writer at a time */
-    uint64_t *work_wm, *work_hw;   /* leader scratch, guarded by apply_mu */
+    uint64_t *work_wm, *work_hw;   /* committer scratch, guarded by apply_mu */
     bool *work_dirty;
 
     pthread_mutex_t q_mu;      /* guards the queue and the flags below */
