@@ -227,7 +227,7 @@ static void ix_handle(void *arg, const uint8_t *req, size_t n, mp_buf *out)
     }
 }
 
-/* ---- tombstone collector ---- */
+/* ---- collectors: tombstones, dropped indexes ---- */
 
 /* Every DROP_CHECK_MS (every tick while a round leaves work behind):
  * fetches the catalog and collects dropped indexes' entries in every

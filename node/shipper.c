@@ -8,9 +8,9 @@
  * or, when it took every pending record for this destination, the
  * snapshot's head (and then hw too; a partial batch sends hw 0, claiming
  * nothing). On success it hands the shipped records' deletion to the
- * partition (the next synced group carries it, or the shipper writes it
- * once caught up; a lost deletion only causes a redelivery the index
- * ignores) and records the acknowledged watermark.
+ * partition (the next synced group carries it, or a shipper idle for
+ * SHIP_IDLE_MS writes it; a lost deletion only causes a redelivery the
+ * index ignores) and records the acknowledged watermark.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -302,14 +302,15 @@ static bool wait_work(ship_dest *d, uint64_t last_ms, uint64_t started_ms, bool 
         uint64_t now = (uint64_t)sx_mono_ms();
         struct timespec ts;
 
-        if (now >= last_ms + SHIP_IDLE_MS)
+        if (now >= last_ms + SHIP_IDLE_MS) {
+            /* idle for a while (no group will carry them soon): write
+             * the deletions no group has carried */
+            if (p->shipped != NULL) {
+                pthread_mutex_unlock(&p->mu);
+                st_shipped_flush(p);
+                pthread_mutex_lock(&p->mu);
+            }
             break;
-        if (p->shipped != NULL) {
-            /* caught up: write the deletions no group has carried */
-            pthread_mutex_unlock(&p->mu);
-            st_shipped_flush(p);
-            pthread_mutex_lock(&p->mu);
-            continue;
         }
         deadline_in(&ts, (int)(last_ms + SHIP_IDLE_MS - now));
         p->ship_idle++;

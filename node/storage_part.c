@@ -260,7 +260,7 @@ static leveldb_writebatch_t *shipped_take_locked(st_part *p)
 
 void st_shipped_add(st_part *p, uint64_t dest, const uint64_t *seqs, uint32_t n)
 {
-    leveldb_writebatch_t *own = NULL, *full = NULL;
+    leveldb_writebatch_t *full = NULL;
     uint8_t k[17];
 
     if (n == 0)
@@ -270,20 +270,16 @@ void st_shipped_add(st_part *p, uint64_t dest, const uint64_t *seqs, uint32_t n)
     pthread_mutex_lock(&p->mu);
     if (p->shipped == NULL)
         p->shipped = leveldb_writebatch_create();
-    leveldb_writebatch_t *into = p->shipped;
-    if (into == NULL)
-        into = own = leveldb_writebatch_create();     /* write them here */
-    else
+    if (p->shipped != NULL) {       /* else lost: a redelivery, ignored */
+        for (uint32_t i = 0; i < n; i++) {
+            sx_put_be64(k + 9, seqs[i]);
+            leveldb_writebatch_delete(p->shipped, (const char *)k, sizeof(k));
+        }
         p->nshipped += n;
-    for (uint32_t i = 0; into != NULL && i < n; i++) {
-        sx_put_be64(k + 9, seqs[i]);
-        leveldb_writebatch_delete(into, (const char *)k, sizeof(k));
+        if (p->nshipped >= ST_SHIPPED_MAX)
+            full = shipped_take_locked(p);
     }
-    if (p->nshipped >= ST_SHIPPED_MAX)
-        full = shipped_take_locked(p);
     pthread_mutex_unlock(&p->mu);
-    if (own != NULL)
-        shipped_write(p, own);
     if (full != NULL)
         shipped_write(p, full);
 }

@@ -73,8 +73,8 @@ typedef struct st_part {
     uint64_t outbox;                   /* outbox records not yet acked */
     leveldb_writebatch_t *shipped;     /* deletions of acked outbox records not
                                         * written yet (NULL: none): the next
-                                        * st_commit carries them, or a shipper
-                                        * that has caught up writes them */
+                                        * st_commit carries them, or an idle
+                                        * shipper writes them */
     uint32_t nshipped;                 /* deletions in `shipped` */
     uint32_t nbf;
     st_bf *bf;
@@ -149,14 +149,14 @@ int st_commit(st_part *p, leveldb_writebatch_t *b, uint64_t pending);
  * which its index partition acknowledged: the next st_commit writes it
  * with its group (a shipper then never waits in leveldb's writer queue
  * behind a synced group), or st_shipped_flush does. Past ST_SHIPPED_MAX
- * pending deletions (no group is coming), or out of memory, it writes
- * them itself, unsynced. A lost deletion only causes a redelivery the
- * index ignores. Thread-safe. */
+ * pending deletions (no group is coming) it writes them itself, unsynced;
+ * out of memory, they are lost. A lost deletion only causes a redelivery
+ * the index ignores. Thread-safe. */
 #define ST_SHIPPED_MAX 65536
 void st_shipped_add(st_part *p, uint64_t dest, const uint64_t *seqs, uint32_t n);
 
 /* Writes the pending deletions of shipped records, unsynced (a shipper
- * with nothing to ship, or stopping). Thread-safe. */
+ * idle for a while, or a closing partition). Thread-safe. */
 void st_shipped_flush(st_part *p);
 
 /* Under wlock: drops the working counters' uncommitted changes (a batch

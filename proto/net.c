@@ -164,7 +164,7 @@ static void submit_peers(net_job *jobs, peer_job *pj, int n, int timeout_ms)
 
 /* What is left of a call's timeout when its reply is awaited: the time to
  * deadline (at least 1 ms), so that sending and receiving together take at
- * most timeout_ms; a negative timeout (none) stays as it is. */
+ * most timeout_ms; a negative timeout (none) waits forever. */
 static nng_duration recv_wait(nng_time deadline, int timeout_ms)
 {
     nng_time now = nng_clock();

@@ -96,6 +96,37 @@ static void ents_fail(peer_ent *ents, int err)
     }
 }
 
+/* Unlinks from list *head the calls whose deadline has passed and returns
+ * them, in order; *head keeps the others, in order. Sets *last (unless
+ * NULL) to the last call kept (NULL: none) and *kept (unless NULL) to
+ * their count. */
+static peer_ent *take_expired(peer_ent **head, peer_ent **last, uint32_t *kept)
+{
+    nng_time now = nng_clock();
+    peer_ent *gone = NULL, **gt = &gone, **pp = head, *prev = NULL;
+    uint32_t n = 0;
+
+    while (*pp != NULL) {
+        peer_ent *e = *pp;
+
+        if (!e->forever && e->deadline <= now) {
+            *pp = e->next;
+            e->next = NULL;
+            *gt = e;
+            gt = &e->next;
+        } else {
+            prev = e;
+            pp = &e->next;
+            n++;
+        }
+    }
+    if (last)
+        *last = prev;
+    if (kept)
+        *kept = n;
+    return gone;
+}
+
 /* Arms the timer to fire at `at`. Call with p->mu held. */
 static void timer_arm_locked(net_peer *p, nng_time at)
 {
@@ -134,8 +165,7 @@ static nng_time first_deadline(const peer_ent *e)
 static void timer_cb(void *arg)
 {
     net_peer *p = arg;
-    nng_time now = nng_clock();
-    peer_ent *gone = NULL, **gt = &gone, **pp, *prev = NULL;
+    peer_ent *gone;
 
     pthread_mutex_lock(&p->mu);
     p->timer_armed = false;
@@ -143,20 +173,7 @@ static void timer_cb(void *arg)
         pthread_mutex_unlock(&p->mu);
         return;
     }
-    for (pp = &p->head; *pp != NULL;) {
-        peer_ent *e = *pp;
-
-        if (!e->forever && e->deadline <= now) {
-            *pp = e->next;
-            e->next = NULL;
-            *gt = e;
-            gt = &e->next;
-        } else {
-            prev = e;
-            pp = &e->next;
-        }
-    }
-    p->tail = prev;
+    gone = take_expired(&p->head, &p->tail, NULL);
     nng_time at = first_deadline(p->head);
     if (at != 0)
         timer_arm_locked(p, at);
@@ -209,25 +226,7 @@ static nng_duration frame_wait(const peer_ent *e)
  * passed; car keeps the others, in order. */
 static void drop_expired(peer_car *car)
 {
-    nng_time now = nng_clock();
-    peer_ent *keep = NULL, **kt = &keep, *gone = NULL, **gt = &gone;
-    uint32_t n = 0;
-
-    for (peer_ent *e = car->ents, *next; e; e = next) {
-        next = e->next;
-        e->next = NULL;
-        if (!e->forever && e->deadline <= now) {
-            *gt = e;
-            gt = &e->next;
-        } else {
-            *kt = e;
-            kt = &e->next;
-            n++;
-        }
-    }
-    car->ents = keep;
-    car->n = n;
-    ents_fail(gone, SX_ETIMEDOUT);
+    ents_fail(take_expired(&car->ents, NULL, &car->n), SX_ETIMEDOUT);
 }
 
 /* Builds car's frame and starts sending it, after failing its calls whose
