@@ -275,7 +275,7 @@ void bf_step(st_part *p, const sx_catalog *cat, nng_socket catsock)
                 bf_run(p, cat, t, ix);
                 continue;
             }
-            if (p->ship != NULL && ship_acked_all(p->ship, last))
+            if (p->ship != NULL && ship_acked_all(p->ship, p, last))
                 bf_notify(p, ix, catsock);
         }
     }

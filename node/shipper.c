@@ -1,16 +1,27 @@
 /*
- * shipper.c — outbox shipping, one thread per (fact partition, destination
- * index partition). See shipper.h and the brief's "Shipper" paragraph.
+ * shipper.c — outbox shipping: one thread per (storage node, destination
+ * index partition), serving every fact partition of the node. See
+ * shipper.h and the brief's "Shipper" paragraph.
  *
- * A round reads, from ONE leveldb snapshot, the partition metadata (head,
- * hw) and up to SHIP_BATCH records of the destination's queue
- * ('O' | dest | seq). It sends I_APPLY with upto = the last seq included,
- * or, when it took every pending record for this destination, the
- * snapshot's head (and then hw too; a partial batch sends hw 0, claiming
- * nothing). On success it hands the shipped records' deletion to the
- * partition (the next synced group carries it, or a shipper idle for
- * SHIP_IDLE_MS writes it; a lost deletion only causes a redelivery the
- * index ignores) and records the acknowledged watermark.
+ * A round takes, for each partition with something to say (its head is
+ * past what the destination acknowledged, or its heartbeat is due), ONE
+ * leveldb snapshot of that partition: the metadata (head, hw) and up to
+ * SHIP_BATCH records of the destination's queue ('O' | dest | seq). It
+ * builds that partition's I_APPLY with upto = the last seq included, or,
+ * when it took every pending record for this destination, the snapshot's
+ * head (and then hw too; a partial batch sends hw 0, claiming nothing).
+ * The round's I_APPLYs (one per source partition) go to the destination's
+ * node together, as one MULTI frame when they fit (net_call_all over the
+ * node's peer): the index node receives one frame and commits them in one
+ * synced group, instead of one frame and one group per partition. For
+ * each I_APPLY that succeeded the shipper hands the shipped records'
+ * deletion to its partition (the next synced group carries it, or a
+ * shipper idle for SHIP_IDLE_MS writes it; a lost deletion only causes a
+ * redelivery the index ignores) and records the acknowledged watermark.
+ * A partition whose I_APPLY failed is retried from the same seq.
+ *
+ * Each (destination, partition) stream stays in seq order: the thread has
+ * one round in flight at a time.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -39,26 +50,6 @@
 #define SHIP_LINGER_MAX_MS 1000
 #define SHIP_LINGER_RECORDS 128
 
-typedef struct ship_dest {
-    struct ship *s;
-    const cfg_part *dest;
-    nng_socket sock;
-    pthread_t th;
-    bool started;
-    uint64_t acked;           /* guarded by p->mu */
-    uint64_t next_seq;        /* shipping thread only */
-    bool failing;             /* shipping thread only: log once per outage */
-    sx_ratelimit slow;        /* shipping thread only: slow-round warnings */
-} ship_dest;
-
-struct ship {
-    st_part *p;
-    int n;
-    int linger_ms;
-    ship_dest *d;
-    bool stop;                /* guarded by p->mu */
-};
-
 /* Records of one round, copied out of the snapshot. */
 typedef struct ship_batch {
     uint32_t n;
@@ -67,6 +58,47 @@ typedef struct ship_batch {
     sx_bytes vals;
     bool complete;
 } ship_batch;
+
+/* One stream: a partition's queue for one destination. */
+typedef struct ship_src {
+    st_part *p;
+    uint64_t acked;           /* guarded by p->mu */
+    uint64_t next_seq;        /* shipping thread only, from here on */
+    uint64_t last_ms;         /* when this stream last shipped */
+    uint64_t last_rec_ms;     /* when it last shipped records */
+    bool failing;             /* log once per outage */
+    ship_batch b;
+    msg_I_APPLY_req rq;       /* this round's request, when in it */
+    uint8_t *frame;           /* its encoding */
+    size_t fn;
+} ship_src;
+
+typedef struct ship_dest {
+    struct ship *s;
+    const cfg_part *dest;
+    net_peer *peer;           /* borrowed: the ship's peer to dest's node */
+    pthread_t th;
+    bool started;
+    ship_src *src;            /* s->nparts streams */
+    net_job *jobs;            /* s->nparts */
+    int *job_src;             /* s->nparts: the stream of each job */
+    sx_ratelimit slow;        /* shipping thread only: slow-round warnings */
+} ship_dest;
+
+struct ship {
+    st_part **parts;
+    int nparts;
+    const sx_config *cfg;
+    int linger_ms;
+    int n;
+    ship_dest *d;
+    net_peer **peers;         /* by cfg node index (index nodes only) */
+    pthread_mutex_t mu;       /* guards gen, idle, stop */
+    pthread_cond_t cv;        /* a commit (broadcast only when idle > 0), or stop */
+    uint64_t gen;             /* commits notified so far */
+    int idle;                 /* threads waiting on cv for work */
+    bool stop;
+};
 
 static void deadline_in(struct timespec *ts, int ms)
 {
@@ -171,92 +203,37 @@ static void free_apply(msg_I_APPLY_req *rq)
     free(rq->projs.v);
 }
 
-/* Sends the round's I_APPLY; on success sets *wm. */
-static int send_apply(ship_dest *d, const msg_I_APPLY_req *rq, uint64_t *wm)
-{
-    mp_buf req;
-    uint8_t *frame = NULL, *resp = NULL;
-    size_t fn = 0, rn = 0;
-    msg_I_APPLY_rep rep;
-    char emsg[160] = "";
-    int rc;
 
-    mp_buf_init(&req);
-    rc = msg_encode_req(MSG_I_APPLY, rq, &req);
-    if (rc == 0)
-        rc = mp_buf_take(&req, &frame, &fn);
-    mp_buf_free(&req);
-    if (rc == 0)
-        rc = net_call(d->sock, frame, fn, SHIP_TIMEOUT_MS, &resp, &rn);
-    if (rc == 0) {
-        memset(&rep, 0, sizeof(rep));
-        rc = msg_decode_rep(MSG_I_APPLY, resp, rn, &rep, emsg, sizeof(emsg));
-        if (rc == 0)
-            *wm = rep.watermark;
-        msg_free_rep(MSG_I_APPLY, &rep);
-    }
-    if (rc != 0 && !d->failing)
-        LOG_WARN("shipper %llu -> %llu: I_APPLY failed: %s%s%s (retrying)",
-                 (unsigned long long)d->s->p->id, (unsigned long long)d->dest->id,
-                 sx_strerror(rc), emsg[0] ? ": " : "", emsg);
-    free(frame);
-    free(resp);
-    return rc;
+/* Frees the round's request of stream c. */
+static void src_clear(ship_src *c)
+{
+    free_apply(&c->rq);
+    memset(&c->rq, 0, sizeof(c->rq));
+    free(c->frame);
+    c->frame = NULL;
+    c->fn = 0;
 }
 
-/* Hands the shipped records' deletion to the partition (st_shipped_add)
- * and publishes the new ack. */
-static void ack_round(ship_dest *d, const ship_batch *b, uint64_t upto, uint64_t wm)
+/* Reads stream c's snapshot (metadata, up to SHIP_BATCH records) and
+ * encodes its I_APPLY for destination dest into c->frame. Returns 0 or an
+ * sx_err (nothing to send then). */
+static int src_prepare(ship_src *c, uint64_t dest)
 {
-    st_part *p = d->s->p;
-
-    st_shipped_add(p, d->dest->id, b->seqs, b->n);
-    pthread_mutex_lock(&p->mu);
-    if (upto > d->acked)
-        d->acked = upto;
-    if (wm > d->acked)
-        d->acked = wm;
-    p->outbox = p->outbox >= b->n ? p->outbox - b->n : 0;
-    pthread_mutex_unlock(&p->mu);
-}
-
-/* Reports a round that took SX_SLOW_MS or more (at most once a second):
- * records, and the time reading them, in the I_APPLY round trip (the
- * index's synced group included) and acknowledging them. t0..t2 are the round's
- * start, the end of the read and the end of the call. */
-static void slow_round(ship_dest *d, uint32_t n, uint64_t t0, uint64_t t1, uint64_t t2)
-{
-    uint64_t t3 = (uint64_t)sx_mono_ms();
-    unsigned skipped;
-
-    if (t3 - t0 < SX_SLOW_MS || !sx_ratelimit_ok(&d->slow, 1000, &skipped))
-        return;
-    LOG_WARN("shipper %llu -> %llu: slow round: %u records, read %llu ms, I_APPLY %llu ms, "
-             "ack %llu ms (%u more slow rounds since the last report)",
-             (unsigned long long)d->s->p->id, (unsigned long long)d->dest->id, n,
-             (unsigned long long)(t1 - t0), (unsigned long long)(t2 - t1),
-             (unsigned long long)(t3 - t2), skipped);
-}
-
-/* One shipping round for destination d. Returns 0 or an sx_err. */
-static int ship_round(ship_dest *d, ship_batch *b)
-{
-    st_part *p = d->s->p;
-    uint64_t t0 = (uint64_t)sx_mono_ms(), t1 = 0, t2 = 0;
+    st_part *p = c->p;
     const leveldb_snapshot_t *snap = leveldb_create_snapshot(p->db->db);
+    ship_batch *b = &c->b;
     uint8_t lo[17], hi[17];
-    uint64_t head = 0, hw = 0, wm = 0;
-    msg_I_APPLY_req rq;
+    uint64_t head = 0, hw = 0;
+    mp_buf req;
     int rc;
 
     b->n = 0;
     b->vals.n = 0;
     b->complete = true;
-    memset(&rq, 0, sizeof(rq));
     lo[0] = hi[0] = ST_OUT_PREFIX;
-    sx_put_be64(lo + 1, d->dest->id);
-    sx_put_be64(lo + 9, d->next_seq);
-    sx_put_be64(hi + 1, d->dest->id);
+    sx_put_be64(lo + 1, dest);
+    sx_put_be64(lo + 9, c->next_seq);
+    sx_put_be64(hi + 1, dest);
     sx_put_be64(hi + 9, UINT64_MAX);
     rc = snap_meta(p, snap, &head, &hw);
     if (rc == 0)
@@ -265,90 +242,238 @@ static int ship_round(ship_dest *d, ship_batch *b)
     leveldb_release_snapshot(p->db->db, snap);
     if (rc < 0 || rc > 1)
         return rc;
-    rc = build_apply(b, &rq);
-    t1 = (uint64_t)sx_mono_ms();
-    if (rc == 0) {
-        rq.part = d->dest->id;
-        rq.source = p->id;
-        rq.upto = b->complete ? head : b->seqs[b->n - 1];
-        rq.hw = b->complete ? hw : 0;
-        rc = send_apply(d, &rq, &wm);
+    rc = build_apply(b, &c->rq);
+    if (rc != 0) {
+        src_clear(c);
+        return rc;
     }
-    t2 = (uint64_t)sx_mono_ms();
-    if (rc == 0) {
-        ack_round(d, b, rq.upto, wm);
-        slow_round(d, b->n, t0, t1, t2);
-        d->next_seq = b->complete ? head + 1 : b->seqs[b->n - 1] + 1;
-        if (d->failing)
-            LOG_INFO("shipper %llu -> %llu: recovered", (unsigned long long)p->id,
-                     (unsigned long long)d->dest->id);
-    }
-    d->failing = rc != 0;
-    free_apply(&rq);
+    c->rq.part = dest;
+    c->rq.source = p->id;
+    c->rq.upto = b->complete ? head : b->seqs[b->n - 1];
+    c->rq.hw = b->complete ? hw : 0;
+    mp_buf_init(&req);
+    rc = msg_encode_req(MSG_I_APPLY, &c->rq, &req);
+    if (rc == 0)
+        rc = mp_buf_take(&req, &c->frame, &c->fn);
+    mp_buf_free(&req);
+    if (rc != 0)
+        src_clear(c);
     return rc;
 }
 
-/* Waits (under p->mu) until there is work or a heartbeat is due, then
- * lingers (see SHIP_LINGER_MS) if the previous round began at started_ms,
- * took all that was pending (not behind) and little is pending now; false
- * on stop. A lingering shipper is not woken by commits. */
-static bool wait_work(ship_dest *d, uint64_t last_ms, uint64_t started_ms, bool behind)
+/* Stream c's reply: on success hands the shipped records' deletion to the
+ * partition (st_shipped_add), publishes the new ack and moves next_seq on.
+ * Returns 0 or the call's error. */
+static int src_finish(ship_dest *d, ship_src *c, const net_job *j)
 {
-    st_part *p = d->s->p;
-    bool go = true;
+    st_part *p = c->p;
+    const ship_batch *b = &c->b;
+    msg_I_APPLY_rep rep;
+    char emsg[160] = "";
+    int rc = j->err;
 
+    memset(&rep, 0, sizeof(rep));
+    if (rc == 0)
+        rc = msg_decode_rep(MSG_I_APPLY, j->resp, j->resp_n, &rep, emsg, sizeof(emsg));
+    if (rc != 0) {
+        if (!c->failing)
+            LOG_WARN("shipper %llu -> %llu: I_APPLY failed: %s%s%s (retrying)",
+                     (unsigned long long)p->id, (unsigned long long)d->dest->id,
+                     sx_strerror(rc), emsg[0] ? ": " : "", emsg);
+        c->failing = true;
+        msg_free_rep(MSG_I_APPLY, &rep);
+        return rc;
+    }
+    st_shipped_add(p, d->dest->id, b->seqs, b->n);
     pthread_mutex_lock(&p->mu);
-    while (!d->s->stop && p->head <= d->acked) {
-        uint64_t now = (uint64_t)sx_mono_ms();
-        struct timespec ts;
-
-        if (now >= last_ms + SHIP_IDLE_MS) {
-            /* idle for a while (no group will carry them soon): write
-             * the deletions no group has carried */
-            if (p->shipped != NULL) {
-                pthread_mutex_unlock(&p->mu);
-                st_shipped_flush(p);
-                pthread_mutex_lock(&p->mu);
-            }
-            break;
-        }
-        deadline_in(&ts, (int)(last_ms + SHIP_IDLE_MS - now));
-        p->ship_idle++;
-        pthread_cond_timedwait(&p->ship_cv, &p->mu, &ts);
-        p->ship_idle--;
-    }
-    while (!behind && !d->s->stop && p->head > d->acked &&
-           p->head - d->acked < SHIP_LINGER_RECORDS) {
-        uint64_t now = (uint64_t)sx_mono_ms();
-        struct timespec ts;
-
-        if (now >= started_ms + (uint64_t)d->s->linger_ms)
-            break;
-        deadline_in(&ts, (int)(started_ms + (uint64_t)d->s->linger_ms - now));
-        pthread_cond_timedwait(&p->ship_cv, &p->mu, &ts);
-    }
-    go = !d->s->stop;
+    if (c->rq.upto > c->acked)
+        c->acked = c->rq.upto;
+    if (rep.watermark > c->acked)
+        c->acked = rep.watermark;
+    p->outbox = p->outbox >= b->n ? p->outbox - b->n : 0;
     pthread_mutex_unlock(&p->mu);
-    return go;
+    msg_free_rep(MSG_I_APPLY, &rep);
+    c->next_seq = c->rq.upto + 1;
+    c->last_ms = (uint64_t)sx_mono_ms();
+    if (b->n > 0)
+        c->last_rec_ms = c->last_ms;
+    if (c->failing)
+        LOG_INFO("shipper %llu -> %llu: recovered", (unsigned long long)p->id,
+                 (unsigned long long)d->dest->id);
+    c->failing = false;
+    return 0;
 }
 
-/* Sleeps ms unless the shipper stops first. */
-static void backoff_sleep(ship_dest *d, int ms)
+/* Reports a round that took SX_SLOW_MS or more (at most once a second):
+ * partitions and records, and the time reading them, in the I_APPLY round
+ * trip (the index's synced group included) and acknowledging them. t0..t2
+ * are the round's start, the end of the reads and the end of the call. */
+static void slow_round(ship_dest *d, int nsrc, uint32_t n, uint64_t t0, uint64_t t1,
+                       uint64_t t2)
 {
-    st_part *p = d->s->p;
-    uint64_t until = (uint64_t)sx_mono_ms() + (uint64_t)ms;
+    uint64_t t3 = (uint64_t)sx_mono_ms();
+    unsigned skipped;
+
+    if (t3 - t0 < SX_SLOW_MS || !sx_ratelimit_ok(&d->slow, 1000, &skipped))
+        return;
+    LOG_WARN("shipper -> %llu: slow round: %d partitions, %u records, read %llu ms, "
+             "I_APPLY %llu ms, ack %llu ms (%u more slow rounds since the last report)",
+             (unsigned long long)d->dest->id, nsrc, n, (unsigned long long)(t1 - t0),
+             (unsigned long long)(t2 - t1), (unsigned long long)(t3 - t2), skipped);
+}
+
+/* Whether stream c has something to say now: records or a head past its
+ * ack, or a heartbeat due (idle for SHIP_IDLE_MS). Adds its pending count
+ * to *pending. */
+static bool src_due(const ship_src *c, uint64_t now, uint64_t *pending)
+{
+    st_part *p = c->p;
+    uint64_t head, acked;
 
     pthread_mutex_lock(&p->mu);
-    while (!d->s->stop) {
+    head = p->head;
+    acked = c->acked;
+    pthread_mutex_unlock(&p->mu);
+    if (head > acked) {
+        *pending += head - acked;
+        return true;
+    }
+    return now >= c->last_ms + SHIP_IDLE_MS;
+}
+
+/* One shipping round for destination d; *behind is set when a stream
+ * left records for the next round. Returns 0, or an sx_err when some
+ * stream failed (the others moved on). */
+static int ship_round(ship_dest *d, bool *behind)
+{
+    ship *s = d->s;
+    uint64_t t0 = (uint64_t)sx_mono_ms(), t1, t2, pending = 0;
+    uint32_t nrec = 0;
+    int m = 0, rc = 0;
+
+    *behind = false;
+    for (int i = 0; i < s->nparts; i++) {
+        ship_src *c = &d->src[i];
+        int prc;
+
+        if (!src_due(c, t0, &pending))
+            continue;
+        prc = src_prepare(c, d->dest->id);
+        if (prc != 0) {
+            if (!c->failing)
+                LOG_ERROR("shipper %llu -> %llu: cannot read the outbox: %s (retrying)",
+                          (unsigned long long)c->p->id, (unsigned long long)d->dest->id,
+                          sx_strerror(prc));
+            c->failing = true;
+            rc = prc;
+            continue;
+        }
+        memset(&d->jobs[m], 0, sizeof(d->jobs[m]));
+        d->jobs[m].peer = d->peer;
+        d->jobs[m].req = c->frame;
+        d->jobs[m].req_n = c->fn;
+        d->job_src[m] = i;
+        nrec += c->b.n;
+        m++;
+    }
+    if (m == 0)
+        return rc;
+    t1 = (uint64_t)sx_mono_ms();
+    int crc = net_call_all(d->jobs, m, SHIP_TIMEOUT_MS);
+    t2 = (uint64_t)sx_mono_ms();
+    for (int k = 0; k < m; k++) {
+        ship_src *c = &d->src[d->job_src[k]];
+        int jrc;
+
+        if (crc != 0)
+            d->jobs[k].err = crc;
+        jrc = src_finish(d, c, &d->jobs[k]);
+        if (jrc != 0)
+            rc = jrc;
+        else if (!c->b.complete)
+            *behind = true;
+        free(d->jobs[k].resp);
+        d->jobs[k].resp = NULL;
+        src_clear(c);
+    }
+    slow_round(d, m, nrec, t0, t1, t2);
+    return rc;
+}
+
+/* Records pending for d across its streams; *due is set when some stream
+ * has anything to say (see src_due). */
+static uint64_t dest_pending(ship_dest *d, bool *due)
+{
+    uint64_t pending = 0, now = (uint64_t)sx_mono_ms();
+
+    *due = false;
+    for (int i = 0; i < d->s->nparts; i++)
+        if (src_due(&d->src[i], now, &pending))
+            *due = true;
+    return pending;
+}
+
+/* Writes the deletions of shipped records no group has carried, for the
+ * partitions this destination has shipped no records of for SHIP_IDLE_MS
+ * (no group is likely to carry them soon). */
+static void flush_idle(ship_dest *d)
+{
+    uint64_t now = (uint64_t)sx_mono_ms();
+
+    for (int i = 0; i < d->s->nparts; i++)
+        if (now >= d->src[i].last_rec_ms + SHIP_IDLE_MS)
+            st_shipped_flush(d->src[i].p);
+}
+
+/* Sleeps until the monotonic time until_ms unless the ship stops first;
+ * commits do not wake it. Needs s->mu. */
+static void sleep_until_locked(ship *s, uint64_t until_ms)
+{
+    while (!s->stop) {
         uint64_t now = (uint64_t)sx_mono_ms();
         struct timespec ts;
 
-        if (now >= until)
+        if (now >= until_ms)
             break;
-        deadline_in(&ts, (int)(until - now));
-        pthread_cond_timedwait(&p->ship_cv, &p->mu, &ts);
+        deadline_in(&ts, (int)(until_ms - now));
+        pthread_cond_timedwait(&s->cv, &s->mu, &ts);
     }
-    pthread_mutex_unlock(&p->mu);
+}
+
+/* Waits until some stream of d has something to say, then lingers (see
+ * SHIP_LINGER_MS) if the previous round began at started_ms, took all
+ * that was pending (not behind) and little is pending now. False on stop.
+ * A lingering shipper is not woken by commits. */
+static bool wait_work(ship_dest *d, uint64_t started_ms, bool behind)
+{
+    ship *s = d->s;
+    uint64_t pending = 0;
+    bool due = false;
+
+    pthread_mutex_lock(&s->mu);
+    while (!s->stop) {
+        uint64_t gen = s->gen;
+
+        pthread_mutex_unlock(&s->mu);
+        pending = dest_pending(d, &due);
+        if (!due)
+            flush_idle(d);
+        pthread_mutex_lock(&s->mu);
+        if (due || s->stop)
+            break;
+        if (s->gen != gen)
+            continue;
+        struct timespec ts;
+        deadline_in(&ts, SHIP_IDLE_MS / 4);
+        s->idle++;
+        pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+        s->idle--;
+    }
+    if (!behind && pending > 0 && pending < SHIP_LINGER_RECORDS)
+        sleep_until_locked(s, started_ms + (uint64_t)s->linger_ms);
+    bool go = !s->stop;
+    pthread_mutex_unlock(&s->mu);
+    return go;
 }
 
 /* Writes the live end marker 'O' | dest | 2^64-1 (empty value) after the
@@ -358,14 +483,13 @@ static void backoff_sleep(ship_dest *d, int ms)
  * queue (after a bulk load: hundreds of thousands per round). The marker
  * equals the scan's exclusive upper bound, so the scan stops on it. Not
  * synced: a marker lost in a crash is written again at the next start. */
-static void write_end_marker(ship_dest *d)
+static void write_end_marker(st_part *p, uint64_t dest)
 {
-    st_part *p = d->s->p;
     uint8_t k[17];
     char *err = NULL;
 
     k[0] = ST_OUT_PREFIX;
-    sx_put_be64(k + 1, d->dest->id);
+    sx_put_be64(k + 1, dest);
     sx_put_be64(k + 9, UINT64_MAX);
     leveldb_put(p->db->db, p->wnosync, (const char *)k, sizeof(k), "", 0, &err);
     if (err != NULL) {
@@ -377,35 +501,27 @@ static void write_end_marker(ship_dest *d)
 static void *ship_main(void *arg)
 {
     ship_dest *d = arg;
-    ship_batch *b = calloc(1, sizeof(*b));
-    uint64_t last = 0, started = 0;
+    ship *s = d->s;
+    uint64_t started = 0;
     bool behind = false;
     int backoff = 0;
 
-    write_end_marker(d);
-    if (b == NULL) {
-        LOG_ERROR("shipper: out of memory; destination %llu not shipped",
-                  (unsigned long long)d->dest->id);
-        return NULL;
-    }
-    while (wait_work(d, last, started, behind)) {
-        int rc;
-
+    for (int i = 0; i < s->nparts; i++)
+        write_end_marker(d->src[i].p, d->dest->id);
+    while (wait_work(d, started, behind)) {
         started = (uint64_t)sx_mono_ms();
-        rc = ship_round(d, b);
-        last = (uint64_t)sx_mono_ms();
-        behind = rc == 0 && !b->complete;   /* a full batch: more is waiting */
-        if (rc == 0) {
+        if (ship_round(d, &behind) == 0) {
             backoff = 0;
             continue;
         }
+        behind = false;
         backoff = backoff ? backoff * 2 : SHIP_BACKOFF_MIN_MS;
         if (backoff > SHIP_BACKOFF_MAX_MS)
             backoff = SHIP_BACKOFF_MAX_MS;
-        backoff_sleep(d, backoff);
+        pthread_mutex_lock(&s->mu);
+        sleep_until_locked(s, (uint64_t)sx_mono_ms() + (uint64_t)backoff);
+        pthread_mutex_unlock(&s->mu);
     }
-    bytes_free(&b->vals);
-    free(b);
     return NULL;
 }
 
@@ -428,32 +544,96 @@ static int linger_from_env(void)
     return (int)v;
 }
 
-int ship_start(st_part *p, const nng_socket *socks, ship **out)
+
+/* Frees what ship_start allocated (threads joined, peers closed). */
+static void ship_free(ship *s)
+{
+    for (int i = 0; s->d && i < s->n; i++) {
+        ship_dest *d = &s->d[i];
+
+        for (int k = 0; d->src && k < s->nparts; k++) {
+            src_clear(&d->src[k]);
+            bytes_free(&d->src[k].b.vals);
+        }
+        free(d->src);
+        free(d->jobs);
+        free(d->job_src);
+    }
+    for (int i = 0; s->peers && i < s->cfg->nnodes; i++)
+        net_peer_close(s->peers[i]);
+    free(s->peers);
+    free(s->d);
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+/* Allocates d's streams and job arrays. Returns 0 or SX_ENOMEM. */
+static int dest_init(ship *s, ship_dest *d, const cfg_part *dest)
+{
+    size_t np = s->nparts ? (size_t)s->nparts : 1;
+
+    d->s = s;
+    d->dest = dest;
+    d->peer = s->peers[dest->node];
+    d->src = calloc(np, sizeof(*d->src));
+    d->jobs = calloc(np, sizeof(*d->jobs));
+    d->job_src = calloc(np, sizeof(*d->job_src));
+    if (d->src == NULL || d->jobs == NULL || d->job_src == NULL)
+        return SX_ENOMEM;
+    for (int k = 0; k < s->nparts; k++)
+        d->src[k].p = s->parts[k];
+    return 0;
+}
+
+int ship_start(st_part **parts, int nparts, const sx_config *cfg,
+               const nng_socket *socks, ship **out)
 {
     ship *s = calloc(1, sizeof(*s));
+    int rc = 0;
 
     if (s == NULL)
         return SX_ENOMEM;
-    s->p = p;
-    s->n = p->cfg->nindex;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    s->parts = parts;
+    s->nparts = nparts;
+    s->cfg = cfg;
+    s->n = cfg->nindex;
     s->linger_ms = linger_from_env();
     s->d = calloc(s->n ? (size_t)s->n : 1, sizeof(*s->d));
-    if (s->d == NULL) {
-        free(s);
+    s->peers = calloc((size_t)cfg->nnodes, sizeof(*s->peers));
+    if (s->d == NULL || s->peers == NULL) {
+        ship_free(s);
         return SX_ENOMEM;
     }
-    p->ship = s;
-    for (int i = 0; i < s->n; i++) {
-        ship_dest *d = &s->d[i];
+    /* one frame in flight per destination partition on the node: each
+     * destination's thread has one round in flight */
+    for (int i = 0; i < s->n && rc == 0; i++) {
+        int node = cfg->index[i].node, frames = 0;
 
-        d->s = s;
-        d->dest = &p->cfg->index[i];
-        d->sock = socks[d->dest->node];
-        if (pthread_create(&d->th, NULL, ship_main, d) != 0) {
+        if (s->peers[node] != NULL)
+            continue;
+        for (int k = 0; k < s->n; k++)
+            frames += cfg->index[k].node == node;
+        if (net_batch_frames(1) == 0)
+            frames = NET_PEER_ALONE;
+        rc = net_peer_open(socks[node], frames, &s->peers[node]);
+    }
+    for (int i = 0; i < s->n && rc == 0; i++)
+        rc = dest_init(s, &s->d[i], &cfg->index[i]);
+    if (rc != 0) {
+        ship_free(s);
+        return rc;
+    }
+    for (int k = 0; k < nparts; k++)
+        parts[k]->ship = s;
+    for (int i = 0; i < s->n; i++) {
+        if (pthread_create(&s->d[i].th, NULL, ship_main, &s->d[i]) != 0) {
             ship_stop(s);
             return SX_EINTERNAL;
         }
-        d->started = true;
+        s->d[i].started = true;
     }
     *out = s;
     return 0;
@@ -463,31 +643,45 @@ void ship_stop(ship *s)
 {
     if (s == NULL)
         return;
-    pthread_mutex_lock(&s->p->mu);
+    pthread_mutex_lock(&s->mu);
     s->stop = true;
-    pthread_cond_broadcast(&s->p->ship_cv);
-    pthread_mutex_unlock(&s->p->mu);
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
     for (int i = 0; i < s->n; i++)
         if (s->d[i].started)
             pthread_join(s->d[i].th, NULL);
-    s->p->ship = NULL;
-    free(s->d);
-    free(s);
+    for (int k = 0; k < s->nparts; k++)
+        s->parts[k]->ship = NULL;
+    ship_free(s);
 }
 
-bool ship_acked_all(ship *s, uint64_t seq)
+void ship_notify(ship *s)
 {
-    return ship_min_acked(s) >= seq;
+    pthread_mutex_lock(&s->mu);
+    s->gen++;
+    if (s->idle > 0)   /* lingering shippers need no wake-up */
+        pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
 }
 
-uint64_t ship_min_acked(ship *s)
+bool ship_acked_all(ship *s, st_part *p, uint64_t seq)
+{
+    return ship_min_acked(s, p) >= seq;
+}
+
+uint64_t ship_min_acked(ship *s, st_part *p)
 {
     uint64_t m = UINT64_MAX;
+    int k = 0;
 
-    pthread_mutex_lock(&s->p->mu);
+    while (k < s->nparts && s->parts[k] != p)
+        k++;
+    if (k == s->nparts)
+        return 0;
+    pthread_mutex_lock(&p->mu);
     for (int i = 0; i < s->n; i++)
-        if (s->d[i].acked < m)
-            m = s->d[i].acked;
-    pthread_mutex_unlock(&s->p->mu);
-    return s->n ? m : UINT64_MAX;
+        if (s->d[i].src[k].acked < m)
+            m = s->d[i].src[k].acked;
+    pthread_mutex_unlock(&p->mu);
+    return m;
 }

@@ -1,9 +1,12 @@
 /*
- * shipper.h — ships a fact partition's outbox to the index partitions, one
- * thread per destination index partition: in seq order, batched (up to 512
- * records per I_APPLY), with heartbeats that carry the partition's head so
- * every destination's watermark keeps up, retries with exponential backoff
- * (10 ms .. 1 s), and deletion of acknowledged records.
+ * shipper.h — ships a storage node's outboxes to the index partitions: one
+ * thread per destination index partition, serving every fact partition of
+ * the node; each stream (partition, destination) in seq order, batched (up
+ * to 512 records per I_APPLY), the node's I_APPLYs for one destination
+ * sent together (one MULTI frame when they fit), with heartbeats that carry
+ * each partition's head so every destination's watermark keeps up, retries
+ * with exponential backoff (10 ms .. 1 s), and deletion of acknowledged
+ * records.
  */
 #ifndef SX_SHIPPER_H
 #define SX_SHIPPER_H
@@ -11,24 +14,36 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <nng/nng.h>
+#include "config.h"
 
 struct st_part;
 typedef struct ship ship;
 
-/* Starts one shipping thread per index partition of p->cfg. socks[i] is a
- * REQ socket dialing cfg->nodes[i] (only index nodes' entries are used);
- * the array must outlive the shipper. Sets p->ship. Returns 0 or
- * SX_ENOMEM / SX_EINTERNAL (thread creation). */
-int ship_start(struct st_part *p, const nng_socket *socks, ship **out);
+/* Starts one shipping thread per index partition of cfg for the node's
+ * nparts partitions (parts, which must outlive the shipper; each one's
+ * ->ship is set). socks[i] is a REQ socket dialing cfg->nodes[i] (only
+ * index nodes' entries are used); the shipper opens a peer on each and
+ * closes it in ship_stop, so close the sockets first when calls may be in
+ * flight. Returns 0 or SX_ENOMEM / SX_ENET / SX_EINTERNAL (thread
+ * creation). */
+int ship_start(struct st_part **parts, int nparts, const sx_config *cfg,
+               const nng_socket *socks, ship **out);
 
-/* Stops and joins the threads, frees the shipper; accepts NULL. */
+/* Stops and joins the threads, frees the shipper and clears the
+ * partitions' ->ship; accepts NULL. */
 void ship_stop(ship *s);
 
-/* True when every destination has acknowledged a watermark >= seq.
- * Thread-safe (takes p->mu). */
-bool ship_acked_all(ship *s, uint64_t seq);
+/* Tells the shipper a partition committed (its head advanced): wakes
+ * threads waiting for work. Thread-safe; takes the shipper's own lock
+ * (call it without holding a partition's mu). */
+void ship_notify(ship *s);
 
-/* The lowest watermark acknowledged across destinations. Thread-safe. */
-uint64_t ship_min_acked(ship *s);
+/* True when every destination has acknowledged a watermark >= seq for
+ * partition p. Thread-safe (takes p->mu). */
+bool ship_acked_all(ship *s, struct st_part *p, uint64_t seq);
+
+/* The lowest watermark acknowledged for p across destinations (0 if p is
+ * not one of the shipper's partitions). Thread-safe. */
+uint64_t ship_min_acked(ship *s, struct st_part *p);
 
 #endif

@@ -46,6 +46,7 @@ typedef struct st_node {
     pthread_t poll_th;
     bool poll_started;
     st_bfthread *bf;            /* one per partition */
+    ship *ship;                /* the node's outbox shipper */
     pthread_mutex_t mu;        /* guards stop */
     pthread_cond_t cv;         /* a catalog poll happened, or stopping */
     bool stop;
@@ -389,6 +390,10 @@ static int start(st_node *n)
         rc = dial_peers(n);
     if (rc != 0)
         return rc;
+    /* before the server: a commit notifies p->ship, set from here on */
+    rc = ship_start(n->parts, n->nparts, n->cfg, n->socks, &n->ship);
+    if (rc != 0)
+        return rc;
     rc = net_listen(me->url, &ls);
     if (rc != 0) {
         LOG_ERROR("cannot listen on %s", me->url);
@@ -403,11 +408,6 @@ static int start(st_node *n)
     if (rc != 0) {
         nng_close(ls);
         return rc;
-    }
-    for (int i = 0; i < n->nparts; i++) {
-        rc = ship_start(n->parts[i], n->socks, &n->parts[i]->ship);
-        if (rc != 0)
-            return rc;
     }
     if (pthread_create(&n->poll_th, NULL, poll_main, n) != 0)
         return SX_EINTERNAL;
@@ -448,8 +448,7 @@ static void stop(st_node *n)
     for (int i = 0; n->socks && i < n->cfg->nnodes; i++)
         if (n->dialed[i])
             nng_close(n->socks[i]);
-    for (int i = 0; i < n->nparts; i++)
-        ship_stop(n->parts[i]->ship);
+    ship_stop(n->ship);
     for (int i = 0; i < n->nparts; i++)
         st_part_close(n->parts[i]);
     free(n->parts);

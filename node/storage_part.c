@@ -118,7 +118,6 @@ int st_part_open(const sx_config *cfg, const cfg_part *cp, st_cat *cc,
     p->cc = cc;
     pthread_mutex_init(&p->wlock, NULL);
     pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->ship_cv, NULL);
     pthread_cond_init(&p->commit_cv, NULL);
     p->wnosync = leveldb_writeoptions_create();
     if (p->wnosync == NULL) {
@@ -156,7 +155,6 @@ void st_part_close(st_part *p)
     ldb_close(p->db);
     if (p->wnosync)
         leveldb_writeoptions_destroy(p->wnosync);
-    pthread_cond_destroy(&p->ship_cv);
     pthread_cond_destroy(&p->commit_cv);
     pthread_mutex_destroy(&p->mu);
     pthread_mutex_destroy(&p->wlock);
@@ -329,8 +327,6 @@ int st_commit(st_part *p, leveldb_writebatch_t *b, uint64_t pending)
         p->hw = p->w_hw;
         p->head = p->w_head;
         p->items = p->w_items;
-        if (p->ship_idle > 0)   /* lingering shippers need no wake-up */
-            pthread_cond_broadcast(&p->ship_cv);
     } else {
         p->outbox -= pending;
         p->w_hw = p->hw;
@@ -338,6 +334,8 @@ int st_commit(st_part *p, leveldb_writebatch_t *b, uint64_t pending)
         p->w_items = p->items;
     }
     pthread_mutex_unlock(&p->mu);
+    if (rc == 0 && p->ship != NULL)
+        ship_notify(p->ship);
     if (dels != NULL)
         leveldb_writebatch_destroy(dels);
     return rc;

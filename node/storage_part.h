@@ -58,9 +58,6 @@ typedef struct st_part {
     uint64_t w_hw, w_head, w_items;
 
     pthread_mutex_t mu;
-    pthread_cond_t ship_cv;            /* head advanced (broadcast only when
-                                        * ship_idle > 0), or stopping */
-    int ship_idle;                     /* shippers waiting on ship_cv for work */
     struct st_wreq *qhead, *qtail;     /* writes waiting for the committer */
     pthread_cond_t commit_cv;          /* the committer: work, or quit */
     pthread_t committer;
@@ -78,7 +75,8 @@ typedef struct st_part {
     uint32_t nshipped;                 /* deletions in `shipped` */
     uint32_t nbf;
     st_bf *bf;
-    struct ship *ship;
+    struct ship *ship;                 /* the node's shipper (set before the
+                                        * node serves writes), or NULL */
 } st_part;
 
 /* Opens (creating) the partition's leveldb at dir and loads its metadata,
