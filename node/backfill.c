@@ -89,8 +89,9 @@ static int bf_finish(bf_scan *s)
     k[1] = 'B';
     sx_put_be32(k + 2, s->ix->id);
     sx_put_be64(v, last);
-    leveldb_writebatch_put(s->b, (const char *)k, sizeof(k), (const char *)v, sizeof(v));
-    rc = st_commit(p, s->b, s->pending);
+    rc = st_kput(p, s->b, k, sizeof(k), v, sizeof(v));
+    if (rc == 0)
+        rc = st_commit(p, s->b, s->pending);
     if (rc != 0)
         return rc;
     pthread_mutex_lock(&p->mu);
@@ -122,7 +123,7 @@ static int bf_chunk(bf_scan *s, const uint8_t *lo, size_t lo_n, const uint8_t *h
     s->resume_n = 0;
     leveldb_writebatch_clear(s->b);
     pthread_mutex_lock(&p->wlock);
-    rc = ldb_scan(p->db, NULL, lo, lo_n, hi, hi_n, false, bf_visit, s);
+    rc = st_kscan(p, NULL, lo, lo_n, hi, hi_n, false, bf_visit, s);
     if (rc == 0 && s->resume_n > 0)
         rc = s->pending > 0 ? st_commit(p, s->b, s->pending) : 0;
     else if (rc == 0)

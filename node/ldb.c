@@ -68,9 +68,26 @@ void ldb_close(ldb *d)
 
 int ldb_get(ldb *d, const void *key, size_t kn, uint8_t **val, size_t *vn)
 {
+    return ldb_get_snap(d, NULL, key, kn, val, vn);
+}
+
+int ldb_get_snap(ldb *d, const leveldb_snapshot_t *snap, const void *key, size_t kn,
+                 uint8_t **val, size_t *vn)
+{
+    leveldb_readoptions_t *ro = d->ropts;
     char *err = NULL;
     size_t n = 0;
-    char *v = leveldb_get(d->db, d->ropts, key, kn, &n, &err);
+    char *v;
+
+    if (snap != NULL) {
+        ro = leveldb_readoptions_create();
+        if (ro == NULL)
+            return SX_ENOMEM;
+        leveldb_readoptions_set_snapshot(ro, snap);
+    }
+    v = leveldb_get(d->db, ro, key, kn, &n, &err);
+    if (ro != d->ropts)
+        leveldb_readoptions_destroy(ro);
 
     if (err != NULL) {
         LOG_ERROR("leveldb get: %s", err);

@@ -31,6 +31,10 @@ void ldb_close(ldb *d);
  * are set and 0 is returned; SX_ENOTFOUND when absent; SX_EIO on error. */
 int ldb_get(ldb *d, const void *key, size_t kn, uint8_t **val, size_t *vn);
 
+/* ldb_get as of snapshot snap (NULL: the current state). */
+int ldb_get_snap(ldb *d, const leveldb_snapshot_t *snap, const void *key, size_t kn,
+                 uint8_t **val, size_t *vn);
+
 /* Writes the batch durably (fsync'd before returning). Returns 0 or SX_EIO. */
 int ldb_write_sync(ldb *d, leveldb_writebatch_t *b);
 

@@ -134,27 +134,23 @@ static int collect_visit(void *arg, const uint8_t *k, size_t kn,
 static int snap_meta(st_part *p, const leveldb_snapshot_t *snap, uint64_t *head,
                      uint64_t *hw)
 {
-    static const char key[2] = { ST_META_PREFIX, 'm' };
-    leveldb_readoptions_t *ro = leveldb_readoptions_create();
-    char *err = NULL, *v;
+    static const uint8_t key[2] = { ST_META_PREFIX, 'm' };
+    uint8_t *v = NULL;
     size_t vn = 0;
+    int rc = st_kget(p, snap, key, sizeof(key), &v, &vn);
 
-    if (ro == NULL)
-        return SX_ENOMEM;
-    leveldb_readoptions_set_snapshot(ro, snap);
-    v = leveldb_get(p->db->db, ro, key, sizeof(key), &vn, &err);
-    leveldb_readoptions_destroy(ro);
-    if (err != NULL) {
-        LOG_ERROR("shipper: metadata read: %s", err);
-        leveldb_free(err);
-        return SX_EIO;
-    }
     *head = *hw = 0;
-    if (v != NULL && vn == 24) {
-        *hw = sx_get_be64((uint8_t *)v);
-        *head = sx_get_be64((uint8_t *)v + 8);
+    if (rc == SX_ENOTFOUND)
+        return 0;
+    if (rc != 0) {
+        LOG_ERROR("shipper: metadata read: %s", sx_strerror(rc));
+        return rc;
     }
-    leveldb_free(v);
+    if (vn == 24) {
+        *hw = sx_get_be64(v);
+        *head = sx_get_be64(v + 8);
+    }
+    free(v);
     return 0;
 }
 
@@ -220,7 +216,7 @@ static void src_clear(ship_src *c)
 static int src_prepare(ship_src *c, uint64_t dest)
 {
     st_part *p = c->p;
-    const leveldb_snapshot_t *snap = leveldb_create_snapshot(p->db->db);
+    const leveldb_snapshot_t *snap = leveldb_create_snapshot(p->store->db->db);
     ship_batch *b = &c->b;
     uint8_t lo[17], hi[17];
     uint64_t head = 0, hw = 0;
@@ -237,9 +233,9 @@ static int src_prepare(ship_src *c, uint64_t dest)
     sx_put_be64(hi + 9, UINT64_MAX);
     rc = snap_meta(p, snap, &head, &hw);
     if (rc == 0)
-        rc = ldb_scan(p->db, snap, lo, sizeof(lo), hi, sizeof(hi), false,
+        rc = st_kscan(p, snap, lo, sizeof(lo), hi, sizeof(hi), false,
                       collect_visit, b);
-    leveldb_release_snapshot(p->db->db, snap);
+    leveldb_release_snapshot(p->store->db->db, snap);
     if (rc < 0 || rc > 1)
         return rc;
     rc = build_apply(b, &c->rq);
@@ -485,13 +481,20 @@ static bool wait_work(ship_dest *d, uint64_t started_ms, bool behind)
  * synced: a marker lost in a crash is written again at the next start. */
 static void write_end_marker(st_part *p, uint64_t dest)
 {
+    leveldb_writebatch_t *b = leveldb_writebatch_create();
     uint8_t k[17];
     char *err = NULL;
 
+    if (b == NULL) {
+        LOG_WARN("shipper: writing the queue end marker: out of memory");
+        return;
+    }
     k[0] = ST_OUT_PREFIX;
     sx_put_be64(k + 1, dest);
     sx_put_be64(k + 9, UINT64_MAX);
-    leveldb_put(p->db->db, p->wnosync, (const char *)k, sizeof(k), "", 0, &err);
+    st_kput(p, b, k, sizeof(k), "", 0);
+    leveldb_write(p->store->db->db, p->store->wnosync, b, &err);
+    leveldb_writebatch_destroy(b);
     if (err != NULL) {
         LOG_WARN("shipper: writing the queue end marker: %s", err);
         leveldb_free(err);

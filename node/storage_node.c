@@ -1,13 +1,15 @@
 /*
  * storage_node.c — the storage role of shardex-node: start-up (catalog
- * partition when this node hosts it, catalog cache, fact partitions,
- * sockets to index nodes, server, shippers, catalog poll, one backfill
- * thread per partition), request dispatch, S_HEADS and NODE_STATUS, and the
- * clean stop (poll and backfill threads, server, peer sockets, shippers,
- * partitions, in that order).
+ * partition when this node hosts it, catalog cache, the node's store and
+ * its fact partitions, sockets to index nodes, shippers, server, catalog
+ * poll, one backfill thread per partition), request dispatch, S_HEADS and
+ * NODE_STATUS, and the clean stop (poll and backfill threads, server, peer
+ * sockets, shippers, the store's committer, partitions, the store, in that
+ * order).
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <time.h>
 #include "backfill.h"
@@ -40,6 +42,7 @@ typedef struct st_node {
     st_cat *cc;
     int nparts;
     st_part **parts;
+    st_store *store;           /* the partitions' shared leveldb and committer */
     nng_socket *socks;         /* by cfg node index; index nodes + catalog node */
     bool *dialed;
     net_server *srv;
@@ -304,26 +307,35 @@ static int dial_peers(st_node *n)
     return 0;
 }
 
+/* Opens the node's store (DATA/store), copies into it the partition
+ * directories of the older layout (DATA/p<ID>) and opens the partitions. */
 static int open_parts(st_node *n)
 {
     char dir[4096];
+    struct stat st;
     int rc;
 
     n->parts = calloc((size_t)n->cfg->nstorage + 1, sizeof(*n->parts));
     if (n->parts == NULL)
         return SX_ENOMEM;
+    snprintf(dir, sizeof(dir), "%s/store", n->o->data_dir);
+    rc = st_store_open(dir, &n->store);
+    if (rc != 0)
+        return rc;
     for (int i = 0; i < n->cfg->nstorage; i++) {
         const cfg_part *cp = &n->cfg->storage[i];
 
         if (cp->node != n->o->self)
             continue;
         snprintf(dir, sizeof(dir), "%s/p%llu", n->o->data_dir, (unsigned long long)cp->id);
-        rc = st_part_open(n->cfg, cp, n->cc, dir, &n->parts[n->nparts]);
+        if (stat(dir, &st) == 0 && (rc = st_store_migrate(n->store, dir, cp->id)) != 0)
+            return rc;
+        rc = st_part_open(n->cfg, cp, n->cc, n->store, &n->parts[n->nparts]);
         if (rc != 0)
             return rc;
         n->nparts++;
     }
-    return 0;
+    return st_store_start(n->store, n->parts, n->nparts);
 }
 
 /* Point reads of facts and the heads: local, short, never waiting. */
@@ -348,7 +360,7 @@ static void deferred_done(void *arg, mp_buf *reply)
 }
 
 /* The server's defer function: an S_WRITE is validated and queued for its
- * partition's committer right here, and answered by the committer. Anything
+ * partition, for the node's committer, right here, and answered by the committer. Anything
  * unusual (malformed, unknown partition, catalog not cached, out of
  * memory) is declined and runs on a worker, which answers it. */
 static bool defer(void *arg, msg_type t, const uint8_t *req, size_t len, net_reply *r)
@@ -449,8 +461,10 @@ static void stop(st_node *n)
         if (n->dialed[i])
             nng_close(n->socks[i]);
     ship_stop(n->ship);
+    st_store_stop(n->store);    /* commits what is queued */
     for (int i = 0; i < n->nparts; i++)
         st_part_close(n->parts[i]);
+    st_store_close(n->store);
     free(n->parts);
     free(n->socks);
     free(n->dialed);

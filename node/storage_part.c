@@ -1,9 +1,9 @@
 /*
  * storage_part.c — a fact partition's lifecycle and its durable bookkeeping:
- * open (leveldb, metadata, backfill table, outbox size), outbox record
- * encoding, and the synced commit that publishes head/hw/items and wakes
- * the shipper. The S_WRITE group commit is in storage_write.c, reads in
- * storage_read.c.
+ * open (metadata, backfill table, outbox size), its keyspace in the node's
+ * shared leveldb (the st_k* prefix functions), outbox record encoding, and
+ * the synced commit that publishes head/hw/items and wakes the shipper.
+ * The S_WRITE group commit is in storage_write.c, reads in storage_read.c.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -32,11 +32,90 @@ size_t st_fact_key(uint8_t *k, uint32_t tid, const uint8_t *local, size_t n)
     return ST_FACT_HDR + n;
 }
 
+/* pfx | k into buf (ST_PFX_LEN + ST_KEY_MAX bytes); 0, or SX_EINVAL when
+ * k is too long. */
+#define ST_PFX_LEN 8
+static int pkey(const st_part *p, uint8_t *buf, const void *k, size_t kn)
+{
+    if (kn > ST_KEY_MAX)
+        return SX_EINVAL;
+    memcpy(buf, p->pfx, ST_PFX_LEN);
+    if (kn > 0)
+        memcpy(buf + ST_PFX_LEN, k, kn);
+    return 0;
+}
+
+int st_kget(st_part *p, const leveldb_snapshot_t *snap, const void *k, size_t kn,
+            uint8_t **val, size_t *vn)
+{
+    uint8_t buf[ST_PFX_LEN + ST_KEY_MAX];
+    int rc = pkey(p, buf, k, kn);
+
+    return rc ? rc : ldb_get_snap(p->store->db, snap, buf, ST_PFX_LEN + kn, val, vn);
+}
+
+/* st_kscan's visitor: the caller's, with the prefix stripped. */
+typedef struct kscan {
+    ldb_visit fn;
+    void *arg;
+} kscan;
+
+static int kscan_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *v, size_t vn)
+{
+    kscan *ks = arg;
+
+    if (kn < ST_PFX_LEN)
+        return SX_EIO;
+    return ks->fn(ks->arg, k + ST_PFX_LEN, kn - ST_PFX_LEN, v, vn);
+}
+
+int st_kscan(st_part *p, const leveldb_snapshot_t *snap, const void *lo, size_t lo_n,
+             const void *hi, size_t hi_n, bool desc, ldb_visit fn, void *arg)
+{
+    uint8_t l[ST_PFX_LEN + ST_KEY_MAX], h[ST_PFX_LEN + ST_KEY_MAX];
+    size_t hn = ST_PFX_LEN + hi_n;
+    kscan ks = { fn, arg };
+    int rc = pkey(p, l, lo, lo_n);
+
+    if (rc == 0)
+        rc = pkey(p, h, hi, hi_n);
+    if (rc != 0)
+        return rc;
+    if (hi_n == 0) {            /* the end of the partition: the next id */
+        if (p->id == UINT64_MAX)
+            hn = 0;
+        else
+            sx_put_be64(h, p->id + 1);
+    }
+    return ldb_scan(p->store->db, snap, l, ST_PFX_LEN + lo_n, h, hn, desc, kscan_visit, &ks);
+}
+
+int st_kput(st_part *p, leveldb_writebatch_t *b, const void *k, size_t kn,
+            const void *v, size_t vn)
+{
+    uint8_t buf[ST_PFX_LEN + ST_KEY_MAX];
+    int rc = pkey(p, buf, k, kn);
+
+    if (rc == 0)
+        leveldb_writebatch_put(b, (const char *)buf, ST_PFX_LEN + kn, (const char *)v, vn);
+    return rc;
+}
+
+int st_kdel(st_part *p, leveldb_writebatch_t *b, const void *k, size_t kn)
+{
+    uint8_t buf[ST_PFX_LEN + ST_KEY_MAX];
+    int rc = pkey(p, buf, k, kn);
+
+    if (rc == 0)
+        leveldb_writebatch_delete(b, (const char *)buf, ST_PFX_LEN + kn);
+    return rc;
+}
+
 static int load_meta(st_part *p)
 {
     uint8_t *v = NULL;
     size_t n = 0;
-    int rc = ldb_get(p->db, meta_key, sizeof(meta_key), &v, &n);
+    int rc = st_kget(p, NULL, meta_key, sizeof(meta_key), &v, &n);
 
     if (rc == SX_ENOTFOUND)
         return 0;
@@ -94,9 +173,9 @@ static int load_state(st_part *p)
     int rc = load_meta(p);
 
     if (rc == 0)
-        rc = ldb_scan(p->db, NULL, bf_lo, 2, bf_hi, 2, false, load_bf_visit, p);
+        rc = st_kscan(p, NULL, bf_lo, 2, bf_hi, 2, false, load_bf_visit, p);
     if (rc == 0)
-        rc = ldb_scan(p->db, NULL, out_lo, 1, out_hi, 1, false, count_visit, &p->outbox);
+        rc = st_kscan(p, NULL, out_lo, 1, out_hi, 1, false, count_visit, &p->outbox);
     p->w_hw = p->hw;
     p->w_head = p->head;
     p->w_items = p->items;
@@ -104,7 +183,7 @@ static int load_state(st_part *p)
 }
 
 int st_part_open(const sx_config *cfg, const cfg_part *cp, st_cat *cc,
-                 const char *dir, st_part **out)
+                 st_store *store, st_part **out)
 {
     st_part *p = calloc(1, sizeof(*p));
     int rc;
@@ -116,46 +195,28 @@ int st_part_open(const sx_config *cfg, const cfg_part *cp, st_cat *cc,
     p->hhi = cp->hhi;
     p->cfg = cfg;
     p->cc = cc;
+    p->store = store;
+    sx_put_be64(p->pfx, p->id);
     pthread_mutex_init(&p->wlock, NULL);
     pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->commit_cv, NULL);
-    p->wnosync = leveldb_writeoptions_create();
-    if (p->wnosync == NULL) {
-        rc = SX_ENOMEM;
-        goto fail;
-    }
-    rc = ldb_open(dir, &p->db);
-    if (rc != 0)
-        goto fail;
     rc = load_state(p);
-    if (rc == 0)
-        rc = st_committer_start(p);
-    if (rc != 0)
-        goto fail;
+    if (rc != 0) {
+        st_part_close(p);
+        return rc;
+    }
     LOG_INFO("partition %llu open: head %llu hw %llu items %llu outbox %llu backfills %u",
              (unsigned long long)p->id, (unsigned long long)p->head,
              (unsigned long long)p->hw, (unsigned long long)p->items,
              (unsigned long long)p->outbox, p->nbf);
     *out = p;
     return 0;
-fail:
-    st_part_close(p);
-    return rc;
 }
 
 void st_part_close(st_part *p)
 {
     if (p == NULL)
         return;
-    st_committer_stop(p);
-    if (p->db != NULL && p->wnosync != NULL)
-        st_shipped_flush(p);
-    else if (p->shipped != NULL)
-        leveldb_writebatch_destroy(p->shipped);
-    ldb_close(p->db);
-    if (p->wnosync)
-        leveldb_writeoptions_destroy(p->wnosync);
-    pthread_cond_destroy(&p->commit_cv);
+    st_shipped_flush(p);
     pthread_mutex_destroy(&p->mu);
     pthread_mutex_destroy(&p->wlock);
     free(p->bf);
@@ -226,10 +287,11 @@ int st_outbox_append(st_part *p, leveldb_writebatch_t *b, int kind, uint64_t v,
         mp_buf_free(&val);
         return SX_ENOMEM;
     }
-    leveldb_writebatch_put(b, (const char *)okey, sizeof(okey), val.sb.data, val.sb.size);
+    int rc = st_kput(p, b, okey, sizeof(okey), val.sb.data, val.sb.size);
     mp_buf_free(&val);
-    (*pending)++;
-    return 0;
+    if (rc == 0)
+        (*pending)++;
+    return rc;
 }
 
 /* Writes deletion batch dels (taken off p) unsynced and destroys it. */
@@ -237,7 +299,7 @@ static void shipped_write(st_part *p, leveldb_writebatch_t *dels)
 {
     char *err = NULL;
 
-    leveldb_write(p->db->db, p->wnosync, dels, &err);
+    leveldb_write(p->store->db->db, p->store->wnosync, dels, &err);
     if (err != NULL) {
         LOG_WARN("partition %llu: deleting shipped outbox records: %s",
                  (unsigned long long)p->id, err);
@@ -271,7 +333,7 @@ void st_shipped_add(st_part *p, uint64_t dest, const uint64_t *seqs, uint32_t n)
     if (p->shipped != NULL) {       /* else lost: a redelivery, ignored */
         for (uint32_t i = 0; i < n; i++) {
             sx_put_be64(k + 9, seqs[i]);
-            leveldb_writebatch_delete(p->shipped, (const char *)k, sizeof(k));
+            st_kdel(p, p->shipped, k, sizeof(k));
         }
         p->nshipped += n;
         if (p->nshipped >= ST_SHIPPED_MAX)
@@ -291,28 +353,31 @@ void st_shipped_flush(st_part *p)
         shipped_write(p, dels);
 }
 
-int st_commit(st_part *p, leveldb_writebatch_t *b, uint64_t pending)
+void st_commit_prepare(st_part *p, leveldb_writebatch_t *b, uint64_t pending,
+                       st_commit_st *c)
 {
-    leveldb_writebatch_t *dels;
-    uint32_t ndels;
     uint8_t mv[24];
-    int rc;
 
     sx_put_be64(mv, p->w_hw);
     sx_put_be64(mv + 8, p->w_head);
     sx_put_be64(mv + 16, p->w_items);
-    leveldb_writebatch_put(b, (const char *)meta_key, sizeof(meta_key),
-                           (const char *)mv, sizeof(mv));
+    st_kput(p, b, meta_key, sizeof(meta_key), mv, sizeof(mv));
     /* count the records before they become visible, so a shipper that
      * ships them at once never subtracts before this adds */
     pthread_mutex_lock(&p->mu);
     p->outbox += pending;
-    ndels = p->nshipped;
-    dels = shipped_take_locked(p);
+    c->pending = pending;
+    c->ndels = p->nshipped;
+    c->dels = shipped_take_locked(p);
     pthread_mutex_unlock(&p->mu);
-    if (dels != NULL)
-        leveldb_writebatch_append(b, dels);
-    rc = ldb_write_sync(p->db, b);
+    if (c->dels != NULL)
+        leveldb_writebatch_append(b, c->dels);
+}
+
+void st_commit_done(st_part *p, int rc, st_commit_st *c)
+{
+    leveldb_writebatch_t *dels = c->dels;
+
     pthread_mutex_lock(&p->mu);
     if (rc != 0 && dels != NULL) {     /* still to do: back in front */
         if (p->shipped != NULL) {
@@ -320,7 +385,7 @@ int st_commit(st_part *p, leveldb_writebatch_t *b, uint64_t pending)
             leveldb_writebatch_destroy(p->shipped);
         }
         p->shipped = dels;
-        p->nshipped += ndels;
+        p->nshipped += c->ndels;
         dels = NULL;
     }
     if (rc == 0) {
@@ -328,7 +393,7 @@ int st_commit(st_part *p, leveldb_writebatch_t *b, uint64_t pending)
         p->head = p->w_head;
         p->items = p->w_items;
     } else {
-        p->outbox -= pending;
+        p->outbox -= c->pending;
         p->w_hw = p->hw;
         p->w_head = p->head;
         p->w_items = p->items;
@@ -338,6 +403,17 @@ int st_commit(st_part *p, leveldb_writebatch_t *b, uint64_t pending)
         ship_notify(p->ship);
     if (dels != NULL)
         leveldb_writebatch_destroy(dels);
+    c->dels = NULL;
+}
+
+int st_commit(st_part *p, leveldb_writebatch_t *b, uint64_t pending)
+{
+    st_commit_st c;
+    int rc;
+
+    st_commit_prepare(p, b, pending, &c);
+    rc = ldb_write_sync(p->store->db, b);
+    st_commit_done(p, rc, &c);
     return rc;
 }
 

@@ -1,21 +1,23 @@
 /*
- * storage_part.h — one fact partition of a storage node: its leveldb, the
- * group-commit write path (facts + outbox records + metadata in one synced
- * batch), its published head/hw/item count, and the state its shipper and
- * backfill share.
+ * storage_part.h — one fact partition of a storage node: its keyspace in
+ * the node's shared leveldb (storage_store.h), the group-commit write path
+ * (facts + outbox records + metadata in one synced batch), its published
+ * head/hw/item count, and the state its shipper and backfill share.
  *
- * Keys inside the partition's leveldb:
+ * Partition-local keys (stored behind the partition's 8-byte id prefix; the
+ * st_k* functions below add and strip it):
  *   'F' | table_id (4 BE) | h (8 BE) | pk        -> [version, item]
  *   'O' | dest index part (8 BE) | seq (8 BE)    -> [kind, version, key, h, proj|nil]
  *   'M' 'm'                                      -> hw (8) | head (8) | items (8)
  *   'M' 'B' | index_id (4 BE)                    -> backfill's last seq (8 BE)
  *
- * Locking: `wlock` is the partition's write lock, held by the committer
- * (storage_write.c) while it builds and syncs a group, and by a backfill;
- * it guards `cat` and the working counters (w_hw, w_head, w_items). `mu`
- * guards the write queue and committer flags, the published counters, the
+ * Locking: `wlock` is the partition's write lock, held by the node's
+ * committer (storage_write.c) while it builds and syncs a group, and by a
+ * backfill; it guards `cat` and the working counters (w_hw, w_head,
+ * w_items). `mu` guards the write queue, the published counters, the
  * backfill table and the shipper's per-destination acks.
- * Order: wlock before mu.
+ * Order: wlock before mu; the committer takes the wlocks of a group's
+ * partitions in the node's partition order.
  */
 #ifndef SX_STORAGE_PART_H
 #define SX_STORAGE_PART_H
@@ -30,6 +32,8 @@
 #include "ldb.h"
 #include "log.h"
 #include "msg.h"
+#include "storage_store.h"
+#include "tuple.h"
 
 #define ST_FACT_PREFIX 'F'
 #define ST_OUT_PREFIX 'O'
@@ -50,8 +54,8 @@ typedef struct st_part {
     uint64_t id, hlo, hhi;
     const sx_config *cfg;
     st_cat *cc;
-    ldb *db;
-    leveldb_writeoptions_t *wnosync;   /* for outbox deletions */
+    st_store *store;                   /* the node's leveldb and committer */
+    uint8_t pfx[8];                    /* id, big-endian: every key's prefix */
 
     pthread_mutex_t wlock;
     const sx_catalog *cat;             /* catalog writes use (borrowed from cc) */
@@ -59,12 +63,6 @@ typedef struct st_part {
 
     pthread_mutex_t mu;
     struct st_wreq *qhead, *qtail;     /* writes waiting for the committer */
-    pthread_cond_t commit_cv;          /* the committer: work, or quit */
-    pthread_t committer;
-    bool committer_started;
-    bool committer_idle;               /* waiting on commit_cv */
-    bool committer_quit;
-    sx_ratelimit slow;                 /* committer only: slow-group warnings */
     bool stopping;                     /* new writes are refused */
     uint64_t hw, head, items;          /* durable, published */
     uint64_t outbox;                   /* outbox records not yet acked */
@@ -79,14 +77,31 @@ typedef struct st_part {
                                         * node serves writes), or NULL */
 } st_part;
 
-/* Opens (creating) the partition's leveldb at dir and loads its metadata,
- * backfill table and outbox count. cc is borrowed and must outlive it.
- * Returns 0, SX_EIO, SX_ENOMEM; *out freed by st_part_close. */
+/* Opens the partition's keyspace in store and loads its metadata,
+ * backfill table and outbox count. cc and store are borrowed and must
+ * outlive it. Returns 0, SX_EIO, SX_ENOMEM; *out freed by st_part_close. */
 int st_part_open(const sx_config *cfg, const cfg_part *cp, st_cat *cc,
-                 const char *dir, st_part **out);
+                 st_store *store, st_part **out);
 
-/* Closes the partition (the shipper must be stopped first); accepts NULL. */
+/* Closes the partition (the shipper and the store's committer must be
+ * stopped first); accepts NULL. */
 void st_part_close(st_part *p);
+
+/* The partition's keyspace in the shared leveldb. Keys given and returned
+ * are partition-local (at most ST_KEY_MAX bytes); snap may be NULL.
+ * st_kget: as ldb_get (0, SX_ENOTFOUND, SX_EIO, SX_ENOMEM; *val malloc'd).
+ * st_kscan: as ldb_scan over [lo, hi) of the partition (hi_n 0: to the end
+ * of the partition's keys); the visitor sees local keys.
+ * st_kput / st_kdel: add a put / delete to batch b (SX_EINVAL for a key
+ * longer than ST_KEY_MAX, else 0). */
+#define ST_KEY_MAX (ST_FACT_KEY_MAX + 1)
+int st_kget(st_part *p, const leveldb_snapshot_t *snap, const void *k, size_t kn,
+            uint8_t **val, size_t *vn);
+int st_kscan(st_part *p, const leveldb_snapshot_t *snap, const void *lo, size_t lo_n,
+             const void *hi, size_t hi_n, bool desc, ldb_visit fn, void *arg);
+int st_kput(st_part *p, leveldb_writebatch_t *b, const void *k, size_t kn,
+            const void *v, size_t vn);
+int st_kdel(st_part *p, leveldb_writebatch_t *b, const void *k, size_t kn);
 
 /* Serves S_WRITE: validates the request, queues it for group commit and
  * waits for the synced batch; appends the reply frame to out. Called
@@ -104,11 +119,6 @@ typedef void (*st_write_cb)(void *arg, mp_buf *reply);
  * needs a blocking step first (its catalog version or table is not cached
  * yet) or memory runs out: the caller then uses st_write. */
 bool st_write_start(st_part *p, const msg_S_WRITE_req *rq, st_write_cb cb, void *arg);
-
-/* Starts and stops the partition's committer thread (st_part_open and
- * st_part_close call them). Stopping commits what is queued first. */
-int st_committer_start(st_part *p);
-void st_committer_stop(st_part *p);
 
 /* Serves S_GET and S_RANGE (storage_read.c). Thread-safe, lock-free. */
 void st_get(st_part *p, const msg_S_GET_req *rq, mp_buf *out);
@@ -142,6 +152,20 @@ int st_outbox_append(st_part *p, leveldb_writebatch_t *b, int kind, uint64_t v,
  * shipper. On failure restores the working counters and keeps the
  * deletions pending. Returns 0 or SX_EIO. */
 int st_commit(st_part *p, leveldb_writebatch_t *b, uint64_t pending);
+
+/* st_commit in two steps, for a group that syncs several partitions' batches
+ * as one: st_commit_prepare (under wlock) appends the metadata and pending
+ * deletions to b, counts `pending` outbox records and fills *c; after the
+ * synced write, st_commit_done (still under wlock) publishes (rc 0) or rolls
+ * back (rc != 0) exactly as st_commit does. */
+typedef struct st_commit_st {
+    leveldb_writebatch_t *dels;
+    uint32_t ndels;
+    uint64_t pending;
+} st_commit_st;
+void st_commit_prepare(st_part *p, leveldb_writebatch_t *b, uint64_t pending,
+                       st_commit_st *c);
+void st_commit_done(st_part *p, int rc, st_commit_st *c);
 
 /* Records the deletion of the n outbox records seqs of destination dest,
  * which its index partition acknowledged: the next st_commit writes it

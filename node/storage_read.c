@@ -73,7 +73,7 @@ void st_get(st_part *p, const msg_S_GET_req *rq, mp_buf *out)
             break;
         }
         kn = st_fact_key(key, (uint32_t)rq->table_id, rq->keys.v[i].p, rq->keys.v[i].n);
-        rc = ldb_get(p->db, key, kn, &vals[i], &vn);
+        rc = st_kget(p, NULL, key, kn, &vals[i], &vn);
         if (rc == SX_ENOTFOUND) {
             items[i].p = &nil_byte;
             items[i].n = 1;
@@ -217,7 +217,7 @@ void st_range(st_part *p, const msg_S_RANGE_req *rq, mp_buf *out)
     memset(&s, 0, sizeof(s));
     rc = range_setup(p, rq, &s, lo, &lo_n, hi, &hi_n);
     if (rc == 0)
-        rc = ldb_scan(p->db, NULL, lo, lo_n, hi, hi_n, rq->desc != 0, range_visit, &s);
+        rc = st_kscan(p, NULL, lo, lo_n, hi, hi_n, rq->desc != 0, range_visit, &s);
     if (rc == 0)
         rc = range_reply(&s, out);
     if (rc != 0)

@@ -1,15 +1,19 @@
 /*
- * storage_write.c — S_WRITE: the group-commit write path of a fact partition.
+ * storage_write.c — S_WRITE: the group-commit write path of a storage node.
  *
  * A request is validated (items, primary keys, shard hashes within the
- * partition) without any lock, then queued. The partition's committer
- * thread takes everything queued, and under the partition's write lock
- * computes for every operation, in fact-key order (stable, so one key's
- * operations keep their queue order), the old fact (or an earlier
- * operation's result in the same group), the new version, the fact change
- * and one outbox record per changed index entry, writes all of it plus the
- * partition metadata in ONE synced WriteBatch, then answers the group.
- * While it syncs, the next group gathers in the queue.
+ * partition) without any lock, then queued on its partition. The node's
+ * committer thread (one per node: the partitions share one leveldb, see
+ * storage_store.h) takes what is queued on every partition and, for each
+ * partition in turn, under that partition's write lock computes for every
+ * operation, in fact-key order (stable, so one key's operations keep their
+ * queue order), the old fact (or an earlier operation's result in the same
+ * group), the new version, the fact change and one outbox record per
+ * changed index entry, plus the partition's metadata. All the partitions'
+ * shares are written as ONE synced WriteBatch (one fsync for the node's
+ * group), then every request of the group is answered. While it syncs, the
+ * next group gathers in the queues. A partition whose share fails (out of
+ * memory, a read error) fails its own requests only.
  *
  * Two ways in: st_write_start (the server's deferred path: validated and
  * queued on the nng thread that received the request; the committer
@@ -103,7 +107,7 @@ static int fact_decode(const uint8_t *v, size_t vn, uint64_t *ver, sx_buf *item)
 }
 
 /* Finds the group entry of key, loading the stored fact on first sight. */
-static int gm_get(gmap *m, ldb *db, const uint8_t *key, size_t kn, gm_ent **out)
+static int gm_get(gmap *m, st_part *p, const uint8_t *key, size_t kn, gm_ent **out)
 {
     size_t i = fnv(key, kn) & (m->cap - 1);
     gm_ent *e;
@@ -120,7 +124,7 @@ static int gm_get(gmap *m, ldb *db, const uint8_t *key, size_t kn, gm_ent **out)
         i = (i + 1) & (m->cap - 1);
     }
     e = &m->e[i];
-    rc = ldb_get(db, key, kn, &v, &vn);
+    rc = st_kget(p, NULL, key, kn, &v, &vn);
     if (rc == SX_ENOTFOUND) {
         e->exists = false;
     } else if (rc != 0) {
@@ -218,10 +222,11 @@ static int emit_all(st_part *p, leveldb_writebatch_t *b, const cat_table *t,
     return rc;
 }
 
-static int put_fact(leveldb_writebatch_t *b, const gm_ent *e, uint64_t v,
+static int put_fact(st_part *p, leveldb_writebatch_t *b, const gm_ent *e, uint64_t v,
                     const uint8_t *item, size_t n)
 {
     mp_buf val;
+    int rc;
 
     mp_buf_init(&val);
     mp_put_array(&val, 2);
@@ -231,9 +236,9 @@ static int put_fact(leveldb_writebatch_t *b, const gm_ent *e, uint64_t v,
         mp_buf_free(&val);
         return SX_ENOMEM;
     }
-    leveldb_writebatch_put(b, (const char *)e->key, e->kn, val.sb.data, val.sb.size);
+    rc = st_kput(p, b, e->key, e->kn, val.sb.data, val.sb.size);
     mp_buf_free(&val);
-    return 0;
+    return rc;
 }
 
 /* Applies one operation to the batch; sets its version and found flag. */
@@ -243,7 +248,7 @@ static int apply_op(st_part *p, leveldb_writebatch_t *b, gmap *m, const cat_tabl
     st_op *op = &r->ops[i];
     gm_ent *e;
     uint64_t v;
-    int rc = gm_get(m, p->db, r->keys.p + op->koff, op->kn, &e);
+    int rc = gm_get(m, p, r->keys.p + op->koff, op->kn, &e);
 
     if (rc != 0)
         return rc;
@@ -259,12 +264,14 @@ static int apply_op(st_part *p, leveldb_writebatch_t *b, gmap *m, const cat_tabl
     if (rc != 0)
         return rc;
     if (op->del) {
-        leveldb_writebatch_delete(b, (const char *)e->key, e->kn);
+        rc = st_kdel(p, b, e->key, e->kn);
+        if (rc != 0)
+            return rc;
         p->w_items--;
         e->exists = false;
         return 0;
     }
-    rc = put_fact(b, e, v, op->obj, op->on);
+    rc = put_fact(p, b, e, v, op->obj, op->on);
     if (rc != 0)
         return rc;
     if (!e->exists)
@@ -361,49 +368,119 @@ static op_ref *sorted_ops(st_part *p, st_wreq *list, size_t nops, size_t *n)
     return refs;
 }
 
-/* The committer's work for one group: compute, write one synced batch. */
-static void run_group(st_part *p, st_wreq *list)
+/* One partition's share of a node group. */
+typedef struct part_grp {
+    st_part *p;
+    st_wreq *list;            /* its requests, queue order */
+    leveldb_writebatch_t *b;  /* its share */
+    st_commit_st cs;
+    size_t nops;
+    bool commit;              /* prepared: b goes into the synced write */
+    int rc;
+} part_grp;
+
+/* Takes g->p's write lock (group_done releases it) and computes its share
+ * of the group into g->b: facts, outbox records, then the metadata and
+ * pending deletions (st_commit_prepare). Sets g->rc on failure (the working
+ * counters rolled back). */
+static void group_build(part_grp *g)
 {
-    unsigned long long t0 = sx_mono_ms(), t1, t2;
-    unsigned skipped;
-    leveldb_writebatch_t *b = leveldb_writebatch_create();
-    size_t nops = 0, applied = 0;
+    st_part *p = g->p;
+    size_t applied = 0;
     uint64_t pending = 0;
     gmap m = { 0 };
     op_ref *refs = NULL;
-    int rc = b ? 0 : SX_ENOMEM;
+    int rc;
 
+    g->b = leveldb_writebatch_create();
+    g->nops = 0;
+    g->commit = false;
+    rc = g->b ? 0 : SX_ENOMEM;
     pthread_mutex_lock(&p->wlock);
-    group_catalog(p, list);
-    for (st_wreq *r = list; r; r = r->next)
-        nops += r->n;
+    group_catalog(p, g->list);
+    for (st_wreq *r = g->list; r; r = r->next)
+        g->nops += r->n;
     if (rc == 0)
-        rc = gm_init(&m, nops);
-    if (rc == 0 && (refs = sorted_ops(p, list, nops, &applied)) == NULL)
+        rc = gm_init(&m, g->nops);
+    if (rc == 0 && (refs = sorted_ops(p, g->list, g->nops, &applied)) == NULL)
         rc = SX_ENOMEM;
     for (size_t k = 0; rc == 0 && k < applied; k++)
-        rc = apply_op(p, b, &m, refs[k].t, refs[k].r, refs[k].i, &pending);
+        rc = apply_op(p, g->b, &m, refs[k].t, refs[k].r, refs[k].i, &pending);
     free(refs);
-    t1 = sx_mono_ms();
-    if (rc != 0)
-        st_commit_abort(p);
-    else if (applied > 0)   /* else every request failed: nothing to write */
-        rc = st_commit(p, b, pending);
-    pthread_mutex_unlock(&p->wlock);
-    t2 = sx_mono_ms();
-    if (t2 - t0 >= SX_SLOW_MS && sx_ratelimit_ok(&p->slow, 1000, &skipped))
-        LOG_WARN("partition %llu: slow group: %zu ops, apply %llu ms, synced write %llu ms "
-                 "(%u more slow groups since the last report)", (unsigned long long)p->id,
-                 nops, t1 - t0, t2 - t1, skipped);
+    gm_free(&m);              /* the batch holds copies */
     if (rc != 0) {
-        LOG_ERROR("partition %llu: group of %zu ops failed: %s",
-                  (unsigned long long)p->id, nops, sx_strerror(rc));
-        for (st_wreq *r = list; r; r = r->next)
-            fail_req(r, rc, "storage write failed");
+        st_commit_abort(p);
+    } else if (applied > 0) { /* else every request failed: nothing to write */
+        st_commit_prepare(p, g->b, pending, &g->cs);
+        g->commit = true;
     }
-    gm_free(&m);
-    if (b)
-        leveldb_writebatch_destroy(b);
+    g->rc = rc;
+}
+
+/* After the synced write (wrc): publishes or rolls back g's partition,
+ * releases its write lock, fails its requests on error. */
+static void group_done(part_grp *g, int wrc)
+{
+    st_part *p = g->p;
+
+    if (g->commit) {
+        st_commit_done(p, wrc, &g->cs);
+        if (g->rc == 0)
+            g->rc = wrc;
+    }
+    pthread_mutex_unlock(&p->wlock);
+    if (g->rc != 0) {
+        LOG_ERROR("partition %llu: group of %zu ops failed: %s",
+                  (unsigned long long)p->id, g->nops, sx_strerror(g->rc));
+        for (st_wreq *r = g->list; r; r = r->next)
+            fail_req(r, g->rc, "storage write failed");
+    }
+    if (g->b)
+        leveldb_writebatch_destroy(g->b);
+    g->b = NULL;
+}
+
+/* The committer's work for one node group (n partitions with requests, in
+ * the node's partition order, which is also the order their write locks
+ * are taken in): compute every share, write them as one synced batch. */
+static void run_group(st_store *s, part_grp *g, int n)
+{
+    unsigned long long t0 = sx_mono_ms(), t1, t2;
+    leveldb_writebatch_t *all = NULL, *one = NULL;
+    unsigned skipped;
+    size_t nops = 0;
+    int shares = 0, wrc = 0;
+
+    for (int i = 0; i < n; i++) {
+        group_build(&g[i]);
+        nops += g[i].nops;
+        if (g[i].commit) {
+            one = g[i].b;
+            shares++;
+        }
+    }
+    t1 = sx_mono_ms();
+    if (shares > 1) {         /* one batch, one log record, one fsync */
+        all = leveldb_writebatch_create();
+        if (all == NULL) {
+            wrc = SX_ENOMEM;
+        } else {
+            for (int i = 0; i < n; i++)
+                if (g[i].commit)
+                    leveldb_writebatch_append(all, g[i].b);
+            wrc = ldb_write_sync(s->db, all);
+            leveldb_writebatch_destroy(all);
+        }
+    } else if (shares == 1) {
+        wrc = ldb_write_sync(s->db, one);
+    }
+    for (int i = 0; i < n; i++)
+        group_done(&g[i], wrc);
+    t2 = sx_mono_ms();
+    if (t2 - t0 >= SX_SLOW_MS && sx_ratelimit_ok(&s->slow, 1000, &skipped))
+        LOG_WARN("slow group: %zu ops in %d partitions, apply %llu ms, synced write %llu ms "
+                 "(%u more slow groups since the last report)", nops, n, t1 - t0, t2 - t1,
+                 skipped);
 }
 
 /* Queues r for the committer; false (r failed) when the partition is
@@ -421,10 +498,16 @@ static bool enqueue(st_part *p, st_wreq *r)
     else
         p->qhead = r;
     p->qtail = r;
-    if (p->committer_idle) {
-        p->committer_idle = false;      /* one wake-up is enough */
-        pthread_cond_signal(&p->commit_cv);
+    /* still under p->mu: once a stopping store has set every partition's
+     * `stopping`, each write queued before has told the committer */
+    st_store *st = p->store;
+    pthread_mutex_lock(&st->mu);
+    st->work = true;
+    if (st->idle) {
+        st->idle = false;               /* one wake-up is enough */
+        pthread_cond_signal(&st->cv);
     }
+    pthread_mutex_unlock(&st->mu);
     pthread_mutex_unlock(&p->mu);
     return true;
 }
@@ -500,48 +583,76 @@ static void finish_group(st_part *p, st_wreq *list)
 
 static void *committer_main(void *arg)
 {
-    st_part *p = arg;
+    st_store *s = arg;
+    part_grp *g = s->grp;
 
-    pthread_mutex_lock(&p->mu);
+    pthread_mutex_lock(&s->mu);
     for (;;) {
-        if (p->qhead == NULL) {
-            if (p->committer_quit)
+        if (!s->work) {
+            if (s->quit)
                 break;
-            p->committer_idle = true;
-            pthread_cond_wait(&p->commit_cv, &p->mu);
-            p->committer_idle = false;
+            s->idle = true;
+            pthread_cond_wait(&s->cv, &s->mu);
+            s->idle = false;
             continue;
         }
-        st_wreq *list = p->qhead;
-        p->qhead = p->qtail = NULL;
-        pthread_mutex_unlock(&p->mu);
-        run_group(p, list);
-        finish_group(p, list);
-        pthread_mutex_lock(&p->mu);
+        s->work = false;
+        pthread_mutex_unlock(&s->mu);
+        int n = 0;
+        for (int i = 0; i < s->nparts; i++) {
+            st_part *p = s->parts[i];
+
+            pthread_mutex_lock(&p->mu);
+            g[n].p = p;
+            g[n].list = p->qhead;
+            p->qhead = p->qtail = NULL;
+            pthread_mutex_unlock(&p->mu);
+            if (g[n].list != NULL)
+                n++;
+        }
+        if (n > 0)
+            run_group(s, g, n);
+        for (int i = 0; i < n; i++)
+            finish_group(g[i].p, g[i].list);
+        pthread_mutex_lock(&s->mu);
     }
-    pthread_mutex_unlock(&p->mu);
+    pthread_mutex_unlock(&s->mu);
     return NULL;
 }
 
-int st_committer_start(st_part *p)
+int st_store_start(st_store *s, st_part **parts, int n)
 {
-    if (pthread_create(&p->committer, NULL, committer_main, p) != 0)
+    s->parts = parts;
+    s->nparts = n;
+    s->grp = calloc(n > 0 ? (size_t)n : 1, sizeof(part_grp));
+    if (s->grp == NULL)
+        return SX_ENOMEM;
+    if (pthread_create(&s->committer, NULL, committer_main, s) != 0) {
+        free(s->grp);
+        s->grp = NULL;
         return SX_EINTERNAL;
-    p->committer_started = true;
+    }
+    s->started = true;
     return 0;
 }
 
-void st_committer_stop(st_part *p)
+void st_store_stop(st_store *s)
 {
-    if (!p->committer_started)
+    if (s == NULL || !s->started)
         return;
-    pthread_mutex_lock(&p->mu);
-    p->stopping = true;
-    p->committer_quit = true;
-    pthread_cond_signal(&p->commit_cv);
-    pthread_mutex_unlock(&p->mu);
-    pthread_join(p->committer, NULL);
-    p->committer_started = false;
+    for (int i = 0; i < s->nparts; i++) {
+        pthread_mutex_lock(&s->parts[i]->mu);
+        s->parts[i]->stopping = true;
+        pthread_mutex_unlock(&s->parts[i]->mu);
+    }
+    pthread_mutex_lock(&s->mu);
+    s->quit = true;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->committer, NULL);
+    s->started = false;
+    free(s->grp);
+    s->grp = NULL;
 }
 
 /* Validates op i of r against table t: item, primary key, hash range. */

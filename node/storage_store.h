@@ -1,0 +1,71 @@
+/*
+ * storage_store.h — the storage node's one leveldb, shared by all its fact
+ * partitions, and the node's committer thread.
+ *
+ * Every key of partition ID is stored as ID (8 bytes, big-endian) | the
+ * partition-local key (storage_part.h lists those); storage_part.c's st_k*
+ * functions add and strip the prefix, so partition code speaks local keys
+ * only. One leveldb per node means one write-ahead log, and so ONE fsync
+ * per commit group however many partitions the group touches: the node's
+ * committer (storage_write.c) takes the writes queued on every partition,
+ * applies each partition's share under that partition's write lock, and
+ * syncs them all as one batch.
+ *
+ * Layout on disk: DATA/store. A data directory from before this layout
+ * (one leveldb per partition, DATA/p<ID>) is copied into the store when
+ * the node starts (st_store_migrate), then renamed DATA/p<ID>.migrated.
+ */
+#ifndef SX_STORAGE_STORE_H
+#define SX_STORAGE_STORE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include "ldb.h"
+#include "log.h"
+
+struct st_part;
+
+typedef struct st_store {
+    ldb *db;
+    leveldb_writeoptions_t *wnosync;   /* unsynced writes (deletions, markers) */
+
+    /* the committer (storage_write.c) */
+    struct st_part **parts;            /* borrowed, set by st_store_start */
+    int nparts;
+    pthread_mutex_t mu;                /* guards the flags below */
+    pthread_cond_t cv;                 /* work for the committer, or quit */
+    bool work;                         /* a partition queued writes since the
+                                        * committer last took the queues */
+    bool idle;                         /* the committer waits on cv */
+    bool quit;
+    bool started;
+    pthread_t committer;
+    void *grp;                         /* the committer's per-partition scratch */
+    sx_ratelimit slow;                 /* committer only: slow-group warnings */
+} st_store;
+
+/* Opens (creating) the store's leveldb at dir. Returns 0, SX_EIO or
+ * SX_ENOMEM; *out is freed by st_store_close. */
+int st_store_open(const char *dir, st_store **out);
+
+/* Closes the store (its committer must be stopped); accepts NULL. */
+void st_store_close(st_store *s);
+
+/* Copies the partition leveldb at old_dir (the layout before the shared
+ * store) into s under partition id's prefix, synced, then renames old_dir
+ * to old_dir.migrated. Safe to repeat after a crash: the copy overwrites
+ * with the same records. Returns 0, SX_EIO or SX_ENOMEM (old_dir is then
+ * left as it was). */
+int st_store_migrate(st_store *s, const char *old_dir, uint64_t id);
+
+/* Starts the node's committer over parts[0..n-1] (borrowed; they must
+ * outlive it). Returns 0, SX_ENOMEM or SX_EINTERNAL. In storage_write.c. */
+int st_store_start(st_store *s, struct st_part **parts, int n);
+
+/* Stops the committer after it has committed what is queued (partitions
+ * refuse new writes first: their `stopping` is set). Accepts a store
+ * whose committer never started. In storage_write.c. */
+void st_store_stop(st_store *s);
+
+#endif
