@@ -90,8 +90,11 @@ static int bf_finish(bf_scan *s)
     sx_put_be32(k + 2, s->ix->id);
     sx_put_be64(v, last);
     rc = st_kput(p, s->b, k, sizeof(k), v, sizeof(v));
-    if (rc == 0)
-        rc = st_commit(p, s->b, s->pending);
+    if (rc != 0) {
+        st_commit_abort(p);
+        return rc;
+    }
+    rc = st_commit(p, s->b, s->pending);
     if (rc != 0)
         return rc;
     pthread_mutex_lock(&p->mu);

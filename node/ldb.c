@@ -10,6 +10,11 @@
 
 int ldb_open(const char *dir, ldb **out)
 {
+    return ldb_open_ex(dir, true, out);
+}
+
+int ldb_open_ex(const char *dir, bool create, ldb **out)
+{
     ldb *d = calloc(1, sizeof(*d));
     char *err = NULL;
 
@@ -24,7 +29,7 @@ int ldb_open(const char *dir, ldb **out)
         ldb_close(d);
         return SX_ENOMEM;
     }
-    leveldb_options_set_create_if_missing(d->opts, 1);
+    leveldb_options_set_create_if_missing(d->opts, create);
     leveldb_options_set_paranoid_checks(d->opts, 1);
     leveldb_options_set_cache(d->opts, d->cache);
     leveldb_options_set_filter_policy(d->opts, d->filter);

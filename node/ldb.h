@@ -24,6 +24,9 @@ typedef struct ldb {
  * leveldb's message logged. On success *out is owned by the caller. */
 int ldb_open(const char *dir, ldb **out);
 
+/* ldb_open; without create, a folder that holds no database is SX_EIO. */
+int ldb_open_ex(const char *dir, bool create, ldb **out);
+
 /* Closes the database and frees the handle; accepts NULL. */
 void ldb_close(ldb *d);
 

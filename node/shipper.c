@@ -1,7 +1,7 @@
 /*
  * shipper.c — outbox shipping: one thread per (storage node, destination
  * index partition), serving every fact partition of the node. See
- * shipper.h and the brief's "Shipper" paragraph.
+ * shipper.h and docs/ARCHITECTURE.md ("Write path").
  *
  * A round takes, for each partition with something to say (its head is
  * past what the destination acknowledged, or its heartbeat is due), ONE
@@ -15,10 +15,12 @@
  * node's peer): the index node receives one frame and commits them in one
  * synced group, instead of one frame and one group per partition. For
  * each I_APPLY that succeeded the shipper hands the shipped records'
- * deletion to its partition (the next synced group carries it, or a
- * shipper idle for SHIP_IDLE_MS writes it; a lost deletion only causes a
- * redelivery the index ignores) and records the acknowledged watermark.
- * A partition whose I_APPLY failed is retried from the same seq.
+ * deletion to its partition (the next synced group carries it, or, once
+ * the partition's head has not moved for SHIP_IDLE_MS, the shipper writes
+ * it; a lost deletion only causes a redelivery the index ignores) and
+ * records the acknowledged watermark. A stream whose I_APPLY (or outbox
+ * read) failed is retried from the same seq after its own delay, while
+ * the others go on.
  *
  * Each (destination, partition) stream stays in seq order: the thread has
  * one round in flight at a time.
@@ -65,7 +67,10 @@ typedef struct ship_src {
     uint64_t acked;           /* guarded by p->mu */
     uint64_t next_seq;        /* shipping thread only, from here on */
     uint64_t last_ms;         /* when this stream last shipped */
-    uint64_t last_rec_ms;     /* when it last shipped records */
+    uint64_t seen_head;       /* the partition's head when last looked at */
+    uint64_t head_ms;         /* when that head was first seen */
+    uint64_t retry_ms;        /* after a failure: not before this time */
+    int backoff_ms;           /* the current retry delay (0: not failing) */
     bool failing;             /* log once per outage */
     ship_batch b;
     msg_I_APPLY_req rq;       /* this round's request, when in it */
@@ -257,6 +262,18 @@ static int src_prepare(ship_src *c, uint64_t dest)
     return rc;
 }
 
+/* Stream c failed: it is retried from the same seq after its own delay,
+ * doubling from SHIP_BACKOFF_MIN_MS to SHIP_BACKOFF_MAX_MS, while the
+ * thread's other streams go on. */
+static void src_backoff(ship_src *c)
+{
+    c->failing = true;
+    c->backoff_ms = c->backoff_ms ? c->backoff_ms * 2 : SHIP_BACKOFF_MIN_MS;
+    if (c->backoff_ms > SHIP_BACKOFF_MAX_MS)
+        c->backoff_ms = SHIP_BACKOFF_MAX_MS;
+    c->retry_ms = (uint64_t)sx_mono_ms() + (uint64_t)c->backoff_ms;
+}
+
 /* Stream c's reply: on success hands the shipped records' deletion to the
  * partition (st_shipped_add), publishes the new ack and moves next_seq on.
  * Returns 0 or the call's error. */
@@ -276,7 +293,7 @@ static int src_finish(ship_dest *d, ship_src *c, const net_job *j)
             LOG_WARN("shipper %llu -> %llu: I_APPLY failed: %s%s%s (retrying)",
                      (unsigned long long)p->id, (unsigned long long)d->dest->id,
                      sx_strerror(rc), emsg[0] ? ": " : "", emsg);
-        c->failing = true;
+        src_backoff(c);
         msg_free_rep(MSG_I_APPLY, &rep);
         return rc;
     }
@@ -291,8 +308,8 @@ static int src_finish(ship_dest *d, ship_src *c, const net_job *j)
     msg_free_rep(MSG_I_APPLY, &rep);
     c->next_seq = c->rq.upto + 1;
     c->last_ms = (uint64_t)sx_mono_ms();
-    if (b->n > 0)
-        c->last_rec_ms = c->last_ms;
+    c->backoff_ms = 0;
+    c->retry_ms = 0;
     if (c->failing)
         LOG_INFO("shipper %llu -> %llu: recovered", (unsigned long long)p->id,
                  (unsigned long long)d->dest->id);
@@ -319,40 +336,53 @@ static void slow_round(ship_dest *d, int nsrc, uint32_t n, uint64_t t0, uint64_t
 }
 
 /* Whether stream c has something to say now: records or a head past its
- * ack, or a heartbeat due (idle for SHIP_IDLE_MS). Adds its pending count
- * to *pending. */
-static bool src_due(const ship_src *c, uint64_t now, uint64_t *pending)
+ * ack, or a heartbeat due (idle for SHIP_IDLE_MS), unless it waits out a
+ * failure's delay. Adds its pending count to *pending and lowers *next to
+ * the time it becomes due, when it is not. */
+static bool src_due(ship_src *c, uint64_t now, uint64_t *pending, uint64_t *next)
 {
     st_part *p = c->p;
-    uint64_t head, acked;
+    uint64_t head, acked, at;
 
     pthread_mutex_lock(&p->mu);
     head = p->head;
     acked = c->acked;
     pthread_mutex_unlock(&p->mu);
-    if (head > acked) {
+    if (head != c->seen_head) {
+        c->seen_head = head;
+        c->head_ms = now;
+    }
+    if (now < c->retry_ms) {
+        at = c->retry_ms;
+    } else if (head > acked) {
         *pending += head - acked;
         return true;
+    } else if (now >= c->last_ms + SHIP_IDLE_MS) {
+        return true;
+    } else {
+        at = c->last_ms + SHIP_IDLE_MS;
     }
-    return now >= c->last_ms + SHIP_IDLE_MS;
+    if (at < *next)
+        *next = at;
+    return false;
 }
 
 /* One shipping round for destination d; *behind is set when a stream
- * left records for the next round. Returns 0, or an sx_err when some
- * stream failed (the others moved on). */
-static int ship_round(ship_dest *d, bool *behind)
+ * left records for the next round. Streams that fail wait out their own
+ * delay (src_backoff). */
+static void ship_round(ship_dest *d, bool *behind)
 {
     ship *s = d->s;
-    uint64_t t0 = (uint64_t)sx_mono_ms(), t1, t2, pending = 0;
+    uint64_t t0 = (uint64_t)sx_mono_ms(), t1, t2, pending = 0, next = UINT64_MAX;
     uint32_t nrec = 0;
-    int m = 0, rc = 0;
+    int m = 0;
 
     *behind = false;
     for (int i = 0; i < s->nparts; i++) {
         ship_src *c = &d->src[i];
         int prc;
 
-        if (!src_due(c, t0, &pending))
+        if (!src_due(c, t0, &pending, &next))
             continue;
         prc = src_prepare(c, d->dest->id);
         if (prc != 0) {
@@ -360,8 +390,7 @@ static int ship_round(ship_dest *d, bool *behind)
                 LOG_ERROR("shipper %llu -> %llu: cannot read the outbox: %s (retrying)",
                           (unsigned long long)c->p->id, (unsigned long long)d->dest->id,
                           sx_strerror(prc));
-            c->failing = true;
-            rc = prc;
+            src_backoff(c);
             continue;
         }
         memset(&d->jobs[m], 0, sizeof(d->jobs[m]));
@@ -373,56 +402,57 @@ static int ship_round(ship_dest *d, bool *behind)
         m++;
     }
     if (m == 0)
-        return rc;
+        return;
     t1 = (uint64_t)sx_mono_ms();
-    int crc = net_call_all(d->jobs, m, SHIP_TIMEOUT_MS);
+    pthread_mutex_lock(&s->mu);
+    bool stopping = s->stop;   /* ship_stop closes the sockets next: no new calls */
+    pthread_mutex_unlock(&s->mu);
+    int crc = stopping ? SX_EUNAVAIL : net_call_all(d->jobs, m, SHIP_TIMEOUT_MS);
     t2 = (uint64_t)sx_mono_ms();
     for (int k = 0; k < m; k++) {
         ship_src *c = &d->src[d->job_src[k]];
-        int jrc;
 
         if (crc != 0)
             d->jobs[k].err = crc;
-        jrc = src_finish(d, c, &d->jobs[k]);
-        if (jrc != 0)
-            rc = jrc;
-        else if (!c->b.complete)
+        if (src_finish(d, c, &d->jobs[k]) == 0 && !c->b.complete)
             *behind = true;
         free(d->jobs[k].resp);
         d->jobs[k].resp = NULL;
         src_clear(c);
     }
     slow_round(d, m, nrec, t0, t1, t2);
-    return rc;
 }
 
-/* Records pending for d across its streams; *due is set when some stream
- * has anything to say (see src_due). */
-static uint64_t dest_pending(ship_dest *d, bool *due)
+/* Records pending for d across its streams that are due; *due is set when
+ * some stream has anything to say, *next (when none has) to the earliest
+ * time one will (see src_due). */
+static uint64_t dest_pending(ship_dest *d, bool *due, uint64_t *next)
 {
     uint64_t pending = 0, now = (uint64_t)sx_mono_ms();
 
     *due = false;
+    *next = UINT64_MAX;
     for (int i = 0; i < d->s->nparts; i++)
-        if (src_due(&d->src[i], now, &pending))
+        if (src_due(&d->src[i], now, &pending, next))
             *due = true;
     return pending;
 }
 
 /* Writes the deletions of shipped records no group has carried, for the
- * partitions this destination has shipped no records of for SHIP_IDLE_MS
- * (no group is likely to carry them soon). */
+ * partitions whose head has not moved for SHIP_IDLE_MS (no group is likely
+ * to carry them soon). */
 static void flush_idle(ship_dest *d)
 {
     uint64_t now = (uint64_t)sx_mono_ms();
 
     for (int i = 0; i < d->s->nparts; i++)
-        if (now >= d->src[i].last_rec_ms + SHIP_IDLE_MS)
+        if (now >= d->src[i].head_ms + SHIP_IDLE_MS)
             st_shipped_flush(d->src[i].p);
 }
 
-/* Sleeps until the monotonic time until_ms unless the ship stops first;
- * commits do not wake it. Needs s->mu. */
+/* Sleeps until the monotonic time until_ms unless the ship stops first
+ * (a commit's wake-up meant for idle threads may wake it early: it sleeps
+ * on). Needs s->mu. */
 static void sleep_until_locked(ship *s, uint64_t until_ms)
 {
     while (!s->stop) {
@@ -438,32 +468,38 @@ static void sleep_until_locked(ship *s, uint64_t until_ms)
 
 /* Waits until some stream of d has something to say, then lingers (see
  * SHIP_LINGER_MS) if the previous round began at started_ms, took all
- * that was pending (not behind) and little is pending now. False on stop.
- * A lingering shipper is not woken by commits. */
+ * that was pending (not behind) and little is pending now. Writes idle
+ * partitions' pending deletions on the way. False on stop. */
 static bool wait_work(ship_dest *d, uint64_t started_ms, bool behind)
 {
     ship *s = d->s;
-    uint64_t pending = 0;
-    bool due = false;
+    uint64_t pending = 0, next = UINT64_MAX;
+    bool due = false, flushed = false;
 
     pthread_mutex_lock(&s->mu);
     while (!s->stop) {
         uint64_t gen = s->gen;
 
         pthread_mutex_unlock(&s->mu);
-        pending = dest_pending(d, &due);
-        if (!due)
+        pending = dest_pending(d, &due, &next);
+        if (!flushed) {
             flush_idle(d);
+            flushed = true;
+        }
         pthread_mutex_lock(&s->mu);
         if (due || s->stop)
             break;
         if (s->gen != gen)
             continue;
+        uint64_t now = (uint64_t)sx_mono_ms();
+        uint64_t wait = next > now ? next - now : 1;
         struct timespec ts;
-        deadline_in(&ts, SHIP_IDLE_MS / 4);
+
+        deadline_in(&ts, (int)(wait < SHIP_IDLE_MS ? wait : SHIP_IDLE_MS));
         s->idle++;
         pthread_cond_timedwait(&s->cv, &s->mu, &ts);
         s->idle--;
+        flushed = false;
     }
     if (!behind && pending > 0 && pending < SHIP_LINGER_RECORDS)
         sleep_until_locked(s, started_ms + (uint64_t)s->linger_ms);
@@ -507,23 +543,12 @@ static void *ship_main(void *arg)
     ship *s = d->s;
     uint64_t started = 0;
     bool behind = false;
-    int backoff = 0;
 
     for (int i = 0; i < s->nparts; i++)
         write_end_marker(d->src[i].p, d->dest->id);
     while (wait_work(d, started, behind)) {
         started = (uint64_t)sx_mono_ms();
-        if (ship_round(d, &behind) == 0) {
-            backoff = 0;
-            continue;
-        }
-        behind = false;
-        backoff = backoff ? backoff * 2 : SHIP_BACKOFF_MIN_MS;
-        if (backoff > SHIP_BACKOFF_MAX_MS)
-            backoff = SHIP_BACKOFF_MAX_MS;
-        pthread_mutex_lock(&s->mu);
-        sleep_until_locked(s, (uint64_t)sx_mono_ms() + (uint64_t)backoff);
-        pthread_mutex_unlock(&s->mu);
+        ship_round(d, &behind);
     }
     return NULL;
 }
@@ -642,7 +667,7 @@ int ship_start(st_part **parts, int nparts, const sx_config *cfg,
     return 0;
 }
 
-void ship_stop(ship *s)
+void ship_quiesce(ship *s)
 {
     if (s == NULL)
         return;
@@ -650,6 +675,13 @@ void ship_stop(ship *s)
     s->stop = true;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
+}
+
+void ship_stop(ship *s)
+{
+    if (s == NULL)
+        return;
+    ship_quiesce(s);
     for (int i = 0; i < s->n; i++)
         if (s->d[i].started)
             pthread_join(s->d[i].th, NULL);

@@ -5,8 +5,8 @@
  * to 512 records per I_APPLY), the node's I_APPLYs for one destination
  * sent together (one MULTI frame when they fit), with heartbeats that carry
  * each partition's head so every destination's watermark keeps up, retries
- * with exponential backoff (10 ms .. 1 s), and deletion of acknowledged
- * records.
+ * of a failed stream with exponential backoff (10 ms .. 1 s) while the
+ * other streams go on, and deletion of acknowledged records.
  */
 #ifndef SX_SHIPPER_H
 #define SX_SHIPPER_H
@@ -29,8 +29,12 @@ typedef struct ship ship;
 int ship_start(struct st_part **parts, int nparts, const sx_config *cfg,
                const nng_socket *socks, ship **out);
 
-/* Stops and joins the threads, frees the shipper and clears the
- * partitions' ->ship; accepts NULL. */
+/* Tells the threads to stop: they start no new call (call it before
+ * closing the sockets). Accepts NULL. */
+void ship_quiesce(ship *s);
+
+/* Stops (ship_quiesce) and joins the threads, frees the shipper and clears
+ * the partitions' ->ship; accepts NULL. */
 void ship_stop(ship *s);
 
 /* Tells the shipper a partition committed (its head advanced): wakes

@@ -456,7 +456,9 @@ static void stop(st_node *n)
     }
     net_server_stop(n->srv);
     /* closing the peer sockets first makes shippers' pending calls fail
-     * at once instead of waiting out their timeouts */
+     * at once instead of waiting out their timeouts; quiesced first, the
+     * shippers start no call after that */
+    ship_quiesce(n->ship);
     for (int i = 0; n->socks && i < n->cfg->nnodes; i++)
         if (n->dialed[i])
             nng_close(n->socks[i]);

@@ -68,8 +68,9 @@ typedef struct st_part {
     uint64_t outbox;                   /* outbox records not yet acked */
     leveldb_writebatch_t *shipped;     /* deletions of acked outbox records not
                                         * written yet (NULL: none): the next
-                                        * st_commit carries them, or an idle
-                                        * shipper writes them */
+                                        * st_commit carries them, or the
+                                        * shipper once the partition has
+                                        * been idle a while */
     uint32_t nshipped;                 /* deletions in `shipped` */
     uint32_t nbf;
     st_bf *bf;
@@ -177,8 +178,8 @@ void st_commit_done(st_part *p, int rc, st_commit_st *c);
 #define ST_SHIPPED_MAX 65536
 void st_shipped_add(st_part *p, uint64_t dest, const uint64_t *seqs, uint32_t n);
 
-/* Writes the pending deletions of shipped records, unsynced (a shipper
- * idle for a while, or a closing partition). Thread-safe. */
+/* Writes the pending deletions of shipped records, unsynced (the shipper,
+ * for a partition idle a while, or a closing partition). Thread-safe. */
 void st_shipped_flush(st_part *p);
 
 /* Under wlock: drops the working counters' uncommitted changes (a batch

@@ -54,9 +54,11 @@ void st_store_close(st_store *s);
 
 /* Copies the partition leveldb at old_dir (the layout before the shared
  * store) into s under partition id's prefix, synced, then renames old_dir
- * to old_dir.migrated. Safe to repeat after a crash: the copy overwrites
- * with the same records. Returns 0, SX_EIO or SX_ENOMEM (old_dir is then
- * left as it was). */
+ * to old_dir.migrated and syncs that rename. Safe to repeat after a crash
+ * before the rename: the copy overwrites with the same records. A folder
+ * that holds no leveldb is refused, never opened as a new empty one.
+ * Returns 0, SX_EIO, SX_ENOMEM or SX_EINVAL (path too long); on error
+ * old_dir keeps its name (unless only the rename's sync failed). */
 int st_store_migrate(st_store *s, const char *old_dir, uint64_t id);
 
 /* Starts the node's committer over parts[0..n-1] (borrowed; they must

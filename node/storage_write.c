@@ -375,12 +375,13 @@ typedef struct part_grp {
     leveldb_writebatch_t *b;  /* its share */
     st_commit_st cs;
     size_t nops;
+    bool locked;              /* its write lock is held: in this group */
     bool commit;              /* prepared: b goes into the synced write */
     int rc;
 } part_grp;
 
-/* Takes g->p's write lock (group_done releases it) and computes its share
- * of the group into g->b: facts, outbox records, then the metadata and
+/* Under g->p's write lock (group_done releases it): computes its share of
+ * the group into g->b: facts, outbox records, then the metadata and
  * pending deletions (st_commit_prepare). Sets g->rc on failure (the working
  * counters rolled back). */
 static void group_build(part_grp *g)
@@ -396,7 +397,6 @@ static void group_build(part_grp *g)
     g->nops = 0;
     g->commit = false;
     rc = g->b ? 0 : SX_ENOMEM;
-    pthread_mutex_lock(&p->wlock);
     group_catalog(p, g->list);
     for (st_wreq *r = g->list; r; r = r->next)
         g->nops += r->n;
@@ -441,17 +441,31 @@ static void group_done(part_grp *g, int wrc)
 }
 
 /* The committer's work for one node group (n partitions with requests, in
- * the node's partition order, which is also the order their write locks
- * are taken in): compute every share, write them as one synced batch. */
+ * the node's partition order): compute every share, write them as one
+ * synced batch. A partition whose write lock is busy (a backfill chunk)
+ * stays out of this group (g->locked false: its requests go back to its
+ * queue), unless every one is busy: then the group waits for the first. */
 static void run_group(st_store *s, part_grp *g, int n)
 {
     unsigned long long t0 = sx_mono_ms(), t1, t2;
     leveldb_writebatch_t *all = NULL, *one = NULL;
     unsigned skipped;
     size_t nops = 0;
-    int shares = 0, wrc = 0;
+    int shares = 0, wrc = 0, nlocked = 0;
 
     for (int i = 0; i < n; i++) {
+        g[i].locked = pthread_mutex_trylock(&g[i].p->wlock) == 0;
+        nlocked += g[i].locked;
+    }
+    if (nlocked == 0) {
+        pthread_mutex_lock(&g[0].p->wlock);
+        g[0].locked = true;
+    }
+    nlocked = 0;
+    for (int i = 0; i < n; i++) {
+        if (!g[i].locked)
+            continue;
+        nlocked++;
         group_build(&g[i]);
         nops += g[i].nops;
         if (g[i].commit) {
@@ -475,11 +489,12 @@ static void run_group(st_store *s, part_grp *g, int n)
         wrc = ldb_write_sync(s->db, one);
     }
     for (int i = 0; i < n; i++)
-        group_done(&g[i], wrc);
+        if (g[i].locked)
+            group_done(&g[i], wrc);
     t2 = sx_mono_ms();
     if (t2 - t0 >= SX_SLOW_MS && sx_ratelimit_ok(&s->slow, 1000, &skipped))
         LOG_WARN("slow group: %zu ops in %d partitions, apply %llu ms, synced write %llu ms "
-                 "(%u more slow groups since the last report)", nops, n, t1 - t0, t2 - t1,
+                 "(%u more slow groups since the last report)", nops, nlocked, t1 - t0, t2 - t1,
                  skipped);
 }
 
@@ -581,6 +596,23 @@ static void finish_group(st_part *p, st_wreq *list)
     pthread_mutex_unlock(&p->mu);
 }
 
+/* Puts list (a partition's requests left out of a group) back in front of
+ * its queue, in order. Returns true. */
+static bool requeue(st_part *p, st_wreq *list)
+{
+    st_wreq *last = list;
+
+    while (last->next != NULL)
+        last = last->next;
+    pthread_mutex_lock(&p->mu);
+    last->next = p->qhead;
+    p->qhead = list;
+    if (p->qtail == NULL)
+        p->qtail = last;
+    pthread_mutex_unlock(&p->mu);
+    return true;
+}
+
 static void *committer_main(void *arg)
 {
     st_store *s = arg;
@@ -612,9 +644,16 @@ static void *committer_main(void *arg)
         }
         if (n > 0)
             run_group(s, g, n);
-        for (int i = 0; i < n; i++)
-            finish_group(g[i].p, g[i].list);
+        bool requeued = false;
+        for (int i = 0; i < n; i++) {
+            if (g[i].locked)
+                finish_group(g[i].p, g[i].list);
+            else
+                requeued |= requeue(g[i].p, g[i].list);
+        }
         pthread_mutex_lock(&s->mu);
+        if (requeued)
+            s->work = true;
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;

@@ -4,8 +4,8 @@
  * leveldb per partition) is copied under the partition's id prefix, every
  * record with its value, next to another partition's records without
  * mixing; the old directory is renamed *.migrated; a copy repeated after a
- * crash (the old directory still there) gives the same store; a directory
- * that is not a leveldb is refused and left alone.
+ * crash (the old directory still there) gives the same store; a file, or
+ * a folder holding no leveldb, is refused and left alone.
  * Standalone: builds from node/storage_store.c + node/ldb.c + sx_proto +
  * leveldb (named *_nodetest.c so the plain unit-test glob skips it).
  * Argument: a scratch dir (default: a fresh mkdtemp under /tmp).
@@ -182,6 +182,18 @@ int main(int argc, char **argv)
     if (s != NULL) {
         CHECK(st_store_migrate(s, notdb, 9) != 0);
         CHECK(exists(notdb));
+    }
+
+    /* a folder holding no leveldb (empty): refused, not opened as a new
+     * empty database and "copied" */
+    char empty[512], empty_moved[600];
+    snprintf(empty, sizeof(empty), "%s/p10", base);
+    snprintf(empty_moved, sizeof(empty_moved), "%s/p10.migrated", base);
+    CHECK_INT(mkdir(empty, 0700), 0);
+    if (s != NULL) {
+        CHECK(st_store_migrate(s, empty, 10) != 0);
+        CHECK(exists(empty));
+        CHECK(!exists(empty_moved));
         st_store_close(s);
     }
     if (argc <= 1)
