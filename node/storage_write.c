@@ -454,6 +454,10 @@ static void run_group(st_store *s, part_grp *g, int n)
     int shares = 0, wrc = 0, nlocked = 0;
 
     for (int i = 0; i < n; i++) {
+        g[i].b = NULL;        /* a partition left out has no share */
+        g[i].commit = false;
+        g[i].nops = 0;
+        g[i].rc = 0;
         g[i].locked = pthread_mutex_trylock(&g[i].p->wlock) == 0;
         nlocked += g[i].locked;
     }
