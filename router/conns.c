@@ -5,11 +5,13 @@
  * encode a request struct and decode the reply, fan-out in parallel, and
  * raw forwarding.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "log.h"
 #include "router.h"
 #include "fiber.h"
 #include "net.h"
@@ -184,8 +186,27 @@ static void rpc_finish(rt_rpc *c, net_job *j)
     j->resp = NULL;
     c->err = msg_decode_rep(c->type, c->frame, j->resp_n, c->rep, c->msg,
                             sizeof(c->msg));
-    if (c->err != 0 && c->msg[0] == '\0')
+    if (c->err != 0 && c->msg[0] == '\0') {
+        /* not the reply expected: say what came instead, for the log */
+        msg_type t = MSG_PING;
+        int is_reply = 0, pk = msg_peek(c->frame, j->resp_n, &t, &is_reply);
+
+        static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+        static sx_ratelimit rl;
+        unsigned skipped = 0;
+        int ok;
+
         snprintf(c->msg, sizeof(c->msg), "%s", sx_strerror(c->err));
+        pthread_mutex_lock(&mu);
+        ok = sx_ratelimit_ok(&rl, 1000, &skipped);
+        pthread_mutex_unlock(&mu);
+        if (ok)
+            LOG_WARN("node %d answered %s with an undecodable frame: %zu bytes, %s%s%s "
+                     "(%u more since the last report)", c->node, msg_name(c->type),
+                     j->resp_n, pk != 0 ? "no message header"
+                                        : is_reply ? "a reply of " : "a request of ",
+                     pk != 0 ? "" : msg_name(t), pk != 0 ? "" : " type", skipped);
+    }
 }
 
 /* Encodes call c into b; on failure marks the call failed. Returns true
