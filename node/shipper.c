@@ -70,8 +70,8 @@ typedef struct ship_src {
     uint64_t seen_head;       /* the partition's head when last looked at */
     uint64_t head_ms;         /* when that head was first seen */
     uint64_t retry_ms;        /* after a failure: not before this time */
-    int backoff_ms;           /* the current retry delay (0: not failing) */
-    bool failing;             /* log once per outage */
+    int backoff_ms;           /* the current retry delay; 0: not failing
+                               * (an outage is logged once, at its start) */
     ship_batch b;
     msg_I_APPLY_req rq;       /* this round's request, when in it */
     uint8_t *frame;           /* its encoding */
@@ -267,7 +267,6 @@ static int src_prepare(ship_src *c, uint64_t dest)
  * thread's other streams go on. */
 static void src_backoff(ship_src *c)
 {
-    c->failing = true;
     c->backoff_ms = c->backoff_ms ? c->backoff_ms * 2 : SHIP_BACKOFF_MIN_MS;
     if (c->backoff_ms > SHIP_BACKOFF_MAX_MS)
         c->backoff_ms = SHIP_BACKOFF_MAX_MS;
@@ -289,7 +288,7 @@ static int src_finish(ship_dest *d, ship_src *c, const net_job *j)
     if (rc == 0)
         rc = msg_decode_rep(MSG_I_APPLY, j->resp, j->resp_n, &rep, emsg, sizeof(emsg));
     if (rc != 0) {
-        if (!c->failing)
+        if (c->backoff_ms == 0)
             LOG_WARN("shipper %llu -> %llu: I_APPLY failed: %s%s%s (retrying)",
                      (unsigned long long)p->id, (unsigned long long)d->dest->id,
                      sx_strerror(rc), emsg[0] ? ": " : "", emsg);
@@ -308,12 +307,11 @@ static int src_finish(ship_dest *d, ship_src *c, const net_job *j)
     msg_free_rep(MSG_I_APPLY, &rep);
     c->next_seq = c->rq.upto + 1;
     c->last_ms = (uint64_t)sx_mono_ms();
-    c->backoff_ms = 0;
-    c->retry_ms = 0;
-    if (c->failing)
+    if (c->backoff_ms != 0)
         LOG_INFO("shipper %llu -> %llu: recovered", (unsigned long long)p->id,
                  (unsigned long long)d->dest->id);
-    c->failing = false;
+    c->backoff_ms = 0;
+    c->retry_ms = 0;
     return 0;
 }
 
@@ -386,7 +384,7 @@ static void ship_round(ship_dest *d, bool *behind)
             continue;
         prc = src_prepare(c, d->dest->id);
         if (prc != 0) {
-            if (!c->failing)
+            if (c->backoff_ms == 0)
                 LOG_ERROR("shipper %llu -> %llu: cannot read the outbox: %s (retrying)",
                           (unsigned long long)c->p->id, (unsigned long long)d->dest->id,
                           sx_strerror(prc));

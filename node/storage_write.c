@@ -393,9 +393,7 @@ static void group_build(part_grp *g)
     op_ref *refs = NULL;
     int rc;
 
-    g->b = leveldb_writebatch_create();
-    g->nops = 0;
-    g->commit = false;
+    g->b = leveldb_writebatch_create();   /* run_group reset the rest */
     rc = g->b ? 0 : SX_ENOMEM;
     group_catalog(p, g->list);
     for (st_wreq *r = g->list; r; r = r->next)
@@ -601,8 +599,8 @@ static void finish_group(st_part *p, st_wreq *list)
 }
 
 /* Puts list (a partition's requests left out of a group) back in front of
- * its queue, in order. Returns true. */
-static bool requeue(st_part *p, st_wreq *list)
+ * its queue, in order. */
+static void requeue(st_part *p, st_wreq *list)
 {
     st_wreq *last = list;
 
@@ -614,7 +612,6 @@ static bool requeue(st_part *p, st_wreq *list)
     if (p->qtail == NULL)
         p->qtail = last;
     pthread_mutex_unlock(&p->mu);
-    return true;
 }
 
 static void *committer_main(void *arg)
@@ -650,10 +647,12 @@ static void *committer_main(void *arg)
             run_group(s, g, n);
         bool requeued = false;
         for (int i = 0; i < n; i++) {
-            if (g[i].locked)
+            if (g[i].locked) {
                 finish_group(g[i].p, g[i].list);
-            else
-                requeued |= requeue(g[i].p, g[i].list);
+            } else {
+                requeue(g[i].p, g[i].list);
+                requeued = true;
+            }
         }
         pthread_mutex_lock(&s->mu);
         if (requeued)

@@ -141,7 +141,7 @@ int main(int argc, char **argv)
     CHECK_INT(make_old(p8, 8), 0);
     CHECK_INT(st_store_open(store_dir, &s), 0);
     if (s == NULL)
-        return CHECK_DONE();
+        goto out;
     CHECK_INT(st_store_migrate(s, p7, 7), 0);
     CHECK_INT(st_store_migrate(s, p8, 8), 0);
     seen a = scan_part(s, 7), b = scan_part(s, 8);
@@ -196,7 +196,8 @@ int main(int argc, char **argv)
         CHECK(!exists(empty_moved));
         st_store_close(s);
     }
-    if (argc <= 1)
+out:
+    if (argc <= 1)      /* a scratch dir of our own: removed; one given: kept */
         nftw(base, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     return CHECK_DONE();
 }
