@@ -555,19 +555,7 @@ static void *ship_main(void *arg)
  * (anything else is reported and ignored), else SHIP_LINGER_MS. */
 static int linger_from_env(void)
 {
-    const char *env = getenv("SHARDEX_SHIP_LINGER_MS");
-    char *end = NULL;
-    long v;
-
-    if (env == NULL || *env == '\0')
-        return SHIP_LINGER_MS;
-    v = strtol(env, &end, 10);
-    if (*end != '\0' || v < 0 || v > SHIP_LINGER_MAX_MS) {
-        LOG_WARN("SHARDEX_SHIP_LINGER_MS=%s is not 0..%d ms: using %d", env,
-                 SHIP_LINGER_MAX_MS, SHIP_LINGER_MS);
-        return SHIP_LINGER_MS;
-    }
-    return (int)v;
+    return (int)sx_env_long("SHARDEX_SHIP_LINGER_MS", 0, SHIP_LINGER_MAX_MS, SHIP_LINGER_MS);
 }
 
 

@@ -104,6 +104,14 @@ int st_kput(st_part *p, leveldb_writebatch_t *b, const void *k, size_t kn,
             const void *v, size_t vn);
 int st_kdel(st_part *p, leveldb_writebatch_t *b, const void *k, size_t kn);
 
+/* The store's absent-key filter (storage_filter.c) for fact key k of p:
+ * st_fact_absent is true only when the store certainly holds no such key
+ * (then the committer need not read it); st_fact_written tells the filter
+ * of a fact key a batch writes. Committer only, or any thread: both are
+ * thread-safe. */
+bool st_fact_absent(st_part *p, const uint8_t *k, size_t kn);
+void st_fact_written(st_part *p, const uint8_t *k, size_t kn);
+
 /* Serves S_WRITE: validates the request, queues it for group commit and
  * waits for the synced batch; appends the reply frame to out. Called
  * concurrently by server workers. */

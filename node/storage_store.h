@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include "ldb.h"
 #include "log.h"
+#include "mp.h"
 
 struct st_part;
 
@@ -43,6 +44,12 @@ typedef struct st_store {
     pthread_t committer;
     void *grp;                         /* the committer's per-partition scratch */
     sx_ratelimit slow;                 /* committer only: slow-group warnings */
+
+    /* the absent-key filter (storage_filter.c) */
+    struct keyfilter *kf;              /* NULL: none (every write reads) */
+    pthread_t kf_scan;                 /* adds the fact keys on disk */
+    bool kf_scanning;                  /* kf_scan runs, or awaits its join */
+    int kf_stop;                       /* atomic: the scan should give up */
 } st_store;
 
 /* Opens (creating) the store's leveldb at dir. Returns 0, SX_EIO or
@@ -64,6 +71,21 @@ int st_store_migrate(st_store *s, const char *old_dir, uint64_t id);
 /* Starts the node's committer over parts[0..n-1] (borrowed; they must
  * outlive it). Returns 0, SX_ENOMEM or SX_EINTERNAL. In storage_write.c. */
 int st_store_start(st_store *s, struct st_part **parts, int n);
+
+/* Creates the store's absent-key filter (sized by the partitions' item
+ * counts; none when SHARDEX_KEYFILTER_MB is 0) and starts the scan that
+ * fills it. Called by st_store_start, after s->parts is set. Returns 0,
+ * SX_ENOMEM or SX_EINTERNAL. In storage_filter.c. */
+int st_filter_start(st_store *s);
+
+/* Stops the filter's scan (if it still runs) and frees the filter. Called
+ * by st_store_stop once the committer has stopped. In storage_filter.c. */
+void st_filter_stop(st_store *s);
+
+/* Appends to status map b the key "keyfilter" and the filter's state: a
+ * map {on, ready, keys, bytes} (on false, the rest 0, when there is no
+ * filter). In storage_filter.c. */
+void st_filter_status(st_store *s, mp_buf *b);
 
 /* Stops the committer after it has committed what is queued (partitions
  * refuse new writes first: their `stopping` is set). Accepts a store

@@ -124,7 +124,7 @@ static int gm_get(gmap *m, st_part *p, const uint8_t *key, size_t kn, gm_ent **o
         i = (i + 1) & (m->cap - 1);
     }
     e = &m->e[i];
-    rc = st_kget(p, NULL, key, kn, &v, &vn);
+    rc = st_fact_absent(p, key, kn) ? SX_ENOTFOUND : st_kget(p, NULL, key, kn, &v, &vn);
     if (rc == SX_ENOTFOUND) {
         e->exists = false;
     } else if (rc != 0) {
@@ -238,6 +238,8 @@ static int put_fact(st_part *p, leveldb_writebatch_t *b, const gm_ent *e, uint64
     }
     rc = st_kput(p, b, e->key, e->kn, val.sb.data, val.sb.size);
     mp_buf_free(&val);
+    if (rc == 0)
+        st_fact_written(p, e->key, e->kn);
     return rc;
 }
 
@@ -669,7 +671,14 @@ int st_store_start(st_store *s, st_part **parts, int n)
     s->grp = calloc(n > 0 ? (size_t)n : 1, sizeof(part_grp));
     if (s->grp == NULL)
         return SX_ENOMEM;
+    int rc = st_filter_start(s);
+    if (rc != 0) {
+        free(s->grp);
+        s->grp = NULL;
+        return rc;
+    }
     if (pthread_create(&s->committer, NULL, committer_main, s) != 0) {
+        st_filter_stop(s);
         free(s->grp);
         s->grp = NULL;
         return SX_EINTERNAL;
@@ -692,6 +701,7 @@ void st_store_stop(st_store *s)
     pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->committer, NULL);
+    st_filter_stop(s);
     s->started = false;
     free(s->grp);
     s->grp = NULL;

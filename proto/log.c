@@ -3,9 +3,11 @@
  * The only mutable globals of the module are the output stream and level,
  * set once at start-up and guarded by log_lock afterwards.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "log.h"
@@ -81,4 +83,21 @@ int sx_ratelimit_ok(sx_ratelimit *r, unsigned long long interval_ms, unsigned *s
     *skipped = r->skipped;
     r->skipped = 0;
     return 1;
+}
+
+long sx_env_long(const char *name, long lo, long hi, long dflt)
+{
+    const char *env = getenv(name);
+    char *end = NULL;
+    long v;
+
+    if (env == NULL || *env == '\0')
+        return dflt;
+    errno = 0;
+    v = strtol(env, &end, 10);
+    if (errno != 0 || *end != '\0' || v < lo || v > hi) {
+        sx_log(SX_LOG_WARN, "%s=%s is not %ld..%ld: using %ld", name, env, lo, hi, dflt);
+        return dflt;
+    }
+    return v;
 }

@@ -17,6 +17,11 @@ void sx_log_level_set(sx_log_level lvl);
 /* Writes one line: "2026-11-29T23:59:59.123Z LEVEL message". */
 void sx_log(sx_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* A tunable from the environment: variable name's value when it is an
+ * integer in lo..hi; unset or empty gives dflt, and anything else is
+ * reported (one warning) and gives dflt too. */
+long sx_env_long(const char *name, long lo, long hi, long dflt);
+
 /* Milliseconds of a monotonic clock, for durations and deadlines. */
 unsigned long long sx_mono_ms(void);
 

@@ -1,0 +1,199 @@
+/*
+ * keyfilter.c — the absent-key filter (see keyfilter.h).
+ *
+ * A segment is an array of 64-byte blocks; a key sets KF_PROBES bits in one
+ * block, chosen by its hash, so a lookup reads one cache line per segment.
+ * With 10 bits a key and 7 probes a full segment answers "maybe" for ~1-2 %
+ * of absent keys. Keys go to the newest segment; when it holds its
+ * capacity a new one is added with twice the capacity of all before it, so
+ * a filter of n keys has O(log n) segments (one, when the store's item
+ * count sized the first).
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include "keyfilter.h"
+#include "sx_errors.h"
+
+#define KF_BITS_PER_KEY 10
+#define KF_PROBES 7                  /* 9 bits of the second hash each */
+#define KF_MIN_KEYS 65536u
+#define KF_MAX_SEGS 40
+
+typedef struct kf_seg {
+    uint64_t *blocks;                /* nblocks * 8 words */
+    size_t nblocks;
+    uint64_t cap, nkeys;
+} kf_seg;
+
+struct keyfilter {
+    pthread_mutex_t mu;
+    kf_seg seg[KF_MAX_SEGS];
+    int nseg;
+    size_t bytes, max_bytes;
+    uint64_t keys;
+    bool ready, off;
+};
+
+static uint64_t fmix64(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    h ^= h >> 33;
+    return h;
+}
+
+/* Two 64-bit hashes of (part, key): FNV-1a over both, then two mixes. */
+static void kf_hash(uint64_t part, const uint8_t *k, size_t kn, uint64_t *a, uint64_t *b)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+
+    for (int i = 0; i < 8; i++) {
+        h ^= (uint8_t)(part >> (8 * i));
+        h *= 0x100000001b3ULL;
+    }
+    for (size_t i = 0; i < kn; i++) {
+        h ^= k[i];
+        h *= 0x100000001b3ULL;
+    }
+    *a = fmix64(h);
+    *b = fmix64(h ^ 0x9e3779b97f4a7c15ULL);
+}
+
+/* Adds a segment for cap keys. Call with mu held. */
+static int seg_add(keyfilter *f, uint64_t cap)
+{
+    kf_seg *s;
+    size_t nblocks = (size_t)((cap * KF_BITS_PER_KEY + 511) / 512);
+    size_t bytes = nblocks * 64;
+
+    if (f->nseg == KF_MAX_SEGS || f->bytes + bytes > f->max_bytes)
+        return SX_ENOMEM;
+    s = &f->seg[f->nseg];
+    s->blocks = calloc(nblocks * 8, sizeof(uint64_t));
+    if (s->blocks == NULL)
+        return SX_ENOMEM;
+    s->nblocks = nblocks;
+    s->cap = cap;
+    s->nkeys = 0;
+    f->nseg++;
+    f->bytes += bytes;
+    return 0;
+}
+
+/* Turns the filter off for good and frees its segments. Call with mu held. */
+static void kf_turn_off(keyfilter *f)
+{
+    for (int i = 0; i < f->nseg; i++)
+        free(f->seg[i].blocks);
+    f->nseg = 0;
+    f->bytes = 0;
+    f->off = true;
+}
+
+int kf_create(uint64_t expect, size_t max_bytes, keyfilter **out)
+{
+    keyfilter *f = calloc(1, sizeof(*f));
+    uint64_t cap = expect + expect / 2;
+
+    if (f == NULL)
+        return SX_ENOMEM;
+    pthread_mutex_init(&f->mu, NULL);
+    f->max_bytes = max_bytes;
+    if (cap < KF_MIN_KEYS || expect > UINT64_MAX / (2 * KF_BITS_PER_KEY))
+        cap = KF_MIN_KEYS;
+    if (seg_add(f, cap) != 0 && seg_add(f, KF_MIN_KEYS) != 0)
+        kf_turn_off(f);     /* not even the smallest segment: off from the start */
+    *out = f;
+    return 0;
+}
+
+void kf_destroy(keyfilter *f)
+{
+    if (f == NULL)
+        return;
+    for (int i = 0; i < f->nseg; i++)
+        free(f->seg[i].blocks);
+    pthread_mutex_destroy(&f->mu);
+    free(f);
+}
+
+static bool seg_has(const kf_seg *s, uint64_t a, uint64_t b)
+{
+    const uint64_t *blk = s->blocks + (a % s->nblocks) * 8;
+
+    for (int i = 0; i < KF_PROBES; i++) {
+        unsigned bit = (unsigned)(b >> (9 * i)) & 511u;
+        if (!(blk[bit >> 6] & (1ULL << (bit & 63))))
+            return false;
+    }
+    return true;
+}
+
+void kf_add(keyfilter *f, uint64_t part, const uint8_t *k, size_t kn)
+{
+    uint64_t a, b, total = 0;
+    kf_seg *s;
+
+    kf_hash(part, k, kn, &a, &b);
+    pthread_mutex_lock(&f->mu);
+    if (f->off)
+        goto out;
+    s = &f->seg[f->nseg - 1];
+    if (s->nkeys >= s->cap) {
+        for (int i = 0; i < f->nseg; i++)
+            total += f->seg[i].cap;
+        if (seg_add(f, 2 * total) != 0) {
+            kf_turn_off(f);
+            goto out;
+        }
+        s = &f->seg[f->nseg - 1];
+    }
+    uint64_t *blk = s->blocks + (a % s->nblocks) * 8;
+    for (int i = 0; i < KF_PROBES; i++) {
+        unsigned bit = (unsigned)(b >> (9 * i)) & 511u;
+        blk[bit >> 6] |= 1ULL << (bit & 63);
+    }
+    s->nkeys++;
+    f->keys++;
+out:
+    pthread_mutex_unlock(&f->mu);
+}
+
+bool kf_absent(keyfilter *f, uint64_t part, const uint8_t *k, size_t kn)
+{
+    uint64_t a, b;
+    bool absent;
+
+    kf_hash(part, k, kn, &a, &b);
+    pthread_mutex_lock(&f->mu);
+    absent = f->ready && !f->off;
+    for (int i = 0; absent && i < f->nseg; i++)
+        if (seg_has(&f->seg[i], a, b))
+            absent = false;
+    pthread_mutex_unlock(&f->mu);
+    return absent;
+}
+
+void kf_set_ready(keyfilter *f)
+{
+    pthread_mutex_lock(&f->mu);
+    f->ready = true;
+    pthread_mutex_unlock(&f->mu);
+}
+
+void kf_stats(keyfilter *f, uint64_t *keys, size_t *bytes, bool *ready, bool *on)
+{
+    pthread_mutex_lock(&f->mu);
+    if (keys)
+        *keys = f->keys;
+    if (bytes)
+        *bytes = f->bytes;
+    if (ready)
+        *ready = f->ready;
+    if (on)
+        *on = !f->off;
+    pthread_mutex_unlock(&f->mu);
+}
