@@ -21,6 +21,7 @@
 #include <string.h>
 #include "index_part.h"
 #include "index_rules.h"
+#include "keyfilter.h"
 #include "hash.h"
 #include "item.h"
 #include "log.h"
@@ -157,6 +158,10 @@ static int stored_state(group_ctx *g, ov_slot *slot, const uint8_t *k, size_t kn
         *version = slot->version;
         return 0;
     }
+    if (g->p->kf != NULL && kf_absent(g->p->kf, g->p->id, k, kn)) {
+        *have = false;          /* never stored: no read needed */
+        return 0;
+    }
     ekn = ix_ekey(g->key, k, kn);
     rc = ldb_get(g->p->db, g->key, ekn, &v, &vn);
     if (rc == SX_ENOTFOUND) {
@@ -216,6 +221,8 @@ static int apply_record(group_ctx *g, const msg_I_APPLY_req *m, uint32_t i)
         return SX_ENOMEM;
     kn = ix_ekey(g->key, k.p, k.n);
     leveldb_writebatch_put(g->b, (const char *)g->key, kn, g->vb.sb.data, g->vb.sb.size);
+    if (g->p->kf != NULL)
+        kf_add(g->p->kf, g->p->id, k.p, k.n);
     slot->k = k.p;
     slot->kn = k.n;
     slot->live = nlive;

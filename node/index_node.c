@@ -12,6 +12,7 @@
 #include "node.h"
 #include "catalog_cache.h"
 #include "index_part.h"
+#include "keyfilter_load.h"
 #include "log.h"
 #include "net.h"
 #include "sx_errors.h"
@@ -129,7 +130,8 @@ static int status_part(ix_part *p, mp_buf *b)
     if (wm == NULL)
         return SX_ENOMEM;
     ix_part_state(p, &entries, &tombs, wm, NULL);
-    mp_put_map(b, 4);
+    mp_put_map(b, 5);
+    kf_status(p->kf, b);
     mp_put_cstr(b, "id");
     mp_put_u64(b, p->id);
     mp_put_cstr(b, "entries");

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "index_part.h"
+#include "keyfilter_load.h"
 #include "hash.h"
 #include "log.h"
 #include "sx_errors.h"
@@ -251,6 +252,23 @@ out:
     return rc;
 }
 
+/* The partition's absent-key filter over its entry keys ('E' | local),
+ * holding local keys; filled by a background scan (keyfilter_load.h). */
+static int filter_start(ix_part *p)
+{
+    kf_range r;
+    char what[48];
+
+    memset(&r, 0, sizeof(r));
+    r.lo[0] = IX_PFX_ENTRY;
+    r.hi[0] = IX_PFX_ENTRY + 1;
+    r.lo_n = r.hi_n = 1;
+    r.skip = 1;
+    r.part = p->id;
+    snprintf(what, sizeof(what), "index p%llu", (unsigned long long)p->id);
+    return kf_load_start(p->db, &r, 1, p->entries + p->tombstones, what, &p->kf, &p->kf_load);
+}
+
 int ix_part_open(const sx_config *cfg, const cfg_part *cp, const char *data_dir,
                  ix_part **out)
 {
@@ -281,6 +299,9 @@ int ix_part_open(const sx_config *cfg, const cfg_part *cp, const char *data_dir,
     rc = load_counts(p);
     if (rc != 0)
         goto fail;
+    rc = filter_start(p);
+    if (rc != 0)
+        goto fail;
     rc = ix_committer_start(p);
     if (rc != 0)
         goto fail;
@@ -301,6 +322,8 @@ void ix_part_close(ix_part *p)
     if (p == NULL)
         return;
     ix_committer_stop(p);
+    kf_load_stop(p->kf_load);
+    kf_destroy(p->kf);
     ldb_close(p->db);
     free(p->src);
     free(p->wm);

@@ -75,6 +75,10 @@ typedef struct ix_part {
     bool committer_quit;
     bool stopping;             /* no more applies are queued */
     sx_ratelimit slow;         /* committer only: slow-group warnings */
+    struct keyfilter *kf;      /* absent-key filter over entry keys (NULL: none);
+                                * the committer skips the read of a key it
+                                * proves never stored */
+    struct kf_loader *kf_load; /* the scan that fills it after open */
 } ix_part;
 
 /* A decoded stored entry; proj borrows from the value bytes. */

@@ -34,7 +34,6 @@ size_t st_fact_key(uint8_t *k, uint32_t tid, const uint8_t *local, size_t n)
 
 /* pfx | k into buf (ST_PFX_LEN + ST_KEY_MAX bytes); 0, or SX_EINVAL when
  * k is too long. */
-#define ST_PFX_LEN 8
 static int pkey(const st_part *p, uint8_t *buf, const void *k, size_t kn)
 {
     if (kn > ST_KEY_MAX)

@@ -27,6 +27,9 @@
 
 struct st_part;
 
+/* Bytes of the partition-id prefix before every partition-local key. */
+#define ST_PFX_LEN 8
+
 typedef struct st_store {
     ldb *db;
     leveldb_writeoptions_t *wnosync;   /* unsynced writes (deletions, markers) */
@@ -47,9 +50,7 @@ typedef struct st_store {
 
     /* the absent-key filter (storage_filter.c) */
     struct keyfilter *kf;              /* NULL: none (every write reads) */
-    pthread_t kf_scan;                 /* adds the fact keys on disk */
-    bool kf_scanning;                  /* kf_scan runs, or awaits its join */
-    int kf_stop;                       /* atomic: the scan should give up */
+    struct kf_loader *kf_load;         /* the scan that fills it */
 } st_store;
 
 /* Opens (creating) the store's leveldb at dir. Returns 0, SX_EIO or

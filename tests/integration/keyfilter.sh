@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# tests/integration/keyfilter.sh — the storage nodes' absent-key filter
-# (node/storage_filter.c) across a kill -9 and restart. A put skips reading
-# the fact it replaces when the filter says the key was never stored; after
-# a restart the filter is rebuilt from the keys on disk, and until then says
-# nothing. If it ever called a stored key absent, the put would count a new
-# item and leave the old index entry behind. So, after the restart:
-#   - `status` shows each storage node's filter ready, holding its keys;
-#   - rewriting every item (moving it to another index partition) keeps the
-#     item count, and the index holds exactly the new entries, no old one;
+# tests/integration/keyfilter.sh — the absent-key filters (node/keyfilter*.c)
+# of storage nodes (over fact keys) and index partitions (over entry keys)
+# across a kill -9 and restart of every node. A write skips reading what it
+# replaces when the filter says the key was never stored; after a restart
+# each filter is rebuilt from the keys on disk, and until then says nothing.
+# If one ever called a stored key absent, a put would count a new item (or
+# index entry) and leave the old index entry behind. So, after the restart:
+#   - `status` shows every filter ready, holding exactly the stored keys;
+#   - rewriting every item's projected attribute keeps the item and entry
+#     counts; moving every item to another index partition keeps them too,
+#     and the index holds exactly the new entries, no old one;
 #   - new ids count as new items.
 source "$(dirname "$0")/lib.sh" "$@"
 
@@ -21,23 +23,39 @@ N=400
 items_total() {
     sx status --json | jq '[.nodes[] | select(.role == "storage") | .status.partitions[].items] | add'
 }
-filter_keys() { # the sum of the storage nodes' filter keys, when all are ready
-    sx status --json | jq -e '[.nodes[] | select(.role == "storage") | .status.keyfilter] |
-        if all(.ready) then (map(.keys) | add) else error("not ready") end'
+filter_keys() { # ROLE: the sum of ROLE's filter keys, when all are ready
+    local sel='.status.keyfilter'
+    [ "$1" = index ] && sel='.status.partitions[].keyfilter'
+    sx status --json | jq -e "[.nodes[] | select(.role == \"$1\") | $sel] |
+        if all(.ready) then (map(.keys) | add) else error(\"not ready\") end"
+}
+entries_total() {
+    sx status --json | jq '[.nodes[] | select(.role == "index") | .status.partitions[].entries] | add'
 }
 
 # "Apple" lives in index partition 101 (i1), "Zebra" in 102 (i2).
 seq 1 "$N" | awk '{ printf "{\"id\": %d, \"g\": \"Apple\", \"n\": %d}\n", $1, $1 }' | sx load kv >/dev/null
 expect_eq "items after the load" "$N" "$(items_total)"
 
-lc kill s1 >/dev/null
-lc kill s2 >/dev/null
-lc start s1 >/dev/null
-lc start s2 >/dev/null
-wait_for "both storage nodes' filters ready after the restart" 60 filter_keys
-keys="$(filter_keys)"
-[ "$keys" -eq "$N" ] || fail "the rebuilt filters hold $keys keys, not the $N stored"
-pass "restarted storage nodes rebuilt their filters from disk: $keys keys"
+sx query kv by_g --consistency strong --limit 1 >/dev/null   # the index has caught up
+expect_eq "index entries after the load" "$N" "$(entries_total)"
+
+for n in s1 s2 i1 i2; do lc kill "$n" >/dev/null; done
+for n in i1 i2 s1 s2; do lc start "$n" >/dev/null; done
+wait_for "the storage nodes' filters ready after the restart" 60 filter_keys storage
+wait_for "the index partitions' filters ready after the restart" 60 filter_keys index
+keys="$(filter_keys storage)"
+[ "$keys" -eq "$N" ] || fail "the rebuilt storage filters hold $keys keys, not the $N stored"
+keys="$(filter_keys index)"
+[ "$keys" -eq "$N" ] || fail "the rebuilt index filters hold $keys keys, not the $N entries"
+pass "restarted nodes rebuilt their filters from disk: $N fact keys, $N entry keys"
+
+seq 1 "$N" | awk '{ printf "{\"id\": %d, \"g\": \"Apple\", \"n\": %d}\n", $1, 1000 + $1 }' | sx load kv >/dev/null
+expect_eq "items after rewriting a projected attribute" "$N" "$(items_total)"
+sx query kv by_g --consistency strong --limit 1 >/dev/null
+got="$(sx query kv by_g --eq '["Apple"]' --consistency eventual --limit 100000 | jq -r 'select(.n == 1000 + .id) | .id' | wc -l)"
+expect_eq "index entries holding the rewrite (covering)" "$N" "$got"
+expect_eq "index entries after rewriting a projected attribute" "$N" "$(entries_total)"
 
 seq 1 "$N" | awk '{ printf "{\"id\": %d, \"g\": \"Zebra\", \"n\": %d}\n", $1, -$1 }' | sx load kv >/dev/null
 expect_eq "items after rewriting every item" "$N" "$(items_total)"
@@ -48,9 +66,10 @@ expect_eq "items under Zebra holding their rewrite (strong)" "$N" "$got"
 # eventual + projection all reads the index alone: no entry of the old values
 got="$(sx query kv by_g --consistency eventual --limit 100000 | jq -r '.g' | sort | uniq -c | awk '{print $2 "=" $1}' | tr '\n' ' ')"
 expect_eq "the index's own entries" "Zebra=$N " "$got"
+expect_eq "live index entries after the move" "$N" "$(entries_total)"
 
 seq 1001 1100 | awk '{ printf "{\"id\": %d, \"g\": \"Apple\", \"n\": %d}\n", $1, $1 }' | sx load kv >/dev/null
 expect_eq "items after 100 new ids" "$((N + 100))" "$(items_total)"
-keys="$(filter_keys)"
+keys="$(filter_keys storage)"
 [ "$keys" -ge "$((N + 100))" ] || fail "the filters hold $keys keys after 100 new ids, fewer than $((N + 100))"
 pass "new ids are added to the filters ($keys keys)"
