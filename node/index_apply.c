@@ -221,7 +221,7 @@ static int apply_record(group_ctx *g, const msg_I_APPLY_req *m, uint32_t i)
         return SX_ENOMEM;
     kn = ix_ekey(g->key, k.p, k.n);
     leveldb_writebatch_put(g->b, (const char *)g->key, kn, g->vb.sb.data, g->vb.sb.size);
-    if (g->p->kf != NULL)
+    if (!have && g->p->kf != NULL)   /* a stored key is in the filter already */
         kf_add(g->p->kf, g->p->id, k.p, k.n);
     slot->k = k.p;
     slot->kn = k.n;

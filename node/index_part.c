@@ -253,8 +253,9 @@ out:
 }
 
 /* The partition's absent-key filter over its entry keys ('E' | local),
- * holding local keys; filled by a background scan (keyfilter_load.h). */
-static int filter_start(ix_part *p)
+ * holding local keys; filled by a background scan (keyfilter_load.h).
+ * A filter that cannot be set up is logged and left out. */
+static void filter_start(ix_part *p)
 {
     kf_range r;
     char what[48];
@@ -266,7 +267,7 @@ static int filter_start(ix_part *p)
     r.skip = 1;
     r.part = p->id;
     snprintf(what, sizeof(what), "index p%llu", (unsigned long long)p->id);
-    return kf_load_start(p->db, &r, 1, p->entries + p->tombstones, what, &p->kf, &p->kf_load);
+    kf_load_start(p->db, &r, 1, p->entries + p->tombstones, what, &p->kf, &p->kf_load);
 }
 
 int ix_part_open(const sx_config *cfg, const cfg_part *cp, const char *data_dir,
@@ -299,9 +300,7 @@ int ix_part_open(const sx_config *cfg, const cfg_part *cp, const char *data_dir,
     rc = load_counts(p);
     if (rc != 0)
         goto fail;
-    rc = filter_start(p);
-    if (rc != 0)
-        goto fail;
+    filter_start(p);           /* optional: without it every apply reads */
     rc = ix_committer_start(p);
     if (rc != 0)
         goto fail;

@@ -7,7 +7,9 @@
  * of absent keys. Keys go to the newest segment; when it holds its
  * capacity a new one is added with twice the capacity of all before it, so
  * a filter of n keys has O(log n) segments (one, when the store's item
- * count sized the first).
+ * count sized the first). Memory: 10 bits a key at a segment's capacity;
+ * ~1.9 bytes a key when sized at 1.5 x the stored count, up to ~3.75 just
+ * after a growth step.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -31,7 +33,7 @@ struct keyfilter {
     kf_seg seg[KF_MAX_SEGS];
     int nseg;
     size_t bytes, max_bytes;
-    uint64_t keys;
+    uint64_t keys, spared;
     bool ready, off;
 };
 
@@ -96,13 +98,17 @@ static void kf_turn_off(keyfilter *f)
 int kf_create(uint64_t expect, size_t max_bytes, keyfilter **out)
 {
     keyfilter *f = calloc(1, sizeof(*f));
-    uint64_t cap = expect + expect / 2;
+    uint64_t cap = expect + expect / 2, fit = (uint64_t)max_bytes / 64 * 512 / KF_BITS_PER_KEY;
 
     if (f == NULL)
         return SX_ENOMEM;
     pthread_mutex_init(&f->mu, NULL);
     f->max_bytes = max_bytes;
-    if (cap < KF_MIN_KEYS || expect > UINT64_MAX / (2 * KF_BITS_PER_KEY))
+    if (expect > UINT64_MAX / (2 * KF_BITS_PER_KEY))
+        cap = fit;
+    if (cap > fit)
+        cap = fit;          /* the most the cap allows: the scan may still overflow it */
+    if (cap < KF_MIN_KEYS)
         cap = KF_MIN_KEYS;
     if (seg_add(f, cap) != 0 && seg_add(f, KF_MIN_KEYS) != 0)
         kf_turn_off(f);     /* not even the smallest segment: off from the start */
@@ -173,6 +179,7 @@ bool kf_absent(keyfilter *f, uint64_t part, const uint8_t *k, size_t kn)
     for (int i = 0; absent && i < f->nseg; i++)
         if (seg_has(&f->seg[i], a, b))
             absent = false;
+    f->spared += absent;
     pthread_mutex_unlock(&f->mu);
     return absent;
 }
@@ -184,11 +191,21 @@ void kf_set_ready(keyfilter *f)
     pthread_mutex_unlock(&f->mu);
 }
 
-void kf_stats(keyfilter *f, uint64_t *keys, size_t *bytes, bool *ready, bool *on)
+void kf_disable(keyfilter *f)
+{
+    pthread_mutex_lock(&f->mu);
+    kf_turn_off(f);
+    pthread_mutex_unlock(&f->mu);
+}
+
+void kf_stats(keyfilter *f, uint64_t *keys, uint64_t *spared, size_t *bytes, bool *ready,
+              bool *on)
 {
     pthread_mutex_lock(&f->mu);
     if (keys)
         *keys = f->keys;
+    if (spared)
+        *spared = f->spared;
     if (bytes)
         *bytes = f->bytes;
     if (ready)

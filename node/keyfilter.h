@@ -1,27 +1,32 @@
 /*
- * keyfilter.h — a storage node's absent-key filter: a blocked Bloom filter
- * over every fact key of the node's store, so that a write of a key the
- * store has never held skips the read of its stored fact.
+ * keyfilter.h — an absent-key filter: a blocked Bloom filter over the keys
+ * a leveldb holds, so that a write of a key it has never held skips the
+ * read of what it would replace. A storage node keeps one over its fact
+ * keys, an index partition one over its entry keys (keyfilter_load.h fills
+ * them; storage_filter.c and index_part.c use them).
  *
  * Why: every put reads the fact it replaces (its version and old index
- * tuples). For a new key that read is a leveldb miss, which walks the
- * memtable's skiplist and checks every table's filter: 20 % of a storage
- * node's CPU during a bulk load of new items (perf, docs/PERFORMANCE.md).
- * The filter answers "certainly absent" for ~98 % of never-written keys
- * with one cache line read.
+ * tuples), and every index apply the entry it replaces (its version). For
+ * a new key that read is a leveldb miss, which walks the memtable's
+ * skiplist and checks every table's filter: 20 % of a storage node's CPU
+ * during a bulk load of new items, 30 % of an index node's under W1 (perf,
+ * docs/PERFORMANCE.md). The filter answers "certainly absent" for ~98 % of
+ * never-written keys with one cache line read per segment.
  *
  * Contract: kf_absent is true only when the key was never kf_add'ed and the
- * filter is ready. A key is added when a write of it enters a batch (before
- * the batch commits: a batch that fails leaves a harmless false positive).
- * After a start the filter is not ready until kf_set_ready, which the store
- * calls once a background scan has added every fact key on disk (keys
- * written during the scan are added by their writers, so none is missed).
- * Deleted keys stay in the filter (a false positive: one read). The filter
- * grows by segments, each twice the keys of all before it; past max_bytes
- * it turns itself off for good (every answer "maybe", memory freed), so
- * its memory stays bounded: ~1.25 bytes per key while on.
+ * filter is ready. Writers add a key when a write of it enters a batch and
+ * the key was not stored before (before the batch commits: a batch that
+ * fails leaves a harmless false positive; a key already stored is in the
+ * filter already). After a start the filter is not ready until kf_set_ready,
+ * called once a background scan has added every key on disk (keys written
+ * during the scan are added by their writers, so none is missed). Deleted
+ * keys stay in the filter (a false positive: one read). The filter grows by
+ * segments, each twice the keys of all before it; past max_bytes it turns
+ * itself off for good (every answer "maybe", memory freed): ~1.9 bytes a
+ * key when sized by the stored count, up to ~3.75 after growth steps.
  *
- * Thread-safe: one mutex; add and absent are a hash and one cache line.
+ * Thread-safe: one mutex; add and absent are a hash and one cache line per
+ * segment.
  */
 #ifndef SX_KEYFILTER_H
 #define SX_KEYFILTER_H
@@ -34,7 +39,7 @@ typedef struct keyfilter keyfilter;
 
 /* A new, empty, not-ready filter that may use up to max_bytes, its first
  * segment sized for 1.5 x expect keys (the store's item count; at least
- * 65,536 keys, 80 KiB). When not even the smallest segment fits, the filter
+ * 65,536 keys, 80 KiB; at most what max_bytes holds). When not even the smallest segment fits, the filter
  * is off from the start. Returns 0 or SX_ENOMEM (the filter itself). */
 int kf_create(uint64_t expect, size_t max_bytes, keyfilter **out);
 
@@ -52,8 +57,14 @@ bool kf_absent(keyfilter *f, uint64_t part, const uint8_t *k, size_t kn);
 /* Marks the filter complete: every key on disk has been added. */
 void kf_set_ready(keyfilter *f);
 
-/* Counters for logs and tests: keys added, bytes held, and whether the
- * filter is ready and on. Any pointer may be NULL. */
-void kf_stats(keyfilter *f, uint64_t *keys, size_t *bytes, bool *ready, bool *on);
+/* Turns the filter off for good (every answer "maybe") and frees its
+ * memory: for a filter whose scan failed. */
+void kf_disable(keyfilter *f);
+
+/* Counters for logs, status and tests: keys added, reads spared (lookups
+ * that answered absent), bytes held, and whether the filter is ready and
+ * on. Any pointer may be NULL. */
+void kf_stats(keyfilter *f, uint64_t *keys, uint64_t *spared, size_t *bytes, bool *ready,
+              bool *on);
 
 #endif

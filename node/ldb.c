@@ -133,8 +133,9 @@ static int key_lt(const char *k, size_t kn, const void *b, size_t bn)
     return c < 0 || (c == 0 && kn < bn);
 }
 
-int ldb_scan(ldb *d, const leveldb_snapshot_t *snap, const void *lo, size_t lo_n,
-             const void *hi, size_t hi_n, bool desc, ldb_visit fn, void *arg)
+static int scan_opts(ldb *d, const leveldb_snapshot_t *snap, const void *lo, size_t lo_n,
+                     const void *hi, size_t hi_n, bool desc, bool fill_cache,
+                     ldb_visit fn, void *arg)
 {
     leveldb_readoptions_t *ro = leveldb_readoptions_create();
     leveldb_iterator_t *it;
@@ -143,7 +144,7 @@ int ldb_scan(ldb *d, const leveldb_snapshot_t *snap, const void *lo, size_t lo_n
 
     if (ro == NULL)
         return SX_ENOMEM;
-    leveldb_readoptions_set_fill_cache(ro, 1);
+    leveldb_readoptions_set_fill_cache(ro, fill_cache);
     if (snap != NULL)
         leveldb_readoptions_set_snapshot(ro, snap);
     it = leveldb_create_iterator(d->db, ro);
@@ -192,4 +193,16 @@ int ldb_scan(ldb *d, const leveldb_snapshot_t *snap, const void *lo, size_t lo_n
     leveldb_iter_destroy(it);
     leveldb_readoptions_destroy(ro);
     return rc == 1 ? 0 : rc;
+}
+
+int ldb_scan(ldb *d, const leveldb_snapshot_t *snap, const void *lo, size_t lo_n,
+             const void *hi, size_t hi_n, bool desc, ldb_visit fn, void *arg)
+{
+    return scan_opts(d, snap, lo, lo_n, hi, hi_n, desc, true, fn, arg);
+}
+
+int ldb_scan_nocache(ldb *d, const void *lo, size_t lo_n, const void *hi, size_t hi_n,
+                     ldb_visit fn, void *arg)
+{
+    return scan_opts(d, NULL, lo, lo_n, hi, hi_n, false, false, fn, arg);
 }

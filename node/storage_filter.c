@@ -3,24 +3,29 @@
  * created when the committer starts and filled by a background scan of the
  * fact keys on disk (keyfilter_load.h), told of every fact key a group
  * writes, and asked by the committer before it reads a fact it is about to
- * replace. Until the scan has finished the filter answers "maybe" and every
- * write reads its fact, as it did without a filter.
+ * replace (only when the key is new: a stored key is in it already). Until
+ * the scan has finished the filter answers "maybe" and every write reads
+ * its fact, as it did without a filter; a node without one (turned off,
+ * or not set up: logged) runs the same way.
  */
 #include <stdlib.h>
 #include <string.h>
 #include "hash.h"
+#include "log.h"
 #include "keyfilter_load.h"
 #include "storage_part.h"
 #include "sx_errors.h"
 
-int st_filter_start(st_store *s)
+void st_filter_start(st_store *s)
 {
     kf_range *r = calloc((size_t)(s->nparts > 0 ? s->nparts : 1), sizeof(*r));
     uint64_t items = 0;
-    int rc;
 
-    if (r == NULL)
-        return SX_ENOMEM;
+    if (r == NULL) {
+        LOG_WARN("store: cannot set up the absent-key filter (out of memory): every write "
+                 "reads its fact");
+        return;
+    }
     for (int i = 0; i < s->nparts; i++) {
         uint64_t id = s->parts[i]->id;
 
@@ -33,9 +38,8 @@ int st_filter_start(st_store *s)
         r[i].part = id;
         items += s->parts[i]->w_items;
     }
-    rc = kf_load_start(s->db, r, s->nparts, items, "store", &s->kf, &s->kf_load);
+    kf_load_start(s->db, r, s->nparts, items, "store", &s->kf, &s->kf_load);
     free(r);
-    return rc;
 }
 
 void st_filter_stop(st_store *s)

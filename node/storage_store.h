@@ -74,18 +74,18 @@ int st_store_migrate(st_store *s, const char *old_dir, uint64_t id);
 int st_store_start(st_store *s, struct st_part **parts, int n);
 
 /* Creates the store's absent-key filter (sized by the partitions' item
- * counts; none when SHARDEX_KEYFILTER_MB is 0) and starts the scan that
- * fills it. Called by st_store_start, after s->parts is set. Returns 0,
- * SX_ENOMEM or SX_EINTERNAL. In storage_filter.c. */
-int st_filter_start(st_store *s);
+ * counts; none when SHARDEX_KEYFILTER_MB is 0, or when it cannot be set up:
+ * logged, and every write reads) and starts the scan that fills it. Called
+ * by st_store_start, after s->parts is set. In storage_filter.c. */
+void st_filter_start(st_store *s);
 
 /* Stops the filter's scan (if it still runs) and frees the filter. Called
  * by st_store_stop once the committer has stopped. In storage_filter.c. */
 void st_filter_stop(st_store *s);
 
 /* Appends to status map b the key "keyfilter" and the filter's state: a
- * map {on, ready, keys, bytes} (on false, the rest 0, when there is no
- * filter). In storage_filter.c. */
+ * map {on, ready, keys, spared, bytes} (on false, the rest 0, when there
+ * is no filter). In storage_filter.c. */
 void st_filter_status(st_store *s, mp_buf *b);
 
 /* Stops the committer after it has committed what is queued (partitions

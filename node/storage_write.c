@@ -238,7 +238,7 @@ static int put_fact(st_part *p, leveldb_writebatch_t *b, const gm_ent *e, uint64
     }
     rc = st_kput(p, b, e->key, e->kn, val.sb.data, val.sb.size);
     mp_buf_free(&val);
-    if (rc == 0)
+    if (rc == 0 && !e->exists)   /* an existing key is in the filter already */
         st_fact_written(p, e->key, e->kn);
     return rc;
 }
@@ -671,12 +671,7 @@ int st_store_start(st_store *s, st_part **parts, int n)
     s->grp = calloc(n > 0 ? (size_t)n : 1, sizeof(part_grp));
     if (s->grp == NULL)
         return SX_ENOMEM;
-    int rc = st_filter_start(s);
-    if (rc != 0) {
-        free(s->grp);
-        s->grp = NULL;
-        return rc;
-    }
+    st_filter_start(s);        /* optional: without it every write reads */
     if (pthread_create(&s->committer, NULL, committer_main, s) != 0) {
         st_filter_stop(s);
         free(s->grp);

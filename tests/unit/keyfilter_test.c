@@ -1,9 +1,12 @@
 /*
- * keyfilter_test.c — unit test of node/keyfilter.c, the storage node's
- * absent-key filter: it never calls an added key absent (the committer
- * would then skip reading a fact that exists), it says nothing before it is
- * ready, it grows by segments without losing keys, its false positives stay
- * rare, and past its byte cap it turns itself off (every answer "maybe").
+ * keyfilter_test.c — unit test of node/keyfilter.c, the absent-key filter
+ * of storage nodes (fact keys) and index partitions (entry keys): it never
+ * calls an added key absent (a committer would then skip reading what
+ * exists), it says nothing before it is ready, it grows by segments without
+ * losing keys, its false positives stay rare, it counts the reads it
+ * spares, past its byte cap it turns itself off (every answer "maybe"),
+ * and so does kf_disable. (node/keyfilter_load.c, the scan that fills it
+ * while writers add keys, is keyfilter_load_nodetest.c.)
  * Standalone (no leveldb, no nng): main() returns non-zero on any failure.
  */
 #include <stdio.h>
@@ -56,11 +59,18 @@ static void test_not_ready(void)
     add_range(f, 1, 0, 1000);
     /* not ready: nothing is certainly absent, not even a key never added */
     CHECK_INT(count_absent(f, 1, 1000, 11000), 0);
-    kf_stats(f, NULL, NULL, &ready, &on);
+    kf_stats(f, NULL, NULL, NULL, &ready, &on);
     CHECK(!ready && on);
     kf_set_ready(f);
     CHECK_INT(count_absent(f, 1, 0, 1000), 0);
-    CHECK(count_absent(f, 1, 1000, 11000) > 9500);
+    uint64_t absent = count_absent(f, 1, 1000, 11000), spared = 0;
+    CHECK(absent > 9500);
+    kf_stats(f, NULL, &spared, NULL, NULL, NULL);
+    CHECK_INT(spared, absent);         /* every "absent" is a read spared */
+    kf_disable(f);
+    kf_stats(f, NULL, NULL, NULL, &ready, &on);
+    CHECK(!on);
+    CHECK_INT(count_absent(f, 1, 1000, 11000), 0);
     kf_destroy(f);
 }
 
@@ -75,11 +85,11 @@ static void test_growth(void)
     CHECK(kf_create(0, 64u << 20, &f) == 0 && f != NULL);
     if (f == NULL)
         return;
-    kf_stats(f, NULL, &bytes0, NULL, NULL);
+    kf_stats(f, NULL, NULL, &bytes0, NULL, NULL);
     kf_set_ready(f);
     add_range(f, 1, 0, 300000);
     add_range(f, 2, 0, 300000);        /* the same local keys, another partition */
-    kf_stats(f, &keys, &bytes1, NULL, &on);
+    kf_stats(f, &keys, NULL, &bytes1, NULL, &on);
     CHECK_INT(keys, 600000);
     CHECK(on && bytes1 > bytes0);
     CHECK_INT(count_absent(f, 1, 0, 300000), 0);
@@ -102,10 +112,10 @@ static void test_sized(void)
     CHECK(kf_create(400000, 64u << 20, &f) == 0 && f != NULL);
     if (f == NULL)
         return;
-    kf_stats(f, NULL, &bytes0, NULL, NULL);
+    kf_stats(f, NULL, NULL, &bytes0, NULL, NULL);
     add_range(f, 9, 0, 400000);
     kf_set_ready(f);
-    kf_stats(f, NULL, &bytes1, NULL, NULL);
+    kf_stats(f, NULL, NULL, &bytes1, NULL, NULL);
     CHECK_INT(bytes1, bytes0);
     CHECK_INT(count_absent(f, 9, 0, 400000), 0);
     uint64_t absent = count_absent(f, 9, 400000, 500000);
@@ -130,7 +140,7 @@ static void test_cap(void)
     add_range(f, 1, 0, 65536);
     CHECK(count_absent(f, 1, 100000, 110000) > 9000);
     add_range(f, 1, 65536, 70000);
-    kf_stats(f, NULL, &bytes, NULL, &on);
+    kf_stats(f, NULL, NULL, &bytes, NULL, &on);
     CHECK(!on);
     CHECK_INT(bytes, 0);
     CHECK_INT(count_absent(f, 1, 0, 200000), 0);
@@ -143,7 +153,7 @@ static void test_cap(void)
     if (f == NULL)
         return;
     kf_set_ready(f);
-    kf_stats(f, NULL, NULL, NULL, &on);
+    kf_stats(f, NULL, NULL, NULL, NULL, &on);
     CHECK(!on);
     CHECK_INT(count_absent(f, 1, 0, 1000), 0);
     kf_destroy(f);
