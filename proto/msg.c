@@ -310,7 +310,12 @@ int msg_decode_rep(msg_type t, const uint8_t *p, size_t n, void *s,
     rc = read_header(&c, &count, &type);
     if (rc)
         return rc;
-    if (type != ((uint64_t)t | MSG_REPLY) || count < 3 || mp_read_u64(&c, &err))
+    if (!(type & MSG_REPLY) || count < 3 || mp_read_u64(&c, &err))
+        return SX_EPROTO;
+    /* An error reply is the node's error even when typed otherwise (a
+     * request it could not parse is answered as a PING): its code and
+     * text reach the caller instead of a bare "malformed message". */
+    if (type != ((uint64_t)t | MSG_REPLY) && err == 0)
         return SX_EPROTO;
     if (err != 0) {
         sx_buf m = { NULL, 0 };

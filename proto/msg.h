@@ -179,8 +179,10 @@ int msg_decode_req(msg_type t, const uint8_t *p, size_t n, void *s);
 
 /* Decodes a reply frame of type t. Returns 0 and fills s; or returns the
  * peer's error code and copies its message into errmsg[errlen] (if not
- * NULL); or SX_EPROTO / SX_EVERSION / SX_ENOMEM for a bad frame. Release
- * with msg_free_rep. */
+ * NULL), for an error reply of any type (a peer that cannot parse a
+ * request cannot know its type); or SX_EPROTO / SX_EVERSION / SX_ENOMEM
+ * for a bad frame, a request, or a successful reply of another type.
+ * Release with msg_free_rep. */
 int msg_decode_rep(msg_type t, const uint8_t *p, size_t n, void *s,
                    char *errmsg, size_t errlen);
 

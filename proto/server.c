@@ -460,9 +460,14 @@ static void job_done(srv_job *j, mp_buf *out)
     }
     srv_batch *b = j->batch;
     if (out->oom) {
+        msg_type t = MSG_MULTI;   /* typed as its request, so the caller reads it */
+        int is_reply = 0;
+
+        if (msg_peek(j->p, j->n, &t, &is_reply) != 0)
+            t = MSG_MULTI;
         mp_buf_free(out);
         mp_buf_init(out);
-        msg_encode_err(MSG_MULTI, SX_ENOMEM, "out of memory", out);
+        msg_encode_err(t, SX_ENOMEM, "out of memory", out);
     }
     b->replies[j->i] = *out;       /* the reply's bytes move to b */
     batch_release(b);

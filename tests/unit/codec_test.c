@@ -81,6 +81,22 @@ static void replies(void)
     CHECK(msg_decode_rep(MSG_S_GET, (const uint8_t *)b.sb.data, b.sb.size, &d, msg, sizeof(msg)) == SX_ENOTABLE);
     CHECK(strcmp(msg, "no such table 'x'") == 0);
     mp_buf_free(&b);
+
+    /* an error reply typed otherwise (a node answers a request it cannot
+     * parse as a PING) is still the node's error, code and text */
+    mp_buf_init(&b);
+    CHECK(msg_encode_err(MSG_PING, SX_EPROTO, "not a request frame", &b) == 0);
+    CHECK(msg_decode_rep(MSG_S_GET, (const uint8_t *)b.sb.data, b.sb.size, &d, msg, sizeof(msg)) == SX_EPROTO);
+    CHECK(strcmp(msg, "not a request frame") == 0);
+    mp_buf_free(&b);
+    /* but a successful reply of another type is a malformed frame */
+    msg_PING_rep pr;
+    memset(&pr, 0, sizeof(pr));
+    mp_buf_init(&b);
+    CHECK(msg_encode_rep(MSG_PING, &pr, &b) == 0);
+    CHECK(msg_decode_rep(MSG_S_GET, (const uint8_t *)b.sb.data, b.sb.size, &d, msg, sizeof(msg)) == SX_EPROTO);
+    CHECK(msg[0] == '\0');
+    mp_buf_free(&b);
 }
 
 static void hostile(void)
