@@ -98,16 +98,15 @@ static void kf_turn_off(keyfilter *f)
 int kf_create(uint64_t expect, size_t max_bytes, keyfilter **out)
 {
     keyfilter *f = calloc(1, sizeof(*f));
-    uint64_t cap = expect + expect / 2, fit = (uint64_t)max_bytes / 64 * 512 / KF_BITS_PER_KEY;
+    uint64_t fit = (uint64_t)max_bytes / 64 * 512 / KF_BITS_PER_KEY;
+    /* 1.5 x expect, but no more than the cap holds (the scan may still
+     * overflow it, and the filter then turns off) */
+    uint64_t cap = expect >= fit / 3 * 2 ? fit : expect + expect / 2;
 
     if (f == NULL)
         return SX_ENOMEM;
     pthread_mutex_init(&f->mu, NULL);
     f->max_bytes = max_bytes;
-    if (expect > UINT64_MAX / (2 * KF_BITS_PER_KEY))
-        cap = fit;
-    if (cap > fit)
-        cap = fit;          /* the most the cap allows: the scan may still overflow it */
     if (cap < KF_MIN_KEYS)
         cap = KF_MIN_KEYS;
     if (seg_add(f, cap) != 0 && seg_add(f, KF_MIN_KEYS) != 0)
@@ -126,12 +125,23 @@ void kf_destroy(keyfilter *f)
     free(f);
 }
 
+/* Key (a, b)'s block in segment s, and its probe i's bit in that block. */
+static uint64_t *block_of(const kf_seg *s, uint64_t a)
+{
+    return s->blocks + (a % s->nblocks) * 8;
+}
+
+static unsigned probe_bit(uint64_t b, int i)
+{
+    return (unsigned)(b >> (9 * i)) & 511u;
+}
+
 static bool seg_has(const kf_seg *s, uint64_t a, uint64_t b)
 {
-    const uint64_t *blk = s->blocks + (a % s->nblocks) * 8;
+    const uint64_t *blk = block_of(s, a);
 
     for (int i = 0; i < KF_PROBES; i++) {
-        unsigned bit = (unsigned)(b >> (9 * i)) & 511u;
+        unsigned bit = probe_bit(b, i);
         if (!(blk[bit >> 6] & (1ULL << (bit & 63))))
             return false;
     }
@@ -157,9 +167,9 @@ void kf_add(keyfilter *f, uint64_t part, const uint8_t *k, size_t kn)
         }
         s = &f->seg[f->nseg - 1];
     }
-    uint64_t *blk = s->blocks + (a % s->nblocks) * 8;
+    uint64_t *blk = block_of(s, a);
     for (int i = 0; i < KF_PROBES; i++) {
-        unsigned bit = (unsigned)(b >> (9 * i)) & 511u;
+        unsigned bit = probe_bit(b, i);
         blk[bit >> 6] |= 1ULL << (bit & 63);
     }
     s->nkeys++;

@@ -39,8 +39,9 @@ typedef struct keyfilter keyfilter;
 
 /* A new, empty, not-ready filter that may use up to max_bytes, its first
  * segment sized for 1.5 x expect keys (the store's item count; at least
- * 65,536 keys, 80 KiB; at most what max_bytes holds). When not even the smallest segment fits, the filter
- * is off from the start. Returns 0 or SX_ENOMEM (the filter itself). */
+ * 65,536 keys, 80 KiB; at most what max_bytes holds). When not even the
+ * smallest segment fits, the filter is off from the start. Returns 0 or
+ * SX_ENOMEM (the filter itself). */
 int kf_create(uint64_t expect, size_t max_bytes, keyfilter **out);
 
 /* Frees the filter; accepts NULL. */

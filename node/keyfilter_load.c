@@ -57,20 +57,22 @@ static int load_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *v, 
     return 1;                 /* ldb_scan: stop, no error */
 }
 
-/* Scans range l->range chunk by chunk. */
+/* Scans range l->range chunk by chunk; before each chunk, gives up
+ * (l->stopped) if asked to stop. */
 static int load_range(kf_loader *l)
 {
     const kf_range *r = &l->r[l->range];
-    int rc = ldb_scan_nocache(l->db, r->lo, r->lo_n, r->hi, r->hi_n, load_visit, l);
+    int rc = 0;
 
-    while (rc == 0 && l->chunk_full) {
+    for (bool first = true; rc == 0 && (first || l->chunk_full); first = false) {
         if (__atomic_load_n(&l->stop, __ATOMIC_RELAXED)) {
             l->stopped = true;
             return 0;
         }
         l->chunk_full = false;
         l->in_chunk = 0;
-        rc = ldb_scan_nocache(l->db, l->last, l->last_n, r->hi, r->hi_n, load_visit, l);
+        rc = first ? ldb_scan_nocache(l->db, r->lo, r->lo_n, r->hi, r->hi_n, load_visit, l)
+                   : ldb_scan_nocache(l->db, l->last, l->last_n, r->hi, r->hi_n, load_visit, l);
     }
     return rc;
 }
@@ -82,11 +84,8 @@ static void *load_main(void *arg)
     int rc = 0;
 
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (l->range = 0; rc == 0 && !l->stopped && l->range < l->n; l->range++) {
-        l->in_chunk = 0;
-        l->chunk_full = false;
+    for (l->range = 0; rc == 0 && !l->stopped && l->range < l->n; l->range++)
         rc = load_range(l);
-    }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (rc == 0 && !l->stopped) {
         size_t bytes;

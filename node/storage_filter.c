@@ -1,9 +1,9 @@
 /*
  * storage_filter.c — the storage store's absent-key filter (keyfilter.h):
  * created when the committer starts and filled by a background scan of the
- * fact keys on disk (keyfilter_load.h), told of every fact key a group
- * writes, and asked by the committer before it reads a fact it is about to
- * replace (only when the key is new: a stored key is in it already). Until
+ * fact keys on disk (keyfilter_load.h), told of every new fact key a group
+ * writes (a stored key is in it already), and asked by the committer before
+ * it reads a fact it is about to replace. Until
  * the scan has finished the filter answers "maybe" and every write reads
  * its fact, as it did without a filter; a node without one (turned off,
  * or not set up: logged) runs the same way.
