@@ -6,7 +6,8 @@
  * A round takes, for each partition with something to say (its head is
  * past what the destination acknowledged, or its heartbeat is due), ONE
  * leveldb snapshot of that partition: the metadata (head, hw) and up to
- * SHIP_BATCH records of the destination's queue ('O' | dest | seq). It
+ * SHIP_BATCH records of the destination's queue ('O' | dest | seq, whole
+ * chunks of records: outbox.h). It
  * builds that partition's I_APPLY with upto = the last seq included, or,
  * when it took every pending record for this destination, the snapshot's
  * head (and then hw too; a partial batch sends hw 0, claiming nothing).
@@ -31,12 +32,14 @@
 #include "hash.h"
 #include "log.h"
 #include "net.h"
+#include "outbox.h"
 #include "shipper.h"
 #include "storage_part.h"
 #include "tuple.h"
 #include "sx_errors.h"
 
 #define SHIP_BATCH 512
+_Static_assert(OB_CHUNK_MAX_RECORDS <= SHIP_BATCH, "a chunk fits in one batch");
 #define SHIP_MAX_BYTES (4u << 20)
 #define SHIP_IDLE_MS 1000
 #define SHIP_TIMEOUT_MS 5000
@@ -52,11 +55,13 @@
 #define SHIP_LINGER_MAX_MS 1000
 #define SHIP_LINGER_RECORDS 128
 
-/* Records of one round, copied out of the snapshot. */
+/* Records of one round, copied out of the snapshot: the outbox values
+ * (chunks, outbox.h) they came from, whole. */
 typedef struct ship_batch {
-    uint32_t n;
-    uint64_t seqs[SHIP_BATCH];
-    size_t offs[SHIP_BATCH + 1];
+    uint32_t n;                   /* records */
+    uint32_t nkeys;               /* values */
+    uint64_t keys[SHIP_BATCH];    /* each value's key seq (to delete it) */
+    size_t offs[SHIP_BATCH + 1];  /* each value's bytes in vals */
     sx_bytes vals;
     bool complete;
 } ship_batch;
@@ -116,22 +121,34 @@ static void deadline_in(struct timespec *ts, int ms)
     }
 }
 
+/* Takes whole outbox values while the batch stays within SHIP_BATCH
+ * records and SHIP_MAX_BYTES (the first value always: a chunk holds at most
+ * OB_CHUNK_MAX_RECORDS). */
 static int collect_visit(void *arg, const uint8_t *k, size_t kn,
                          const uint8_t *v, size_t vn)
 {
     ship_batch *b = arg;
+    uint32_t cnt;
 
-    if (b->n >= SHIP_BATCH || b->vals.n >= SHIP_MAX_BYTES) {
+    if (kn != 17)
+        return 0;
+    cnt = ob_value_count(v, vn);
+    if (cnt == 0) {
+        LOG_ERROR("shipper: corrupt outbox value seq %llu",
+                  (unsigned long long)sx_get_be64(k + 9));
+        return SX_EIO;
+    }
+    if (b->nkeys > 0 && (b->nkeys >= SHIP_BATCH || b->n + cnt > SHIP_BATCH ||
+                         b->vals.n + vn > SHIP_MAX_BYTES)) {
         b->complete = false;
         return 1;
     }
-    if (kn != 17)
-        return 0;
     if (bytes_append(&b->vals, v, vn) != 0)
         return SX_ENOMEM;
-    b->seqs[b->n] = sx_get_be64(k + 9);
-    b->n++;
-    b->offs[b->n] = b->vals.n;
+    b->keys[b->nkeys] = sx_get_be64(k + 9);
+    b->nkeys++;
+    b->offs[b->nkeys] = b->vals.n;
+    b->n += cnt;
     return 0;
 }
 
@@ -159,10 +176,11 @@ static int snap_meta(st_part *p, const leveldb_snapshot_t *snap, uint64_t *head,
     return 0;
 }
 
-/* Fills the I_APPLY lists from the batch; returns 0 or SX_EIO/SX_ENOMEM. */
+/* Fills the I_APPLY lists from the batch's records; returns 0 or
+ * SX_EIO/SX_ENOMEM. */
 static int build_apply(const ship_batch *b, msg_I_APPLY_req *rq)
 {
-    uint32_t n = b->n;
+    uint32_t n = b->n, i = 0;
 
     rq->seqs.v = calloc(n ? n : 1, sizeof(uint64_t));
     rq->kinds.v = calloc(n ? n : 1, sizeof(uint64_t));
@@ -175,23 +193,29 @@ static int build_apply(const ship_batch *b, msg_I_APPLY_req *rq)
         return SX_ENOMEM;
     rq->seqs.n = rq->kinds.n = rq->versions.n = rq->hashes.n = n;
     rq->keys.n = rq->projs.n = n;
-    for (uint32_t i = 0; i < n; i++) {
-        mp_cur c = mp_cur_make(b->vals.p + b->offs[i], b->offs[i + 1] - b->offs[i]);
+    for (uint32_t k = 0; k < b->nkeys; k++) {
+        ob_reader r;
+        ob_rec rec;
         uint32_t cnt;
+        int rc = ob_reader_open(&r, b->vals.p + b->offs[k], b->offs[k + 1] - b->offs[k],
+                                b->keys[k], &cnt);
 
-        rq->seqs.v[i] = b->seqs[i];
-        if (mp_read_array(&c, &cnt) != 0 || cnt != 5 ||
-            mp_read_u64(&c, &rq->kinds.v[i]) != 0 ||
-            mp_read_u64(&c, &rq->versions.v[i]) != 0 ||
-            mp_read_bin(&c, &rq->keys.v[i]) != 0 ||
-            mp_read_u64(&c, &rq->hashes.v[i]) != 0 ||
-            mp_read_raw(&c, &rq->projs.v[i]) != 0) {
-            LOG_ERROR("shipper: corrupt outbox record seq %llu",
-                      (unsigned long long)b->seqs[i]);
+        while (rc == 0 && r.left > 0 && i < n && (rc = ob_reader_next(&r, &rec)) == 0) {
+            rq->seqs.v[i] = rec.seq;
+            rq->kinds.v[i] = rec.kind;
+            rq->versions.v[i] = rec.version;
+            rq->keys.v[i] = rec.key;
+            rq->hashes.v[i] = rec.h;
+            rq->projs.v[i] = rec.proj;
+            i++;
+        }
+        if (rc != 0 || r.left != 0) {
+            LOG_ERROR("shipper: corrupt outbox value seq %llu",
+                      (unsigned long long)b->keys[k]);
             return SX_EIO;
         }
     }
-    return 0;
+    return i == n ? 0 : SX_EIO;
 }
 
 static void free_apply(msg_I_APPLY_req *rq)
@@ -229,6 +253,7 @@ static int src_prepare(ship_src *c, uint64_t dest)
     int rc;
 
     b->n = 0;
+    b->nkeys = 0;
     b->vals.n = 0;
     b->complete = true;
     lo[0] = hi[0] = ST_OUT_PREFIX;
@@ -250,7 +275,7 @@ static int src_prepare(ship_src *c, uint64_t dest)
     }
     c->rq.part = dest;
     c->rq.source = p->id;
-    c->rq.upto = b->complete ? head : b->seqs[b->n - 1];
+    c->rq.upto = b->complete ? head : b->keys[b->nkeys - 1];
     c->rq.hw = b->complete ? hw : 0;
     mp_buf_init(&req);
     rc = msg_encode_req(MSG_I_APPLY, &c->rq, &req);
@@ -296,7 +321,7 @@ static int src_finish(ship_dest *d, ship_src *c, const net_job *j)
         msg_free_rep(MSG_I_APPLY, &rep);
         return rc;
     }
-    st_shipped_add(p, d->dest->id, b->seqs, b->n);
+    st_shipped_add(p, d->dest->id, b->keys, b->nkeys);
     pthread_mutex_lock(&p->mu);
     if (c->rq.upto > c->acked)
         c->acked = c->rq.upto;

@@ -1,7 +1,8 @@
 /*
  * storage_part.c — a fact partition's lifecycle and its durable bookkeeping:
  * open (metadata, backfill table, outbox size), its keyspace in the node's
- * shared leveldb (the st_k* prefix functions), outbox record encoding, and
+ * shared leveldb (the st_k* prefix functions), the outbox chunks a batch
+ * builds (their format is outbox.c's), and
  * the synced commit that publishes head/hw/items and wakes the shipper.
  * The S_WRITE group commit is in storage_write.c, reads in storage_read.c.
  */
@@ -151,15 +152,14 @@ static int load_bf_visit(void *arg, const uint8_t *k, size_t kn,
     return 0;
 }
 
-/* Counts outbox records; the shippers' queue end markers (sequence
- * 2^64-1, see shipper.c) are not records. */
+/* Counts outbox records (a chunk holds several, outbox.h); the shippers'
+ * queue end markers (sequence 2^64-1, see shipper.c) are not records. */
 static int count_visit(void *arg, const uint8_t *k, size_t kn,
                        const uint8_t *v, size_t vn)
 {
-    (void)v; (void)vn;
     if (kn == 17 && sx_get_be64(k + 9) == UINT64_MAX)
         return 0;
-    (*(uint64_t *)arg)++;
+    *(uint64_t *)arg += ob_value_count(v, vn);
     return 0;
 }
 
@@ -198,6 +198,13 @@ int st_part_open(const sx_config *cfg, const cfg_part *cp, st_cat *cc,
     sx_put_be64(p->pfx, p->id);
     pthread_mutex_init(&p->wlock, NULL);
     pthread_mutex_init(&p->mu, NULL);
+    p->chunks = calloc(cfg->nindex > 0 ? (size_t)cfg->nindex : 1, sizeof(*p->chunks));
+    if (p->chunks == NULL) {
+        st_part_close(p);
+        return SX_ENOMEM;
+    }
+    for (int i = 0; i < cfg->nindex; i++)
+        ob_chunk_init(&p->chunks[i]);
     rc = load_state(p);
     if (rc != 0) {
         st_part_close(p);
@@ -218,6 +225,9 @@ void st_part_close(st_part *p)
     st_shipped_flush(p);
     pthread_mutex_destroy(&p->mu);
     pthread_mutex_destroy(&p->wlock);
+    for (int i = 0; p->chunks != NULL && i < p->cfg->nindex; i++)
+        ob_chunk_free(&p->chunks[i]);
+    free(p->chunks);
     free(p->bf);
     free(p);
 }
@@ -256,41 +266,42 @@ void st_part_use_catalog(st_part *p, const sx_catalog *cat)
     }
 }
 
+/* Writes chunk c of destination dest into b under the key of its last
+ * record, and empties it. */
+static int chunk_write(st_part *p, leveldb_writebatch_t *b, uint64_t dest, ob_chunk *c)
+{
+    uint8_t okey[17];
+    const uint8_t *v;
+    size_t vn;
+    int rc;
+
+    okey[0] = ST_OUT_PREFIX;
+    sx_put_be64(okey + 1, dest);
+    sx_put_be64(okey + 9, c->last);
+    v = ob_chunk_value(c, &vn);
+    rc = st_kput(p, b, okey, sizeof(okey), v, vn);
+    ob_chunk_reset(c);
+    return rc;
+}
+
 int st_outbox_append(st_part *p, leveldb_writebatch_t *b, int kind, uint64_t v,
                      const uint8_t *key, size_t kn, uint64_t h,
                      const uint8_t *proj, size_t pn, uint64_t *pending)
 {
     const cfg_part *dest;
-    uint8_t okey[17];
-    mp_buf val;
-    uint64_t seq;
+    ob_chunk *c;
+    int rc;
 
     if (kn < 4)
         return SX_EINTERNAL;
     dest = cfg_index_for(p->cfg, key + 4, kn - 4);
-    seq = ++p->w_head;
-    okey[0] = ST_OUT_PREFIX;
-    sx_put_be64(okey + 1, dest->id);
-    sx_put_be64(okey + 9, seq);
-    mp_buf_init(&val);
-    mp_put_array(&val, 5);
-    mp_put_u64(&val, (uint64_t)kind);
-    mp_put_u64(&val, v);
-    mp_put_bin(&val, key, kn);
-    mp_put_u64(&val, h);
-    if (proj != NULL)
-        mp_put_raw(&val, proj, pn);
-    else
-        mp_put_nil(&val);
-    if (val.oom) {
-        mp_buf_free(&val);
-        return SX_ENOMEM;
-    }
-    int rc = st_kput(p, b, okey, sizeof(okey), val.sb.data, val.sb.size);
-    mp_buf_free(&val);
-    if (rc == 0)
-        (*pending)++;
-    return rc;
+    c = &p->chunks[dest - p->cfg->index];
+    rc = ob_chunk_add(c, p->w_head + 1, (uint64_t)kind, v, key, kn, h, proj, pn);
+    if (rc != 0)
+        return rc;
+    p->w_head++;
+    (*pending)++;
+    return ob_chunk_full(c) ? chunk_write(p, b, dest->id, c) : 0;
 }
 
 /* Writes deletion batch dels (taken off p) unsynced and destroys it. */
@@ -357,6 +368,9 @@ void st_commit_prepare(st_part *p, leveldb_writebatch_t *b, uint64_t pending,
 {
     uint8_t mv[24];
 
+    for (int i = 0; i < p->cfg->nindex; i++)
+        if (p->chunks[i].n > 0)
+            chunk_write(p, b, p->cfg->index[i].id, &p->chunks[i]);
     sx_put_be64(mv, p->w_hw);
     sx_put_be64(mv + 8, p->w_head);
     sx_put_be64(mv + 16, p->w_items);
@@ -418,6 +432,8 @@ int st_commit(st_part *p, leveldb_writebatch_t *b, uint64_t pending)
 
 void st_commit_abort(st_part *p)
 {
+    for (int i = 0; i < p->cfg->nindex; i++)
+        ob_chunk_reset(&p->chunks[i]);
     pthread_mutex_lock(&p->mu);
     p->w_hw = p->hw;
     p->w_head = p->head;

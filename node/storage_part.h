@@ -7,7 +7,9 @@
  * Partition-local keys (stored behind the partition's 8-byte id prefix; the
  * st_k* functions below add and strip it):
  *   'F' | table_id (4 BE) | h (8 BE) | pk        -> [version, item]
- *   'O' | dest index part (8 BE) | seq (8 BE)    -> [kind, version, key, h, proj|nil]
+ *   'O' | dest index part (8 BE) | seq (8 BE)    -> a chunk of the destination's
+ *                                                  records, seq its last one's
+ *                                                  (outbox.h)
  *   'M' 'm'                                      -> hw (8) | head (8) | items (8)
  *   'M' 'B' | index_id (4 BE)                    -> backfill's last seq (8 BE)
  *
@@ -32,6 +34,7 @@
 #include "ldb.h"
 #include "log.h"
 #include "msg.h"
+#include "outbox.h"
 #include "storage_store.h"
 #include "tuple.h"
 
@@ -60,6 +63,9 @@ typedef struct st_part {
     pthread_mutex_t wlock;
     const sx_catalog *cat;             /* catalog writes use (borrowed from cc) */
     uint64_t w_hw, w_head, w_items;
+    ob_chunk *chunks;                  /* by destination (cfg->index order):
+                                        * the outbox records of the batch
+                                        * being built; empty outside wlock */
 
     pthread_mutex_t mu;
     struct st_wreq *qhead, *qtail;     /* writes waiting for the committer */
@@ -148,9 +154,13 @@ size_t st_fact_key(uint8_t *k, uint32_t tid, const uint8_t *local, size_t n);
 /* Under wlock: switches the write catalog to cat if it is newer. */
 void st_part_use_catalog(st_part *p, const sx_catalog *cat);
 
-/* Under wlock: appends to b an outbox record for index entry key (index-local)
- * of kind OUT_PUT/OUT_DEL with version v, hash h, projection proj (raw
- * msgpack; NULL for nil); advances w_head. Returns 0 or SX_ENOMEM. */
+/* Under wlock: adds to the batch b being built an outbox record for index
+ * entry key (index-local) of kind OUT_PUT/OUT_DEL with version v, hash h,
+ * projection proj (raw msgpack; NULL for nil); advances w_head and counts
+ * it in *pending. The record joins its destination's chunk (outbox.h),
+ * which st_commit_prepare writes into b (or this, once the chunk is full);
+ * the batch must end in st_commit/st_commit_prepare or st_commit_abort.
+ * Returns 0 or SX_ENOMEM. */
 int st_outbox_append(st_part *p, leveldb_writebatch_t *b, int kind, uint64_t v,
                      const uint8_t *key, size_t kn, uint64_t h,
                      const uint8_t *proj, size_t pn, uint64_t *pending);
@@ -163,8 +173,8 @@ int st_outbox_append(st_part *p, leveldb_writebatch_t *b, int kind, uint64_t v,
 int st_commit(st_part *p, leveldb_writebatch_t *b, uint64_t pending);
 
 /* st_commit in two steps, for a group that syncs several partitions' batches
- * as one: st_commit_prepare (under wlock) appends the metadata and pending
- * deletions to b, counts `pending` outbox records and fills *c; after the
+ * as one: st_commit_prepare (under wlock) appends the outbox chunks being
+ * built, the metadata and pending deletions to b, counts `pending` outbox records and fills *c; after the
  * synced write, st_commit_done (still under wlock) publishes (rc 0) or rolls
  * back (rc != 0) exactly as st_commit does. */
 typedef struct st_commit_st {
@@ -190,8 +200,9 @@ void st_shipped_add(st_part *p, uint64_t dest, const uint64_t *seqs, uint32_t n)
  * for a partition idle a while, or a closing partition). Thread-safe. */
 void st_shipped_flush(st_part *p);
 
-/* Under wlock: drops the working counters' uncommitted changes (a batch
- * that will not be written). */
+/* Under wlock: drops the working counters' uncommitted changes and the
+ * outbox records not yet written into a batch (a batch that will not be
+ * written). */
 void st_commit_abort(st_part *p);
 
 /* Microseconds since the epoch. */
