@@ -51,7 +51,9 @@ _Static_assert(OB_CHUNK_MAX_RECORDS <= SHIP_BATCH, "a chunk fits in one batch");
  * round started. Under a stream of small commits this turns many one-record
  * I_APPLYs (each a synced group at the index) into a few larger ones, at the
  * cost of at most the linger of index lag. */
-#define SHIP_LINGER_MS 10
+#define SHIP_LINGER_MS 20   /* 10 until session 8: at 1,000,000 items 20 ms cut
+                             * the index nodes' CPU per put by a quarter and
+                             * raised W1 by ~10 % (docs/PERFORMANCE.md) */
 #define SHIP_LINGER_MAX_MS 1000
 #define SHIP_LINGER_RECORDS 128
 
