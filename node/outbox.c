@@ -10,6 +10,9 @@
 #define OB_CHUNK_TAG 0xdd     /* msgpack array32: every chunk's first byte */
 #define OB_SINGLE_TAG 0x95    /* fixarray(5): a record of the older format */
 #define OB_HDR 5
+/* A reset chunk keeps a buffer up to this size for the next one (a
+ * partition holds one per destination; 1 MiB chunks would pin ~2 MiB each) */
+#define OB_CHUNK_KEEP_BYTES (128u * 1024u)
 
 void ob_chunk_init(ob_chunk *c)
 {
@@ -26,6 +29,10 @@ void ob_chunk_free(ob_chunk *c)
 
 void ob_chunk_reset(ob_chunk *c)
 {
+    if (c->buf.sb.alloc > OB_CHUNK_KEEP_BYTES) {
+        ob_chunk_free(c);       /* a large chunk's buffer is not kept for good */
+        return;
+    }
     c->buf.sb.size = 0;
     c->buf.oom = false;
     c->n = 0;

@@ -197,12 +197,19 @@ static int build_apply(const ship_batch *b, msg_I_APPLY_req *rq)
     rq->keys.n = rq->projs.n = n;
     for (uint32_t k = 0; k < b->nkeys; k++) {
         ob_reader r;
-        ob_rec rec;
+        ob_rec rec = { 0 };
         uint32_t cnt;
         int rc = ob_reader_open(&r, b->vals.p + b->offs[k], b->offs[k + 1] - b->offs[k],
                                 b->keys[k], &cnt);
 
         while (rc == 0 && r.left > 0 && i < n && (rc = ob_reader_next(&r, &rec)) == 0) {
+            /* a value's records ascend and end at its key's seq (outbox.h),
+             * and the batch's seqs ascend across values */
+            if ((i > 0 && rec.seq <= rq->seqs.v[i - 1]) || rec.seq > b->keys[k] ||
+                (r.left == 0 && rec.seq != b->keys[k])) {
+                rc = SX_EIO;
+                break;
+            }
             rq->seqs.v[i] = rec.seq;
             rq->kinds.v[i] = rec.kind;
             rq->versions.v[i] = rec.version;

@@ -267,7 +267,8 @@ void st_part_use_catalog(st_part *p, const sx_catalog *cat)
 }
 
 /* Writes chunk c of destination dest into b under the key of its last
- * record, and empties it. */
+ * record, and empties it. (st_kput fails only for a key longer than
+ * ST_KEY_MAX; this one has 17 bytes, so st_commit_prepare need not check.) */
 static int chunk_write(st_part *p, leveldb_writebatch_t *b, uint64_t dest, ob_chunk *c)
 {
     uint8_t okey[17];

@@ -159,8 +159,9 @@ void st_part_use_catalog(st_part *p, const sx_catalog *cat);
  * projection proj (raw msgpack; NULL for nil); advances w_head and counts
  * it in *pending. The record joins its destination's chunk (outbox.h),
  * which st_commit_prepare writes into b (or this, once the chunk is full);
- * the batch must end in st_commit/st_commit_prepare or st_commit_abort.
- * Returns 0 or SX_ENOMEM. */
+ * the batch must end in st_commit/st_commit_prepare or, after any error
+ * (this one's included: a chunk may then hold part of a record),
+ * st_commit_abort, before wlock is released. Returns 0 or SX_ENOMEM. */
 int st_outbox_append(st_part *p, leveldb_writebatch_t *b, int kind, uint64_t v,
                      const uint8_t *key, size_t kn, uint64_t h,
                      const uint8_t *proj, size_t pn, uint64_t *pending);

@@ -2,7 +2,8 @@
  * outbox_test.c — unit test of node/outbox.c, the outbox's stored format:
  * a chunk of records reads back record for record (seqs, kinds, versions,
  * keys, hashes, projections or nil), a reset chunk is reused with a right
- * header, a chunk closes at its record and byte caps, a value of the
+ * header (a large one's buffer freed, not kept), a chunk closes at its
+ * record and byte caps, a value of the
  * older one-record format still reads (its seq taken from the key), and
  * malformed values are errors, never a crash or a short read taken as whole.
  * Standalone (no leveldb, no nng): main() returns non-zero on any failure.
@@ -105,6 +106,17 @@ static void test_caps(void)
     }
     CHECK_INT(c.n, OB_CHUNK_MAX_BYTES / sizeof(big));
     CHECK(c.buf.sb.size >= OB_CHUNK_MAX_BYTES);
+    /* a large chunk's buffer is not kept after a reset; the next one works */
+    ob_chunk_reset(&c);
+    CHECK(c.buf.sb.data == NULL && c.buf.sb.alloc == 0);
+    CHECK_INT(c.n, 0);
+    for (uint32_t k = 0; k < 2; k++)
+        CHECK_INT(add_rec(&c, k), 0);
+    {
+        size_t vn = 0;
+        const uint8_t *v = ob_chunk_value(&c, &vn);
+        check_records(v, vn, 0, 2);
+    }
     ob_chunk_free(&c);
 }
 
