@@ -54,7 +54,8 @@ void ob_chunk_init(ob_chunk *c);
 /* Frees the chunk's buffer; it may be initialised again. */
 void ob_chunk_free(ob_chunk *c);
 
-/* Empties the chunk, keeping its buffer for the next one. */
+/* Empties the chunk, keeping its buffer for the next one unless it grew
+ * past 128 KiB (then freed: a partition holds a chunk per destination). */
 void ob_chunk_reset(ob_chunk *c);
 
 /* Appends a record (seq above the chunk's last; proj raw msgpack, NULL for

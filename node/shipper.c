@@ -203,9 +203,9 @@ static int build_apply(const ship_batch *b, msg_I_APPLY_req *rq)
                                 b->keys[k], &cnt);
 
         while (rc == 0 && r.left > 0 && i < n && (rc = ob_reader_next(&r, &rec)) == 0) {
-            /* a value's records ascend and end at its key's seq (outbox.h),
-             * and the batch's seqs ascend across values */
-            if ((i > 0 && rec.seq <= rq->seqs.v[i - 1]) || rec.seq > b->keys[k] ||
+            /* the batch's seqs ascend, and a value's last is its key's seq
+             * (outbox.h) */
+            if ((i > 0 && rec.seq <= rq->seqs.v[i - 1]) ||
                 (r.left == 0 && rec.seq != b->keys[k])) {
                 rc = SX_EIO;
                 break;
