@@ -326,7 +326,7 @@ static int put_watermarks(group_ctx *g)
  * publishes the state. Sets every op's err. Takes apply_mu. */
 static void run_group(ix_part *p, ix_apply_op *group, size_t nrec)
 {
-    unsigned long long t0 = sx_mono_ms(), t1, t2;
+    unsigned long long t0 = sx_mono_us(), t1, t2;
     unsigned skipped;
     group_ctx g;
     ix_apply_op *op;
@@ -354,14 +354,16 @@ static void run_group(ix_part *p, ix_apply_op *group, size_t nrec)
         rc = put_watermarks(&g);
     if (rc == 0)
         rc = ix_put_counts(g.b, g.entries, g.tombstones);
-    t1 = sx_mono_ms();
+    t1 = sx_mono_us();
     if (rc == 0)
         rc = ldb_write_sync(p->db, g.b);
-    t2 = sx_mono_ms();
-    if (t2 - t0 >= SX_SLOW_MS && sx_ratelimit_ok(&p->slow, 1000, &skipped))
+    t2 = sx_mono_us();
+    if (rc == 0)
+        cstats_add(&p->commits, nrec, t1 - t0, t2 - t1);
+    if (t2 - t0 >= SX_SLOW_MS * 1000ull && sx_ratelimit_ok(&p->slow, 1000, &skipped))
         LOG_WARN("index p%llu: slow group: %zu records, apply %llu ms, synced write %llu ms "
                  "(%u more slow groups since the last report)", (unsigned long long)p->id,
-                 nrec, t1 - t0, t2 - t1, skipped);
+                 nrec, (t1 - t0) / 1000, (t2 - t1) / 1000, skipped);
     if (rc == 0) {
         pthread_mutex_lock(&p->state_mu);
         memcpy(p->wm, p->work_wm, sizeof(uint64_t) * (size_t)p->nsrc);

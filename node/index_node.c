@@ -130,8 +130,9 @@ static int status_part(ix_part *p, mp_buf *b)
     if (wm == NULL)
         return SX_ENOMEM;
     ix_part_state(p, &entries, &tombs, wm, NULL);
-    mp_put_map(b, 5);
+    mp_put_map(b, 6);
     kf_status(p->kf, b);
+    cstats_put(&p->commits, b);
     mp_put_cstr(b, "id");
     mp_put_u64(b, p->id);
     mp_put_cstr(b, "entries");

@@ -29,6 +29,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "catalog.h"
+#include "commit_stats.h"
 #include "config.h"
 #include "ldb.h"
 #include "log.h"
@@ -75,6 +76,7 @@ typedef struct ix_part {
     bool committer_quit;
     bool stopping;             /* no more applies are queued */
     sx_ratelimit slow;         /* committer only: slow-group warnings */
+    commit_stats commits;      /* the committer's figures, for status */
     struct keyfilter *kf;      /* absent-key filter over entry keys (NULL: none);
                                 * the committer skips the read of a key it
                                 * proves never stored */

@@ -103,12 +103,13 @@ static void do_status(st_node *n, mp_buf *out)
     mp_buf st;
 
     mp_buf_init(&st);
-    mp_put_map(&st, 5);
+    mp_put_map(&st, 6);
     mp_put_cstr(&st, "name");
     mp_put_cstr(&st, me->name);
     mp_put_cstr(&st, "role");
     mp_put_cstr(&st, "storage");
     st_filter_status(n->store, &st);
+    cstats_put(&n->store->commits, &st);
     mp_put_cstr(&st, "url");
     mp_put_cstr(&st, me->url);
     mp_put_cstr(&st, "partitions");

@@ -21,6 +21,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include "commit_stats.h"
 #include "ldb.h"
 #include "log.h"
 #include "mp.h"
@@ -47,6 +48,7 @@ typedef struct st_store {
     pthread_t committer;
     void *grp;                         /* the committer's per-partition scratch */
     sx_ratelimit slow;                 /* committer only: slow-group warnings */
+    commit_stats commits;              /* the committer's figures, for status */
 
     /* the absent-key filter (storage_filter.c) */
     struct keyfilter *kf;              /* NULL: none (every write reads) */

@@ -447,7 +447,7 @@ static void group_done(part_grp *g, int wrc)
  * queue), unless every one is busy: then the group waits for the first. */
 static void run_group(st_store *s, part_grp *g, int n)
 {
-    unsigned long long t0 = sx_mono_ms(), t1, t2;
+    unsigned long long t0 = sx_mono_us(), t1, t2;
     leveldb_writebatch_t *all = NULL, *one = NULL;
     unsigned skipped;
     size_t nops = 0;
@@ -477,7 +477,7 @@ static void run_group(st_store *s, part_grp *g, int n)
             shares++;
         }
     }
-    t1 = sx_mono_ms();
+    t1 = sx_mono_us();
     if (shares > 1) {         /* one batch, one log record, one fsync */
         all = leveldb_writebatch_create();
         if (all == NULL) {
@@ -495,11 +495,13 @@ static void run_group(st_store *s, part_grp *g, int n)
     for (int i = 0; i < n; i++)
         if (g[i].locked)
             group_done(&g[i], wrc);
-    t2 = sx_mono_ms();
-    if (t2 - t0 >= SX_SLOW_MS && sx_ratelimit_ok(&s->slow, 1000, &skipped))
+    t2 = sx_mono_us();
+    if (shares > 0 && wrc == 0)
+        cstats_add(&s->commits, nops, t1 - t0, t2 - t1);
+    if (t2 - t0 >= SX_SLOW_MS * 1000ull && sx_ratelimit_ok(&s->slow, 1000, &skipped))
         LOG_WARN("slow group: %zu ops in %d partitions, apply %llu ms, synced write %llu ms "
-                 "(%u more slow groups since the last report)", nops, nlocked, t1 - t0, t2 - t1,
-                 skipped);
+                 "(%u more slow groups since the last report)", nops, nlocked,
+                 (t1 - t0) / 1000, (t2 - t1) / 1000, skipped);
 }
 
 /* Queues r for the committer; false (r failed) when the partition is

@@ -71,6 +71,14 @@ unsigned long long sx_mono_ms(void)
     return (unsigned long long)ts.tv_sec * 1000ull + (unsigned long long)ts.tv_nsec / 1000000ull;
 }
 
+unsigned long long sx_mono_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000ull;
+}
+
 int sx_ratelimit_ok(sx_ratelimit *r, unsigned long long interval_ms, unsigned *skipped)
 {
     unsigned long long now = sx_mono_ms();

@@ -25,6 +25,9 @@ long sx_env_long(const char *name, long lo, long hi, long dflt);
 /* Milliseconds of a monotonic clock, for durations and deadlines. */
 unsigned long long sx_mono_ms(void);
 
+/* Microseconds of the same clock, for short durations. */
+unsigned long long sx_mono_us(void);
+
 /* A warning that may repeat often (a slow round, a slow sync) is written at
  * most once per interval: sx_ratelimit_ok returns true when it is due and
  * sets *skipped to how many were held back since the last one it let

@@ -1,6 +1,7 @@
 /*
  * status.c — `shardex status`: the cluster's nodes, partitions and index
- * lag as readable tables (from sx_status's JSON).
+ * lag and the group committers' figures as readable tables (from sx_status's
+ * JSON).
  *
  * Storage partitions are expected to report "head" (outbox sequence) and
  * index partitions "watermarks" as [[source, watermark], ...]; every other
@@ -17,7 +18,9 @@ static const char *USAGE =
     "usage: shardex status [--json]\n"
     "  Prints every node (role, name, url, state), every partition (items,\n"
     "  outbox, head / entries, watermarks, ...) and the index lag: for each index\n"
-    "  partition and source storage partition, head - watermark.\n"
+    "  partition and source storage partition, head - watermark; and each group\n"
+    "  committer's figures since its node started (synced groups, operations per\n"
+    "  group, time computing and syncing a group, the longest sync).\n"
     "  --json prints the raw status instead.\n";
 
 #define MAX_HEADS 1024
@@ -113,6 +116,43 @@ static void print_lag(const json_t *nodes, const heads *h)
     }
 }
 
+/* One committer's row: its counters since the node started, as averages. */
+static void print_commit_row(const char *node, const char *part, const json_t *c)
+{
+    uint64_t v[5];
+    static const char *const names[] = { "groups", "ops", "apply_us", "sync_us", "max_sync_us" };
+
+    for (int i = 0; i < 5; i++)
+        v[i] = (uint64_t)json_integer_value(json_object_get(c, names[i]));
+    printf("%-10s %-10s %12" PRIu64 " %10.1f %12.1f %12.1f %12.1f\n", node, part, v[0],
+           v[0] ? (double)v[1] / (double)v[0] : 0.0, v[0] ? (double)v[2] / (double)v[0] / 1000 : 0.0,
+           v[0] ? (double)v[3] / (double)v[0] / 1000 : 0.0, (double)v[4] / 1000);
+}
+
+/* The group committers: a storage node's (one per node) and each index
+ * partition's. */
+static void print_commits(const json_t *nodes)
+{
+    size_t k, j;
+    json_t *node, *part;
+    printf("\n%-10s %-10s %12s %10s %12s %12s %12s\n", "COMMITTER", "PARTITION", "GROUPS",
+           "OPS/GROUP", "APPLY ms/gr", "SYNC ms/gr", "MAX SYNC ms");
+    json_array_foreach(nodes, k, node) {
+        const char *name = str_or(node, "name", "?");
+        const json_t *c = json_object_get(json_object_get(node, "status"), "commits");
+        if (json_is_object(c))
+            print_commit_row(name, "all", c);
+        json_array_foreach(node_parts(node), j, part) {
+            c = json_object_get(part, "commits");
+            if (!json_is_object(c))
+                continue;
+            char id[32];
+            snprintf(id, sizeof id, "%" JSON_INTEGER_FORMAT, json_integer_value(json_object_get(part, "id")));
+            print_commit_row(name, id, c);
+        }
+    }
+}
+
 int cli_status(cli_ctx *ctx)
 {
     const char *pos[1], *json_flag = NULL;
@@ -146,6 +186,7 @@ int cli_status(cli_ctx *ctx)
     }
     print_nodes(nodes, h);
     print_lag(nodes, h);
+    print_commits(nodes);
     free(h);
     json_decref(j);
     return CLI_OK;

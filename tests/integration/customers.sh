@@ -130,3 +130,19 @@ sx status >/dev/null || fail "shardex status failed"
 st="$(lc status)"
 [ "$(grep -c running <<<"$st")" -eq 5 ] || fail "not every process is running: $st"
 pass "all 5 processes still running"
+# Every put above went through a storage node's group committer, and every
+# index entry through an index partition's: their figures count them.
+js="$(sx status --json)"
+sgroups="$(jq '[.nodes[] | select(.role == "storage") | .status.commits.groups] | add' <<<"$js")"
+sops="$(jq '[.nodes[] | select(.role == "storage") | .status.commits.ops] | add' <<<"$js")"
+iops="$(jq '[.nodes[] | select(.role == "index") | .status.partitions[].commits.ops] | add' <<<"$js")"
+[ "$sgroups" -ge 1 ] && [ "$sops" -ge "$sgroups" ] ||
+    fail "storage committers report $sgroups groups of $sops ops: $js"
+[ "$iops" -ge 1 ] || fail "index committers report $iops shipped records: $js"
+jq -e '[.nodes[] | (.status.commits // empty), (.status.partitions[]?.commits // empty) |
+        .max_sync_us <= .sync_us and .groups <= .ops] | all' <<<"$js" >/dev/null ||
+    fail "a committer's figures disagree (longest sync above the total, or more groups than ops): $js"
+human="$(sx status)"
+[ "$(grep -cE '^s[12] +all ' <<<"$human")" -eq 2 ] ||
+    fail "status does not show both storage committers: $human"
+pass "status: committers report $sgroups storage groups ($sops ops), $iops index records"
