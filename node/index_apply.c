@@ -440,6 +440,8 @@ static void *committer_main(void *arg)
 {
     ix_part *p = arg;
 
+    sx_thread_name("sx-ix-commit");
+
     pthread_mutex_lock(&p->q_mu);
     for (;;) {
         if (p->q_head == NULL) {

@@ -277,6 +277,8 @@ static void *gc_main(void *arg)
     struct timespec ts;
     int i;
 
+    sx_thread_name("sx-ix-gc");
+
     pthread_mutex_lock(&nd->gc_mu);
     while (!nd->gc_stop) {
         clock_gettime(CLOCK_REALTIME, &ts);

@@ -83,6 +83,8 @@ static void *load_main(void *arg)
     struct timespec t0, t1;
     int rc = 0;
 
+    sx_thread_name("sx-kf-load");
+
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (l->range = 0; rc == 0 && !l->stopped && l->range < l->n; l->range++)
         rc = load_range(l);

@@ -576,6 +576,8 @@ static void *ship_main(void *arg)
     uint64_t started = 0;
     bool behind = false;
 
+    sx_thread_name("sx-ship");
+
     for (int i = 0; i < s->nparts; i++)
         write_end_marker(d->src[i].p, d->dest->id);
     while (wait_work(d, started, behind)) {

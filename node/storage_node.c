@@ -260,6 +260,8 @@ static void *poll_main(void *arg)
     st_node *n = arg;
     bool warned = false;
 
+    sx_thread_name("sx-poll");
+
     do {
         int rc = st_cat_refresh(n->cc);
 
@@ -280,6 +282,8 @@ static void *bf_main(void *arg)
     st_bfthread *b = arg;
     st_node *n = b->n;
     nng_socket catsock = n->socks[n->cfg->catalog_node];
+
+    sx_thread_name("sx-backfill");
 
     while (poll_wait(n)) {
         const sx_catalog *cat = NULL;

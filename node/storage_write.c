@@ -623,6 +623,8 @@ static void *committer_main(void *arg)
     st_store *s = arg;
     part_grp *g = s->grp;
 
+    sx_thread_name("sx-commit");
+
     pthread_mutex_lock(&s->mu);
     for (;;) {
         if (!s->work) {

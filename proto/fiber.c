@@ -184,6 +184,8 @@ static void *worker_main(void *arg)
     fib_worker *w = arg;
     fib_pool *p = w->pool;
 
+    sx_thread_name("sx-fibers");
+
     tl_worker = w;
     pthread_mutex_lock(&p->mu);
     for (;;) {

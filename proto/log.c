@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/prctl.h>
 #include "log.h"
 #include "sx_errors.h"
 
@@ -77,6 +78,11 @@ unsigned long long sx_mono_us(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000ull;
+}
+
+void sx_thread_name(const char *name)
+{
+    (void)prctl(PR_SET_NAME, (unsigned long)name, 0ul, 0ul, 0ul);
 }
 
 int sx_ratelimit_ok(sx_ratelimit *r, unsigned long long interval_ms, unsigned *skipped)

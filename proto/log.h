@@ -28,6 +28,10 @@ unsigned long long sx_mono_ms(void);
 /* Microseconds of the same clock, for short durations. */
 unsigned long long sx_mono_us(void);
 
+/* Names the calling thread (what top -H, perf and gdb show); at most 15
+ * characters are kept. Best effort: a failure changes nothing else. */
+void sx_thread_name(const char *name);
+
 /* A warning that may repeat often (a slow round, a slow sync) is written at
  * most once per interval: sx_ratelimit_ok returns true when it is due and
  * sets *skipped to how many were held back since the last one it let

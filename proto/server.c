@@ -542,6 +542,8 @@ static void *worker(void *arg)
 {
     net_server *srv = arg;
 
+    sx_thread_name("sx-worker");
+
     for (;;) {
         pthread_mutex_lock(&srv->mu);
         while (srv->head == NULL && !srv->stopping)

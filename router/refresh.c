@@ -20,6 +20,8 @@ static void *refresher(void *arg)
     struct timespec until;
     bool warned = false;
 
+    sx_thread_name("sx-refresh");
+
     pthread_mutex_lock(&rt->mu);
     while (!rt->stop) {
         int rc;

@@ -146,3 +146,12 @@ human="$(sx status)"
 [ "$(grep -cE '^s[12] +all ' <<<"$human")" -eq 2 ] ||
     fail "status does not show both storage committers: $human"
 pass "status: committers report $sgroups storage groups ($sops ops), $iops index records"
+
+# Every daemon names its threads (top -H, perf, gdb show them).
+names() { cat /proc/"$(cat "$IT_DIR/pids/$1.pid")"/task/*/comm 2>/dev/null | sort -u | tr '\n' ' '; }
+for want in "s1 sx-commit" "s1 sx-ship" "s1 sx-leveldb" "s1 sx-worker" "i1 sx-ix-commit" \
+            "i1 sx-leveldb" "r1 sx-fibers"; do
+    set -- $want
+    grep -qw -- "$2" <<<"$(names "$1")" || fail "$1 has no thread named $2: $(names "$1")"
+done
+pass "threads named: s1: $(names s1)"
