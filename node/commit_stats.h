@@ -1,12 +1,19 @@
 /*
  * commit_stats.h — cumulative figures of one group committer (a storage
  * node's, an index partition's), reported by NODE_STATUS as "commits":
- *   groups       synced writes made (groups that wrote nothing are not counted)
- *   ops          operations they carried (storage: puts and deletes; index:
- *                shipped records)
- *   apply_us     time spent computing those groups (reads, encoding)
- *   sync_us      time spent in their synced writes (write + fsync)
- *   max_sync_us  the longest synced write since the node started
+ *   groups       synced writes made (groups that wrote nothing are not
+ *                counted; an index group may carry only watermarks: an
+ *                I_APPLY of no record still advances its source's mark)
+ *   ops          operations offered to those groups (storage: puts and
+ *                deletes, those of a partition whose share failed included;
+ *                index: shipped records, redeliveries included)
+ *   apply_us     time from the group's start to its synced write: computing
+ *                it, and waiting for a lock a backfill chunk, a drop or a
+ *                collection held
+ *   sync_us      time from there to the group's end: the write and its
+ *                fsync, then publishing the new state (storage: releasing
+ *                each partition and failing any failed share's requests)
+ *   max_sync_us  the longest such time since the node started
  * Counters only grow, so a tool takes two readings and divides: ops per
  * group tells how well group commit batches, sync_us per second how busy
  * the committer is with the disk. One writer (the committer), any number of

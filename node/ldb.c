@@ -2,7 +2,10 @@
  * ldb.c — leveldb C API wrapper: open/close, synced batches, gets and
  * bounded ordered scans. See ldb.h.
  */
+#include <dirent.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -13,22 +16,60 @@
 /* leveldb runs the compactions of every leveldb in the process on one
  * background thread, started the first time one needs it, by the thread
  * that needed it, whose name it inherits (usually a committer's). So the
- * first open starts it here, named "sx-leveldb": compacting a range that
- * holds no key switches to a new memtable (a few bytes of log) and flushes
- * the empty one on that thread. */
-static void start_compactor(ldb *d)
+ * first open is made under the name "sx-leveldb": an open that schedules a
+ * compaction starts the thread then; one that does not is followed by a
+ * compaction of a key range that holds no key (every key shardex writes
+ * sorts below nine 0xff bytes), which switches to a new memtable (a few
+ * bytes of log) and flushes the empty one on that thread. That runs only
+ * when no compaction is under way, so it never waits for one. */
+static atomic_bool compactor_named;
+
+/* True when a thread of this process other than the caller is named
+ * "sx-leveldb" (the caller's own name is restored before). */
+static bool compactor_running(void)
 {
-    static atomic_bool started;
+    DIR *dir = opendir("/proc/self/task");
+    struct dirent *e;
+    bool found = false;
+
+    if (dir == NULL)
+        return true;            /* cannot tell: leave it */
+    while (!found && (e = readdir(dir)) != NULL) {
+        char path[64], comm[32] = { 0 };
+        FILE *f;
+
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "/proc/self/task/%.20s/comm", e->d_name);
+        if ((f = fopen(path, "r")) == NULL)
+            continue;
+        if (fgets(comm, sizeof(comm), f) != NULL)
+            found = strncmp(comm, "sx-leveldb", 10) == 0;
+        fclose(f);
+    }
+    closedir(dir);
+    return found;
+}
+
+/* ldb_open_ex's leveldb_open, under the compactor's name the first time. */
+static leveldb_t *open_named(const leveldb_options_t *opts, const char *dir, char **err)
+{
     static const char k[] = "\xff\xff\xff\xff\xff\xff\xff\xff\xff";
     char name[17] = { 0 };
+    leveldb_t *db;
 
-    if (atomic_exchange(&started, true))
-        return;
-    if (prctl(PR_GET_NAME, (unsigned long)name, 0ul, 0ul, 0ul) != 0)
-        return;
+    if (atomic_exchange(&compactor_named, true) ||
+        prctl(PR_GET_NAME, (unsigned long)name, 0ul, 0ul, 0ul) != 0)
+        return leveldb_open(opts, dir, err);
     sx_thread_name("sx-leveldb");
-    leveldb_compact_range(d->db, k, sizeof(k) - 1, k, sizeof(k) - 1);
+    db = leveldb_open(opts, dir, err);
     sx_thread_name(name);
+    if (*err == NULL && !compactor_running()) {
+        sx_thread_name("sx-leveldb");
+        leveldb_compact_range(db, k, sizeof(k) - 1, k, sizeof(k) - 1);
+        sx_thread_name(name);
+    }
+    return db;
 }
 
 int ldb_open(const char *dir, ldb **out)
@@ -64,14 +105,13 @@ int ldb_open_ex(const char *dir, bool create, ldb **out)
     leveldb_options_set_write_buffer_size(d->opts, 64u << 20);
     leveldb_options_set_max_file_size(d->opts, 8u << 20);
     leveldb_writeoptions_set_sync(d->wsync, 1);
-    d->db = leveldb_open(d->opts, dir, &err);
+    d->db = open_named(d->opts, dir, &err);
     if (err != NULL) {
         LOG_ERROR("leveldb open %s: %s", dir, err);
         leveldb_free(err);
         ldb_close(d);
         return SX_EIO;
     }
-    start_compactor(d);
     *out = d;
     return 0;
 }
