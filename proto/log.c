@@ -64,20 +64,17 @@ void sx_log(sx_log_level lvl, const char *fmt, ...)
     pthread_mutex_unlock(&log_lock);
 }
 
-unsigned long long sx_mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (unsigned long long)ts.tv_sec * 1000ull + (unsigned long long)ts.tv_nsec / 1000000ull;
-}
-
 unsigned long long sx_mono_us(void)
 {
     struct timespec ts;
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000ull;
+}
+
+unsigned long long sx_mono_ms(void)
+{
+    return sx_mono_us() / 1000ull;
 }
 
 void sx_thread_name(const char *name)
