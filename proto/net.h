@@ -160,9 +160,19 @@ typedef struct net_reply net_reply;
 typedef bool (*net_defer_fn)(void *arg, msg_type t, const uint8_t *p, size_t n,
                              net_reply *r);
 
+/* Called on the nng thread that offered requests to net_defer_fn once
+ * every request of the frame it received (all of a MULTI's) has been
+ * offered: a daemon that gathers what it takes sends it from here. */
+typedef void (*net_defer_flush_fn)(void *arg);
+
 /* Sends the reply of deferred request r: out's bytes are taken (out is left
  * empty). r is gone afterwards. */
 void net_reply_send(net_reply *r, mp_buf *out);
+
+/* Hands deferred request r back: it runs on a worker (or fiber) as if it
+ * had been declined, and the handler answers it (a stopping server answers
+ * SX_EUNAVAIL). r is the daemon's no more. */
+void net_reply_requeue(net_reply *r);
 
 /* How a server runs its requests. */
 typedef struct net_server_opts {
@@ -172,6 +182,7 @@ typedef struct net_server_opts {
                            * its peer calls park the fiber, not the thread */
     net_quick_fn quick;   /* NULL: no frame is quick */
     net_defer_fn defer;   /* NULL: no request is deferred */
+    net_defer_flush_fn defer_flush;  /* NULL: none */
     int slots;            /* receive contexts (each holds its request until
                            * answered); 0: one per worker, or per fiber */
 } net_server_opts;

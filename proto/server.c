@@ -66,6 +66,7 @@ struct net_server {
     net_handler handler;
     net_quick_fn quick;
     net_defer_fn defer;
+    net_defer_flush_fn defer_flush;
     atomic_uint deferred;
     atomic_int sends;           /* replies whose send has not completed */
     pthread_cond_t drained;     /* deferred or sends reached 0 (with mu) */
@@ -109,6 +110,7 @@ static void slot_reply(srv_slot *s, nng_msg *m, mp_buf *out)
 
 static void run_job(void *arg);
 static void drop_job(void *arg);
+static void queue_push(net_server *srv, srv_job *first, srv_job *last, uint32_t count);
 static void fail_job(srv_job *j, int err, const char *why);
 static void job_done(srv_job *j, mp_buf *out);
 static void batch_release(srv_batch *b);
@@ -143,6 +145,23 @@ static bool try_defer(net_server *srv, msg_type t, srv_job *j)
         return true;
     defer_release(srv);                     /* never taken */
     return false;
+}
+
+/* A received frame's requests have all been offered (see defer_flush). */
+static void defer_flushed(net_server *srv)
+{
+    if (srv->defer_flush != NULL)
+        srv->defer_flush(srv->arg);
+}
+
+void net_reply_requeue(net_reply *r)
+{
+    srv_job *j = (srv_job *)r;
+    net_server *srv = j->slot->srv;
+
+    j->next = NULL;
+    queue_push(srv, j, j, 1);
+    defer_release(srv);
 }
 
 void net_reply_send(net_reply *r, mp_buf *out)
@@ -279,6 +298,7 @@ static int batch_start(srv_slot *s, nng_msg *m, srv_job **quick_job)
         queued++;
     }
     msg_free_req(MSG_MULTI, &rq);
+    defer_flushed(s->srv);
     if (queued > 0)
         queue_push(s->srv, first, last, queued);
     batch_release(b);
@@ -337,7 +357,9 @@ static void slot_cb(void *arg)
             j->n = nng_msg_len(m);
             if (peek == 0 && !is_reply && s->srv->quick && s->srv->quick(t))
                 run_job(j);
-            else if (!(peek == 0 && !is_reply && try_defer(s->srv, t, j)))
+            else if (peek == 0 && !is_reply && try_defer(s->srv, t, j))
+                defer_flushed(s->srv);
+            else
                 queue_push(s->srv, j, j, 1);
             return;
         }
@@ -592,6 +614,7 @@ int net_server_open(nng_socket sock, const net_server_opts *o, net_handler h, vo
     srv->handler = h;
     srv->quick = o->quick;
     srv->defer = o->defer;
+    srv->defer_flush = o->defer_flush;
     atomic_init(&srv->deferred, 0);
     atomic_init(&srv->sends, 0);
     atomic_init(&srv->closing, false);

@@ -130,7 +130,8 @@ static int serve(const rt_opts *o, const sx_config *cfg, int self,
     }
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     net_server_opts so = { .workers = ncpu < 2 ? 2 : ncpu > 8 ? 8 : (int)ncpu,
-                           .fibers = o->workers };
+                           .fibers = o->workers, .defer = rt_defer,
+                           .defer_flush = rt_defer_flush };
     rc = net_server_open(sock, &so, rt_handle, rt, &srv);
     if (rc != 0) {
         LOG_ERROR("router %s: cannot start serving: %s", o->name, sx_strerror(rc));

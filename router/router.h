@@ -55,6 +55,9 @@ typedef struct router {
     bool stop;
     /* counters for STATUS (relaxed atomics) */
     atomic_ullong nreq, nerr;
+    /* wcomb.c: PUTs answered by the combined path, the S_WRITEs that
+     * carried them, and PUTs handed back to the handler after one failed */
+    atomic_ullong comb_puts, comb_writes, comb_reruns;
 } router;
 
 /* A handler's error: the code it returns plus a one-line reason. */
@@ -159,6 +162,22 @@ int rt_table(router *rt, sx_buf name, const sx_catalog **cat,
  * Returns 0, SX_ENOTABLE, SX_ENOINDEX, or a fetch error. */
 int rt_index(router *rt, sx_buf table, sx_buf index, const sx_catalog **cat,
              const cat_table **t, const cat_index **ix, rt_err *e);
+
+/* ---- write.c / wcomb.c: PUTs ---- */
+
+/* Checks item i (it) of a PUT for table t (size, a valid item, its key)
+ * and sets *g to the index of the storage partition owning it. Returns 0,
+ * or an sx_err with the reason, naming the item by i, in e. */
+int rt_put_place(router *rt, const cat_table *t, const sx_buf *it, uint32_t i, int *g,
+                 rt_err *e);
+
+/* The router's net_defer_fn: takes a PUT on the plain path (see wcomb.c)
+ * into this thread's batch; declines anything else. */
+bool rt_defer(void *arg, msg_type t, const uint8_t *p, size_t n, net_reply *r);
+
+/* The router's net_defer_flush_fn: sends this thread's batch, one S_WRITE
+ * per storage partition; the PUTs are answered when the last returns. */
+void rt_defer_flush(void *arg);
 
 /* Appends the fact-local key h (8 BE) | pk of item p..n of table t to key.
  * Returns 0 or an sx_err (SX_EKEY, SX_ENOMEM, ...). */

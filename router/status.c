@@ -10,16 +10,23 @@
 #include "router.h"
 #include "sx_errors.h"
 
-/* The router's own figures: requests served, failed, catalog version. */
+/* The router's own figures: requests served, failed, what the combined
+ * PUT path did (wcomb.c), catalog version. */
 static void put_self(router *rt, mp_buf *acc)
 {
     const sx_catalog *cat = NULL;
 
-    mp_put_map(acc, 3);
+    mp_put_map(acc, 6);
     mp_put_cstr(acc, "requests");
     mp_put_u64(acc, atomic_load_explicit(&rt->nreq, memory_order_relaxed));
     mp_put_cstr(acc, "errors");
     mp_put_u64(acc, atomic_load_explicit(&rt->nerr, memory_order_relaxed));
+    mp_put_cstr(acc, "combined_puts");
+    mp_put_u64(acc, atomic_load_explicit(&rt->comb_puts, memory_order_relaxed));
+    mp_put_cstr(acc, "combined_writes");
+    mp_put_u64(acc, atomic_load_explicit(&rt->comb_writes, memory_order_relaxed));
+    mp_put_cstr(acc, "combined_reruns");
+    mp_put_u64(acc, atomic_load_explicit(&rt->comb_reruns, memory_order_relaxed));
     mp_put_cstr(acc, "catalog_version");
     if (catcache_get(rt->cc, 0, &cat) == 0 && cat != NULL)
         mp_put_u64(acc, cat->version);

@@ -76,6 +76,38 @@ static int plan_alloc(put_plan *pl, uint32_t n, int nst)
                ? 0 : SX_ENOMEM;
 }
 
+int rt_put_place(router *rt, const cat_table *t, const sx_buf *it, uint32_t i, int *g,
+                 rt_err *e)
+{
+    sx_bytes pk = { 0 };
+    size_t pklen = 0;
+    uint64_t h = 0;
+    int rc;
+
+    if (it->n > SX_MAX_ITEM)
+        return rt_errf(e, SX_ETOOBIG, "item %u is %zu bytes; the limit is %d",
+                       i, it->n, SX_MAX_ITEM);
+    rc = item_validate(it->p, it->n);
+    if (rc != 0)
+        return rt_errf(e, rc, "item %u is not a valid item (a map of "
+                       "attribute names to values)", i);
+    rc = item_primary_key(t, it->p, it->n, &pk, &pklen);
+    if (rc == 0)
+        h = sx_shard_hash(rt->cfg->hash_key, pk.p, pklen);
+    if (rc == SX_EKEY) {
+        char what[32];
+        snprintf(what, sizeof(what), "item %u", i);
+        rt_key_errf(e, t, pk.n, what);
+    }
+    bytes_free(&pk);
+    if (rc == SX_EKEY)
+        return rc;
+    if (rc != 0)
+        return rt_errf(e, rc, "item %u: %s", i, sx_strerror(rc));
+    *g = (int)(cfg_storage_for(rt->cfg, h) - rt->cfg->storage);
+    return 0;
+}
+
 /* Checks every item and finds its partition. */
 static int plan_items(put_plan *pl, router *rt, const cat_table *t,
                       const sx_bufs *items, rt_err *e)
@@ -83,33 +115,10 @@ static int plan_items(put_plan *pl, router *rt, const cat_table *t,
     uint32_t i;
 
     for (i = 0; i < pl->n; i++) {
-        const sx_buf *it = &items->v[i];
-        sx_bytes pk = { 0 };
-        size_t pklen = 0;
-        uint64_t h = 0;
-        int rc;
+        int rc = rt_put_place(rt, t, &items->v[i], i, &pl->grp[i], e);
 
-        if (it->n > SX_MAX_ITEM)
-            return rt_errf(e, SX_ETOOBIG, "item %u is %zu bytes; the limit is %d",
-                           i, it->n, SX_MAX_ITEM);
-        rc = item_validate(it->p, it->n);
         if (rc != 0)
-            return rt_errf(e, rc, "item %u is not a valid item (a map of "
-                           "attribute names to values)", i);
-        rc = item_primary_key(t, it->p, it->n, &pk, &pklen);
-        if (rc == 0)
-            h = sx_shard_hash(rt->cfg->hash_key, pk.p, pklen);
-        if (rc == SX_EKEY) {
-            char what[32];
-            snprintf(what, sizeof(what), "item %u", i);
-            rt_key_errf(e, t, pk.n, what);
-        }
-        bytes_free(&pk);
-        if (rc == SX_EKEY)
             return rc;
-        if (rc != 0)
-            return rt_errf(e, rc, "item %u: %s", i, sx_strerror(rc));
-        pl->grp[i] = (int)(cfg_storage_for(rt->cfg, h) - rt->cfg->storage);
         if (pl->cnt[pl->grp[i]] == 0)
             pl->first[pl->grp[i]] = (int)i;
         pl->slot[i] = pl->cnt[pl->grp[i]]++;

@@ -1,0 +1,331 @@
+/*
+ * wcomb.c — PUTs combined per storage partition, without a fiber.
+ *
+ * The router's server offers every PUT to rt_defer on the nng thread that
+ * received it. A PUT on the plain path (its table in the cached catalog,
+ * every item valid, every storage node it needs connected) is planned
+ * there and kept in the thread's open batch; once the received frame's
+ * requests have all been offered (a client's MULTI carries dozens of
+ * PUTs), rt_defer_flush sends the batch as ONE S_WRITE per storage
+ * partition, carrying the items of all its PUTs, each item in its PUT's
+ * order and the PUTs in the frame's order. When the last S_WRITE of the
+ * batch has answered, each PUT is answered with its items' versions, from
+ * that nng thread. So a frame of PUTs costs no fiber, and the storage node
+ * decodes, queues and answers one request per partition instead of one
+ * per PUT; the writes share a synced group there exactly as before.
+ *
+ * Anything off the plain path goes to the ordinary handler (rt_h_put, on a
+ * fiber), which gives every answer, message and retry it always has: a PUT
+ * declined at the offer, and every PUT of an S_WRITE that failed, for any
+ * reason, handed back with net_reply_requeue. A PUT run again after a
+ * failed S_WRITE writes its items again: a put leaves the same item
+ * whether it ran once or twice (only the version differs), and a write
+ * whose S_WRITE failed was never acknowledged.
+ */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "router.h"
+#include "log.h"
+#include "sx_errors.h"
+
+/* One deferred PUT. */
+typedef struct wc_put {
+    net_reply *r;
+    msg_PUT_req q;          /* decoded; its items point into the request */
+    uint64_t *versions;     /* per item, filled from the S_WRITE replies */
+    atomic_bool failed;     /* an S_WRITE carrying one of its items failed */
+} wc_put;
+
+/* One item of the batch: its PUT, its place there, its partition index. */
+typedef struct wc_item {
+    uint32_t put, item;
+    int g;
+} wc_item;
+
+typedef struct wc_batch wc_batch;
+
+/* One S_WRITE of a batch: the items of partition index g, in batch order. */
+typedef struct wc_call {
+    wc_batch *b;
+    int g;
+    uint32_t n;
+    uint32_t *of;           /* per operation: its index in b->items */
+    mp_buf req;             /* the encoded request (sent from here) */
+} wc_call;
+
+/* The PUTs of one received frame for one table. */
+struct wc_batch {
+    router *rt;
+    const sx_catalog *cat;
+    const cat_table *t;
+    wc_put *puts;
+    uint32_t nputs, capputs;
+    wc_item *items;
+    uint32_t nitems, capitems;
+    size_t bytes;           /* the items' bytes (bounded: WC_MAX_BYTES) */
+    wc_call *calls;
+    int ncalls;
+    atomic_int left;        /* calls not yet answered */
+};
+
+/* A batch's items stay well within one S_WRITE frame; a PUT that would
+ * take it further runs the ordinary way. */
+#define WC_MAX_BYTES (SX_MAX_FRAME / 2)
+
+/* The batch the frame being offered on this thread builds (NULL: none). */
+static __thread wc_batch *tl_batch;
+
+/* Frees b and every PUT's decoded request (not the replies: sent or
+ * requeued before). */
+static void batch_free(wc_batch *b)
+{
+    for (uint32_t i = 0; i < b->nputs; i++) {
+        msg_free_req(MSG_PUT, &b->puts[i].q);
+        free(b->puts[i].versions);
+    }
+    for (int c = 0; b->calls && c < b->ncalls; c++) {
+        free(b->calls[c].of);
+        mp_buf_free(&b->calls[c].req);
+    }
+    free(b->calls);
+    free(b->puts);
+    free(b->items);
+    free(b);
+}
+
+/* Grows array *v of *cap elements of size sz to hold need; false: no
+ * memory. */
+static bool grow(void **v, uint32_t *cap, uint32_t need, size_t sz)
+{
+    if (need <= *cap)
+        return true;
+    uint32_t ncap = *cap ? *cap * 2 : 32;
+    while (ncap < need)
+        ncap *= 2;
+    void *nv = realloc(*v, (size_t)ncap * sz);
+    if (nv == NULL)
+        return false;
+    *v = nv;
+    *cap = ncap;
+    return true;
+}
+
+/* Answers every PUT of b (each with its versions, or back to the ordinary
+ * handler) and frees b. */
+static void batch_finish(wc_batch *b)
+{
+    for (uint32_t i = 0; i < b->nputs; i++) {
+        wc_put *w = &b->puts[i];
+        mp_buf out;
+        msg_PUT_rep rep;
+
+        if (atomic_load(&w->failed)) {
+            atomic_fetch_add_explicit(&b->rt->comb_reruns, 1, memory_order_relaxed);
+            net_reply_requeue(w->r);
+            continue;
+        }
+        memset(&rep, 0, sizeof(rep));
+        rep.versions = (sx_u64s){ w->q.items.n, w->versions };
+        mp_buf_init(&out);
+        if (msg_encode_rep(MSG_PUT, &rep, &out) != 0 || out.oom) {
+            mp_buf_free(&out);
+            atomic_fetch_add_explicit(&b->rt->comb_reruns, 1, memory_order_relaxed);
+            net_reply_requeue(w->r);    /* written; the handler answers */
+            continue;
+        }
+        atomic_fetch_add_explicit(&b->rt->nreq, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&b->rt->comb_puts, 1, memory_order_relaxed);
+        net_reply_send(w->r, &out);
+    }
+    batch_free(b);
+}
+
+/* Marks every PUT with an item in call c failed. */
+static void call_fail(wc_call *c)
+{
+    for (uint32_t k = 0; k < c->n; k++)
+        atomic_store(&c->b->puts[c->b->items[c->of[k]].put].failed, true);
+}
+
+/* An S_WRITE of the batch answered (or failed): its versions go to their
+ * PUTs; the last one answers the batch. */
+static void call_done(void *arg, int err, const uint8_t *resp, size_t n)
+{
+    wc_call *c = arg;
+    wc_batch *b = c->b;
+    msg_S_WRITE_rep rep;
+    char why[64];
+
+    memset(&rep, 0, sizeof(rep));
+    if (err != 0 || msg_decode_rep(MSG_S_WRITE, resp, n, &rep, why, sizeof(why)) != 0 ||
+        rep.versions.n != c->n) {
+        call_fail(c);
+    } else {
+        for (uint32_t k = 0; k < c->n; k++) {
+            const wc_item *it = &b->items[c->of[k]];
+            b->puts[it->put].versions[it->item] = rep.versions.v[k];
+        }
+    }
+    msg_free_rep(MSG_S_WRITE, &rep);
+    if (atomic_fetch_sub(&b->left, 1) == 1)
+        batch_finish(b);
+}
+
+/* Builds the batch's S_WRITEs, one per partition with items. Returns
+ * false when out of memory. */
+static bool batch_calls(wc_batch *b)
+{
+    router *rt = b->rt;
+    int nst = rt->cfg->nstorage;
+    uint32_t *cnt = calloc((size_t)nst, sizeof(*cnt));
+    int *call_of = malloc((size_t)nst * sizeof(*call_of));
+    bool ok = cnt != NULL && call_of != NULL;
+
+    for (uint32_t i = 0; ok && i < b->nitems; i++)
+        cnt[b->items[i].g]++;
+    if (ok)
+        b->calls = calloc((size_t)nst, sizeof(*b->calls));
+    ok = ok && b->calls != NULL;
+    for (int g = 0; ok && g < nst; g++) {
+        call_of[g] = -1;
+        if (cnt[g] == 0)
+            continue;
+        wc_call *c = &b->calls[b->ncalls];
+        c->b = b;
+        c->g = g;
+        mp_buf_init(&c->req);
+        c->of = malloc(cnt[g] * sizeof(*c->of));
+        call_of[g] = b->ncalls++;
+        ok = c->of != NULL;
+    }
+    for (uint32_t i = 0; ok && i < b->nitems; i++) {
+        wc_call *c = &b->calls[call_of[b->items[i].g]];
+        c->of[c->n++] = i;
+    }
+    for (int k = 0; ok && k < b->ncalls; k++) {
+        wc_call *c = &b->calls[k];
+        sx_buf *objs = malloc(c->n * sizeof(*objs));
+        uint64_t *dels = calloc(c->n, sizeof(*dels));
+        msg_S_WRITE_req q;
+
+        ok = objs != NULL && dels != NULL;
+        for (uint32_t j = 0; ok && j < c->n; j++) {
+            const wc_item *it = &b->items[c->of[j]];
+            objs[j] = b->puts[it->put].q.items.v[it->item];
+        }
+        if (ok) {
+            q.part = rt->cfg->storage[c->g].id;
+            q.catver = b->cat->version;
+            q.table_id = b->t->id;
+            q.dels = (sx_u64s){ c->n, dels };
+            q.objs = (sx_bufs){ c->n, objs };
+            ok = msg_encode_req(MSG_S_WRITE, &q, &c->req) == 0 && !c->req.oom &&
+                 c->req.sb.size <= SX_MAX_FRAME;
+        }
+        free(objs);
+        free(dels);
+    }
+    free(cnt);
+    free(call_of);
+    return ok;
+}
+
+void rt_defer_flush(void *arg)
+{
+    wc_batch *b = tl_batch;
+
+    (void)arg;
+    tl_batch = NULL;
+    if (b == NULL)
+        return;
+    if (!batch_calls(b)) {
+        for (uint32_t i = 0; i < b->nputs; i++)
+            atomic_store(&b->puts[i].failed, true);
+        batch_finish(b);
+        return;
+    }
+    /* one count for this loop: the batch is not finished before it ends */
+    atomic_store(&b->left, b->ncalls + 1);
+    atomic_fetch_add_explicit(&b->rt->comb_writes, (unsigned long long)b->ncalls,
+                              memory_order_relaxed);
+    for (int k = 0; k < b->ncalls; k++) {
+        wc_call *c = &b->calls[k];
+        int node = b->rt->cfg->storage[c->g].node;
+
+        if (net_peer_submit(b->rt->peers[node], (const uint8_t *)c->req.sb.data,
+                            c->req.sb.size, b->rt->timeout_ms, call_done, c) != 0)
+            call_done(c, SX_ENOMEM, NULL, 0);
+    }
+    if (atomic_fetch_sub(&b->left, 1) == 1)
+        batch_finish(b);
+}
+
+/* Plans PUT q (decoded from the frame) into the thread's batch: true when
+ * taken, false to leave it to the ordinary handler (q untouched). */
+static bool batch_add(router *rt, msg_PUT_req *q, net_reply *r)
+{
+    const sx_catalog *cat;
+    const cat_table *t;
+    wc_batch *b = tl_batch;
+    rt_err e;
+
+    if (q->items.n == 0 || catcache_peek(rt->cc, 0, &cat) != 0 || cat == NULL)
+        return false;
+    t = cat_table_by_name(cat, (const char *)q->table.p, q->table.n);
+    if (t == NULL || (b != NULL && (b->cat != cat || b->t != t)))
+        return false;
+    if (b == NULL) {
+        b = calloc(1, sizeof(*b));
+        if (b == NULL)
+            return false;
+        b->rt = rt;
+        b->cat = cat;
+        b->t = t;
+        tl_batch = b;
+    }
+    size_t bytes = 0;
+    for (uint32_t i = 0; i < q->items.n; i++)
+        bytes += q->items.v[i].n;
+    if (bytes > WC_MAX_BYTES - b->bytes)
+        return false;
+    if (!grow((void **)&b->puts, &b->capputs, b->nputs + 1, sizeof(*b->puts)) ||
+        !grow((void **)&b->items, &b->capitems, b->nitems + q->items.n, sizeof(*b->items)))
+        return false;
+    uint32_t p = b->nputs;
+    for (uint32_t i = 0; i < q->items.n; i++) {
+        wc_item *it = &b->items[b->nitems + i];
+        it->put = p;
+        it->item = i;
+        if (rt_put_place(rt, t, &q->items.v[i], i, &it->g, &e) != 0 ||
+            !atomic_load(&rt->pipes[rt->cfg->storage[it->g].node]))
+            return false;
+    }
+    uint64_t *v = calloc(q->items.n, sizeof(*v));
+    if (v == NULL)
+        return false;
+    wc_put *w = &b->puts[p];
+    w->r = r;
+    w->q = *q;
+    w->versions = v;
+    atomic_init(&w->failed, false);
+    b->nputs++;
+    b->nitems += q->items.n;
+    b->bytes += bytes;
+    return true;
+}
+
+bool rt_defer(void *arg, msg_type t, const uint8_t *p, size_t n, net_reply *r)
+{
+    router *rt = arg;
+    msg_PUT_req q;
+
+    if (t != MSG_PUT || msg_decode_req(MSG_PUT, p, n, &q) != 0)
+        return false;
+    if (!batch_add(rt, &q, r)) {
+        msg_free_req(MSG_PUT, &q);
+        return false;
+    }
+    return true;
+}
