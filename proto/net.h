@@ -160,9 +160,10 @@ typedef struct net_reply net_reply;
 typedef bool (*net_defer_fn)(void *arg, msg_type t, const uint8_t *p, size_t n,
                              net_reply *r);
 
-/* Called on the nng thread that offered requests to net_defer_fn once
+/* Called on the nng thread that offered requests to net_defer_fn, once
  * every request of the frame it received (all of a MULTI's) has been
- * offered: a daemon that gathers what it takes sends it from here. */
+ * offered, when the defer function took at least one of them: a daemon
+ * that gathers what it takes sends it from here. */
 typedef void (*net_defer_flush_fn)(void *arg);
 
 /* Sends the reply of deferred request r: out's bytes are taken (out is left

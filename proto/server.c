@@ -257,6 +257,7 @@ static int batch_start(srv_slot *s, nng_msg *m, srv_job **quick_job)
     srv_job *first = NULL, *last = NULL, *qlast = NULL;
     net_quick_fn quick = s->srv->quick;
     uint32_t queued = 0;
+    bool took = false;
     b->slot = s;
     b->msg = m;
     b->n = n;
@@ -288,8 +289,10 @@ static int batch_start(srv_slot *s, nng_msg *m, srv_job **quick_job)
             qlast = j;
             continue;
         }
-        if (request && try_defer(s->srv, t, j))
+        if (request && try_defer(s->srv, t, j)) {
+            took = true;
             continue;
+        }
         if (last)
             last->next = j;
         else
@@ -298,7 +301,8 @@ static int batch_start(srv_slot *s, nng_msg *m, srv_job **quick_job)
         queued++;
     }
     msg_free_req(MSG_MULTI, &rq);
-    defer_flushed(s->srv);
+    if (took)
+        defer_flushed(s->srv);
     if (queued > 0)
         queue_push(s->srv, first, last, queued);
     batch_release(b);
