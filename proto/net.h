@@ -171,8 +171,10 @@ typedef void (*net_defer_flush_fn)(void *arg);
 void net_reply_send(net_reply *r, mp_buf *out);
 
 /* Hands deferred request r back: it runs on a worker (or fiber) as if it
- * had been declined, and the handler answers it (a stopping server answers
- * SX_EUNAVAIL). r is the daemon's no more. */
+ * had been declined, and the handler answers it. r is the daemon's no
+ * more. Once the server is stopping, r is answered SX_EUNAVAIL at once; one
+ * handed back just before may be dropped unanswered by the stop, like any
+ * request the server had queued but not started. */
 void net_reply_requeue(net_reply *r);
 
 /* How a server runs its requests. */

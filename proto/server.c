@@ -12,9 +12,13 @@
  * last one sends the MULTI reply, one reply frame per request, in order.
  * Requests the daemon calls quick (short local reads) run at once on the
  * nng thread that received them, one after another: no worker wakes up.
- * Requests the daemon defers (writes that wait for a group commit) are
- * handed over on that thread too, and answered later by the daemon through
- * net_reply_send: no worker sleeps through them.
+ * Requests the daemon defers (writes that wait for a group commit, the
+ * router's PUTs) are handed over on that thread too, and answered later by
+ * the daemon through net_reply_send: no worker sleeps through them. Once a
+ * received frame's requests have all been offered, the daemon's
+ * defer_flush runs on that thread (when it took any), so that it can send
+ * what it gathered from the frame; a taken request it will not answer
+ * itself goes back to the workers with net_reply_requeue.
  */
 #include <pthread.h>
 #include <stdatomic.h>

@@ -171,6 +171,12 @@ int rt_index(router *rt, sx_buf table, sx_buf index, const sx_catalog **cat,
 int rt_put_place(router *rt, const cat_table *t, const sx_buf *it, uint32_t i, int *g,
                  rt_err *e);
 
+/* The error of a PUT whose cnt items for storage partition index g, the
+ * first at input position first, failed in call c: "item F (with N
+ * item(s) for partition P) not written: <c's failure>". Returns c->err. */
+int rt_put_unwritten(const router *rt, int g, const rt_rpc *c, long first, uint32_t cnt,
+                     rt_err *e);
+
 /* The router's net_defer_fn: takes a PUT on the plain path (see wcomb.c)
  * into this thread's batch; declines anything else. */
 bool rt_defer(void *arg, msg_type t, const uint8_t *p, size_t n, net_reply *r);

@@ -2,27 +2,34 @@
  * wcomb.c — PUTs combined per storage partition, without a fiber.
  *
  * The router's server offers every PUT to rt_defer on the nng thread that
- * received it. A PUT on the plain path (its table in the cached catalog,
- * every item valid, every storage node it needs connected) is planned
- * there and kept in the thread's open batch; once the received frame's
- * requests have all been offered (a client's MULTI carries dozens of
- * PUTs), rt_defer_flush sends the batch as ONE S_WRITE per storage
- * partition, carrying the items of all its PUTs, each item in its PUT's
- * order and the PUTs in the frame's order. When the last S_WRITE of the
- * batch has answered, each PUT is answered with its items' versions, from
- * that nng thread. So a frame of PUTs costs no fiber, and the storage node
- * decodes, queues and answers one request per partition instead of one
- * per PUT; the writes share a synced group there exactly as before.
+ * received it. A PUT on the plain path (its table in the cached catalog
+ * and the same as the frame's first combined PUT's, every item valid,
+ * every storage node it needs connected, the batch within WC_MAX_ITEMS
+ * items and WC_MAX_BYTES) is planned there into the thread's open batch;
+ * once the received frame's requests have all been offered (a client's
+ * MULTI carries dozens of PUTs), rt_defer_flush sends the batch as ONE
+ * S_WRITE per storage partition, carrying the items of all its PUTs, each
+ * PUT's items in order and the PUTs in the frame's order. When the last
+ * S_WRITE of the batch has answered, each PUT is answered with its items'
+ * versions, from that nng thread. So a frame of PUTs costs no fiber, and
+ * the storage node decodes, queues and answers one request per partition
+ * instead of one per PUT; the writes share a synced group there as before.
  *
- * Anything off the plain path goes to the ordinary handler (rt_h_put, on a
- * fiber), which gives every answer, message and retry it always has: a PUT
- * declined at the offer, and every PUT of an S_WRITE that failed, for any
- * reason, handed back with net_reply_requeue. A PUT run again after a
- * failed S_WRITE writes its items again: a put leaves the same item
- * whether it ran once or twice (only the version differs), and a write
- * whose S_WRITE failed was never acknowledged.
+ * Anything else runs the ordinary handler (rt_h_put, on a fiber), which
+ * gives every answer, message and retry it always has: a PUT declined at
+ * the offer; and a PUT an S_WRITE of which failed in a way that proves
+ * nothing of it was written (a stale catalog, an item the storage node
+ * refused before writing, or no send at all), handed back with
+ * net_reply_requeue and so run again alone (a PUT that shared that
+ * S_WRITE with a refused item is then written alone, and the refused one
+ * gets its own error). A failure after which the write may have happened
+ * (a timeout, a lost connection, a reply that did not fit, a reply that
+ * could not be encoded) is never run again: the PUT gets the error its
+ * handler gives for it ("item F (with N item(s) for partition P) not
+ * written: ...").
  */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,6 +41,7 @@
 typedef struct wc_put {
     net_reply *r;
     msg_PUT_req q;          /* decoded; its items point into the request */
+    uint32_t base;          /* its first item's index in the batch's items */
     uint64_t *versions;     /* per item, filled from the S_WRITE replies */
     atomic_bool failed;     /* an S_WRITE carrying one of its items failed */
 } wc_put;
@@ -53,6 +61,9 @@ typedef struct wc_call {
     uint32_t n;
     uint32_t *of;           /* per operation: its index in b->items */
     mp_buf req;             /* the encoded request (sent from here) */
+    int err;                /* its failure (0: none) */
+    bool rerun;             /* nothing of it was written: its PUTs may run again */
+    char msg[RT_ERRLEN];    /* what failed */
 } wc_call;
 
 /* The PUTs of one received frame for one table. */
@@ -70,9 +81,11 @@ struct wc_batch {
     atomic_int left;        /* calls not yet answered */
 };
 
-/* A batch's items stay well within one S_WRITE frame; a PUT that would
- * take it further runs the ordinary way. */
+/* A batch's items stay well within one S_WRITE frame, and its replies
+ * (versions and flags, ~20 bytes an item) within one reply frame; a PUT
+ * that would take it further runs the ordinary way. */
 #define WC_MAX_BYTES (SX_MAX_FRAME / 2)
+#define WC_MAX_ITEMS 8192u
 
 /* The batch the frame being offered on this thread builds (NULL: none). */
 static __thread wc_batch *tl_batch;
@@ -112,8 +125,54 @@ static bool grow(void **v, uint32_t *cap, uint32_t need, size_t sz)
     return true;
 }
 
-/* Answers every PUT of b (each with its versions, or back to the ordinary
- * handler) and frees b. */
+/* Answers PUT w (index p of b), some S_WRITE of which failed: runs it
+ * again alone when nothing of it can have been written, else answers the
+ * error of the first partition (in partition order, as rt_h_put would)
+ * whose S_WRITE may have written it. */
+static void put_failed(wc_batch *b, uint32_t p)
+{
+    wc_put *w = &b->puts[p];
+    const wc_call *bad = NULL;
+
+    for (int k = 0; k < b->ncalls && bad == NULL; k++) {
+        const wc_call *c = &b->calls[k];
+        if (c->err == 0 || c->rerun)
+            continue;
+        for (uint32_t i = 0; i < w->q.items.n && bad == NULL; i++)
+            if (b->items[w->base + i].g == c->g)
+                bad = c;
+    }
+    if (bad == NULL) {
+        atomic_fetch_add_explicit(&b->rt->comb_reruns, 1, memory_order_relaxed);
+        net_reply_requeue(w->r);
+        return;
+    }
+    long first = -1;
+    uint32_t cnt = 0;
+    for (uint32_t i = 0; i < w->q.items.n; i++) {
+        if (b->items[w->base + i].g != bad->g)
+            continue;
+        if (first < 0)
+            first = (long)i;
+        cnt++;
+    }
+    rt_rpc rc = { .node = b->rt->cfg->storage[bad->g].node, .type = MSG_S_WRITE,
+                  .err = bad->err };
+    rt_err e;
+    mp_buf out;
+
+    snprintf(rc.msg, sizeof(rc.msg), "%s", bad->msg);
+    rt_put_unwritten(b->rt, bad->g, &rc, first, cnt, &e);
+    atomic_fetch_add_explicit(&b->rt->nreq, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&b->rt->nerr, 1, memory_order_relaxed);
+    mp_buf_init(&out);
+    if (msg_encode_err(MSG_PUT, bad->err, e.msg, &out) != 0 || out.oom)
+        LOG_ERROR("router: cannot encode an error reply to PUT");
+    net_reply_send(w->r, &out);
+}
+
+/* Answers every PUT of b (with its versions, or see put_failed) and frees
+ * b. */
 static void batch_finish(wc_batch *b)
 {
     for (uint32_t i = 0; i < b->nputs; i++) {
@@ -122,8 +181,7 @@ static void batch_finish(wc_batch *b)
         msg_PUT_rep rep;
 
         if (atomic_load(&w->failed)) {
-            atomic_fetch_add_explicit(&b->rt->comb_reruns, 1, memory_order_relaxed);
-            net_reply_requeue(w->r);
+            put_failed(b, i);
             continue;
         }
         memset(&rep, 0, sizeof(rep));
@@ -131,12 +189,13 @@ static void batch_finish(wc_batch *b)
         mp_buf_init(&out);
         if (msg_encode_rep(MSG_PUT, &rep, &out) != 0 || out.oom) {
             mp_buf_free(&out);
-            atomic_fetch_add_explicit(&b->rt->comb_reruns, 1, memory_order_relaxed);
-            net_reply_requeue(w->r);    /* written; the handler answers */
-            continue;
+            mp_buf_init(&out);
+            msg_encode_err(MSG_PUT, SX_ENOMEM, "out of memory encoding the reply", &out);
+            atomic_fetch_add_explicit(&b->rt->nerr, 1, memory_order_relaxed);
+        } else {
+            atomic_fetch_add_explicit(&b->rt->comb_puts, 1, memory_order_relaxed);
         }
         atomic_fetch_add_explicit(&b->rt->nreq, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&b->rt->comb_puts, 1, memory_order_relaxed);
         net_reply_send(w->r, &out);
     }
     batch_free(b);
@@ -149,6 +208,14 @@ static void call_fail(wc_call *c)
         atomic_store(&c->b->puts[c->b->items[c->of[k]].put].failed, true);
 }
 
+/* Whether a storage node's error reply to an S_WRITE proves that nothing
+ * of it was written: a stale catalog, or an operation refused while the
+ * request was checked ("operation K: ..."), both before any write. */
+static bool unwritten(int err, const char *msg)
+{
+    return err == SX_ESTALECAT || strncmp(msg, "operation ", 10) == 0;
+}
+
 /* An S_WRITE of the batch answered (or failed): its versions go to their
  * PUTs; the last one answers the batch. */
 static void call_done(void *arg, int err, const uint8_t *resp, size_t n)
@@ -156,18 +223,28 @@ static void call_done(void *arg, int err, const uint8_t *resp, size_t n)
     wc_call *c = arg;
     wc_batch *b = c->b;
     msg_S_WRITE_rep rep;
-    char why[64];
 
     memset(&rep, 0, sizeof(rep));
-    if (err != 0 || msg_decode_rep(MSG_S_WRITE, resp, n, &rep, why, sizeof(why)) != 0 ||
-        rep.versions.n != c->n) {
-        call_fail(c);
+    if (err != 0) {
+        c->err = err;
+        snprintf(c->msg, sizeof(c->msg), "call failed (%s)", sx_strerror(err));
+    } else if ((c->err = msg_decode_rep(MSG_S_WRITE, resp, n, &rep, c->msg,
+                                        sizeof(c->msg))) != 0) {
+        if (c->msg[0] == '\0')
+            snprintf(c->msg, sizeof(c->msg), "%s", sx_strerror(c->err));
+        c->rerun = unwritten(c->err, c->msg);
+    } else if (rep.versions.n != c->n) {
+        c->err = SX_EPROTO;
+        snprintf(c->msg, sizeof(c->msg), "partition %llu answered %u versions for %u items",
+                 (unsigned long long)b->rt->cfg->storage[c->g].id, rep.versions.n, c->n);
     } else {
         for (uint32_t k = 0; k < c->n; k++) {
             const wc_item *it = &b->items[c->of[k]];
             b->puts[it->put].versions[it->item] = rep.versions.v[k];
         }
     }
+    if (c->err != 0)
+        call_fail(c);
     msg_free_rep(MSG_S_WRITE, &rep);
     if (atomic_fetch_sub(&b->left, 1) == 1)
         batch_finish(b);
@@ -240,23 +317,28 @@ void rt_defer_flush(void *arg)
     tl_batch = NULL;
     if (b == NULL)
         return;
-    if (!batch_calls(b)) {
+    if (!batch_calls(b)) {      /* nothing sent: every PUT runs alone */
         for (uint32_t i = 0; i < b->nputs; i++)
             atomic_store(&b->puts[i].failed, true);
+        for (int k = 0; k < b->ncalls; k++)
+            b->calls[k].rerun = true;
         batch_finish(b);
         return;
     }
     /* one count for this loop: the batch is not finished before it ends */
     atomic_store(&b->left, b->ncalls + 1);
-    atomic_fetch_add_explicit(&b->rt->comb_writes, (unsigned long long)b->ncalls,
-                              memory_order_relaxed);
     for (int k = 0; k < b->ncalls; k++) {
         wc_call *c = &b->calls[k];
         int node = b->rt->cfg->storage[c->g].node;
+        int rc = net_peer_submit(b->rt->peers[node], (const uint8_t *)c->req.sb.data,
+                                 c->req.sb.size, b->rt->timeout_ms, call_done, c);
 
-        if (net_peer_submit(b->rt->peers[node], (const uint8_t *)c->req.sb.data,
-                            c->req.sb.size, b->rt->timeout_ms, call_done, c) != 0)
-            call_done(c, SX_ENOMEM, NULL, 0);
+        if (rc != 0) {          /* not sent: its PUTs may run alone */
+            c->rerun = true;
+            call_done(c, rc, NULL, 0);
+        } else {
+            atomic_fetch_add_explicit(&b->rt->comb_writes, 1, memory_order_relaxed);
+        }
     }
     if (atomic_fetch_sub(&b->left, 1) == 1)
         batch_finish(b);
@@ -283,12 +365,12 @@ static bool batch_add(router *rt, msg_PUT_req *q, net_reply *r)
         b->rt = rt;
         b->cat = cat;
         b->t = t;
-        tl_batch = b;
+        tl_batch = b;       /* rt_defer frees it again if this PUT is declined */
     }
     size_t bytes = 0;
     for (uint32_t i = 0; i < q->items.n; i++)
         bytes += q->items.v[i].n;
-    if (bytes > WC_MAX_BYTES - b->bytes)
+    if (bytes > WC_MAX_BYTES - b->bytes || q->items.n > WC_MAX_ITEMS - b->nitems)
         return false;
     if (!grow((void **)&b->puts, &b->capputs, b->nputs + 1, sizeof(*b->puts)) ||
         !grow((void **)&b->items, &b->capitems, b->nitems + q->items.n, sizeof(*b->items)))
@@ -308,6 +390,7 @@ static bool batch_add(router *rt, msg_PUT_req *q, net_reply *r)
     wc_put *w = &b->puts[p];
     w->r = r;
     w->q = *q;
+    w->base = b->nitems;
     w->versions = v;
     atomic_init(&w->failed, false);
     b->nputs++;
@@ -325,6 +408,10 @@ bool rt_defer(void *arg, msg_type t, const uint8_t *p, size_t n, net_reply *r)
         return false;
     if (!batch_add(rt, &q, r)) {
         msg_free_req(MSG_PUT, &q);
+        if (tl_batch != NULL && tl_batch->nputs == 0) {
+            batch_free(tl_batch);   /* made for this PUT: no frame left holding it */
+            tl_batch = NULL;
+        }
         return false;
     }
     return true;

@@ -220,12 +220,18 @@ static int group_fail(const put_plan *pl, router *rt, int g, const rt_rpc *c,
     if (pos >= 0)
         return rt_errf(e, c->err, "item %ld: %s (storage node %s, partition %llu)",
                        pos, end + 1 + (end[1] == ' '), nm, part);
-    {
-        rt_err ce;
-        rt_rpc_fail(rt, c, &ce);
-        return rt_errf(e, c->err, "item %d (with %u item(s) for partition %llu) "
-                       "not written: %s", pl->first[g], pl->cnt[g], part, ce.msg);
-    }
+    return rt_put_unwritten(rt, g, c, pl->first[g], pl->cnt[g], e);
+}
+
+int rt_put_unwritten(const router *rt, int g, const rt_rpc *c, long first, uint32_t cnt,
+                     rt_err *e)
+{
+    rt_err ce;
+
+    rt_rpc_fail(rt, c, &ce);
+    return rt_errf(e, c->err, "item %ld (with %u item(s) for partition %llu) "
+                   "not written: %s", first, cnt,
+                   (unsigned long long)rt->cfg->storage[g].id, ce.msg);
 }
 
 /* Collects versions in input order, or the first failure. */

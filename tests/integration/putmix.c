@@ -13,6 +13,9 @@
  *
  * Usage: sx-putmix ROUTER_URL TABLE_A TABLE_B   (tables with key "id", made
  * by the caller). Exit status 0 when everything held, 1 otherwise.
+ * Versions are checked to be present and nonzero, one per item, and an
+ * item's own attributes are read back: a version or item delivered to the
+ * wrong PUT would show as a wrong tag or a missing item.
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -22,7 +25,8 @@
 #include "shardex.h"
 
 #define NPUT 200        /* single-item PUTs on table A */
-#define NBATCH (NPUT / 50)   /* batch PUTs of BATCH_N items on table B */
+#define NBATCH (NPUT / 50)   /* batch PUTs of BATCH_N items on table A */
+#define NB 6                 /* single PUTs on table B among them */
 #define BATCH_N 10
 #define BIG_ITEM (512u * 1024u)   /* over the item size limit (SX_MAX_ITEM) */
 
@@ -42,12 +46,12 @@ typedef struct want {
     size_t nitems;
     int status;
     char msg[256];
-    uint64_t version0;
+    int zero_versions;      /* versions that were 0 */
     size_t nversions;
     int done;
 } want;
 
-static want W[NPUT + NBATCH + 1];
+static want W[NPUT + NBATCH + NB + 1];
 
 static void done(sx_op *op, void *arg)
 {
@@ -56,7 +60,8 @@ static void done(sx_op *op, void *arg)
     w->status = sx_op_status(op);
     snprintf(w->msg, sizeof(w->msg), "%s", sx_op_errmsg(op));
     w->nversions = sx_op_nversions(op);
-    w->version0 = w->nversions ? sx_op_version(op, 0) : 0;
+    for (size_t i = 0; i < w->nversions; i++)
+        w->zero_versions += sx_op_version(op, i) == 0;
     __atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
 }
 
@@ -118,14 +123,27 @@ static int submit(sx_client *c, const char *ta, const char *tb)
             w = &W[NPUT + k];
             w->expect = SX_OK;
             w->nitems = BATCH_N;
-            rc = sx_put_batch_async(c, tb, (const sx_item *const *)its, BATCH_N, done, w);
+            rc = sx_put_batch_async(c, ta, (const sx_item *const *)its, BATCH_N, done, w);
             for (int j = 0; j < BATCH_N; j++)
                 sx_item_free(its[j]);
             if (rc != 0)
                 return -1;
         }
+        if (i % 33 == 10) {     /* table B among them */
+            int k = i / 33;
+            sx_item *bi = item(200000 + k, false);
+            if (bi == NULL)
+                return -1;
+            w = &W[NPUT + NBATCH + k];
+            w->expect = SX_OK;
+            w->nitems = 1;
+            rc = sx_put_async(c, tb, bi, done, w);
+            sx_item_free(bi);
+            if (rc != 0)
+                return -1;
+        }
     }
-    want *w = &W[NPUT + NBATCH];   /* a table that does not exist */
+    want *w = &W[NPUT + NBATCH + NB];   /* a table that does not exist */
     sx_item *it = item(7, false);
     if (it == NULL)
         return -1;
@@ -189,8 +207,9 @@ int main(int argc, char **argv)
         CHECK(w->status == w->expect, "operation %zu: status %d (%s), expected %d", i,
               w->status, w->msg, w->expect);
         if (w->expect == SX_OK && w->status == SX_OK)
-            CHECK(w->nversions == w->nitems && w->version0 != 0,
-                  "operation %zu: %zu versions for %zu items", i, w->nversions, w->nitems);
+            CHECK(w->nversions == w->nitems && w->zero_versions == 0,
+                  "operation %zu: %zu versions (%d of them 0) for %zu items", i,
+                  w->nversions, w->zero_versions, w->nitems);
         if (w->expect == SX_EKEY)
             CHECK(strstr(w->msg, "item 0") != NULL && strstr(w->msg, "'id'") != NULL,
                   "operation %zu: message does not name the item and key: %s", i, w->msg);
@@ -199,7 +218,9 @@ int main(int argc, char **argv)
         if (expect_a(i) != SX_EKEY)
             read_back(c, argv[2], i, expect_a(i) == SX_OK);
     for (int j = 0; j < NBATCH * BATCH_N; j++)
-        read_back(c, argv[3], 100000 + j, true);
+        read_back(c, argv[2], 100000 + j, true);
+    for (int k = 0; k < NB; k++)
+        read_back(c, argv[3], 200000 + k, true);
     sx_client_close(c);
     if (failures == 0)
         printf("putmix: %d PUTs and %d batch PUTs in flight at once: each answered on "
