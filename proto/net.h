@@ -152,9 +152,9 @@ typedef struct net_reply net_reply;
 /* Offers request p..n (of type t) to the daemon to answer later, without a
  * worker: called on the nng thread that received it, so it must not block.
  * Returns false to decline (the request then runs on a worker as usual), or
- * true having taken it: the daemon then calls net_reply_send(r, ...)
- * exactly once, from any thread (also from inside this function, before it
- * returns); p..n stays valid until then. net_server_stop waits, without a
+ * true having taken it: the daemon then calls net_reply_send(r, ...) or
+ * net_reply_requeue(r) exactly once, from any thread (also from inside this
+ * function, before it returns); p..n stays valid until then. net_server_stop waits, without a
  * time limit, until every taken request is answered: the daemon must keep
  * answering until it returns. */
 typedef bool (*net_defer_fn)(void *arg, msg_type t, const uint8_t *p, size_t n,
@@ -163,7 +163,8 @@ typedef bool (*net_defer_fn)(void *arg, msg_type t, const uint8_t *p, size_t n,
 /* Called on the nng thread that offered requests to net_defer_fn, once
  * every request of the frame it received (all of a MULTI's) has been
  * offered, when the defer function took at least one of them: a daemon
- * that gathers what it takes sends it from here. */
+ * that gathers what it takes sends it from here (and may answer or hand
+ * back taken requests from inside it). */
 typedef void (*net_defer_flush_fn)(void *arg);
 
 /* Sends the reply of deferred request r: out's bytes are taken (out is left

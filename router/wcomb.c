@@ -22,11 +22,13 @@
  * refused before writing, or no send at all), handed back with
  * net_reply_requeue and so run again alone (a PUT that shared that
  * S_WRITE with a refused item is then written alone, and the refused one
- * gets its own error). A failure after which the write may have happened
- * (a timeout, a lost connection, a reply that did not fit, a reply that
- * could not be encoded) is never run again: the PUT gets the error its
- * handler gives for it ("item F (with N item(s) for partition P) not
- * written: ...").
+ * gets its own error), provided every S_WRITE carrying its items failed
+ * that way. A PUT some of which may have been written (another of its
+ * S_WRITEs succeeded, or one failed after it may have written: a timeout,
+ * a lost connection, a reply that did not fit) is never run again: it gets
+ * the error its handler gives for such a failure ("item F (with N item(s)
+ * for partition P) not written: ..."), as a PUT alone whose partitions
+ * partly failed does.
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -125,28 +127,46 @@ static bool grow(void **v, uint32_t *cap, uint32_t need, size_t sz)
     return true;
 }
 
-/* Answers PUT w (index p of b), some S_WRITE of which failed: runs it
- * again alone when nothing of it can have been written, else answers the
- * error of the first partition (in partition order, as rt_h_put would)
- * whose S_WRITE may have written it. */
+/* Whether call c carries an item of PUT w. */
+static bool call_has(const wc_batch *b, const wc_put *w, const wc_call *c)
+{
+    for (uint32_t i = 0; i < w->q.items.n; i++)
+        if (b->items[w->base + i].g == c->g)
+            return true;
+    return false;
+}
+
+/* Answers PUT w (index p of b), some S_WRITE of which failed. When every
+ * S_WRITE carrying its items failed in a way that proves nothing was
+ * written, it runs again alone. Otherwise some of it may have been written
+ * (another of its S_WRITEs succeeded, or one failed after it may have
+ * written), so it is never run again: it gets the error of the first such
+ * failed partition, in partition order as rt_h_put would, else of the
+ * first refused one. */
 static void put_failed(wc_batch *b, uint32_t p)
 {
     wc_put *w = &b->puts[p];
-    const wc_call *bad = NULL;
+    const wc_call *bad = NULL, *refused = NULL;
+    bool written = false;
 
-    for (int k = 0; k < b->ncalls && bad == NULL; k++) {
+    for (int k = 0; k < b->ncalls; k++) {
         const wc_call *c = &b->calls[k];
-        if (c->err == 0 || c->rerun)
+        if (!call_has(b, w, c))
             continue;
-        for (uint32_t i = 0; i < w->q.items.n && bad == NULL; i++)
-            if (b->items[w->base + i].g == c->g)
-                bad = c;
+        if (c->err == 0)
+            written = true;
+        else if (!c->rerun && bad == NULL)
+            bad = c;
+        else if (c->rerun && refused == NULL)
+            refused = c;
     }
-    if (bad == NULL) {
+    if (bad == NULL && (!written || refused == NULL)) {
         atomic_fetch_add_explicit(&b->rt->comb_reruns, 1, memory_order_relaxed);
         net_reply_requeue(w->r);
         return;
     }
+    if (bad == NULL)
+        bad = refused;
     long first = -1;
     uint32_t cnt = 0;
     for (uint32_t i = 0; i < w->q.items.n; i++) {
@@ -320,8 +340,10 @@ void rt_defer_flush(void *arg)
     if (!batch_calls(b)) {      /* nothing sent: every PUT runs alone */
         for (uint32_t i = 0; i < b->nputs; i++)
             atomic_store(&b->puts[i].failed, true);
-        for (int k = 0; k < b->ncalls; k++)
+        for (int k = 0; k < b->ncalls; k++) {
+            b->calls[k].err = SX_ENOMEM;
             b->calls[k].rerun = true;
+        }
         batch_finish(b);
         return;
     }

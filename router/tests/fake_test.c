@@ -13,7 +13,13 @@
  *   - a building index answers SX_ENOTREADY;
  *   - PUT versions come back in input order across partitions, and a
  *     storage node's failed operation is named by the item's position;
- *     GET/DELETE of an absent key answer SX_ENOTFOUND.
+ *     GET/DELETE of an absent key answer SX_ENOTFOUND;
+ *   - PUTs through the router's own server (router/wcomb.c): a MULTI of
+ *     PUTs leaves as one S_WRITE per partition and each PUT gets its own
+ *     items' versions; when one partition refuses an operation before
+ *     writing, a PUT only elsewhere is answered, a PUT only there runs again
+ *     alone, and a PUT with items in both gets that partition's error and
+ *     is never run again.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -552,6 +558,138 @@ static void writes(router *rt)
         mp_buf_free(&items[i]);
 }
 
+/* The id of the first key >= from whose shard hash falls in partition
+ * part (1: low half, 2: high half). */
+static int id_in(int part, int from)
+{
+    for (int id = from;; id++) {
+        sx_bytes pk = { 0 };
+        tup_encode_int(&pk, id);
+        int p = sx_shard_hash(F.hash_key, pk.p, pk.n) <= 0x7fffffffffffffffull ? 1 : 2;
+        bytes_free(&pk);
+        if (p == part)
+            return id;
+    }
+}
+
+/* A PUT request of table t for items {"id": ids[k]}, into b. */
+static void put_frame(const int *ids, int n, mp_buf *b)
+{
+    mp_buf it[4];
+    sx_buf raw[4];
+    msg_PUT_req q;
+
+    for (int k = 0; k < n; k++) {
+        mp_buf_init(&it[k]);
+        mp_put_map(&it[k], 1);
+        mp_put_cstr(&it[k], "id");
+        mp_put_i64(&it[k], ids[k]);
+        raw[k] = (sx_buf){ (const uint8_t *)it[k].sb.data, it[k].sb.size };
+    }
+    memset(&q, 0, sizeof(q));
+    q.table = (sx_buf){ (const uint8_t *)"t", 1 };
+    q.items = (sx_bufs){ (uint32_t)n, raw };
+    mp_buf_init(b);
+    msg_encode_req(MSG_PUT, &q, b);
+    for (int k = 0; k < n; k++)
+        mp_buf_free(&it[k]);
+}
+
+/* Sends the 3 PUT frames f as one MULTI on REQ socket c; fills rc, the
+ * versions and messages of each reply. Returns false when the exchange
+ * itself failed. */
+static bool put_multi(nng_socket c, mp_buf *f, int rc[3], uint64_t v[3][2], uint32_t nv[3],
+                      char msg[3][256])
+{
+    msg_MULTI_req rq;
+    msg_MULTI_rep rep;
+    sx_buf fr[3];
+    mp_buf b;
+    void *r = NULL;
+    size_t rn = 0;
+    bool ok;
+
+    for (int k = 0; k < 3; k++)
+        fr[k] = (sx_buf){ (const uint8_t *)f[k].sb.data, f[k].sb.size };
+    rq.frames = (sx_bufs){ 3, fr };
+    mp_buf_init(&b);
+    ok = msg_encode_req(MSG_MULTI, &rq, &b) == 0 &&
+         nng_send(c, b.sb.data, b.sb.size, 0) == 0 &&
+         nng_recv(c, &r, &rn, NNG_FLAG_ALLOC) == 0;
+    mp_buf_free(&b);
+    memset(&rep, 0, sizeof(rep));
+    ok = ok && msg_decode_rep(MSG_MULTI, r, rn, &rep, NULL, 0) == 0 && rep.frames.n == 3;
+    for (int k = 0; ok && k < 3; k++) {
+        msg_PUT_rep pr;
+        memset(&pr, 0, sizeof(pr));
+        msg[k][0] = '\0';
+        rc[k] = msg_decode_rep(MSG_PUT, rep.frames.v[k].p, rep.frames.v[k].n, &pr, msg[k], 256);
+        nv[k] = rc[k] == 0 ? pr.versions.n : 0;
+        for (uint32_t i = 0; i < nv[k] && i < 2; i++)
+            v[k][i] = pr.versions.v[i];
+        msg_free_rep(MSG_PUT, &pr);
+    }
+    msg_free_rep(MSG_MULTI, &rep);
+    if (r != NULL)
+        nng_free(r, rn);
+    return ok;
+}
+
+static void combined(router *rt)
+{
+    net_server_opts so = { .workers = 2, .fibers = 16, .defer = rt_defer,
+                           .defer_flush = rt_defer_flush };
+    nng_socket rs, c;
+    net_server *srv = NULL;
+    int a1 = id_in(1, 500), b2 = id_in(2, 500), c1 = id_in(1, a1 + 1), c2 = id_in(2, b2 + 1);
+    int ida[] = { a1 }, idb[] = { b2 }, idc[] = { c1, c2 };
+    mp_buf f[3];
+    int rc[3];
+    uint64_t v[3][2];
+    uint32_t nv[3];
+    char msg[3][256];
+
+    CHECK(net_listen("inproc://fake-r1", &rs) == 0);
+    CHECK(net_server_open(rs, &so, rt_handle, rt, &srv) == 0);
+    CHECK(net_dial("inproc://fake-r1", &c) == 0);
+    CHECK(nng_socket_set_ms(c, NNG_OPT_RECVTIMEO, 10000) == 0);
+    put_frame(ida, 1, &f[0]);
+    put_frame(idb, 1, &f[1]);
+    put_frame(idc, 2, &f[2]);
+
+    /* all written: partition 1 gets [a1, c1], partition 2 [b2, c2] */
+    unsigned long long p0 = atomic_load(&rt->comb_puts), w0 = atomic_load(&rt->comb_writes);
+    CHECK(put_multi(c, f, rc, v, nv, msg));
+    CHECK(rc[0] == 0 && nv[0] == 1 && v[0][0] == 1000);
+    CHECK(rc[1] == 0 && nv[1] == 1 && v[1][0] == 2000);
+    CHECK(rc[2] == 0 && nv[2] == 2 && v[2][0] == 1001 && v[2][1] == 2001);
+    CHECK(atomic_load(&rt->comb_puts) - p0 == 3);
+    CHECK(atomic_load(&rt->comb_writes) - w0 == 2);
+
+    /* partition 2 refuses its second operation (c2) before writing */
+    pthread_mutex_lock(&F.mu);
+    F.fail_part2_op = 1;
+    pthread_mutex_unlock(&F.mu);
+    unsigned long long r0 = atomic_load(&rt->comb_reruns);
+    CHECK(put_multi(c, f, rc, v, nv, msg));
+    CHECK(rc[0] == 0 && nv[0] == 1 && v[0][0] == 1000);      /* partition 1 only */
+    CHECK(rc[1] == 0 && nv[1] == 1 && v[1][0] == 2000);      /* run again alone */
+    CHECK(rc[2] == SX_EKEY &&                                 /* written in part: not again */
+          strstr(msg[2], "item 1 (with 1 item(s) for partition 2) not written") != NULL &&
+          strstr(msg[2], "operation 1: bad key") != NULL);
+    if (rc[2] != SX_EKEY)
+        fprintf(stderr, "combined: PUT C answered %d: %s\n", rc[2], msg[2]);
+    CHECK(atomic_load(&rt->comb_reruns) - r0 == 1);
+    pthread_mutex_lock(&F.mu);
+    F.fail_part2_op = -1;
+    pthread_mutex_unlock(&F.mu);
+
+    for (int k = 0; k < 3; k++)
+        mp_buf_free(&f[k]);
+    nng_close(c);
+    net_server_stop(srv);
+}
+
 int main(void)
 {
     char path[] = "/tmp/rt_fake_cfg.XXXXXX";
@@ -587,6 +725,7 @@ int main(void)
         consistency_levels(rt);
         strong(rt);
         writes(rt);
+        combined(rt);
     }
     rt_free(rt);
     net_server_stop(s1);

@@ -25,7 +25,9 @@ writes="$(( $(router_fig combined_writes) - writes0 ))"
 reruns="$(( $(router_fig combined_reruns) - reruns0 ))"
 # On table A: 200 single PUTs (13 invalid: declined at the offer, run the
 # ordinary way) and 4 batch PUTs, most of them in MULTI frames of many
-# PUTs each; the PUTs to table B and to no table run the ordinary way.
+# PUTs each (a PUT to table B is combined only when it comes first in its
+# frame; the one to no table never). Fewer S_WRITEs than PUTs shows that
+# frames of several PUTs were combined.
 [ "$puts" -ge 100 ] || fail "the combined path answered $puts PUTs (expected most of 191)"
 [ "$reruns" -eq 0 ] || fail "$reruns PUTs were run again, though no S_WRITE should fail"
 [ "$writes" -ge 1 ] && [ "$writes" -lt "$puts" ] ||
