@@ -154,9 +154,10 @@ typedef struct net_reply net_reply;
  * Returns false to decline (the request then runs on a worker as usual), or
  * true having taken it: the daemon then calls net_reply_send(r, ...) or
  * net_reply_requeue(r) exactly once, from any thread (also from inside this
- * function, before it returns); p..n stays valid until then. net_server_stop waits, without a
- * time limit, until every taken request is answered: the daemon must keep
- * answering until it returns. */
+ * function, before it returns); p..n stays valid until then.
+ * net_server_stop waits, without a time limit, until every taken request is
+ * answered or handed back: the daemon must keep answering until it
+ * returns. */
 typedef bool (*net_defer_fn)(void *arg, msg_type t, const uint8_t *p, size_t n,
                              net_reply *r);
 
