@@ -103,12 +103,13 @@ int ldb_open_ex(const char *dir, bool create, ldb **out)
      * two memtables (128 MiB) per leveldb under heavy writes, and up to
      * 64 MiB of log to replay when a node restarts. */
     leveldb_options_set_write_buffer_size(d->opts, 64u << 20);
-    /* 2 MiB tables (leveldb's default; 8 MiB until session 11): a
-     * compaction rewrites whole tables, so smaller ones waste less where
-     * a level's key ranges only partly overlap. Loading 1,000,000 items
-     * with 2 indexes, six runs each way: compaction CPU 4.2 s -> 2.8 s,
-     * all daemons' CPU 15.5 s -> 13.6 s (docs/PERFORMANCE.md). */
-    leveldb_options_set_max_file_size(d->opts, 2u << 20);
+    /* 8 MiB tables. leveldb's 2 MiB default made a 2-index load of
+     * 1,000,000 items ~12 % faster only by leaving compaction for later:
+     * 340 MB compacted during the load with 8 MiB, against 170 during it
+     * plus 460 after (the reads that followed set off most of it: leveldb
+     * compacts a table after size/16 KiB reads that checked it in vain).
+     * Session 11, docs/PERFORMANCE.md. */
+    leveldb_options_set_max_file_size(d->opts, 8u << 20);
     leveldb_writeoptions_set_sync(d->wsync, 1);
     d->db = open_named(d->opts, dir, &err);
     if (err != NULL) {
