@@ -3,8 +3,11 @@
  * notification. See backfill.h.
  */
 #include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
 #include <string.h>
 #include "backfill.h"
+#include "bf_sort.h"
 #include "hash.h"
 #include "item.h"
 #include "log.h"
@@ -14,126 +17,140 @@
 #include "shipper.h"
 #include "storage_part.h"
 #include "sx_errors.h"
+#include "u64set.h"
 
-#define BF_CHUNK 512              /* items scanned per chunk (one synced batch) */
+/* Records held before a run is sorted and emitted: SHARDEX_BACKFILL_RUN_KB
+ * (1 KiB .. 4 GiB, in KiB) or 64 MiB, per partition being backfilled. 64 MiB
+ * holds ~190,000 items of the benchmark's customers with two indexes. */
+#define BF_RUN_KB_DEFAULT (64L << 10)
+#define BF_RUN_KB_MAX (4L << 20)
+#define BF_EMIT 4096              /* records per synced batch when emitting */
+#define BF_STOP_EVERY 65536       /* facts scanned between stop checks */
 #define BF_NOTIFY_TIMEOUT_MS 2000
 
 typedef struct bf_scan {
     st_part *p;
     const cat_table *t;
-    const cat_index *ix;
+    const cat_index **ix;     /* the indexes built together */
+    uint32_t nix;
+    const leveldb_snapshot_t *snap;
+    u64set touch;             /* facts written since the snapshot (p->bf_touch) */
+    bf_recs run;
+    size_t run_max;           /* bytes: BF_RUN_KB's */
     leveldb_writebatch_t *b;
-    uint32_t scanned;         /* items seen in this chunk */
-    uint64_t pending, records;
     sx_bytes key;
     mp_buf proj;
+    uint64_t scanned, records, skipped, runs;
     uint8_t resume[ST_FACT_KEY_MAX + 1];
-    size_t resume_n;          /* > 0: the chunk stopped; resume at this key */
+    size_t resume_n;          /* > 0: the run is full; resume at this key */
+    bool stop;                /* the node stops or an index was dropped */
+    bool dropped;
 } bf_scan;
 
+/* Adds the records of one fact of the snapshot to the run, or stops the
+ * scan when the run is full (resume at k) or the node stops. */
 static int bf_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *v, size_t vn)
 {
     bf_scan *s = arg;
     mp_cur c = mp_cur_make(v, vn);
-    uint8_t id[4];
     uint32_t cnt;
     uint64_t ver;
     sx_buf item;
-    int rc;
 
     if (kn > ST_FACT_KEY_MAX)
         return SX_EIO;
-    if (s->scanned >= BF_CHUNK) {
+    if (bf_recs_bytes(&s->run) >= s->run_max) {
         memcpy(s->resume, k, kn);         /* k is not done: resume at it */
         s->resume_n = kn;
         return 1;
     }
-    s->scanned++;
+    if (++s->scanned % BF_STOP_EVERY == 0 && node_should_stop()) {
+        s->stop = true;
+        return 1;
+    }
     if (kn < ST_FACT_HDR + 9 || mp_read_array(&c, &cnt) != 0 || cnt != 2 ||
         mp_read_u64(&c, &ver) != 0 || mp_read_raw(&c, &item) != 0)
         return SX_EIO;
-    s->key.n = 0;
-    sx_put_be32(id, s->ix->id);
-    rc = bytes_append(&s->key, id, 4);
-    if (rc == 0)
-        rc = item_index_tuple(s->t, s->ix, item.p, item.n, &s->key);
-    if (rc == SX_ENOMEM)
-        return rc;
-    if (rc != 0)
-        return 0;  /* not in this index (sparse) */
-    s->proj.sb.size = 0;
-    rc = item_project(s->t, s->ix, item.p, item.n, &s->proj);
-    if (rc == 0 && s->proj.oom)
-        rc = SX_ENOMEM;
-    if (rc == 0)
-        rc = st_outbox_append(s->p, s->b, OUT_PUT, ver, s->key.p, s->key.n,
-                              sx_get_be64(k + ST_FACT_HDR),
-                              (const uint8_t *)s->proj.sb.data, s->proj.sb.size,
-                              &s->pending);
-    if (rc == 0)
-        s->records++;
-    return rc;
+    for (uint32_t i = 0; i < s->nix; i++) {
+        const cat_index *ix = s->ix[i];
+        uint8_t id[4];
+        int rc;
+
+        s->key.n = 0;
+        sx_put_be32(id, ix->id);
+        rc = bytes_append(&s->key, id, 4);
+        if (rc == 0)
+            rc = item_index_tuple(s->t, ix, item.p, item.n, &s->key);
+        if (rc == SX_ENOMEM)
+            return rc;
+        if (rc != 0)
+            continue;                     /* not in this index (sparse) */
+        s->proj.sb.size = 0;
+        rc = item_project(s->t, ix, item.p, item.n, &s->proj);
+        if (rc == 0 && s->proj.oom)
+            rc = SX_ENOMEM;
+        if (rc == 0)
+            rc = bf_recs_add(&s->run, k, kn, ver, sx_get_be64(k + ST_FACT_HDR),
+                             s->key.p, s->key.n, (const uint8_t *)s->proj.sb.data,
+                             s->proj.sb.size);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
 }
 
-/* Adds to the final chunk's batch the persisted record of the backfill's
- * last seq, and remembers it in memory once committed. */
-static int bf_finish(bf_scan *s)
+/* Under wlock, for a record of a fact written since the snapshot (or
+ * sharing its tag with one): true when the fact still has the record's
+ * version, so the record is current; false when it was rewritten or
+ * deleted since, whose write emitted the index's records itself. */
+static bool bf_current(bf_scan *s, const bf_rec *r, int *err)
 {
-    st_part *p = s->p;
-    uint8_t k[6], v[8];
-    st_bf *nb;
-    uint64_t last = p->w_head;
-    int rc;
+    uint8_t *val = NULL;
+    size_t vn = 0;
+    uint32_t cnt;
+    uint64_t ver = 0;
+    mp_cur c;
+    int rc = st_kget(s->p, NULL, r->fkey, r->fkn, &val, &vn);
 
-    k[0] = ST_META_PREFIX;
-    k[1] = 'B';
-    sx_put_be32(k + 2, s->ix->id);
-    sx_put_be64(v, last);
-    rc = st_kput(p, s->b, k, sizeof(k), v, sizeof(v));
-    if (rc != 0) {
-        st_commit_abort(p);
-        return rc;
+    if (rc == SX_ENOTFOUND)
+        return false;
+    if (rc == 0) {
+        c = mp_cur_make(val, vn);
+        if (mp_read_array(&c, &cnt) != 0 || cnt != 2 || mp_read_u64(&c, &ver) != 0)
+            rc = SX_EIO;
     }
-    rc = st_commit(p, s->b, s->pending);
+    free(val);
     if (rc != 0)
-        return rc;
-    pthread_mutex_lock(&p->mu);
-    nb = realloc(p->bf, (p->nbf + 1) * sizeof(*nb));
-    if (nb != NULL) {
-        p->bf = nb;
-        nb[p->nbf].index_id = s->ix->id;
-        nb[p->nbf].last_seq = last;
-        p->nbf++;
-    }
-    pthread_mutex_unlock(&p->mu);
-    return nb ? 0 : SX_ENOMEM;
+        *err = rc;
+    return rc == 0 && ver == r->version;
 }
 
-/* One chunk: under the write lock, scans up to BF_CHUNK items from lo and
- * commits their records (the last chunk also the backfill record). Reading
- * the current facts under the lock, after the catalog switch, makes the
- * chunks safe to interleave with writes: a write after the switch emits its
- * own records, and a chunk re-emitting an item at the same version is a
- * no-op at the index. Returns 0 and sets s->resume_n (0: done), or an error. */
-static int bf_chunk(bf_scan *s, const uint8_t *lo, size_t lo_n, const uint8_t *hi,
-                    size_t hi_n)
+/* Under wlock: commits records [from, to) of the sorted run as one synced
+ * batch, leaving out those no longer current. */
+static int bf_emit_chunk(bf_scan *s, size_t from, size_t to)
 {
     st_part *p = s->p;
-    int rc;
+    uint64_t pending = 0;
+    int rc = 0;
 
-    s->scanned = 0;
-    s->pending = 0;
-    s->resume_n = 0;
     leveldb_writebatch_clear(s->b);
-    pthread_mutex_lock(&p->wlock);
-    rc = st_kscan(p, NULL, lo, lo_n, hi, hi_n, false, bf_visit, s);
-    if (rc == 0 && s->resume_n > 0)
-        rc = s->pending > 0 ? st_commit(p, s->b, s->pending) : 0;
-    else if (rc == 0)
-        rc = bf_finish(s);
-    else
+    for (size_t i = from; rc == 0 && i < to; i++) {
+        bf_rec r;
+
+        bf_recs_get(&s->run, i, &r);
+        if (u64set_has(&s->touch, st_fact_tag(r.fkey, r.fkn)) && !bf_current(s, &r, &rc)) {
+            s->skipped++;
+            continue;
+        }
+        rc = st_outbox_append(p, s->b, OUT_PUT, r.version, r.key, r.kn, r.h, r.proj,
+                              r.pn, &pending);
+    }
+    if (rc == 0 && pending > 0)
+        rc = st_commit(p, s->b, pending);
+    else if (rc != 0)
         st_commit_abort(p);
-    pthread_mutex_unlock(&p->wlock);
+    if (rc == 0)
+        s->records += pending;
     return rc;
 }
 
@@ -147,22 +164,142 @@ static bool bf_dropped(st_part *p, uint32_t id)
     return st_cat_peek(p->cc, 0, &cat) == 0 && cat_index_by_id(cat, id, NULL) == NULL;
 }
 
-/* Backfills index ix of table t (both from cat): switches the partition's
- * write catalog to cat, then scans the table chunk by chunk, stopping early
- * when the node stops or the index is dropped. */
+/* Sorts the run and emits it chunk by chunk, each chunk under the write
+ * lock (writes wait for one chunk at most), stopping between chunks when
+ * the node stops or an index is dropped. */
+static int bf_emit(bf_scan *s)
+{
+    st_part *p = s->p;
+    int rc = 0;
+
+    bf_recs_sort(&s->run);
+    s->runs++;
+    for (size_t i = 0; rc == 0 && i < s->run.n && !s->stop; i += BF_EMIT) {
+        size_t to = s->run.n - i < BF_EMIT ? s->run.n : i + BF_EMIT;
+
+        pthread_mutex_lock(&p->wlock);
+        rc = bf_emit_chunk(s, i, to);
+        pthread_mutex_unlock(&p->wlock);
+        if (node_should_stop())
+            s->stop = true;
+        for (uint32_t k = 0; k < s->nix && !s->stop; k++)
+            if (bf_dropped(p, s->ix[k]->id))
+                s->stop = s->dropped = true;
+    }
+    return rc;
+}
+
+/* Under wlock: commits the backfill records ('M' 'B' | index id -> the
+ * last seq, which covers every record emitted) of every index built, and
+ * remembers them in memory once committed. */
+static int bf_finish(bf_scan *s)
+{
+    st_part *p = s->p;
+    uint64_t last = p->w_head;
+    st_bf *nb = NULL;
+    int rc = 0;
+
+    leveldb_writebatch_clear(s->b);
+    for (uint32_t i = 0; rc == 0 && i < s->nix; i++) {
+        uint8_t k[6], v[8];
+
+        k[0] = ST_META_PREFIX;
+        k[1] = 'B';
+        sx_put_be32(k + 2, s->ix[i]->id);
+        sx_put_be64(v, last);
+        rc = st_kput(p, s->b, k, sizeof(k), v, sizeof(v));
+    }
+    if (rc != 0) {
+        st_commit_abort(p);
+        return rc;
+    }
+    rc = st_commit(p, s->b, 0);
+    if (rc != 0)
+        return rc;
+    pthread_mutex_lock(&p->mu);
+    nb = realloc(p->bf, (p->nbf + s->nix) * sizeof(*nb));
+    if (nb != NULL) {
+        p->bf = nb;
+        for (uint32_t i = 0; i < s->nix; i++) {
+            nb[p->nbf].index_id = s->ix[i]->id;
+            nb[p->nbf].last_seq = last;
+            p->nbf++;
+        }
+    }
+    pthread_mutex_unlock(&p->mu);
+    return nb ? 0 : SX_ENOMEM;
+}
+
+/* Logs how the backfill of s's indexes ended. */
+static void bf_report(const bf_scan *s, int rc, double secs)
+{
+    char names[256] = "";
+    size_t used = 0;
+
+    for (uint32_t i = 0; i < s->nix && used < sizeof(names); i++) {
+        int w = snprintf(names + used, sizeof(names) - used, "%s%u (%s.%s)",
+                         i ? ", " : "", s->ix[i]->id, s->t->name, s->ix[i]->name);
+        if (w < 0)
+            break;
+        used += (size_t)w;
+    }
+    if (s->dropped)
+        LOG_INFO("partition %llu: backfill of index(es) %s stopped: an index was "
+                 "dropped (the others start again)", (unsigned long long)s->p->id, names);
+    else if (rc == 0 && !s->stop)
+        LOG_INFO("partition %llu: backfilled index(es) %s: %llu items, %llu records "
+                 "in %llu sorted run(s), %llu left to later writes, %.2f s",
+                 (unsigned long long)s->p->id, names, (unsigned long long)s->scanned,
+                 (unsigned long long)s->records, (unsigned long long)s->runs,
+                 (unsigned long long)s->skipped, secs);
+    else if (rc != 0)
+        LOG_ERROR("partition %llu: backfill of index(es) %s failed: %s (will start "
+                  "again)", (unsigned long long)s->p->id, names, sx_strerror(rc));
+}
+
+/* The test hook SHARDEX_BACKFILL_HOLD=FILE: while FILE exists, a backfill
+ * that has taken its snapshot waits before scanning it (the node's stop
+ * ends the wait), so a test can write between the snapshot and the scan
+ * deterministically. Logged once per wait. */
+static void bf_hold(const bf_scan *s)
+{
+    const char *f = getenv("SHARDEX_BACKFILL_HOLD");
+    struct timespec ts = { 0, 20 * 1000000L };
+
+    if (f == NULL || *f == '\0' || access(f, F_OK) != 0)
+        return;
+    LOG_INFO("partition %llu: backfill of table %s holds at its snapshot while %s "
+             "exists (SHARDEX_BACKFILL_HOLD)", (unsigned long long)s->p->id, s->t->name, f);
+    while (access(f, F_OK) == 0 && !node_should_stop())
+        nanosleep(&ts, NULL);
+}
+
+/* Backfills indexes ix[0..nix) of table t (all from cat) in one scan:
+ * under the write lock, switches the partition's write catalog to cat,
+ * takes a snapshot and starts recording the facts written after it; then
+ * scans the snapshot into sorted runs of at most s.run_max bytes, emitting
+ * each before gathering the next, and finally commits the backfill
+ * records. Stops early when the node stops or an index is dropped (a
+ * later poll starts again from the beginning: nothing of an unfinished
+ * backfill is recorded, and repeated records change nothing at an index). */
 static int bf_run(st_part *p, const sx_catalog *cat, const cat_table *t,
-                  const cat_index *ix)
+                  const cat_index **ix, uint32_t nix)
 {
     bf_scan s;
     uint8_t lo[ST_FACT_KEY_MAX + 1], hi[ST_FACT_HDR];
     size_t lo_n = ST_FACT_HDR, hi_n = ST_FACT_HDR;
-    bool dropped = false;
-    int rc;
+    uint64_t t0 = st_now_us();
+    int rc = 0;
 
     memset(&s, 0, sizeof(s));
     s.p = p;
     s.t = t;
     s.ix = ix;
+    s.nix = nix;
+    s.run_max = (size_t)sx_env_long("SHARDEX_BACKFILL_RUN_KB", 1, BF_RUN_KB_MAX,
+                                    BF_RUN_KB_DEFAULT) << 10;
+    u64set_init(&s.touch);
+    bf_recs_init(&s.run);
     mp_buf_init(&s.proj);
     s.b = leveldb_writebatch_create();
     if (s.b == NULL)
@@ -176,28 +313,36 @@ static int bf_run(st_part *p, const sx_catalog *cat, const cat_table *t,
     }
     pthread_mutex_lock(&p->wlock);
     st_part_use_catalog(p, cat);
+    s.snap = leveldb_create_snapshot(p->store->db->db);
+    p->bf_touch = &s.touch;
     pthread_mutex_unlock(&p->wlock);
+    bf_hold(&s);
     do {
-        rc = bf_chunk(&s, lo, lo_n, hi, hi_n);
+        bf_recs_clear(&s.run);
+        s.resume_n = 0;
+        rc = st_kscan(p, s.snap, lo, lo_n, hi, hi_n, false, bf_visit, &s);
+        if (rc == 0 && !s.stop)
+            rc = bf_emit(&s);
         if (rc == 0 && s.resume_n > 0) {
             memcpy(lo, s.resume, s.resume_n);
             lo_n = s.resume_n;
+            LOG_INFO("partition %llu: backfill of table %s: %llu items scanned, %llu "
+                     "records emitted so far", (unsigned long long)p->id, t->name,
+                     (unsigned long long)s.scanned, (unsigned long long)s.records);
         }
-    } while (rc == 0 && s.resume_n > 0 && !node_should_stop() &&
-             !(dropped = bf_dropped(p, ix->id)));
-    if (dropped)
-        LOG_INFO("partition %llu: backfill of index %u (%s.%s) stopped: the index "
-                 "was dropped", (unsigned long long)p->id, ix->id, t->name, ix->name);
-    else if (rc == 0 && s.resume_n == 0)
-        LOG_INFO("partition %llu: backfilled index %u (%s.%s): %llu records",
-                 (unsigned long long)p->id, ix->id, t->name, ix->name,
-                 (unsigned long long)s.records);
-    else if (rc != 0)
-        LOG_ERROR("partition %llu: backfill of index %u failed: %s (will retry)",
-                  (unsigned long long)p->id, ix->id, sx_strerror(rc));
+    } while (rc == 0 && s.resume_n > 0 && !s.stop);
+    pthread_mutex_lock(&p->wlock);
+    if (rc == 0 && !s.stop)
+        rc = bf_finish(&s);
+    p->bf_touch = NULL;
+    pthread_mutex_unlock(&p->wlock);
+    leveldb_release_snapshot(p->store->db->db, s.snap);
+    bf_report(&s, rc, (double)(st_now_us() - t0) / 1e6);
     leveldb_writebatch_destroy(s.b);
     bytes_free(&s.key);
     mp_buf_free(&s.proj);
+    bf_recs_free(&s.run);
+    u64set_free(&s.touch);
     return rc;
 }
 
@@ -268,6 +413,8 @@ void bf_step(st_part *p, const sx_catalog *cat, nng_socket catsock)
     pthread_mutex_unlock(&p->wlock);
     for (uint32_t ti = 0; ti < cat->ntables; ti++) {
         const cat_table *t = &cat->tables[ti];
+        const cat_index **todo = NULL;
+        uint32_t ntodo = 0;
 
         for (uint32_t ii = 0; ii < t->nindexes; ii++) {
             const cat_index *ix = &t->indexes[ii];
@@ -276,11 +423,19 @@ void bf_step(st_part *p, const sx_catalog *cat, nng_socket catsock)
             if (ix->state != CAT_BUILDING || part_done(ix, p->id))
                 continue;
             if (!bf_lookup(p, ix->id, &last)) {
-                bf_run(p, cat, t, ix);
+                if (todo == NULL && (todo = calloc(t->nindexes, sizeof(*todo))) == NULL) {
+                    LOG_ERROR("partition %llu: backfill: out of memory (will retry)",
+                              (unsigned long long)p->id);
+                    return;
+                }
+                todo[ntodo++] = ix;
                 continue;
             }
             if (p->ship != NULL && ship_acked_all(p->ship, p, last))
                 bf_notify(p, ix, catsock);
         }
+        if (ntodo > 0)
+            bf_run(p, cat, t, todo, ntodo);
+        free(todo);
     }
 }

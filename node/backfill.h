@@ -1,21 +1,36 @@
 /*
- * backfill.h — building a new index from a fact partition's existing items.
+ * backfill.h — building new indexes from a fact partition's existing items.
  *
- * Driven by the storage node's catalog poll: for every index that is
- * `building` and not yet done for this partition, once: under the write
- * lock, switch the partition to the catalog that has the index; then scan
- * the table's items in chunks of a few hundred, each chunk under the write
- * lock and committed as one synced batch, appending an OUT_PUT record (with
- * the item's current version) per indexed item to the outbox; the last
- * chunk also persists the seq of the last record ('M' 'B' | index id).
- * Releasing the lock between chunks is safe: writes after the switch emit
- * their own records for the index, a chunk reads the facts as they are at
- * that moment, and a record repeating an entry at the same version changes
- * nothing at the index. Writes thus stall for one chunk at most, not for a
- * whole table. Later polls, once
- * every destination acknowledged past that seq, tell the catalog node
- * CAT_BACKFILLED(index, part), retrying each poll until the catalog lists
- * the partition as done.
+ * Driven by the storage node's catalog poll. For the indexes of a table that
+ * are `building` and not yet done for this partition, together, once:
+ *   1. under the write lock: switch the partition to the catalog that has
+ *      the indexes, take a leveldb snapshot, and start recording (by a tag
+ *      of the fact key, st_fact_tag) every fact written from then on
+ *      (st_part.bf_touch); every such write emits its own records for the
+ *      new indexes, since the catalog it uses has them;
+ *   2. scan the snapshot's items without the lock, gathering each item's
+ *      records for every index into an in-memory run (bf_sort.h) of at
+ *      most SHARDEX_BACKFILL_RUN_KB (default 64 MiB);
+ *   3. sort the run by index key and append it to the outbox in that order,
+ *      4,096 records a synced batch, each batch under the write lock (so
+ *      writes wait for one batch at most). A record of a fact written since
+ *      the snapshot is appended only if the fact still has the snapshot's
+ *      version (read under the lock): otherwise that later write already
+ *      emitted the records of the fact's current state, and an older record
+ *      shipped after them could outlive their tombstones;
+ *   4. repeat 2–3 from where the run stopped until the table is done, then
+ *      persist, per index, the seq of the last record ('M' 'B' | index id).
+ * Sorted runs are the point: an index node then inserts its entries in key
+ * order, beside the previous one, instead of at random (bf_sort.h has the
+ * figures). Nothing of an unfinished backfill is recorded, so one stopped
+ * by a crash, a stop or a dropped index starts again from the beginning;
+ * records it had shipped change nothing at the index (same version).
+ * Later polls, once every destination acknowledged past an index's seq,
+ * tell the catalog node CAT_BACKFILLED(index, part), retrying each poll
+ * until the catalog lists the partition as done.
+ *
+ * Test hook: SHARDEX_BACKFILL_HOLD=FILE makes a backfill wait after step 1
+ * while FILE exists (see backfill.c).
  */
 #ifndef SX_BACKFILL_H
 #define SX_BACKFILL_H

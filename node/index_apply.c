@@ -100,17 +100,6 @@ typedef struct overlay {
     size_t cap;                 /* power of two */
 } overlay;
 
-static uint64_t fnv(const uint8_t *p, size_t n)
-{
-    uint64_t h = 1469598103934665603ull;
-
-    while (n--) {
-        h ^= *p++;
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
 static int ov_init(overlay *o, size_t records)
 {
     o->cap = 16;
@@ -123,7 +112,7 @@ static int ov_init(overlay *o, size_t records)
 /* The slot for key k (empty when absent); the table never fills. */
 static ov_slot *ov_find(overlay *o, const uint8_t *k, size_t kn)
 {
-    size_t i = (size_t)fnv(k, kn) & (o->cap - 1);
+    size_t i = (size_t)sx_fnv64(k, kn) & (o->cap - 1);
 
     while (o->s[i].k != NULL &&
            !(o->s[i].kn == kn && memcmp(o->s[i].k, k, kn) == 0))

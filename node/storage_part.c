@@ -25,6 +25,11 @@ uint64_t st_now_us(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
+uint64_t st_fact_tag(const uint8_t *k, size_t kn)
+{
+    return sx_fnv64(k, kn);
+}
+
 size_t st_fact_key(uint8_t *k, uint32_t tid, const uint8_t *local, size_t n)
 {
     k[0] = ST_FACT_PREFIX;

@@ -66,6 +66,9 @@ typedef struct st_part {
     ob_chunk *chunks;                  /* by destination (cfg->index order):
                                         * the outbox records of the batch
                                         * being built; empty outside wlock */
+    struct u64set *bf_touch;           /* non-NULL while a backfill scans a
+                                        * snapshot (backfill.h): every write
+                                        * adds st_fact_tag of its fact key */
 
     pthread_mutex_t mu;
     struct st_wreq *qhead, *qtail;     /* writes waiting for the committer */
@@ -205,6 +208,10 @@ void st_shipped_flush(st_part *p);
  * outbox records not yet written into a batch (a batch that will not be
  * written). */
 void st_commit_abort(st_part *p);
+
+/* The tag of partition-local fact key k in bf_touch (a hash: two keys
+ * may share one, which only costs the backfill a read). Pure. */
+uint64_t st_fact_tag(const uint8_t *k, size_t kn);
 
 /* Microseconds since the epoch. */
 uint64_t st_now_us(void);

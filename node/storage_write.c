@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "hash.h"
+#include "u64set.h"
 #include "item.h"
 #include "log.h"
 #include "storage_part.h"
@@ -69,15 +70,6 @@ typedef struct gmap {
     size_t cap;
 } gmap;
 
-static uint64_t fnv(const uint8_t *p, size_t n)
-{
-    uint64_t h = 1469598103934665603ull;
-
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * 1099511628211ull;
-    return h;
-}
-
 static int gm_init(gmap *m, size_t nops)
 {
     m->cap = 16;
@@ -109,7 +101,7 @@ static int fact_decode(const uint8_t *v, size_t vn, uint64_t *ver, sx_buf *item)
 /* Finds the group entry of key, loading the stored fact on first sight. */
 static int gm_get(gmap *m, st_part *p, const uint8_t *key, size_t kn, gm_ent **out)
 {
-    size_t i = fnv(key, kn) & (m->cap - 1);
+    size_t i = sx_fnv64(key, kn) & (m->cap - 1);
     gm_ent *e;
     uint8_t *v = NULL;
     size_t vn = 0;
@@ -261,6 +253,8 @@ static int apply_op(st_part *p, leveldb_writebatch_t *b, gmap *m, const cat_tabl
     }
     v = next_version(p);
     r->versions[i] = v;
+    if (p->bf_touch != NULL)   /* out of memory, the set counts every fact */
+        (void)u64set_add(p->bf_touch, st_fact_tag(e->key, e->kn));
     rc = emit_all(p, b, t, e->exists ? e->item : NULL, e->in,
                   op->del ? NULL : op->obj, op->on, v, op->h, pending);
     if (rc != 0)

@@ -29,6 +29,16 @@ void sx_put_be64(uint8_t *p, uint64_t v)
     }
 }
 
+uint64_t sx_fnv64(const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    uint64_t h = 1469598103934665603ull;
+
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
 uint64_t sx_get_be64(const uint8_t *p)
 {
     uint64_t v = 0;

@@ -5,6 +5,9 @@
  * component, keyed by the cluster's secret hash key (16 bytes, made when the
  * cluster is created), read as a little-endian uint64. Fact partitions own
  * contiguous ranges of h.
+ *
+ * Also the unkeyed FNV-1a hash for in-memory tables, and big-endian
+ * integer helpers.
  */
 #ifndef SX_HASH_H
 #define SX_HASH_H
@@ -17,6 +20,10 @@
 /* Returns the shard hash of the encoded partition key p..n. Requires that
  * sodium_init() succeeded (sx_proto_init does it). Thread-safe. */
 uint64_t sx_shard_hash(const uint8_t key[SX_HASH_KEY_BYTES], const void *p, size_t n);
+
+/* FNV-1a (64-bit) of p..n: for in-memory hash tables of keys that come
+ * from the store, never as a shard hash (it is not keyed). Pure. */
+uint64_t sx_fnv64(const void *p, size_t n);
 
 /* Initialises libsodium; returns 0 or SX_EINTERNAL. Idempotent. */
 int sx_proto_init(void);

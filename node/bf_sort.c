@@ -1,0 +1,172 @@
+/*
+ * bf_sort.c — a backfill's sorted run of index records. See bf_sort.h.
+ *
+ * A record is packed in the arena as
+ *   fkn (u32) | kn (u32) | pn (u32) | version (u64) | h (u64) | fkey | key | proj
+ * (host order; read with memcpy). Each has an index entry holding the
+ * first 8 bytes of its entry key as a big-endian number, so most
+ * comparisons of the sort are one integer comparison, and its arena offset,
+ * turned into a pointer once the arena stops moving (at the sort).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "bf_sort.h"
+#include "sx_errors.h"
+
+#define HDR 28
+
+typedef struct bf_ent {
+    uint64_t pfx;
+    union {
+        size_t off;             /* before the sort */
+        const uint8_t *p;       /* after it */
+    } at;
+} bf_ent;
+
+void bf_recs_init(bf_recs *r)
+{
+    memset(r, 0, sizeof(*r));
+}
+
+void bf_recs_free(bf_recs *r)
+{
+    free(r->a);
+    free(r->e);
+    bf_recs_init(r);
+}
+
+void bf_recs_clear(bf_recs *r)
+{
+    r->an = 0;
+    r->n = 0;
+    r->sorted = 0;
+}
+
+static int grow(void **p, size_t *cap, size_t need, size_t unit)
+{
+    size_t c = *cap ? *cap : 4096 / unit + 1;
+    void *np;
+
+    while (c < need) {
+        if (c > SIZE_MAX / 2 / unit)
+            return SX_ENOMEM;
+        c *= 2;
+    }
+    if (c == *cap)
+        return 0;
+    np = realloc(*p, c * unit);
+    if (np == NULL)
+        return SX_ENOMEM;
+    *p = np;
+    *cap = c;
+    return 0;
+}
+
+static void put32(uint8_t *p, size_t v)
+{
+    uint32_t x = (uint32_t)v;
+
+    memcpy(p, &x, 4);
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+    uint32_t x;
+
+    memcpy(&x, p, 4);
+    return x;
+}
+
+int bf_recs_add(bf_recs *r, const uint8_t *fkey, size_t fkn, uint64_t version,
+                uint64_t h, const uint8_t *key, size_t kn, const uint8_t *proj,
+                size_t pn)
+{
+    size_t need, i;
+    uint8_t *q;
+    uint64_t pfx = 0;
+
+    if (fkn > UINT32_MAX || kn > UINT32_MAX || pn > UINT32_MAX)
+        return SX_ETOOBIG;
+    need = HDR + fkn + kn + pn;
+    if (r->an > SIZE_MAX - need)
+        return SX_ENOMEM;
+    if (grow((void **)&r->a, &r->acap, r->an + need, 1) != 0 ||
+        grow((void **)&r->e, &r->cap, r->n + 1, sizeof(bf_ent)) != 0)
+        return SX_ENOMEM;
+    q = r->a + r->an;
+    put32(q, fkn);
+    put32(q + 4, kn);
+    put32(q + 8, pn);
+    memcpy(q + 12, &version, 8);
+    memcpy(q + 20, &h, 8);
+    memcpy(q + HDR, fkey, fkn);
+    memcpy(q + HDR + fkn, key, kn);
+    if (pn > 0)
+        memcpy(q + HDR + fkn + kn, proj, pn);
+    for (i = 0; i < 8; i++)
+        pfx = pfx << 8 | (i < kn ? key[i] : 0);
+    r->e[r->n].pfx = pfx;
+    r->e[r->n].at.off = r->an;
+    r->n++;
+    r->an += need;
+    return 0;
+}
+
+size_t bf_recs_bytes(const bf_recs *r)
+{
+    return r->an + r->n * sizeof(bf_ent);
+}
+
+static void decode(const uint8_t *q, bf_rec *out)
+{
+    out->fkn = get32(q);
+    out->kn = get32(q + 4);
+    out->pn = get32(q + 8);
+    memcpy(&out->version, q + 12, 8);
+    memcpy(&out->h, q + 20, 8);
+    out->fkey = q + HDR;
+    out->key = q + HDR + out->fkn;
+    out->proj = out->pn > 0 ? q + HDR + out->fkn + out->kn : NULL;
+}
+
+static int bytes_cmp(const uint8_t *a, size_t an, const uint8_t *b, size_t bn)
+{
+    int c = memcmp(a, b, an < bn ? an : bn);
+
+    if (c != 0)
+        return c;
+    return an < bn ? -1 : an > bn;
+}
+
+static int ent_cmp(const void *x, const void *y)
+{
+    const bf_ent *a = x, *b = y;
+    bf_rec ra, rb;
+    int c;
+
+    if (a->pfx != b->pfx)
+        return a->pfx < b->pfx ? -1 : 1;
+    decode(a->at.p, &ra);
+    decode(b->at.p, &rb);
+    if ((c = bytes_cmp(ra.key, ra.kn, rb.key, rb.kn)) != 0)
+        return c;
+    if (ra.h != rb.h)
+        return ra.h < rb.h ? -1 : 1;
+    return bytes_cmp(ra.fkey, ra.fkn, rb.fkey, rb.fkn);
+}
+
+void bf_recs_sort(bf_recs *r)
+{
+    if (r->sorted)
+        return;
+    for (size_t i = 0; i < r->n; i++)
+        r->e[i].at.p = r->a + r->e[i].at.off;
+    if (r->n > 1)
+        qsort(r->e, r->n, sizeof(bf_ent), ent_cmp);
+    r->sorted = 1;
+}
+
+void bf_recs_get(const bf_recs *r, size_t i, bf_rec *out)
+{
+    decode(r->e[i].at.p, out);
+}

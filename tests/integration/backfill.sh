@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# tests/integration/backfill.sh — building an index over existing items while
+# they are written, and after a kill -9 in the middle of a build.
+#
+# The daemons run with SHARDEX_BACKFILL_HOLD (a backfill that has taken its
+# snapshot waits while the file exists) and SHARDEX_BACKFILL_RUN_KB=8 (runs
+# of a few dozen items, so each partition sorts and emits several runs).
+#   1. 1,200 items are loaded; index by_grp is created and every storage
+#      partition's backfill holds at its snapshot. Meanwhile items move to a
+#      group on the other index node, are deleted, lose or gain the indexed
+#      attribute, or are new. Released, the index becomes ready and equals
+#      the facts exactly (a strong query over the whole index, and the
+#      covering entries' values), the logs show records left to the later
+#      writes and more than one sorted run per partition.
+#   2. Index by_v is created; while its backfills hold, storage node s1 is
+#      killed with SIGKILL and more writes go to s2's partitions. s1 is
+#      restarted with the hold released: its backfill starts again from the
+#      beginning, and by_v too ends equal to the facts.
+source "$(dirname "$0")/lib.sh" "$@"
+
+HOLD="$(mktemp -u "$IT_BUILD/it-clusters/backfill-hold.XXXXXX")"
+export SHARDEX_BACKFILL_HOLD="$HOLD"
+export SHARDEX_BACKFILL_RUN_KB=8
+it_extra_cleanup() { rm -f "$HOLD"; }
+it_cluster_up
+W="$IT_DIR/work"
+mkdir -p "$W"
+
+GROUPS_=(Apple Kiwi Lime Mango Zebra)   # Apple/Kiwi/Lime -> i1, Mango/Zebra -> i2
+N=1200
+item() { # ID GRP(- for none) V
+    if [ "$2" = "-" ]; then
+        echo "{\"id\": $1, \"v\": \"$3\"}"
+    else
+        echo "{\"id\": $1, \"grp\": \"$2\", \"v\": \"$3\"}"
+    fi
+}
+for ((id = 1; id <= N; id++)); do
+    g="${GROUPS_[$(((id * 7) % 5))]}"
+    ((id % 9 == 0)) && g="-"
+    item "$id" "$g" "0.$id"
+done >"$W/load.jsonl"
+sx table create kv --key id
+sx load kv "$W/load.jsonl" >/dev/null
+pass "loaded $N items"
+
+holding() { # COUNT: that many "holds at its snapshot" lines in the storage logs
+    [ "$(cat "$IT_DIR"/logs/s*.log | grep -c 'holds at its snapshot')" -ge "$1" ]
+}
+nparts="$(jq '[.storage[].partitions | length] | add' "$IT_DIR/cluster.json")"
+[ "$nparts" -ge 2 ] || fail "cannot tell the storage partitions from cluster.json"
+
+# ---- 1. writes while every partition's backfill holds at its snapshot -----------
+touch "$HOLD"
+sx index create kv by_grp --on grp --project all
+wait_for "every storage partition's backfill holds at its snapshot" 60 holding "$nparts"
+pass "all $nparts storage partitions hold their backfill of by_grp"
+{
+    # move to a group on the other index node (Apple/Kiwi/Lime <-> Mango/Zebra)
+    for ((id = 1; id <= 60; id++)); do
+        g="${GROUPS_[$(((id * 7) % 5))]}"
+        case "$g" in Apple|Kiwi|Lime) g=Zebra ;; *) g=Apple ;; esac
+        ((id % 9 == 0)) && g=Mango
+        item "$id" "$g" "1.$id"
+    done
+    # lose the attribute
+    for ((id = 101; id <= 130; id++)); do item "$id" - "1.$id"; done
+    # gain it (ids that had none)
+    for ((id = 135; id <= 400; id += 9)); do item "$id" Lime "1.$id"; done
+    # new items
+    for ((id = 5001; id <= 5040; id++)); do item "$id" Kiwi "1.$id"; done
+} >"$W/during.jsonl"
+sx load kv "$W/during.jsonl" >/dev/null
+for ((id = 61; id <= 100; id++)); do sx delete kv "{\"id\": $id}" >/dev/null; done
+# Items without grp, on every partition: a tombstone is collected once every
+# storage partition has written past its version.
+for ((id = 7001; id <= 7060; id++)); do item "$id" - "1.$id"; done >"$W/bump.jsonl"
+sx load kv "$W/bump.jsonl" >/dev/null
+pass "rewrote, moved, deleted and added items while the backfills held"
+# Let those writes' records ship and their tombstones be collected before the
+# backfills go on: a backfill record older than a collected tombstone would
+# then bring back a stale entry, unless the backfill leaves it out.
+shipped_and_collected() {
+    sx status --json | jq -e '
+        ([.nodes[] | select(.role == "storage") | .status.partitions[]
+          | {key: (.id | tostring), value: .head}] | from_entries) as $head
+        | [.nodes[] | select(.role == "index") | .status.partitions[]] as $ix
+        | ($ix | map(.tombstones) | add) == 0
+          and all($ix[].watermarks[]; .[1] >= $head[.[0] | tostring])' >/dev/null
+}
+wait_for "the writes shipped and their tombstones collected" 60 shipped_and_collected
+pass "the writes' records shipped and their tombstones were collected"
+sx_rc query kv by_grp --limit 1 --consistency eventual
+[ "$RC" -ne 0 ] || fail "by_grp answered a query while still building"
+rm -f "$HOLD"
+wait_for "index by_grp ready" 120 index_ready kv by_grp
+
+# check_index INDEX ATTR: the index equals the facts (strong ids, covering values)
+check_index() {
+    local ix="$1" a="$2"
+    sx scan kv | jq -r --arg a "$a" '"\(.id) \(.[$a] // "-")"' | sort >"$W/facts.$ix"
+    awk '$2 != "-" { print $1 }' "$W/facts.$ix" | sort >"$W/want_ids.$ix"
+    awk '$2 != "-" { print $2, $1 }' "$W/facts.$ix" | sort >"$W/want_entries.$ix"
+    sx query kv "$ix" --consistency strong | ids_of | sort >"$W/strong_ids.$ix"
+    if ! cmp -s "$W/strong_ids.$ix" "$W/want_ids.$ix"; then
+        diff "$W/want_ids.$ix" "$W/strong_ids.$ix" | head -n 20 >&2 || true
+        fail "$ix: a strong query over the whole index differs from the stored items with $a"
+    fi
+    sx query kv "$ix" --consistency eventual --attrs "$a" |
+        jq -r --arg a "$a" '"\(.[$a]) \(.id)"' | sort >"$W/entries.$ix"
+    if ! cmp -s "$W/entries.$ix" "$W/want_entries.$ix"; then
+        diff "$W/want_entries.$ix" "$W/entries.$ix" | head -n 20 >&2 || true
+        fail "$ix: the index entries differ from the facts' values"
+    fi
+    pass "$ix equals the facts: $(wc -l <"$W/want_ids.$ix") items with $a, their values too"
+}
+check_index by_grp grp
+[ "$(wc -l <"$W/want_ids.by_grp")" -gt 900 ] || fail "too few items with grp"
+grep -q '"Zebra"' <<<"$(sx get kv '{"id": 1}')" || fail "item 1 was not moved to Zebra"
+
+# the later writes' records won (some backfill records were left out), and
+# every partition emitted several sorted runs
+left="$(cat "$IT_DIR"/logs/s*.log | grep 'backfilled index(es) 2 ' |
+    sed -E 's/.* ([0-9]+) left to later writes.*/\1/' | awk '{ s += $1 } END { print s + 0 }')"
+((left >= 100)) || fail "expected the backfill to leave >= 100 records to later writes, saw $left"
+runs_min="$(cat "$IT_DIR"/logs/s*.log | grep 'backfilled index(es) 2 ' |
+    sed -E 's/.* in ([0-9]+) sorted run.*/\1/' | sort -n | head -n 1)"
+[ "$(cat "$IT_DIR"/logs/s*.log | grep -c 'backfilled index(es) 2 ')" -eq "$nparts" ] ||
+    fail "not every partition logged its finished backfill"
+((runs_min >= 2)) || fail "expected several sorted runs per partition, least was $runs_min"
+pass "the backfills left $left records to later writes and sorted >= $runs_min runs each"
+
+# ---- 2. kill -9 of a storage node while its backfill holds -----------------------
+touch "$HOLD"
+sx index create kv by_v --on v --project keys
+wait_for "the by_v backfills hold at their snapshot" 60 holding $((2 * nparts))
+lc kill s1
+pass "killed storage node s1 while its by_v backfills held"
+# writes to whatever s2 owns: try every id; those on s1 fail while it is down
+ok=0
+for ((id = 2001; id <= 2060; id++)); do
+    sx_rc put kv "{\"id\": $id, \"grp\": \"Mango\", \"v\": \"2.$id\"}"
+    [ "$RC" -ne 0 ] || ok=$((ok + 1))
+done
+((ok > 0)) || fail "no write reached the storage node still up"
+pass "$ok writes acknowledged by s2 while s1 was down"
+rm -f "$HOLD"
+lc start s1 >/dev/null
+wait_for "index by_v ready" 120 index_ready kv by_v
+check_index by_v v
+check_index by_grp grp
+[ "$(lc status | grep -c running)" -eq 5 ] || fail "not every process is running"
+pass "all 5 processes running"
