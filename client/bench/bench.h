@@ -74,10 +74,13 @@ void slot_retire(slot *s);
  * t_end; waits for every slot. Returns 0. */
 int bench_loop(bench *b);
 
-/* W6 (load.c): creates b->table with nidx indexes, loads b->n items in
- * batches with conc batches in flight, then waits until the indexes have
- * applied every write. Fills *items_per_s. Returns 0 or an sx_err. */
-int bench_load(bench *b, int nidx, double *items_per_s);
+/* W6 (load.c): creates b->table and loads b->n items in batches with conc
+ * batches in flight. With after=false its nidx indexes are created first
+ * and maintained by the load, which ends when they have applied every
+ * write; with after=true they are created once the items are loaded (as
+ * PostgreSQL's COPY, then CREATE INDEX) and the load ends when they are
+ * built. Fills *items_per_s. Returns 0 or an sx_err. */
+int bench_load(bench *b, int nidx, bool after, double *items_per_s);
 
 /* W7 (lag.c): a background write load at b->rate puts per second while a
  * probe measures, for each of its puts, the time from acknowledgement to

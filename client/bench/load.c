@@ -20,13 +20,12 @@ static void sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
-/* Creates the table and nidx indexes (an existing table or index is
- * fine) and waits up to 60 s for them to be ready. */
-static int make_schema(bench *b, int nidx)
+/* Creates nidx indexes on b->table (an existing index is fine) and waits
+ * for them to be ready: up to 60 s, or without bound when they are built
+ * over loaded data (a backfill takes as long as the data needs). */
+static int make_indexes(bench *b, int nidx, bool unbounded)
 {
-    int rc = sx_table_create(b->c, b->table, "id", NULL);
-    if (rc && rc != SX_EEXIST)
-        return rc;
+    int rc;
     const char *on1[] = { "town", "lastname" };
     const char *on2[] = { "lastname" };
     if (nidx >= 1 && (rc = sx_index_create(b->c, b->table, "by_town", on1, 2, SX_PROJ_ALL,
@@ -35,7 +34,7 @@ static int make_schema(bench *b, int nidx)
     if (nidx >= 2 && (rc = sx_index_create(b->c, b->table, "by_last", on2, 1, SX_PROJ_KEYS,
                                            NULL, 0)) && rc != SX_EEXIST)
         return rc;
-    for (int tries = 0; tries < 600; tries++) {
+    for (int tries = 0; unbounded || tries < 600; tries++) {
         sx_index_info *list = NULL;
         size_t n = 0, ready = 0;
         if ((rc = sx_index_list(b->c, b->table, &list, &n)))
@@ -114,9 +113,13 @@ static int index_barrier(bench *b)
     return rc;
 }
 
-int bench_load(bench *b, int nidx, double *items_per_s)
+int bench_load(bench *b, int nidx, bool after, double *items_per_s)
 {
-    int rc = make_schema(b, nidx);
+    int rc = sx_table_create(b->c, b->table, "id", NULL);
+    if ((rc == 0 || rc == SX_EEXIST) && !after)
+        rc = make_indexes(b, nidx, false);
+    if (rc == SX_EEXIST)
+        rc = SX_OK;
     if (rc) {
         bench_error(b, "schema", rc, sx_client_errmsg(b->c));
         return rc;
@@ -135,10 +138,16 @@ int bench_load(bench *b, int nidx, double *items_per_s)
         pthread_cond_wait(&b->idle, &b->lock);
     pthread_mutex_unlock(&b->lock);
     sx_client_wait(b->c, -1);
-    if (nidx > 0 && __atomic_load_n(&b->errors, __ATOMIC_RELAXED) == 0
-        && (rc = index_barrier(b))) {
-        bench_error(b, "index barrier", rc, sx_client_errmsg(b->c));
-        return rc;
+    if (nidx > 0 && __atomic_load_n(&b->errors, __ATOMIC_RELAXED) == 0) {
+        uint64_t t1 = now_ns();
+        const char *what = after ? "index build" : "index barrier";
+        rc = after ? make_indexes(b, nidx, true) : index_barrier(b);
+        if (rc) {
+            bench_error(b, what, rc, sx_client_errmsg(b->c));
+            return rc;
+        }
+        fprintf(stderr, "shardex-bench: W6: load %.2f s, %s %.2f s\n",
+                (double)(t1 - t0) / 1e9, what, (double)(now_ns() - t1) / 1e9);
     }
     double secs = (double)(now_ns() - t0) / 1e9;
     *items_per_s = secs > 0 ? (double)b->n / secs : 0;
