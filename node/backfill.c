@@ -321,6 +321,13 @@ static int bf_run(st_part *p, const sx_catalog *cat, const cat_table *t,
         bf_recs_clear(&s.run);
         s.resume_n = 0;
         rc = st_kscan(p, s.snap, lo, lo_n, hi, hi_n, false, bf_visit, &s);
+        if (rc == 0 && s.resume_n == 0) {
+            /* scanned to the end: while the snapshot lives leveldb's
+             * compactions keep every outbox record written and deleted
+             * after it, so let it go before the last run is emitted */
+            leveldb_release_snapshot(p->store->db->db, s.snap);
+            s.snap = NULL;
+        }
         if (rc == 0 && !s.stop)
             rc = bf_emit(&s);
         if (rc == 0 && s.resume_n > 0) {
@@ -336,7 +343,8 @@ static int bf_run(st_part *p, const sx_catalog *cat, const cat_table *t,
         rc = bf_finish(&s);
     p->bf_touch = NULL;
     pthread_mutex_unlock(&p->wlock);
-    leveldb_release_snapshot(p->store->db->db, s.snap);
+    if (s.snap != NULL)
+        leveldb_release_snapshot(p->store->db->db, s.snap);
     bf_report(&s, rc, (double)(st_now_us() - t0) / 1e6);
     leveldb_writebatch_destroy(s.b);
     bytes_free(&s.key);

@@ -4,9 +4,11 @@
  * A record is packed in the arena as
  *   fkn (u32) | kn (u32) | pn (u32) | version (u64) | h (u64) | fkey | key | proj
  * (host order; read with memcpy). Each has an index entry holding the
- * first 8 bytes of its entry key as a big-endian number, so most
- * comparisons of the sort are one integer comparison, and its arena offset,
- * turned into a pointer once the arena stops moving (at the sort).
+ * first 16 bytes of its entry key as two big-endian numbers (zero-padded),
+ * the key's length and h, so that the sort decides nearly every comparison
+ * without reading the arena (a cache miss each: many entries share a
+ * tuple), and its arena offset, turned into a pointer once the arena stops
+ * moving (at the sort).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +18,9 @@
 #define HDR 28
 
 typedef struct bf_ent {
-    uint64_t pfx;
+    uint64_t k0, k1;            /* key bytes 0..7 and 8..15, big-endian */
+    uint64_t h;
+    uint32_t kn;
     union {
         size_t off;             /* before the sort */
         const uint8_t *p;       /* after it */
@@ -83,7 +87,7 @@ int bf_recs_add(bf_recs *r, const uint8_t *fkey, size_t fkn, uint64_t version,
 {
     size_t need, i;
     uint8_t *q;
-    uint64_t pfx = 0;
+    uint64_t k0 = 0, k1 = 0;
 
     if (fkn > UINT32_MAX || kn > UINT32_MAX || pn > UINT32_MAX)
         return SX_ETOOBIG;
@@ -103,9 +107,14 @@ int bf_recs_add(bf_recs *r, const uint8_t *fkey, size_t fkn, uint64_t version,
     memcpy(q + HDR + fkn, key, kn);
     if (pn > 0)
         memcpy(q + HDR + fkn + kn, proj, pn);
-    for (i = 0; i < 8; i++)
-        pfx = pfx << 8 | (i < kn ? key[i] : 0);
-    r->e[r->n].pfx = pfx;
+    for (i = 0; i < 8; i++) {
+        k0 = k0 << 8 | (i < kn ? key[i] : 0);
+        k1 = k1 << 8 | (i + 8 < kn ? key[i + 8] : 0);
+    }
+    r->e[r->n].k0 = k0;
+    r->e[r->n].k1 = k1;
+    r->e[r->n].h = h;
+    r->e[r->n].kn = (uint32_t)kn;
     r->e[r->n].at.off = r->an;
     r->n++;
     r->an += need;
@@ -144,14 +153,22 @@ static int ent_cmp(const void *x, const void *y)
     bf_rec ra, rb;
     int c;
 
-    if (a->pfx != b->pfx)
-        return a->pfx < b->pfx ? -1 : 1;
+    if (a->k0 != b->k0)
+        return a->k0 < b->k0 ? -1 : 1;
+    if (a->k1 != b->k1)
+        return a->k1 < b->k1 ? -1 : 1;
+    if (a->kn > 16 || b->kn > 16) {
+        decode(a->at.p, &ra);
+        decode(b->at.p, &rb);
+        if ((c = bytes_cmp(ra.key, ra.kn, rb.key, rb.kn)) != 0)
+            return c;
+    } else if (a->kn != b->kn) {
+        return a->kn < b->kn ? -1 : 1;  /* equal when zero-padded: a prefix */
+    }
+    if (a->h != b->h)
+        return a->h < b->h ? -1 : 1;
     decode(a->at.p, &ra);
     decode(b->at.p, &rb);
-    if ((c = bytes_cmp(ra.key, ra.kn, rb.key, rb.kn)) != 0)
-        return c;
-    if (ra.h != rb.h)
-        return ra.h < rb.h ? -1 : 1;
     return bytes_cmp(ra.fkey, ra.fkn, rb.fkey, rb.fkn);
 }
 
