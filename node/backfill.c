@@ -20,10 +20,10 @@
 #include "u64set.h"
 
 /* Records held before a run is sorted and emitted: SHARDEX_BACKFILL_RUN_KB
- * (1 KiB .. 4 GiB, in KiB) or 64 MiB, per partition being backfilled. 64 MiB
+ * (1 KiB .. 2 GiB, in KiB) or 64 MiB, per partition being backfilled. 64 MiB
  * holds ~190,000 items of the benchmark's customers with two indexes. */
 #define BF_RUN_KB_DEFAULT (64L << 10)
-#define BF_RUN_KB_MAX (4L << 20)
+#define BF_RUN_KB_MAX (2L << 20)   /* below bf_sort.h's BF_RECS_MAX_BYTES */
 #define BF_EMIT 4096              /* records per synced batch when emitting */
 #define BF_STOP_EVERY 65536       /* facts scanned between stop checks */
 #define BF_NOTIFY_TIMEOUT_MS 2000

@@ -7,8 +7,8 @@
  * first 16 bytes of its entry key as two big-endian numbers (zero-padded),
  * the key's length and h, so that the sort decides nearly every comparison
  * without reading the arena (a cache miss each: many entries share a
- * tuple), and its arena offset, turned into a pointer once the arena stops
- * moving (at the sort).
+ * tuple), and its arena offset (32 bits: a run holds at most
+ * BF_RECS_MAX_BYTES).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -21,11 +21,11 @@ typedef struct bf_ent {
     uint64_t k0, k1;            /* key bytes 0..7 and 8..15, big-endian */
     uint64_t h;
     uint32_t kn;
-    union {
-        size_t off;             /* before the sort */
-        const uint8_t *p;       /* after it */
-    } at;
-} bf_ent;
+    uint32_t off;               /* in the arena */
+} bf_ent;                       /* 32 bytes: glibc's qsort moves these directly */
+
+/* The arena of the run being sorted (one sort per thread at a time). */
+static _Thread_local const uint8_t *sort_base;
 
 void bf_recs_init(bf_recs *r)
 {
@@ -92,8 +92,8 @@ int bf_recs_add(bf_recs *r, const uint8_t *fkey, size_t fkn, uint64_t version,
     if (fkn > UINT32_MAX || kn > UINT32_MAX || pn > UINT32_MAX)
         return SX_ETOOBIG;
     need = HDR + fkn + kn + pn;
-    if (r->an > SIZE_MAX - need)
-        return SX_ENOMEM;
+    if (r->an > BF_RECS_MAX_BYTES - need || need > BF_RECS_MAX_BYTES)
+        return SX_ETOOBIG;
     if (grow((void **)&r->a, &r->acap, r->an + need, 1) != 0 ||
         grow((void **)&r->e, &r->cap, r->n + 1, sizeof(bf_ent)) != 0)
         return SX_ENOMEM;
@@ -115,7 +115,7 @@ int bf_recs_add(bf_recs *r, const uint8_t *fkey, size_t fkn, uint64_t version,
     r->e[r->n].k1 = k1;
     r->e[r->n].h = h;
     r->e[r->n].kn = (uint32_t)kn;
-    r->e[r->n].at.off = r->an;
+    r->e[r->n].off = (uint32_t)r->an;
     r->n++;
     r->an += need;
     return 0;
@@ -158,8 +158,8 @@ static int ent_cmp(const void *x, const void *y)
     if (a->k1 != b->k1)
         return a->k1 < b->k1 ? -1 : 1;
     if (a->kn > 16 || b->kn > 16) {
-        decode(a->at.p, &ra);
-        decode(b->at.p, &rb);
+        decode(sort_base + a->off, &ra);
+        decode(sort_base + b->off, &rb);
         if ((c = bytes_cmp(ra.key, ra.kn, rb.key, rb.kn)) != 0)
             return c;
     } else if (a->kn != b->kn) {
@@ -167,8 +167,8 @@ static int ent_cmp(const void *x, const void *y)
     }
     if (a->h != b->h)
         return a->h < b->h ? -1 : 1;
-    decode(a->at.p, &ra);
-    decode(b->at.p, &rb);
+    decode(sort_base + a->off, &ra);
+    decode(sort_base + b->off, &rb);
     return bytes_cmp(ra.fkey, ra.fkn, rb.fkey, rb.fkn);
 }
 
@@ -176,14 +176,14 @@ void bf_recs_sort(bf_recs *r)
 {
     if (r->sorted)
         return;
-    for (size_t i = 0; i < r->n; i++)
-        r->e[i].at.p = r->a + r->e[i].at.off;
+    sort_base = r->a;
     if (r->n > 1)
         qsort(r->e, r->n, sizeof(bf_ent), ent_cmp);
+    sort_base = NULL;
     r->sorted = 1;
 }
 
 void bf_recs_get(const bf_recs *r, size_t i, bf_rec *out)
 {
-    decode(r->e[i].at.p, out);
+    decode(r->a + r->e[i].off, out);
 }

@@ -24,12 +24,15 @@
 
 struct bf_ent;
 
+/* The most a run's arena holds (record offsets are 32-bit). */
+#define BF_RECS_MAX_BYTES ((size_t)UINT32_MAX)
+
 typedef struct bf_recs {
     uint8_t *a;                 /* arena of packed records */
     size_t an, acap;
     struct bf_ent *e;           /* one per record: sort key and place */
     size_t n, cap;
-    int sorted;                 /* e[] is sorted and points into a */
+    int sorted;                 /* e[] is sorted */
 } bf_recs;
 
 /* One record as read back; every pointer borrows from the run. */
@@ -53,7 +56,8 @@ void bf_recs_free(bf_recs *r);
 void bf_recs_clear(bf_recs *r);
 
 /* Appends one record (copied). Must not be called once sorted until
- * bf_recs_clear. Returns 0, SX_ENOMEM or SX_ETOOBIG (a part over 4 GiB). */
+ * bf_recs_clear. Returns 0, SX_ENOMEM, or SX_ETOOBIG when the arena would
+ * pass BF_RECS_MAX_BYTES. */
 int bf_recs_add(bf_recs *r, const uint8_t *fkey, size_t fkn, uint64_t version,
                 uint64_t h, const uint8_t *key, size_t kn, const uint8_t *proj,
                 size_t pn);
