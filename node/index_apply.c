@@ -30,7 +30,7 @@
 _Static_assert(OUT_PUT == 0 && OUT_DEL == 1, "index_rules.c mirrors OUT_PUT/OUT_DEL");
 
 #define GROUP_MAX_OPS 64
-#define GROUP_MAX_RECORDS 8192
+#define GROUP_MAX_RECORDS 32768    /* 8 rounds of a backlogged shipper (SHIP_BATCH) */
 
 typedef struct ix_apply_op {
     const msg_I_APPLY_req *m;

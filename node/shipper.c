@@ -38,7 +38,12 @@
 #include "tuple.h"
 #include "sx_errors.h"
 
-#define SHIP_BATCH 512
+/* Records a round takes per stream: only a backlog fills it (a bulk load, a
+ * backfill, a destination back from an outage). 512 until session 12: with
+ * 4,096 (and index groups of up to 32,768 records) a 1,000,000-item load
+ * with two indexes ran ~6 % faster in three alternating pairs and the index
+ * nodes spent ~8 % less CPU, their groups larger and sorted runs denser. */
+#define SHIP_BATCH 4096
 _Static_assert(OB_CHUNK_MAX_RECORDS <= SHIP_BATCH, "a chunk fits in one batch");
 #define SHIP_MAX_BYTES (4u << 20)
 #define SHIP_IDLE_MS 1000
