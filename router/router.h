@@ -177,6 +177,17 @@ int rt_put_place(router *rt, const cat_table *t, const sx_buf *it, uint32_t i, i
 int rt_put_unwritten(const router *rt, int g, const rt_rpc *c, long first, uint32_t cnt,
                      rt_err *e);
 
+/* The error of a PUT whose item at input position pos the storage node of
+ * partition index g (node index node) refused before writing with err and
+ * text why (its "operation K: " prefix stripped): "item POS: WHY (storage
+ * node N, partition P)". Returns err. */
+int rt_put_refused(const router *rt, int g, int node, int err, long pos, const char *why,
+                   rt_err *e);
+
+/* Parses a storage node's "operation K: WHY" error text: true, with *k
+ * and *why (pointing into msg), when msg has that form. */
+bool rt_op_error(const char *msg, unsigned long *k, const char **why);
+
 /* The router's net_defer_fn: takes a PUT on the plain path (see wcomb.c)
  * into this thread's batch; declines anything else. */
 bool rt_defer(void *arg, msg_type t, const uint8_t *p, size_t n, net_reply *r);

@@ -28,7 +28,10 @@
  * a lost connection, a reply that did not fit) is never run again: it gets
  * the error its handler gives for such a failure ("item F (with N item(s)
  * for partition P) not written: ..."), as a PUT alone whose partitions
- * partly failed does.
+ * partly failed does; when the storage node refused one of the PUT's own
+ * items, that item by its place in the PUT ("item I: ... (storage node N,
+ * partition P)", as alone); when it refused another PUT's item, saying so
+ * (the node's "operation K" counts the combined S_WRITE, not this PUT).
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -180,9 +183,22 @@ static void put_failed(wc_batch *b, uint32_t p)
                   .err = bad->err };
     rt_err e;
     mp_buf out;
+    unsigned long k;
+    const char *why;
 
-    snprintf(rc.msg, sizeof(rc.msg), "%s", bad->msg);
-    rt_put_unwritten(b->rt, bad->g, &rc, first, cnt, &e);
+    /* "operation K" counts the combined S_WRITE's operations: name the
+     * PUT's own item, or say that another PUT's item was refused */
+    if (rt_op_error(bad->msg, &k, &why) && k < bad->n && b->items[bad->of[k]].put == p) {
+        rt_put_refused(b->rt, bad->g, rc.node, bad->err, (long)b->items[bad->of[k]].item,
+                       why, &e);
+    } else {
+        if (rt_op_error(bad->msg, &k, &why))
+            snprintf(rc.msg, sizeof(rc.msg), "another request's item in the same combined "
+                     "write was refused: %s", why);
+        else
+            snprintf(rc.msg, sizeof(rc.msg), "%s", bad->msg);
+        rt_put_unwritten(b->rt, bad->g, &rc, first, cnt, &e);
+    }
     atomic_fetch_add_explicit(&b->rt->nreq, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&b->rt->nerr, 1, memory_order_relaxed);
     mp_buf_init(&out);

@@ -206,21 +206,35 @@ static long input_pos(const put_plan *pl, int g, unsigned long k)
 static int group_fail(const put_plan *pl, router *rt, int g, const rt_rpc *c,
                       rt_err *e)
 {
-    unsigned long long part = (unsigned long long)rt->cfg->storage[g].id;
-    const char *nm = rt->cfg->nodes[c->node].name;
-    char *end = NULL;
+    const char *why = NULL;
     unsigned long k;
     long pos = -1;
 
-    if (strncmp(c->msg, "operation ", 10) == 0) {
-        k = strtoul(c->msg + 10, &end, 10);
-        if (end != c->msg + 10 && end[0] == ':' && k < pl->cnt[g])
-            pos = input_pos(pl, g, k);
-    }
+    if (rt_op_error(c->msg, &k, &why) && k < pl->cnt[g])
+        pos = input_pos(pl, g, k);
     if (pos >= 0)
-        return rt_errf(e, c->err, "item %ld: %s (storage node %s, partition %llu)",
-                       pos, end + 1 + (end[1] == ' '), nm, part);
+        return rt_put_refused(rt, g, c->node, c->err, pos, why, e);
     return rt_put_unwritten(rt, g, c, pl->first[g], pl->cnt[g], e);
+}
+
+bool rt_op_error(const char *msg, unsigned long *k, const char **why)
+{
+    char *end = NULL;
+
+    if (strncmp(msg, "operation ", 10) != 0)
+        return false;
+    *k = strtoul(msg + 10, &end, 10);
+    if (end == msg + 10 || end[0] != ':')
+        return false;
+    *why = end + 1 + (end[1] == ' ');
+    return true;
+}
+
+int rt_put_refused(const router *rt, int g, int node, int err, long pos, const char *why,
+                   rt_err *e)
+{
+    return rt_errf(e, err, "item %ld: %s (storage node %s, partition %llu)", pos, why,
+                   rt->cfg->nodes[node].name, (unsigned long long)rt->cfg->storage[g].id);
 }
 
 int rt_put_unwritten(const router *rt, int g, const rt_rpc *c, long first, uint32_t cnt,

@@ -675,10 +675,30 @@ static void combined(router *rt)
     CHECK(rc[0] == 0 && nv[0] == 1 && v[0][0] == 1000);      /* partition 1 only */
     CHECK(rc[1] == 0 && nv[1] == 1 && v[1][0] == 2000);      /* run again alone */
     CHECK(rc[2] == SX_EKEY &&                                 /* written in part: not again */
-          strstr(msg[2], "item 1 (with 1 item(s) for partition 2) not written") != NULL &&
-          strstr(msg[2], "operation 1: bad key") != NULL);
-    if (rc[2] != SX_EKEY)
+          strstr(msg[2], "item 1: bad key: too long (storage node ") != NULL &&
+          strstr(msg[2], "partition 2)") != NULL);              /* its own item, named */
+    if (rc[2] != SX_EKEY || strstr(msg[2], "item 1: bad key") == NULL)
         fprintf(stderr, "combined: PUT C answered %d: %s\n", rc[2], msg[2]);
+    CHECK(atomic_load(&rt->comb_reruns) - r0 == 1);
+
+    /* partition 2 refuses its first operation (b2, PUT B's): B runs again
+     * alone and gets its own error; C, written on partition 1, is told its
+     * item for partition 2 was not written because of another request's */
+    pthread_mutex_lock(&F.mu);
+    F.fail_part2_op = 0;
+    pthread_mutex_unlock(&F.mu);
+    r0 = atomic_load(&rt->comb_reruns);
+    CHECK(put_multi(c, f, rc, v, nv, msg));
+    CHECK(rc[0] == 0 && nv[0] == 1 && v[0][0] == 1000);
+    CHECK(rc[1] == SX_EKEY && strstr(msg[1], "item 0: bad key: too long (storage node ") != NULL);
+    CHECK(rc[2] == SX_EKEY &&
+          strstr(msg[2], "item 1 (with 1 item(s) for partition 2) not written") != NULL &&
+          strstr(msg[2], "another request's item in the same combined write was refused: "
+                         "bad key: too long") != NULL &&
+          strstr(msg[2], "operation") == NULL);
+    if (rc[1] != SX_EKEY || rc[2] != SX_EKEY)
+        fprintf(stderr, "combined: PUT B answered %d: %s; PUT C %d: %s\n", rc[1], msg[1],
+                rc[2], msg[2]);
     CHECK(atomic_load(&rt->comb_reruns) - r0 == 1);
     pthread_mutex_lock(&F.mu);
     F.fail_part2_op = -1;
