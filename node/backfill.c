@@ -2,6 +2,7 @@
  * backfill.c — index backfill for one fact partition and the CAT_BACKFILLED
  * notification. See backfill.h.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,6 +25,11 @@
  * holds ~190,000 items of the benchmark's customers with two indexes. */
 #define BF_RUN_KB_DEFAULT (64L << 10)
 #define BF_RUN_KB_MAX (2L << 20)   /* below bf_sort.h's BF_RECS_MAX_BYTES */
+/* Partitions of this node building at once: SHARDEX_BACKFILL_RUNNING
+ * (1..64) or 2. Each holds a run in memory (so a node holds at most that
+ * many runs) and keeps a core busy; the others wait for a later poll. */
+#define BF_RUNNING_DEFAULT 2
+#define BF_RUNNING_MAX 64
 #define BF_EMIT 4096              /* records per synced batch when emitting */
 #define BF_STOP_EVERY 65536       /* facts scanned between stop checks */
 #define BF_NOTIFY_TIMEOUT_MS 2000
@@ -412,6 +418,34 @@ static bool bf_lookup(st_part *p, uint32_t id, uint64_t *last)
     return found;
 }
 
+/* Builds running on this node (its partitions' backfill threads). */
+static atomic_int bf_running;
+
+/* Counts one more build; false (logged once per wait) when the most
+ * allowed already run: the partition tries again on a later poll. bf_leave undoes
+ * the count either way. */
+static bool bf_enter(st_part *p)
+{
+    static _Thread_local bool told;
+    int max = (int)sx_env_long("SHARDEX_BACKFILL_RUNNING", 1, BF_RUNNING_MAX,
+                               BF_RUNNING_DEFAULT);
+
+    if (atomic_fetch_add(&bf_running, 1) < max) {
+        told = false;
+        return true;
+    }
+    if (!told)
+        LOG_INFO("partition %llu: index build waits: %d partition(s) of this node "
+                 "building (SHARDEX_BACKFILL_RUNNING)", (unsigned long long)p->id, max);
+    told = true;
+    return false;
+}
+
+static void bf_leave(void)
+{
+    atomic_fetch_sub(&bf_running, 1);
+}
+
 void bf_step(st_part *p, const sx_catalog *cat, nng_socket catsock)
 {
     if (cat == NULL)
@@ -442,8 +476,10 @@ void bf_step(st_part *p, const sx_catalog *cat, nng_socket catsock)
             if (p->ship != NULL && ship_acked_all(p->ship, p, last))
                 bf_notify(p, ix, catsock);
         }
-        if (ntodo > 0)
+        if (ntodo > 0 && bf_enter(p))
             bf_run(p, cat, t, todo, ntodo);
+        if (ntodo > 0)
+            bf_leave();
         free(todo);
     }
 }

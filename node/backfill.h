@@ -10,7 +10,10 @@
  *      new indexes, since the catalog it uses has them;
  *   2. scan the snapshot's items without the lock, gathering each item's
  *      records for every index into an in-memory run (bf_sort.h) of at
- *      most SHARDEX_BACKFILL_RUN_KB (default 64 MiB);
+ *      most SHARDEX_BACKFILL_RUN_KB (default 64 MiB; at most
+ *      SHARDEX_BACKFILL_RUNNING partitions of a node build at once, default
+ *      2, the others wait for a later poll, so a node holds at most that
+ *      many runs);
  *   3. sort the run by index key and append it to the outbox in that order,
  *      4,096 records a synced batch, each batch under the write lock (so
  *      writes wait for one batch at most). A record of a fact written since

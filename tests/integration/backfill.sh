@@ -14,8 +14,9 @@
 #      writes and more than one sorted run per partition.
 #   2. Index by_v is created; while its backfills hold, storage node s1 is
 #      killed with SIGKILL and more writes go to s2's partitions. s1 is
-#      restarted with the hold released: its backfill starts again from the
-#      beginning, and by_v too ends equal to the facts.
+#      restarted with the hold released and SHARDEX_BACKFILL_RUNNING=1: its
+#      backfills start again from the beginning, one partition at a time
+#      (the other logs that it waits), and by_v too ends equal to the facts.
 source "$(dirname "$0")/lib.sh" "$@"
 
 HOLD="$(mktemp -u "$IT_BUILD/it-clusters/backfill-hold.XXXXXX")"
@@ -145,8 +146,11 @@ done
 ((ok > 0)) || fail "no write reached the storage node still up"
 pass "$ok writes acknowledged by s2 while s1 was down"
 rm -f "$HOLD"
-lc start s1 >/dev/null
+SHARDEX_BACKFILL_RUNNING=1 lc start s1 >/dev/null
 wait_for "index by_v ready" 120 index_ready kv by_v
+grep -q 'index build waits: 1 partition(s) of this node building' "$IT_DIR/logs/s1.log" ||
+    fail "s1, restarted to build one partition at a time, never made one wait"
+pass "s1, restarted with SHARDEX_BACKFILL_RUNNING=1, built its partitions one at a time"
 check_index by_v v
 check_index by_grp grp
 [ "$(lc status | grep -c running)" -eq 5 ] || fail "not every process is running"
