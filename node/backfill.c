@@ -53,6 +53,19 @@ typedef struct bf_scan {
     bool dropped;
 } bf_scan;
 
+/* Publishes the build's progress for NODE_STATUS (st_part.build). */
+static void bf_publish(const bf_scan *s, bool active)
+{
+    st_part *p = s->p;
+
+    pthread_mutex_lock(&p->mu);
+    p->build.active = active;
+    p->build.scanned = s->scanned;
+    p->build.emitted = s->records;
+    p->build.runs = s->runs;
+    pthread_mutex_unlock(&p->mu);
+}
+
 /* Adds the records of one fact of the snapshot to the run, or stops the
  * scan when the run is full (resume at k) or the node stops. */
 static int bf_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *v, size_t vn)
@@ -74,6 +87,8 @@ static int bf_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *v, si
         s->stop = true;
         return 1;
     }
+    if (s->scanned % BF_EMIT == 0)
+        bf_publish(s, true);
     if (kn < ST_FACT_HDR + 9 || mp_read_array(&c, &cnt) != 0 || cnt != 2 ||
         mp_read_u64(&c, &ver) != 0 || mp_read_raw(&c, &item) != 0)
         return SX_EIO;
@@ -186,6 +201,7 @@ static int bf_emit(bf_scan *s)
         pthread_mutex_lock(&p->wlock);
         rc = bf_emit_chunk(s, i, to);
         pthread_mutex_unlock(&p->wlock);
+        bf_publish(s, true);
         if (node_should_stop())
             s->stop = true;
         for (uint32_t k = 0; k < s->nix && !s->stop; k++)
@@ -317,6 +333,17 @@ static int bf_run(st_part *p, const sx_catalog *cat, const cat_table *t,
         hi[0] = ST_FACT_PREFIX + 1;   /* hi = "G": the end of every fact */
         hi_n = 1;
     }
+    pthread_mutex_lock(&p->mu);
+    p->build.indexes[0] = '\0';
+    for (uint32_t i = 0, used = 0; i < nix && used < sizeof(p->build.indexes); i++) {
+        int w = snprintf(p->build.indexes + used, sizeof(p->build.indexes) - used, "%s%s.%s",
+                         i ? "," : "", t->name, ix[i]->name);
+        if (w < 0)
+            break;
+        used += (uint32_t)w;
+    }
+    pthread_mutex_unlock(&p->mu);
+    bf_publish(&s, true);
     pthread_mutex_lock(&p->wlock);
     st_part_use_catalog(p, cat);
     s.snap = leveldb_create_snapshot(p->store->db->db);
@@ -351,6 +378,7 @@ static int bf_run(st_part *p, const sx_catalog *cat, const cat_table *t,
     pthread_mutex_unlock(&p->wlock);
     if (s.snap != NULL)
         leveldb_release_snapshot(p->store->db->db, s.snap);
+    bf_publish(&s, false);
     bf_report(&s, rc, (double)(st_now_us() - t0) / 1e6);
     leveldb_writebatch_destroy(s.b);
     bytes_free(&s.key);

@@ -116,9 +116,11 @@ static void do_status(st_node *n, mp_buf *out)
     mp_put_array(&st, (uint32_t)n->nparts);
     for (int i = 0; i < n->nparts; i++) {
         uint64_t head, hw, items, outbox;
+        st_build b;
 
         st_part_stats(n->parts[i], &head, &hw, &items, &outbox);
-        mp_put_map(&st, 5);
+        st_part_build(n->parts[i], &b);
+        mp_put_map(&st, b.active ? 9 : 5);
         mp_put_cstr(&st, "id");
         mp_put_u64(&st, n->parts[i]->id);
         mp_put_cstr(&st, "items");
@@ -129,6 +131,16 @@ static void do_status(st_node *n, mp_buf *out)
         mp_put_u64(&st, head);
         mp_put_cstr(&st, "hw");
         mp_put_u64(&st, hw);
+        if (b.active) {
+            mp_put_cstr(&st, "building");
+            mp_put_cstr(&st, b.indexes);
+            mp_put_cstr(&st, "build_scanned");
+            mp_put_u64(&st, b.scanned);
+            mp_put_cstr(&st, "build_emitted");
+            mp_put_u64(&st, b.emitted);
+            mp_put_cstr(&st, "build_runs");
+            mp_put_u64(&st, b.runs);
+        }
     }
     memset(&rep, 0, sizeof(rep));
     rep.status.p = (const uint8_t *)st.sb.data;

@@ -248,6 +248,13 @@ void st_part_stats(st_part *p, uint64_t *head, uint64_t *hw, uint64_t *items,
     pthread_mutex_unlock(&p->mu);
 }
 
+void st_part_build(st_part *p, st_build *b)
+{
+    pthread_mutex_lock(&p->mu);
+    *b = p->build;
+    pthread_mutex_unlock(&p->mu);
+}
+
 const cat_table *st_table(st_part *p, uint64_t tid)
 {
     const sx_catalog *cat = NULL;

@@ -53,6 +53,15 @@ typedef struct st_bf {
     uint64_t last_seq;
 } st_bf;
 
+/* An index build's progress, published for NODE_STATUS (guarded by mu). */
+typedef struct st_build {
+    bool active;
+    char indexes[128];                 /* "table.index,..." being built */
+    uint64_t scanned;                  /* items of the snapshot read so far */
+    uint64_t emitted;                  /* records appended to the outbox so far */
+    uint64_t runs;                     /* sorted runs begun */
+} st_build;
+
 typedef struct st_part {
     uint64_t id, hlo, hhi;
     const sx_config *cfg;
@@ -83,6 +92,7 @@ typedef struct st_part {
     uint32_t nshipped;                 /* deletions in `shipped` */
     uint32_t nbf;
     st_bf *bf;
+    st_build build;                    /* the index build under way, for status */
     struct ship *ship;                 /* the node's shipper (set before the
                                         * node serves writes), or NULL */
 } st_part;
@@ -145,6 +155,9 @@ void st_range(st_part *p, const msg_S_RANGE_req *rq, mp_buf *out);
 /* Reads the published head, hw, item count and outbox size under mu. */
 void st_part_stats(st_part *p, uint64_t *head, uint64_t *hw, uint64_t *items,
                    uint64_t *outbox);
+
+/* Reads the index build under way (b->active false: none) under mu. */
+void st_part_build(st_part *p, st_build *b);
 
 /* The table tid in the newest cached catalog (refreshing once if unknown),
  * or NULL. The pointer is valid for the catalog cache's life. */

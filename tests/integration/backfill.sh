@@ -8,15 +8,17 @@
 #   1. 1,200 items are loaded; index by_grp is created and every storage
 #      partition's backfill holds at its snapshot. Meanwhile items move to a
 #      group on the other index node, are deleted, lose or gain the indexed
-#      attribute, or are new. Released, the index becomes ready and equals
+#      attribute, or are new; `status` shows every partition building it.
+#      Released, the index becomes ready and equals
 #      the facts exactly (a strong query over the whole index, and the
 #      covering entries' values), the logs show records left to the later
 #      writes and more than one sorted run per partition.
 #   2. Index by_v is created; while its backfills hold, storage node s1 is
 #      killed with SIGKILL and more writes go to s2's partitions. s1 is
-#      restarted with the hold released and SHARDEX_BACKFILL_RUNNING=1: its
-#      backfills start again from the beginning, one partition at a time
-#      (the other logs that it waits), and by_v too ends equal to the facts.
+#      restarted with SHARDEX_BACKFILL_RUNNING=1 while the hold lasts: one
+#      partition's backfill, started again from the beginning, holds and the
+#      other waits for it (logged); released, by_v too ends equal to the
+#      facts.
 source "$(dirname "$0")/lib.sh" "$@"
 
 HOLD="$(mktemp -u "$IT_BUILD/it-clusters/backfill-hold.XXXXXX")"
@@ -56,6 +58,12 @@ touch "$HOLD"
 sx index create kv by_grp --on grp --project all
 wait_for "every storage partition's backfill holds at its snapshot" 60 holding "$nparts"
 pass "all $nparts storage partitions hold their backfill of by_grp"
+nb="$(sx status --json | jq '[.nodes[] | select(.role == "storage") | .status.partitions[]
+                                | select(.building == "kv.by_grp")] | length')"
+[ "$nb" -eq "$nparts" ] || fail "status shows $nb of $nparts storage partitions building kv.by_grp"
+sx status | grep -q 'building="kv.by_grp" build_scanned=0' ||
+    fail "shardex status does not show the build and its progress"
+pass "status shows every storage partition building kv.by_grp, nothing scanned yet"
 {
     # move to a group on the other index node (Apple/Kiwi/Lime <-> Mango/Zebra)
     for ((id = 1; id <= 60; id++)); do
@@ -117,6 +125,7 @@ check_index() {
 }
 check_index by_grp grp
 [ "$(wc -l <"$W/want_ids.by_grp")" -gt 900 ] || fail "too few items with grp"
+! sx status | grep -q 'building=' || fail "status still shows a build once the index is ready"
 grep -q '"Zebra"' <<<"$(sx get kv '{"id": 1}')" || fail "item 1 was not moved to Zebra"
 
 # the later writes' records won (some backfill records were left out), and
@@ -145,11 +154,13 @@ for ((id = 2001; id <= 2060; id++)); do
 done
 ((ok > 0)) || fail "no write reached the storage node still up"
 pass "$ok writes acknowledged by s2 while s1 was down"
-rm -f "$HOLD"
+# s1 comes back building one partition at a time, the hold still on: one of
+# its partitions holds, the other must wait for it
 SHARDEX_BACKFILL_RUNNING=1 lc start s1 >/dev/null
+s1_waits() { grep -q 'index build waits: 1 partition(s) of this node building' "$IT_DIR/logs/s1.log"; }
+wait_for "s1 (SHARDEX_BACKFILL_RUNNING=1) makes a partition wait" 60 s1_waits
+rm -f "$HOLD"
 wait_for "index by_v ready" 120 index_ready kv by_v
-grep -q 'index build waits: 1 partition(s) of this node building' "$IT_DIR/logs/s1.log" ||
-    fail "s1, restarted to build one partition at a time, never made one wait"
 pass "s1, restarted with SHARDEX_BACKFILL_RUNNING=1, built its partitions one at a time"
 check_index by_v v
 check_index by_grp grp
