@@ -474,10 +474,40 @@ static void bf_leave(void)
     atomic_fetch_sub(&bf_running, 1);
 }
 
+/* A tag of the indexes that p has yet to build under cat (0: none). */
+static uint64_t todo_tag(st_part *p, const sx_catalog *cat)
+{
+    uint64_t tag = 0, last;
+
+    for (uint32_t ti = 0; ti < cat->ntables; ti++)
+        for (uint32_t ii = 0; ii < cat->tables[ti].nindexes; ii++) {
+            const cat_index *ix = &cat->tables[ti].indexes[ii];
+            uint8_t id[4];
+
+            if (ix->state != CAT_BUILDING || part_done(ix, p->id) ||
+                bf_lookup(p, ix->id, &last))
+                continue;
+            sx_put_be32(id, ix->id);
+            tag = tag * 31 + sx_fnv64(id, sizeof(id)) + 1;
+        }
+    return tag;
+}
+
 void bf_step(st_part *p, const sx_catalog *cat, nng_socket catsock)
 {
+    /* the indexes to build as seen at this thread's (the partition's)
+     * previous poll: a build starts only once two polls in a row saw the
+     * same ones, so indexes created one after the other (each `index
+     * create` a command) are built in one scan, at the price of one poll */
+    static _Thread_local uint64_t seen;
+    uint64_t tag;
+    bool settled;
+
     if (cat == NULL)
         return;
+    tag = todo_tag(p, cat);
+    settled = tag == seen;
+    seen = tag;
     pthread_mutex_lock(&p->wlock);
     st_part_use_catalog(p, cat);
     pthread_mutex_unlock(&p->wlock);
@@ -504,10 +534,11 @@ void bf_step(st_part *p, const sx_catalog *cat, nng_socket catsock)
             if (p->ship != NULL && ship_acked_all(p->ship, p, last))
                 bf_notify(p, ix, catsock);
         }
-        if (ntodo > 0 && bf_enter(p))
-            bf_run(p, cat, t, todo, ntodo);
-        if (ntodo > 0)
+        if (ntodo > 0 && settled) {
+            if (bf_enter(p))
+                bf_run(p, cat, t, todo, ntodo);
             bf_leave();
+        }
         free(todo);
     }
 }

@@ -2,7 +2,9 @@
  * backfill.h — building new indexes from a fact partition's existing items.
  *
  * Driven by the storage node's catalog poll. For the indexes of a table that
- * are `building` and not yet done for this partition, together, once:
+ * are `building` and not yet done for this partition, together, once two
+ * polls in a row (200 ms apart) have seen the same such indexes (so that
+ * indexes created one command after the other share one scan):
  *   1. under the write lock: switch the partition to the catalog that has
  *      the indexes, take a leveldb snapshot, and start recording (by a tag
  *      of the fact key, st_fact_tag) every fact written from then on
