@@ -21,7 +21,8 @@
 #include "u64set.h"
 
 /* Records held before a run is sorted and emitted: SHARDEX_BACKFILL_RUN_KB
- * (1 KiB .. 2 GiB, in KiB) or 64 MiB, per partition being backfilled. 64 MiB
+ * (1 KiB .. 2 GiB, in KiB) or 64 MiB, per partition being backfilled (the
+ * arrays grow by doubling, so up to about twice that is allocated). 64 MiB
  * holds ~190,000 items of the benchmark's customers with two indexes. */
 #define BF_RUN_KB_DEFAULT (64L << 10)
 #define BF_RUN_KB_MAX (2L << 20)   /* below bf_sort.h's BF_RECS_MAX_BYTES */
@@ -31,8 +32,27 @@
 #define BF_RUNNING_DEFAULT 2
 #define BF_RUNNING_MAX 64
 #define BF_EMIT 4096              /* records per synced batch when emitting */
+/* Facts written during a build that the build remembers exactly (a table of
+ * 64 MiB at most); past that every record is checked against its fact with
+ * a read, which is slower but as right. */
+#define BF_TOUCH_MAX (4u << 20)
 #define BF_STOP_EVERY 65536       /* facts scanned between stop checks */
 #define BF_NOTIFY_TIMEOUT_MS 2000
+
+static atomic_long run_kb, running_max;   /* 0: not read yet */
+
+/* Environment variable name (1..hi, else dflt, logged by sx_env_long),
+ * read once per process into *cache. */
+static long env_once(atomic_long *cache, const char *name, long hi, long dflt)
+{
+    long v = atomic_load(cache);
+
+    if (v == 0) {
+        v = sx_env_long(name, 1, hi, dflt);
+        atomic_store(cache, v);
+    }
+    return v;
+}
 
 typedef struct bf_scan {
     st_part *p;
@@ -318,14 +338,18 @@ static int bf_run(st_part *p, const sx_catalog *cat, const cat_table *t,
     s.t = t;
     s.ix = ix;
     s.nix = nix;
-    s.run_max = (size_t)sx_env_long("SHARDEX_BACKFILL_RUN_KB", 1, BF_RUN_KB_MAX,
-                                    BF_RUN_KB_DEFAULT) << 10;
+    s.run_max = (size_t)env_once(&run_kb, "SHARDEX_BACKFILL_RUN_KB", BF_RUN_KB_MAX,
+                                 BF_RUN_KB_DEFAULT) << 10;
     u64set_init(&s.touch);
+    s.touch.max = BF_TOUCH_MAX;
     bf_recs_init(&s.run);
     mp_buf_init(&s.proj);
     s.b = leveldb_writebatch_create();
-    if (s.b == NULL)
+    if (s.b == NULL) {
+        LOG_ERROR("partition %llu: index build: out of memory (will start again)",
+                  (unsigned long long)p->id);
         return SX_ENOMEM;
+    }
     lo[0] = hi[0] = ST_FACT_PREFIX;
     sx_put_be32(lo + 1, t->id);
     sx_put_be32(hi + 1, t->id + 1);
@@ -350,7 +374,8 @@ static int bf_run(st_part *p, const sx_catalog *cat, const cat_table *t,
     p->bf_touch = &s.touch;
     pthread_mutex_unlock(&p->wlock);
     bf_hold(&s);
-    do {
+    s.stop = node_should_stop();
+    while (!s.stop) {
         bf_recs_clear(&s.run);
         s.resume_n = 0;
         rc = st_kscan(p, s.snap, lo, lo_n, hi, hi_n, false, bf_visit, &s);
@@ -370,7 +395,9 @@ static int bf_run(st_part *p, const sx_catalog *cat, const cat_table *t,
                      "records emitted so far", (unsigned long long)p->id, t->name,
                      (unsigned long long)s.scanned, (unsigned long long)s.records);
         }
-    } while (rc == 0 && s.resume_n > 0 && !s.stop);
+        if (rc != 0 || s.resume_n == 0)
+            break;
+    }
     pthread_mutex_lock(&p->wlock);
     if (rc == 0 && !s.stop)
         rc = bf_finish(&s);
@@ -455,8 +482,8 @@ static atomic_int bf_running;
 static bool bf_enter(st_part *p)
 {
     static _Thread_local bool told;
-    int max = (int)sx_env_long("SHARDEX_BACKFILL_RUNNING", 1, BF_RUNNING_MAX,
-                               BF_RUNNING_DEFAULT);
+    int max = (int)env_once(&running_max, "SHARDEX_BACKFILL_RUNNING", BF_RUNNING_MAX,
+                            BF_RUNNING_DEFAULT);
 
     if (atomic_fetch_add(&bf_running, 1) < max) {
         told = false;

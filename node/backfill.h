@@ -25,6 +25,10 @@
  *      shipped after them could outlive their tombstones;
  *   4. repeat 2–3 from where the run stopped until the table is done, then
  *      persist, per index, the seq of the last record ('M' 'B' | index id).
+ * While an index is `building` a write emits the records of its new state
+ * even where they repeat the old one (storage_write.c: emit_one), since the
+ * index may not hold the old entry yet: so "that later write emitted the
+ * records of the fact's current state" holds for every write in step 3.
  * Sorted runs are the point: an index node then inserts its entries in key
  * order, beside the previous one, instead of at random (bf_sort.h has the
  * figures). Nothing of an unfinished backfill is recorded, so one stopped

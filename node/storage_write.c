@@ -191,7 +191,10 @@ static int emit_one(st_part *p, leveldb_writebatch_t *b, const cat_table *t,
         rc = item_project(t, ix, old, on, &po);
     if (rc == 0 && (pn.oom || po.oom))
         rc = SX_ENOMEM;
-    if (rc == 0 && (!same || po.sb.size != pn.sb.size ||
+    /* an unchanged entry is left out, unless the index is being built: then
+     * it may not hold the entry yet, and the backfill leaves this item to
+     * this write (backfill.h) */
+    if (rc == 0 && (!same || ix->state == CAT_BUILDING || po.sb.size != pn.sb.size ||
                     memcmp(po.sb.data, pn.sb.data, pn.sb.size) != 0))
         rc = st_outbox_append(p, b, OUT_PUT, v, kn->p, kn->n, h,
                               (const uint8_t *)pn.sb.data, pn.sb.size, pending);

@@ -8,8 +8,18 @@
 void u64set_init(u64set *s)
 {
     s->slot = NULL;
-    s->cap = s->n = 0;
+    s->cap = s->n = s->max = 0;
     s->has_zero = s->lost = false;
+}
+
+/* Gives up on exact membership: every value counts as present. */
+static int lose(u64set *s)
+{
+    free(s->slot);
+    s->slot = NULL;
+    s->cap = s->n = 0;
+    s->lost = true;
+    return SX_ENOMEM;
 }
 
 void u64set_free(u64set *s)
@@ -47,14 +57,14 @@ int u64set_add(u64set *s, uint64_t v)
     }
     if (u64set_has(s, v))
         return 0;
+    if (s->max > 0 && s->n >= s->max)
+        return lose(s);
     if ((s->n + 1) * 2 > s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 64;
         uint64_t *ns = cap <= SIZE_MAX / sizeof(*ns) ? calloc(cap, sizeof(*ns)) : NULL;
 
-        if (ns == NULL) {
-            s->lost = true;
-            return SX_ENOMEM;
-        }
+        if (ns == NULL)
+            return lose(s);
         for (size_t i = 0; i < s->cap; i++)
             if (s->slot[i] != 0)
                 place(ns, cap, s->slot[i]);

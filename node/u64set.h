@@ -15,20 +15,22 @@
 typedef struct u64set {
     uint64_t *slot;             /* 0 = empty; a stored 0 is kept in has_zero */
     size_t cap, n;              /* cap: 0 or a power of two */
+    size_t max;                 /* values held at most (0: no bound); past
+                                 * it the set is lost and frees its table */
     bool has_zero;
     bool lost;                  /* an add ran out of memory: membership is
                                  * unknown, so callers treat every value as
                                  * present */
 } u64set;
 
-/* An empty set (allocates nothing). */
+/* An empty set (allocates nothing), without a bound (set s->max after). */
 void u64set_init(u64set *s);
 
 /* Frees the set's memory; it may be initialised again. */
 void u64set_free(u64set *s);
 
-/* Adds v. Returns 0, or SX_ENOMEM after setting s->lost (once lost, an
- * add does nothing and returns 0). */
+/* Adds v. Returns 0, or SX_ENOMEM after setting s->lost (out of memory, or
+ * past s->max values; once lost, an add does nothing and returns 0). */
 int u64set_add(u64set *s, uint64_t v);
 
 /* True when v was added, or when s->lost. */

@@ -21,9 +21,9 @@ static void sleep_ms(int ms)
 }
 
 /* Creates nidx indexes on b->table (an existing index is fine) and waits
- * for them to be ready: up to 60 s, or without bound when they are built
+ * for them to be ready: up to 60 s, or up to an hour when they are built
  * over loaded data (a backfill takes as long as the data needs). */
-static int make_indexes(bench *b, int nidx, bool unbounded)
+static int make_indexes(bench *b, int nidx, bool over_data)
 {
     int rc;
     const char *on1[] = { "town", "lastname" };
@@ -34,7 +34,7 @@ static int make_indexes(bench *b, int nidx, bool unbounded)
     if (nidx >= 2 && (rc = sx_index_create(b->c, b->table, "by_last", on2, 1, SX_PROJ_KEYS,
                                            NULL, 0)) && rc != SX_EEXIST)
         return rc;
-    for (int tries = 0; unbounded || tries < 600; tries++) {
+    for (int tries = 0; tries < (over_data ? 36000 : 600); tries++) {
         sx_index_info *list = NULL;
         size_t n = 0, ready = 0;
         if ((rc = sx_index_list(b->c, b->table, &list, &n)))

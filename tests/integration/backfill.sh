@@ -13,7 +13,8 @@
 #      the facts exactly (a strong query over the whole index, and the
 #      covering entries' values), the logs show records left to the later
 #      writes and more than one sorted run per partition.
-#   2. Index by_v is created; while its backfills hold, storage node s1 is
+#   2. Index by_v (keys only) is created; while its backfills hold, items
+#      change only grp (by_v's key and projection stay), storage node s1 is
 #      killed with SIGKILL and more writes go to s2's partitions. s1 is
 #      restarted with SHARDEX_BACKFILL_RUNNING=1 while the hold lasts: one
 #      partition's backfill, started again from the beginning, holds and the
@@ -144,6 +145,13 @@ pass "the backfills left $left records to later writes and sorted >= $runs_min r
 touch "$HOLD"
 sx index create kv by_v --on v --project keys
 wait_for "the by_v backfills hold at their snapshot" 60 holding $((2 * nparts))
+# updates that leave by_v's key and projection (id, v) as they were: only grp
+# changes, so a write would have nothing new to tell by_v if it already had
+# the entry; building, it does not
+sx scan kv | jq -c 'select(.id <= 200) | .grp = "Kiwi"' >"$W/regrp.jsonl"
+[ "$(wc -l <"$W/regrp.jsonl")" -ge 100 ] || fail "too few items to regroup"
+sx load kv "$W/regrp.jsonl" >/dev/null
+pass "changed only grp of $(wc -l <"$W/regrp.jsonl") items while the by_v backfills held"
 lc kill s1
 pass "killed storage node s1 while its by_v backfills held"
 # writes to whatever s2 owns: try every id; those on s1 fail while it is down

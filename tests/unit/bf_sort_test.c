@@ -8,7 +8,8 @@
  *     a pseudo-random order come out ordered, each exactly once;
  *   - the run's size grows with what it holds and a cleared run is reused;
  *   - the set holds what was added (0 included) and nothing else, across
- *     its growth, and a lost set answers "present" to everything.
+ *     its growth, and a lost set answers "present" to everything; a
+ *     bounded set is lost (its table freed) by the value past its bound.
  * Standalone (no leveldb, no nng): main() returns non-zero on any failure.
  */
 #include <stdint.h>
@@ -17,6 +18,7 @@
 #include <string.h>
 #include "bf_sort.h"
 #include "check.h"
+#include "sx_errors.h"
 #include "u64set.h"
 
 static int cmp_bytes(const uint8_t *a, size_t an, const uint8_t *b, size_t bn)
@@ -142,6 +144,17 @@ static void test_set(void)
     u64set_free(&s);
     CHECK(!u64set_has(&s, 0x9e3779b97f4a7c15ull));
     CHECK(!s.lost);
+
+    /* bounded: the value past max loses the set (and its table) */
+    s.max = 100;
+    for (uint64_t v = 1; v <= 100; v++)
+        CHECK_INT(u64set_add(&s, v), 0);
+    CHECK(!s.lost && u64set_has(&s, 100) && !u64set_has(&s, 101));
+    CHECK_INT(u64set_add(&s, 50), 0);         /* present: no growth */
+    CHECK(!s.lost);
+    CHECK_INT(u64set_add(&s, 101), SX_ENOMEM);
+    CHECK(s.lost && s.slot == NULL && u64set_has(&s, 999));
+    u64set_free(&s);
 }
 
 int main(void)
