@@ -299,19 +299,20 @@ static void bf_report(const bf_scan *s, int rc, double secs)
                   "again)", (unsigned long long)s->p->id, names, sx_strerror(rc));
 }
 
-/* The test hook SHARDEX_BACKFILL_HOLD=FILE: while FILE exists, a backfill
- * that has taken its snapshot waits before scanning it (the node's stop
- * ends the wait), so a test can write between the snapshot and the scan
- * deterministically. Logged once per wait. */
-static void bf_hold(const bf_scan *s)
+/* The test hooks SHARDEX_BACKFILL_HOLD=FILE and SHARDEX_BACKFILL_HOLD_RUN=FILE:
+ * while FILE exists, a backfill waits, having taken its snapshot (HOLD) or
+ * having emitted a run other than its last (HOLD_RUN), so that a test can
+ * write, or kill the node, at those points deterministically. The node's
+ * stop ends the wait. Logged once per wait. */
+static void bf_hold(const bf_scan *s, const char *var, const char *where)
 {
-    const char *f = getenv("SHARDEX_BACKFILL_HOLD");
+    const char *f = getenv(var);
     struct timespec ts = { 0, 20 * 1000000L };
 
     if (f == NULL || *f == '\0' || access(f, F_OK) != 0)
         return;
-    LOG_INFO("partition %llu: backfill of table %s holds at its snapshot while %s "
-             "exists (SHARDEX_BACKFILL_HOLD)", (unsigned long long)s->p->id, s->t->name, f);
+    LOG_INFO("partition %llu: backfill of table %s holds %s while %s exists (%s)",
+             (unsigned long long)s->p->id, s->t->name, where, f, var);
     while (access(f, F_OK) == 0 && !node_should_stop())
         nanosleep(&ts, NULL);
 }
@@ -373,7 +374,7 @@ static int bf_run(st_part *p, const sx_catalog *cat, const cat_table *t,
     s.snap = leveldb_create_snapshot(p->store->db->db);
     p->bf_touch = &s.touch;
     pthread_mutex_unlock(&p->wlock);
-    bf_hold(&s);
+    bf_hold(&s, "SHARDEX_BACKFILL_HOLD", "at its snapshot");
     s.stop = node_should_stop();
     while (!s.stop) {
         bf_recs_clear(&s.run);
@@ -394,6 +395,8 @@ static int bf_run(st_part *p, const sx_catalog *cat, const cat_table *t,
             LOG_INFO("partition %llu: backfill of table %s: %llu items scanned, %llu "
                      "records emitted so far", (unsigned long long)p->id, t->name,
                      (unsigned long long)s.scanned, (unsigned long long)s.records);
+            bf_hold(&s, "SHARDEX_BACKFILL_HOLD_RUN", "after a run");
+            s.stop = s.stop || node_should_stop();
         }
         if (rc != 0 || s.resume_n == 0)
             break;

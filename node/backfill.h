@@ -38,8 +38,9 @@
  * tell the catalog node CAT_BACKFILLED(index, part), retrying each poll
  * until the catalog lists the partition as done.
  *
- * Test hook: SHARDEX_BACKFILL_HOLD=FILE makes a backfill wait after step 1
- * while FILE exists (see backfill.c).
+ * Test hooks: SHARDEX_BACKFILL_HOLD=FILE makes a backfill wait after step 1
+ * while FILE exists, SHARDEX_BACKFILL_HOLD_RUN=FILE after each run of step 3
+ * but the last (see backfill.c).
  */
 #ifndef SX_BACKFILL_H
 #define SX_BACKFILL_H

@@ -20,12 +20,18 @@
 #      partition's backfill, started again from the beginning, holds and the
 #      other waits for it (logged); released, by_v too ends equal to the
 #      facts.
+#   3. Index by_v2 is created with SHARDEX_BACKFILL_HOLD_RUN: each partition
+#      holds after emitting its first run; s2 is killed with SIGKILL there,
+#      restarted, builds again from the beginning (its first run's records
+#      arrive twice), and by_v2 ends equal to the facts.
 source "$(dirname "$0")/lib.sh" "$@"
 
 HOLD="$(mktemp -u "$IT_BUILD/it-clusters/backfill-hold.XXXXXX")"
+HOLD_RUN="$HOLD.run"
 export SHARDEX_BACKFILL_HOLD="$HOLD"
+export SHARDEX_BACKFILL_HOLD_RUN="$HOLD_RUN"
 export SHARDEX_BACKFILL_RUN_KB=8
-it_extra_cleanup() { rm -f "$HOLD"; }
+it_extra_cleanup() { rm -f "$HOLD" "$HOLD_RUN"; }
 it_cluster_up
 W="$IT_DIR/work"
 mkdir -p "$W"
@@ -170,6 +176,22 @@ wait_for "s1 (SHARDEX_BACKFILL_RUNNING=1) makes a partition wait" 60 s1_waits
 rm -f "$HOLD"
 wait_for "index by_v ready" 120 index_ready kv by_v
 pass "s1, restarted with SHARDEX_BACKFILL_RUNNING=1, built its partitions one at a time"
+check_index by_v v
+
+# ---- 3. kill -9 of a storage node after its build shipped part of its records --
+touch "$HOLD_RUN"
+sx index create kv by_v2 --on v --project all
+s2_held() { [ "$(grep -c 'holds after a run' "$IT_DIR/logs/s2.log")" -ge 2 ]; }
+wait_for "both of s2's partitions hold after emitting a run of by_v2" 60 s2_held
+emitted="$(sx status --json | jq '[.nodes[] | select(.name == "s2") | .status.partitions[]
+                                     | .build_emitted // 0] | min')"
+((emitted > 0)) || fail "s2's partitions had emitted nothing before the kill"
+lc kill s2
+pass "killed storage node s2 after each of its partitions emitted part of by_v2 (>= $emitted records)"
+rm -f "$HOLD_RUN"
+lc start s2 >/dev/null
+wait_for "index by_v2 ready" 120 index_ready kv by_v2
+check_index by_v2 v
 check_index by_v v
 check_index by_grp grp
 [ "$(lc status | grep -c running)" -eq 5 ] || fail "not every process is running"
