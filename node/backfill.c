@@ -37,6 +37,7 @@
  * a read, which is slower but as right. */
 #define BF_TOUCH_MAX (4u << 20)
 #define BF_STOP_EVERY 65536       /* facts scanned between stop checks */
+#define BF_BACKOFF_MAX_MS 60000   /* the longest wait before a failed build's retry */
 #define BF_NOTIFY_TIMEOUT_MS 2000
 
 static atomic_long run_kb, running_max;   /* 0: not read yet */
@@ -530,6 +531,7 @@ void bf_step(st_part *p, const sx_catalog *cat, nng_socket catsock)
      * same ones, so indexes created one after the other (each `index
      * create` a command) are built in one scan, at the price of one poll */
     static _Thread_local uint64_t seen;
+    static _Thread_local uint64_t retry_at, backoff_ms;   /* after a failed build */
     uint64_t tag;
     bool settled;
 
@@ -564,10 +566,23 @@ void bf_step(st_part *p, const sx_catalog *cat, nng_socket catsock)
             if (p->ship != NULL && ship_acked_all(p->ship, p, last))
                 bf_notify(p, ix, catsock);
         }
-        if (ntodo > 0 && settled) {
-            if (bf_enter(p))
-                bf_run(p, cat, t, todo, ntodo);
+        if (ntodo > 0 && settled && st_now_us() >= retry_at) {
+            int rc = bf_enter(p) ? bf_run(p, cat, t, todo, ntodo) : 0;
+
             bf_leave();
+            if (rc != 0 && !node_should_stop()) {
+                /* e.g. an item that cannot be read: do not rescan the whole
+                 * table every poll; 1 s, doubling to a minute */
+                backoff_ms = backoff_ms ? backoff_ms * 2 : 1000;
+                if (backoff_ms > BF_BACKOFF_MAX_MS)
+                    backoff_ms = BF_BACKOFF_MAX_MS;
+                retry_at = st_now_us() + backoff_ms * 1000ull;
+                LOG_WARN("partition %llu: index build of table %s failed (%s); next "
+                         "attempt in %llu s", (unsigned long long)p->id, t->name,
+                         sx_strerror(rc), (unsigned long long)backoff_ms / 1000);
+            } else if (rc == 0) {
+                backoff_ms = 0;
+            }
         }
         free(todo);
     }
