@@ -1,16 +1,16 @@
 /*
- * backfill.c — index backfill for one fact partition and the CAT_BACKFILLED
- * notification. See backfill.h.
+ * backfill.c — the index builds' driver for one fact partition: which
+ * indexes to build and when (one scan for a table's new indexes, two polls
+ * in a row agreeing, at most SHARDEX_BACKFILL_RUNNING partitions of a node
+ * at once, a failed build retried after a growing delay), and the
+ * CAT_BACKFILLED notification once a build has shipped. See backfill.h.
  */
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <time.h>
-#include <unistd.h>
 #include <string.h>
 #include "backfill.h"
-#include "bf_sort.h"
+#include "bf_build.h"
 #include "hash.h"
-#include "item.h"
 #include "log.h"
 #include "msg.h"
 #include "net.h"
@@ -18,12 +18,12 @@
 #include "shipper.h"
 #include "storage_part.h"
 #include "sx_errors.h"
-#include "u64set.h"
 
-/* Records held before a run is sorted and emitted: SHARDEX_BACKFILL_RUN_KB
- * (1 KiB .. 2 GiB, in KiB) or 64 MiB, per partition being backfilled (the
- * arrays grow by doubling, so up to about twice that is allocated). 64 MiB
- * holds ~190,000 items of the benchmark's customers with two indexes. */
+/* Records a build holds before it sorts and emits them:
+ * SHARDEX_BACKFILL_RUN_KB (1 KiB .. 2 GiB, in KiB) or 64 MiB, per partition
+ * building (the arrays grow by doubling, so up to about twice that is
+ * allocated). 64 MiB holds ~190,000 items of the benchmark's customers with
+ * two indexes. */
 #define BF_RUN_KB_DEFAULT (64L << 10)
 #define BF_RUN_KB_MAX (2L << 20)   /* below bf_sort.h's BF_RECS_MAX_BYTES */
 /* Partitions of this node building at once: SHARDEX_BACKFILL_RUNNING
@@ -31,12 +31,6 @@
  * many runs) and keeps a core busy; the others wait for a later poll. */
 #define BF_RUNNING_DEFAULT 2
 #define BF_RUNNING_MAX 64
-#define BF_EMIT 4096              /* records per synced batch when emitting */
-/* Facts written during a build that the build remembers exactly (a table of
- * 64 MiB at most); past that every record is checked against its fact with
- * a read, which is slower but as right. */
-#define BF_TOUCH_MAX (4u << 20)
-#define BF_STOP_EVERY 65536       /* facts scanned between stop checks */
 #define BF_BACKOFF_MAX_MS 60000   /* the longest wait before a failed build's retry */
 #define BF_NOTIFY_TIMEOUT_MS 2000
 
@@ -53,370 +47,6 @@ static long env_once(atomic_long *cache, const char *name, long hi, long dflt)
         atomic_store(cache, v);
     }
     return v;
-}
-
-typedef struct bf_scan {
-    st_part *p;
-    const cat_table *t;
-    const cat_index **ix;     /* the indexes built together */
-    uint32_t nix;
-    const leveldb_snapshot_t *snap;
-    u64set touch;             /* facts written since the snapshot (p->bf_touch) */
-    bf_recs run;
-    size_t run_max;           /* bytes: BF_RUN_KB's */
-    leveldb_writebatch_t *b;
-    sx_bytes key;
-    mp_buf proj;
-    uint64_t scanned, records, skipped, runs;
-    uint8_t resume[ST_FACT_KEY_MAX + 1];
-    size_t resume_n;          /* > 0: the run is full; resume at this key */
-    bool stop;                /* the node stops or an index was dropped */
-    bool dropped;
-} bf_scan;
-
-/* Publishes the build's progress for NODE_STATUS (st_part.build). */
-static void bf_publish(const bf_scan *s, bool active)
-{
-    st_part *p = s->p;
-
-    pthread_mutex_lock(&p->mu);
-    p->build.active = active;
-    p->build.scanned = s->scanned;
-    p->build.emitted = s->records;
-    p->build.runs = s->runs;
-    pthread_mutex_unlock(&p->mu);
-}
-
-/* Adds the records of one fact of the snapshot to the run, or stops the
- * scan when the run is full (resume at k) or the node stops. */
-static int bf_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *v, size_t vn)
-{
-    bf_scan *s = arg;
-    mp_cur c = mp_cur_make(v, vn);
-    uint32_t cnt;
-    uint64_t ver;
-    sx_buf item;
-
-    if (kn > ST_FACT_KEY_MAX)
-        return SX_EIO;
-    if (bf_recs_bytes(&s->run) >= s->run_max) {
-        memcpy(s->resume, k, kn);         /* k is not done: resume at it */
-        s->resume_n = kn;
-        return 1;
-    }
-    if (++s->scanned % BF_STOP_EVERY == 0 && node_should_stop()) {
-        s->stop = true;
-        return 1;
-    }
-    if (s->scanned % BF_EMIT == 0)
-        bf_publish(s, true);
-    if (kn < ST_FACT_HDR + 9 || mp_read_array(&c, &cnt) != 0 || cnt != 2 ||
-        mp_read_u64(&c, &ver) != 0 || mp_read_raw(&c, &item) != 0)
-        return SX_EIO;
-    for (uint32_t i = 0; i < s->nix; i++) {
-        const cat_index *ix = s->ix[i];
-        uint8_t id[4];
-        int rc;
-
-        s->key.n = 0;
-        sx_put_be32(id, ix->id);
-        rc = bytes_append(&s->key, id, 4);
-        if (rc == 0)
-            rc = item_index_tuple(s->t, ix, item.p, item.n, &s->key);
-        if (rc == SX_ENOMEM)
-            return rc;
-        if (rc != 0)
-            continue;                     /* not in this index (sparse) */
-        s->proj.sb.size = 0;
-        rc = item_project(s->t, ix, item.p, item.n, &s->proj);
-        if (rc == 0 && s->proj.oom)
-            rc = SX_ENOMEM;
-        if (rc == 0)
-            rc = bf_recs_add(&s->run, k, kn, ver, sx_get_be64(k + ST_FACT_HDR),
-                             s->key.p, s->key.n, (const uint8_t *)s->proj.sb.data,
-                             s->proj.sb.size);
-        if (rc != 0)
-            return rc;
-    }
-    return 0;
-}
-
-/* Under wlock, for a record of a fact written since the snapshot (or
- * sharing its tag with one): true when the fact still has the record's
- * version, so the record is current; false when it was rewritten or
- * deleted since, whose write emitted the index's records itself. */
-static bool bf_current(bf_scan *s, const bf_rec *r, int *err)
-{
-    uint8_t *val = NULL;
-    size_t vn = 0;
-    uint32_t cnt;
-    uint64_t ver = 0;
-    mp_cur c;
-    int rc = st_kget(s->p, NULL, r->fkey, r->fkn, &val, &vn);
-
-    if (rc == SX_ENOTFOUND)
-        return false;
-    if (rc == 0) {
-        c = mp_cur_make(val, vn);
-        if (mp_read_array(&c, &cnt) != 0 || cnt != 2 || mp_read_u64(&c, &ver) != 0)
-            rc = SX_EIO;
-    }
-    free(val);
-    if (rc != 0)
-        *err = rc;
-    return rc == 0 && ver == r->version;
-}
-
-/* Under wlock: commits records [from, to) of the sorted run as one synced
- * batch, leaving out those no longer current. */
-static int bf_emit_chunk(bf_scan *s, size_t from, size_t to)
-{
-    st_part *p = s->p;
-    uint64_t pending = 0;
-    int rc = 0;
-
-    leveldb_writebatch_clear(s->b);
-    for (size_t i = from; rc == 0 && i < to; i++) {
-        bf_rec r;
-
-        bf_recs_get(&s->run, i, &r);
-        if (u64set_has(&s->touch, st_fact_tag(r.fkey, r.fkn)) && !bf_current(s, &r, &rc)) {
-            s->skipped++;
-            continue;
-        }
-        rc = st_outbox_append(p, s->b, OUT_PUT, r.version, r.key, r.kn, r.h, r.proj,
-                              r.pn, &pending);
-    }
-    if (rc == 0 && pending > 0)
-        rc = st_commit(p, s->b, pending);
-    else if (rc != 0)
-        st_commit_abort(p);
-    if (rc == 0)
-        s->records += pending;
-    return rc;
-}
-
-/* True when the newest catalog the node holds no longer has index id: it
- * was dropped while being backfilled (the index nodes collect what was
- * shipped of it). */
-static bool bf_dropped(st_part *p, uint32_t id)
-{
-    const sx_catalog *cat = NULL;
-
-    return st_cat_peek(p->cc, 0, &cat) == 0 && cat_index_by_id(cat, id, NULL) == NULL;
-}
-
-/* Sorts the run and emits it chunk by chunk, each chunk under the write
- * lock (writes wait for one chunk at most), stopping between chunks when
- * the node stops or an index is dropped. */
-static int bf_emit(bf_scan *s)
-{
-    st_part *p = s->p;
-    int rc = 0;
-
-    bf_recs_sort(&s->run);
-    s->runs++;
-    for (size_t i = 0; rc == 0 && i < s->run.n && !s->stop; i += BF_EMIT) {
-        size_t to = s->run.n - i < BF_EMIT ? s->run.n : i + BF_EMIT;
-
-        pthread_mutex_lock(&p->wlock);
-        rc = bf_emit_chunk(s, i, to);
-        pthread_mutex_unlock(&p->wlock);
-        bf_publish(s, true);
-        if (node_should_stop())
-            s->stop = true;
-        for (uint32_t k = 0; k < s->nix && !s->stop; k++)
-            if (bf_dropped(p, s->ix[k]->id))
-                s->stop = s->dropped = true;
-    }
-    return rc;
-}
-
-/* Under wlock: commits the backfill records ('M' 'B' | index id -> the
- * last seq, which covers every record emitted) of every index built, and
- * remembers them in memory once committed. */
-static int bf_finish(bf_scan *s)
-{
-    st_part *p = s->p;
-    uint64_t last = p->w_head;
-    st_bf *nb = NULL;
-    int rc = 0;
-
-    leveldb_writebatch_clear(s->b);
-    for (uint32_t i = 0; rc == 0 && i < s->nix; i++) {
-        uint8_t k[6], v[8];
-
-        k[0] = ST_META_PREFIX;
-        k[1] = 'B';
-        sx_put_be32(k + 2, s->ix[i]->id);
-        sx_put_be64(v, last);
-        rc = st_kput(p, s->b, k, sizeof(k), v, sizeof(v));
-    }
-    if (rc != 0) {
-        st_commit_abort(p);
-        return rc;
-    }
-    rc = st_commit(p, s->b, 0);
-    if (rc != 0)
-        return rc;
-    pthread_mutex_lock(&p->mu);
-    nb = realloc(p->bf, (p->nbf + s->nix) * sizeof(*nb));
-    if (nb != NULL) {
-        p->bf = nb;
-        for (uint32_t i = 0; i < s->nix; i++) {
-            nb[p->nbf].index_id = s->ix[i]->id;
-            nb[p->nbf].last_seq = last;
-            p->nbf++;
-        }
-    }
-    pthread_mutex_unlock(&p->mu);
-    return nb ? 0 : SX_ENOMEM;
-}
-
-/* Logs how the backfill of s's indexes ended. */
-static void bf_report(const bf_scan *s, int rc, double secs)
-{
-    char names[256] = "";
-    size_t used = 0;
-
-    for (uint32_t i = 0; i < s->nix && used < sizeof(names); i++) {
-        int w = snprintf(names + used, sizeof(names) - used, "%s%u (%s.%s)",
-                         i ? ", " : "", s->ix[i]->id, s->t->name, s->ix[i]->name);
-        if (w < 0)
-            break;
-        used += (size_t)w;
-    }
-    if (s->dropped)
-        LOG_INFO("partition %llu: backfill of index(es) %s stopped: an index was "
-                 "dropped (the others start again)", (unsigned long long)s->p->id, names);
-    else if (rc == 0 && !s->stop)
-        LOG_INFO("partition %llu: backfilled index(es) %s: %llu items, %llu records "
-                 "in %llu sorted run(s), %llu left to later writes, %.2f s",
-                 (unsigned long long)s->p->id, names, (unsigned long long)s->scanned,
-                 (unsigned long long)s->records, (unsigned long long)s->runs,
-                 (unsigned long long)s->skipped, secs);
-    else if (rc != 0)
-        LOG_ERROR("partition %llu: backfill of index(es) %s failed: %s (will start "
-                  "again)", (unsigned long long)s->p->id, names, sx_strerror(rc));
-}
-
-/* The test hooks SHARDEX_BACKFILL_HOLD=FILE and SHARDEX_BACKFILL_HOLD_RUN=FILE:
- * while FILE exists, a backfill waits, having taken its snapshot (HOLD) or
- * having emitted a run other than its last (HOLD_RUN), so that a test can
- * write, or kill the node, at those points deterministically. The node's
- * stop ends the wait. Logged once per wait. */
-static void bf_hold(const bf_scan *s, const char *var, const char *where)
-{
-    const char *f = getenv(var);
-    struct timespec ts = { 0, 20 * 1000000L };
-
-    if (f == NULL || *f == '\0' || access(f, F_OK) != 0)
-        return;
-    LOG_INFO("partition %llu: backfill of table %s holds %s while %s exists (%s)",
-             (unsigned long long)s->p->id, s->t->name, where, f, var);
-    while (access(f, F_OK) == 0 && !node_should_stop())
-        nanosleep(&ts, NULL);
-}
-
-/* Backfills indexes ix[0..nix) of table t (all from cat) in one scan:
- * under the write lock, switches the partition's write catalog to cat,
- * takes a snapshot and starts recording the facts written after it; then
- * scans the snapshot into sorted runs of at most s.run_max bytes, emitting
- * each before gathering the next, and finally commits the backfill
- * records. Stops early when the node stops or an index is dropped (a
- * later poll starts again from the beginning: nothing of an unfinished
- * backfill is recorded, and repeated records change nothing at an index). */
-static int bf_run(st_part *p, const sx_catalog *cat, const cat_table *t,
-                  const cat_index **ix, uint32_t nix)
-{
-    bf_scan s;
-    uint8_t lo[ST_FACT_KEY_MAX + 1], hi[ST_FACT_HDR];
-    size_t lo_n = ST_FACT_HDR, hi_n = ST_FACT_HDR;
-    uint64_t t0 = st_now_us();
-    int rc = 0;
-
-    memset(&s, 0, sizeof(s));
-    s.p = p;
-    s.t = t;
-    s.ix = ix;
-    s.nix = nix;
-    s.run_max = (size_t)env_once(&run_kb, "SHARDEX_BACKFILL_RUN_KB", BF_RUN_KB_MAX,
-                                 BF_RUN_KB_DEFAULT) << 10;
-    u64set_init(&s.touch);
-    s.touch.max = BF_TOUCH_MAX;
-    bf_recs_init(&s.run);
-    mp_buf_init(&s.proj);
-    s.b = leveldb_writebatch_create();
-    if (s.b == NULL) {
-        LOG_ERROR("partition %llu: index build: out of memory (will start again)",
-                  (unsigned long long)p->id);
-        return SX_ENOMEM;
-    }
-    lo[0] = hi[0] = ST_FACT_PREFIX;
-    sx_put_be32(lo + 1, t->id);
-    sx_put_be32(hi + 1, t->id + 1);
-    if (t->id == UINT32_MAX) {
-        hi[0] = ST_FACT_PREFIX + 1;   /* hi = "G": the end of every fact */
-        hi_n = 1;
-    }
-    pthread_mutex_lock(&p->mu);
-    p->build.indexes[0] = '\0';
-    for (uint32_t i = 0, used = 0; i < nix && used < sizeof(p->build.indexes); i++) {
-        int w = snprintf(p->build.indexes + used, sizeof(p->build.indexes) - used, "%s%s.%s",
-                         i ? "," : "", t->name, ix[i]->name);
-        if (w < 0)
-            break;
-        used += (uint32_t)w;
-    }
-    pthread_mutex_unlock(&p->mu);
-    bf_publish(&s, true);
-    pthread_mutex_lock(&p->wlock);
-    st_part_use_catalog(p, cat);
-    s.snap = leveldb_create_snapshot(p->store->db->db);
-    p->bf_touch = &s.touch;
-    pthread_mutex_unlock(&p->wlock);
-    bf_hold(&s, "SHARDEX_BACKFILL_HOLD", "at its snapshot");
-    s.stop = node_should_stop();
-    while (!s.stop) {
-        bf_recs_clear(&s.run);
-        s.resume_n = 0;
-        rc = st_kscan(p, s.snap, lo, lo_n, hi, hi_n, false, bf_visit, &s);
-        if (rc == 0 && s.resume_n == 0) {
-            /* scanned to the end: while the snapshot lives leveldb's
-             * compactions keep every outbox record written and deleted
-             * after it, so let it go before the last run is emitted */
-            leveldb_release_snapshot(p->store->db->db, s.snap);
-            s.snap = NULL;
-        }
-        if (rc == 0 && !s.stop)
-            rc = bf_emit(&s);
-        if (rc == 0 && s.resume_n > 0) {
-            memcpy(lo, s.resume, s.resume_n);
-            lo_n = s.resume_n;
-            LOG_INFO("partition %llu: backfill of table %s: %llu items scanned, %llu "
-                     "records emitted so far", (unsigned long long)p->id, t->name,
-                     (unsigned long long)s.scanned, (unsigned long long)s.records);
-            bf_hold(&s, "SHARDEX_BACKFILL_HOLD_RUN", "after a run");
-            s.stop = s.stop || node_should_stop();
-        }
-        if (rc != 0 || s.resume_n == 0)
-            break;
-    }
-    pthread_mutex_lock(&p->wlock);
-    if (rc == 0 && !s.stop)
-        rc = bf_finish(&s);
-    p->bf_touch = NULL;
-    pthread_mutex_unlock(&p->wlock);
-    if (s.snap != NULL)
-        leveldb_release_snapshot(p->store->db->db, s.snap);
-    bf_publish(&s, false);
-    bf_report(&s, rc, (double)(st_now_us() - t0) / 1e6);
-    leveldb_writebatch_destroy(s.b);
-    bytes_free(&s.key);
-    mp_buf_free(&s.proj);
-    bf_recs_free(&s.run);
-    u64set_free(&s.touch);
-    return rc;
 }
 
 static void bf_notify(st_part *p, const cat_index *ix, nng_socket catsock)
@@ -567,7 +197,9 @@ void bf_step(st_part *p, const sx_catalog *cat, nng_socket catsock)
                 bf_notify(p, ix, catsock);
         }
         if (ntodo > 0 && settled && st_now_us() >= retry_at) {
-            int rc = bf_enter(p) ? bf_run(p, cat, t, todo, ntodo) : 0;
+            size_t run_max = (size_t)env_once(&run_kb, "SHARDEX_BACKFILL_RUN_KB",
+                                              BF_RUN_KB_MAX, BF_RUN_KB_DEFAULT) << 10;
+            int rc = bf_enter(p) ? bf_build(p, cat, t, todo, ntodo, run_max) : 0;
 
             bf_leave();
             if (rc != 0 && !node_should_stop()) {
