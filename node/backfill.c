@@ -154,6 +154,75 @@ static uint64_t todo_tag(st_part *p, const sx_catalog *cat)
     return tag;
 }
 
+/* A table whose build failed on this partition: not before at_us again. */
+typedef struct bf_retry {
+    uint32_t tid;
+    uint64_t at_us, backoff_ms;   /* backoff_ms 0: slot free */
+} bf_retry;
+
+#define BF_RETRY_SLOTS 16
+
+/* This thread's (partition's) retry slot for table tid, or NULL; with
+ * make, a free slot (or, all taken, the one due soonest) is given to it. */
+static bf_retry *retry_of(uint32_t tid, bool make)
+{
+    static _Thread_local bf_retry slot[BF_RETRY_SLOTS];
+    bf_retry *spare = &slot[0];
+
+    for (int i = 0; i < BF_RETRY_SLOTS; i++) {
+        if (slot[i].backoff_ms != 0 && slot[i].tid == tid)
+            return &slot[i];
+        /* a free slot, else the one due soonest */
+        if (spare->backoff_ms != 0 &&
+            (slot[i].backoff_ms == 0 || slot[i].at_us < spare->at_us))
+            spare = &slot[i];
+    }
+    if (!make)
+        return NULL;
+    *spare = (bf_retry){ .tid = tid };
+    return spare;
+}
+
+/* Runs a build of todo[0..ntodo) of table t unless its last one failed
+ * too recently or too many run already; a failed build waits 1 s, doubling
+ * to a minute, before the table is scanned again on this partition (an
+ * unreadable item must not cost a whole scan every poll, nor hold back the
+ * other tables). */
+static void bf_start(st_part *p, const sx_catalog *cat, const cat_table *t,
+                     const cat_index **todo, uint32_t ntodo)
+{
+    bf_retry *r = retry_of(t->id, false);
+    size_t run_max;
+    int rc;
+
+    if (r != NULL && st_now_us() < r->at_us)
+        return;
+    if (!bf_enter(p)) {
+        bf_leave();
+        return;
+    }
+    run_max = (size_t)env_once(&run_kb, "SHARDEX_BACKFILL_RUN_KB", BF_RUN_KB_MAX,
+                               BF_RUN_KB_DEFAULT) << 10;
+    rc = bf_build(p, cat, t, todo, ntodo, run_max);
+    bf_leave();
+    if (rc == 0) {
+        if (r != NULL)
+            r->backoff_ms = 0;
+        return;
+    }
+    if (node_should_stop())
+        return;
+    if (r == NULL)
+        r = retry_of(t->id, true);
+    r->backoff_ms = r->backoff_ms ? r->backoff_ms * 2 : 1000;
+    if (r->backoff_ms > BF_BACKOFF_MAX_MS)
+        r->backoff_ms = BF_BACKOFF_MAX_MS;
+    r->at_us = st_now_us() + r->backoff_ms * 1000ull;
+    LOG_WARN("partition %llu: index build of table %s failed (%s); next attempt in "
+             "%llu s", (unsigned long long)p->id, t->name, sx_strerror(rc),
+             (unsigned long long)r->backoff_ms / 1000);
+}
+
 void bf_step(st_part *p, const sx_catalog *cat, nng_socket catsock)
 {
     /* the indexes to build as seen at this thread's (the partition's)
@@ -161,7 +230,6 @@ void bf_step(st_part *p, const sx_catalog *cat, nng_socket catsock)
      * same ones, so indexes created one after the other (each `index
      * create` a command) are built in one scan, at the price of one poll */
     static _Thread_local uint64_t seen;
-    static _Thread_local uint64_t retry_at, backoff_ms;   /* after a failed build */
     uint64_t tag;
     bool settled;
 
@@ -196,26 +264,8 @@ void bf_step(st_part *p, const sx_catalog *cat, nng_socket catsock)
             if (p->ship != NULL && ship_acked_all(p->ship, p, last))
                 bf_notify(p, ix, catsock);
         }
-        if (ntodo > 0 && settled && st_now_us() >= retry_at) {
-            size_t run_max = (size_t)env_once(&run_kb, "SHARDEX_BACKFILL_RUN_KB",
-                                              BF_RUN_KB_MAX, BF_RUN_KB_DEFAULT) << 10;
-            int rc = bf_enter(p) ? bf_build(p, cat, t, todo, ntodo, run_max) : 0;
-
-            bf_leave();
-            if (rc != 0 && !node_should_stop()) {
-                /* e.g. an item that cannot be read: do not rescan the whole
-                 * table every poll; 1 s, doubling to a minute */
-                backoff_ms = backoff_ms ? backoff_ms * 2 : 1000;
-                if (backoff_ms > BF_BACKOFF_MAX_MS)
-                    backoff_ms = BF_BACKOFF_MAX_MS;
-                retry_at = st_now_us() + backoff_ms * 1000ull;
-                LOG_WARN("partition %llu: index build of table %s failed (%s); next "
-                         "attempt in %llu s", (unsigned long long)p->id, t->name,
-                         sx_strerror(rc), (unsigned long long)backoff_ms / 1000);
-            } else if (rc == 0) {
-                backoff_ms = 0;
-            }
-        }
+        if (ntodo > 0 && settled)
+            bf_start(p, cat, t, todo, ntodo);
         free(todo);
     }
 }

@@ -34,6 +34,9 @@
  * figures). Nothing of an unfinished backfill is recorded, so one stopped
  * by a crash, a stop or a dropped index starts again from the beginning;
  * records it had shipped change nothing at the index (same version).
+ * A build that fails (an unreadable item, out of memory) is started again
+ * on that partition after 1 s, doubling to a minute, per table, so that
+ * neither a whole scan every poll nor one table holds back the others.
  * Later polls, once every destination acknowledged past an index's seq,
  * tell the catalog node CAT_BACKFILLED(index, part), retrying each poll
  * until the catalog lists the partition as done.
