@@ -47,6 +47,11 @@
 _Static_assert(OB_CHUNK_MAX_RECORDS <= SHIP_BATCH, "a chunk fits in one batch");
 #define SHIP_MAX_BYTES (4u << 20)
 #define SHIP_IDLE_MS 1000
+/* A partition whose head has not moved for this long gets its version
+ * high-water raised to the clock before a heartbeat (st_hw_advance): one
+ * tiny synced write per idle partition this often, so that tombstones of
+ * deletes elsewhere can be collected while it takes no writes. */
+#define SHIP_HW_IDLE_MS 10000
 #define SHIP_TIMEOUT_MS 5000
 #define SHIP_BACKOFF_MIN_MS 10
 #define SHIP_BACKOFF_MAX_MS 1000
@@ -421,6 +426,11 @@ static void ship_round(ship_dest *d, bool *behind)
 
         if (!src_due(c, t0, &pending, &next))
             continue;
+        if (t0 >= c->head_ms + SHIP_HW_IDLE_MS &&
+            (prc = st_hw_advance(c->p, SHIP_HW_IDLE_MS * 1000ull)) != 0)
+            LOG_WARN("shipper %llu -> %llu: cannot raise the idle partition's version "
+                     "high-water: %s", (unsigned long long)c->p->id,
+                     (unsigned long long)d->dest->id, sx_strerror(prc));
         prc = src_prepare(c, d->dest->id);
         if (prc != 0) {
             if (c->backoff_ms == 0)

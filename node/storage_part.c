@@ -443,6 +443,28 @@ int st_commit(st_part *p, leveldb_writebatch_t *b, uint64_t pending)
     return rc;
 }
 
+int st_hw_advance(st_part *p, uint64_t idle_us)
+{
+    leveldb_writebatch_t *b;
+    uint64_t now;
+    int rc = 0;
+
+    pthread_mutex_lock(&p->wlock);
+    now = st_now_us();
+    if (now > p->w_hw && now - p->w_hw >= idle_us) {
+        b = leveldb_writebatch_create();
+        if (b == NULL) {
+            rc = SX_ENOMEM;
+        } else {
+            p->w_hw = now;
+            rc = st_commit(p, b, 0);       /* restores w_hw on failure */
+            leveldb_writebatch_destroy(b);
+        }
+    }
+    pthread_mutex_unlock(&p->wlock);
+    return rc;
+}
+
 void st_commit_abort(st_part *p)
 {
     for (int i = 0; i < p->cfg->nindex; i++)

@@ -217,6 +217,15 @@ void st_shipped_add(st_part *p, uint64_t dest, const uint64_t *seqs, uint32_t n)
  * for a partition idle a while, or a closing partition). Thread-safe. */
 void st_shipped_flush(st_part *p);
 
+/* Takes wlock: when the partition's version high-water is at least idle_us
+ * older than the clock, raises it to the clock and writes it synced (the
+ * metadata alone), so that every later version is above it. A shipper
+ * calls it for a partition idle a while, before the heartbeat that reports
+ * the high-water: index partitions collect a tombstone only once every
+ * source's high-water is past its version, and an idle partition's would
+ * never move. Returns 0, SX_ENOMEM or SX_EIO (nothing changed then). */
+int st_hw_advance(st_part *p, uint64_t idle_us);
+
 /* Under wlock: drops the working counters' uncommitted changes and the
  * outbox records not yet written into a batch (a batch that will not be
  * written). */
