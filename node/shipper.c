@@ -49,8 +49,9 @@ _Static_assert(OB_CHUNK_MAX_RECORDS <= SHIP_BATCH, "a chunk fits in one batch");
 #define SHIP_IDLE_MS 1000
 /* A partition whose head has not moved for this long gets its version
  * high-water raised to the clock before a heartbeat (st_hw_advance): one
- * tiny synced write per idle partition this often, so that tombstones of
- * deletes elsewhere can be collected while it takes no writes. */
+ * tiny synced write per idle partition this often (and one at each index
+ * partition its heartbeat then moves), so that tombstones of deletes
+ * elsewhere can be collected while it takes no writes. */
 #define SHIP_HW_IDLE_MS 10000
 #define SHIP_TIMEOUT_MS 5000
 #define SHIP_BACKOFF_MIN_MS 10
