@@ -110,9 +110,9 @@ static bool bf_lookup(st_part *p, uint32_t id, uint64_t *last)
 /* Builds running on this node (its partitions' backfill threads). */
 static atomic_int bf_running;
 
-/* Counts one more build; false (logged once per wait) when the most
- * allowed already run: the partition tries again on a later poll. bf_leave undoes
- * the count either way. */
+/* Counts one more build; false (logged once per wait, nothing counted)
+ * when the most allowed already run: the partition tries again on a later
+ * poll. A true is undone by bf_leave. */
 static bool bf_enter(st_part *p)
 {
     static _Thread_local bool told;
@@ -123,6 +123,7 @@ static bool bf_enter(st_part *p)
         told = false;
         return true;
     }
+    atomic_fetch_sub(&bf_running, 1);
     if (!told)
         LOG_INFO("partition %llu: index build waits: %d partition(s) of this node "
                  "building (SHARDEX_BACKFILL_RUNNING)", (unsigned long long)p->id, max);
@@ -135,8 +136,20 @@ static void bf_leave(void)
     atomic_fetch_sub(&bf_running, 1);
 }
 
-/* A tag of the indexes that p has yet to build under cat (0: none). */
-static uint64_t todo_tag(st_part *p, const sx_catalog *cat)
+/* Where p stands with index ix: nothing to do (not building, or done for
+ * p), a build to run (no backfill record), or built, waiting for its
+ * records to ship (*last: the seq they must be acknowledged past). */
+enum bf_need { BF_NONE, BF_BUILD, BF_SHIPPING };
+
+static enum bf_need bf_need_of(st_part *p, const cat_index *ix, uint64_t *last)
+{
+    if (ix->state != CAT_BUILDING || part_done(ix, p->id))
+        return BF_NONE;
+    return bf_lookup(p, ix->id, last) ? BF_SHIPPING : BF_BUILD;
+}
+
+/* A tag of the indexes p has yet to build under cat (0: none). */
+static uint64_t build_tag(st_part *p, const sx_catalog *cat)
 {
     uint64_t tag = 0, last;
 
@@ -145,8 +158,7 @@ static uint64_t todo_tag(st_part *p, const sx_catalog *cat)
             const cat_index *ix = &cat->tables[ti].indexes[ii];
             uint8_t id[4];
 
-            if (ix->state != CAT_BUILDING || part_done(ix, p->id) ||
-                bf_lookup(p, ix->id, &last))
+            if (bf_need_of(p, ix, &last) != BF_BUILD)
                 continue;
             sx_put_be32(id, ix->id);
             tag = tag * 31 + sx_fnv64(id, sizeof(id)) + 1;
@@ -183,13 +195,13 @@ static bf_retry *retry_of(uint32_t tid, bool make)
     return spare;
 }
 
-/* Runs a build of todo[0..ntodo) of table t unless its last one failed
+/* Runs a build of ix[0..nix) of table t unless its last one failed
  * too recently or too many run already; a failed build waits 1 s, doubling
  * to a minute, before the table is scanned again on this partition (an
  * unreadable item must not cost a whole scan every poll, nor hold back the
  * other tables). */
 static void bf_start(st_part *p, const sx_catalog *cat, const cat_table *t,
-                     const cat_index **todo, uint32_t ntodo)
+                     const cat_index **ix, uint32_t nix)
 {
     bf_retry *r = retry_of(t->id, false);
     size_t run_max;
@@ -197,13 +209,11 @@ static void bf_start(st_part *p, const sx_catalog *cat, const cat_table *t,
 
     if (r != NULL && st_now_us() < r->at_us)
         return;
-    if (!bf_enter(p)) {
-        bf_leave();
+    if (!bf_enter(p))
         return;
-    }
     run_max = (size_t)env_once(&run_kb, "SHARDEX_BACKFILL_RUN_KB", BF_RUN_KB_MAX,
                                BF_RUN_KB_DEFAULT) << 10;
-    rc = bf_build(p, cat, t, todo, ntodo, run_max);
+    rc = bf_build(p, cat, t, ix, nix, run_max);
     bf_leave();
     if (rc == 0) {
         if (r != NULL)
@@ -235,7 +245,7 @@ void bf_step(st_part *p, const sx_catalog *cat, nng_socket catsock)
 
     if (cat == NULL)
         return;
-    tag = todo_tag(p, cat);
+    tag = build_tag(p, cat);
     settled = tag == seen;
     seen = tag;
     pthread_mutex_lock(&p->wlock);
@@ -243,29 +253,27 @@ void bf_step(st_part *p, const sx_catalog *cat, nng_socket catsock)
     pthread_mutex_unlock(&p->wlock);
     for (uint32_t ti = 0; ti < cat->ntables; ti++) {
         const cat_table *t = &cat->tables[ti];
-        const cat_index **todo = NULL;
-        uint32_t ntodo = 0;
+        const cat_index **build = NULL;   /* the table's indexes to build */
+        uint32_t nbuild = 0;
 
         for (uint32_t ii = 0; ii < t->nindexes; ii++) {
             const cat_index *ix = &t->indexes[ii];
             uint64_t last = 0;
+            enum bf_need need = bf_need_of(p, ix, &last);
 
-            if (ix->state != CAT_BUILDING || part_done(ix, p->id))
-                continue;
-            if (!bf_lookup(p, ix->id, &last)) {
-                if (todo == NULL && (todo = calloc(t->nindexes, sizeof(*todo))) == NULL) {
-                    LOG_ERROR("partition %llu: backfill: out of memory (will retry)",
-                              (unsigned long long)p->id);
-                    return;
-                }
-                todo[ntodo++] = ix;
-                continue;
-            }
-            if (p->ship != NULL && ship_acked_all(p->ship, p, last))
+            if (need == BF_SHIPPING && p->ship != NULL && ship_acked_all(p->ship, p, last))
                 bf_notify(p, ix, catsock);
+            if (need != BF_BUILD)
+                continue;
+            if (build == NULL && (build = calloc(t->nindexes, sizeof(*build))) == NULL) {
+                LOG_ERROR("partition %llu: backfill: out of memory (will retry)",
+                          (unsigned long long)p->id);
+                return;
+            }
+            build[nbuild++] = ix;
         }
-        if (ntodo > 0 && settled)
-            bf_start(p, cat, t, todo, ntodo);
-        free(todo);
+        if (nbuild > 0 && settled)
+            bf_start(p, cat, t, build, nbuild);
+        free(build);
     }
 }

@@ -242,19 +242,31 @@ static int bf_finish(bf_scan *s)
     return nb ? 0 : SX_ENOMEM;
 }
 
-/* Logs how the backfill of s's indexes ended. */
-static void bf_report(const bf_scan *s, int rc, double secs)
+/* Writes the names of indexes ix[0..nix) of table t into buf (n bytes,
+ * truncated if need be): "t.a,t.b", or with ids "2 (t.a), 3 (t.b)". */
+static void join_names(char *buf, size_t n, const cat_table *t, const cat_index **ix,
+                       uint32_t nix, bool ids)
 {
-    char names[256] = "";
     size_t used = 0;
 
-    for (uint32_t i = 0; i < s->nix && used < sizeof(names); i++) {
-        int w = snprintf(names + used, sizeof(names) - used, "%s%u (%s.%s)",
-                         i ? ", " : "", s->ix[i]->id, s->t->name, s->ix[i]->name);
+    buf[0] = '\0';
+    for (uint32_t i = 0; i < nix && used < n; i++) {
+        int w = ids ? snprintf(buf + used, n - used, "%s%u (%s.%s)", i ? ", " : "",
+                               ix[i]->id, t->name, ix[i]->name)
+                    : snprintf(buf + used, n - used, "%s%s.%s", i ? "," : "", t->name,
+                               ix[i]->name);
         if (w < 0)
             break;
         used += (size_t)w;
     }
+}
+
+/* Logs how the backfill of s's indexes ended. */
+static void bf_report(const bf_scan *s, int rc, double secs)
+{
+    char names[256];
+
+    join_names(names, sizeof(names), s->t, s->ix, s->nix, true);
     if (s->dropped)
         LOG_INFO("partition %llu: backfill of index(es) %s stopped: an index was "
                  "dropped (the others start again)", (unsigned long long)s->p->id, names);
@@ -320,14 +332,7 @@ int bf_build(st_part *p, const sx_catalog *cat, const cat_table *t,
         hi_n = 1;
     }
     pthread_mutex_lock(&p->mu);
-    p->build.indexes[0] = '\0';
-    for (uint32_t i = 0, used = 0; i < nix && used < sizeof(p->build.indexes); i++) {
-        int w = snprintf(p->build.indexes + used, sizeof(p->build.indexes) - used, "%s%s.%s",
-                         i ? "," : "", t->name, ix[i]->name);
-        if (w < 0)
-            break;
-        used += (uint32_t)w;
-    }
+    join_names(p->build.indexes, sizeof(p->build.indexes), t, ix, nix, false);
     pthread_mutex_unlock(&p->mu);
     bf_publish(&s, true);
     pthread_mutex_lock(&p->wlock);

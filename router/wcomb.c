@@ -188,11 +188,13 @@ static void put_failed(wc_batch *b, uint32_t p)
 
     /* "operation K" counts the combined S_WRITE's operations: name the
      * PUT's own item, or say that another PUT's item was refused */
-    if (rt_op_error(bad->msg, &k, &why) && k < bad->n && b->items[bad->of[k]].put == p) {
+    bool op = rt_op_error(bad->msg, &k, &why) && k < bad->n;
+
+    if (op && b->items[bad->of[k]].put == p) {
         rt_put_refused(b->rt, bad->g, rc.node, bad->err, (long)b->items[bad->of[k]].item,
                        why, &e);
     } else {
-        if (rt_op_error(bad->msg, &k, &why))
+        if (op)
             snprintf(rc.msg, sizeof(rc.msg), "another request's item in the same combined "
                      "write was refused: %s", why);
         else
