@@ -1,0 +1,510 @@
+/*
+ * link.c — framed request/reply connections over nng streams (see link.h).
+ *
+ * A link owns two aios. The receive aio reads into a growing buffer as
+ * much as the socket holds; its callback cuts every whole frame out of the
+ * buffer, hands each to the frame callback, keeps the partial rest and
+ * reads again. The send aio writes one buffer; frames queued meanwhile
+ * gather in a second buffer, and the send callback swaps the two and
+ * writes again, so a burst of replies leaves in one write.
+ *
+ * Closing: link_close (or an error on either aio) closes the stream, which
+ * fails whatever aio is pending. Once neither aio is pending, the closed
+ * callback runs once and the link's own reference is dropped; the memory
+ * goes with the last reference. The aios are reaped (nng_aio_reap), so the
+ * last drop may happen inside one of their callbacks.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <nng/nng.h>
+#include <nng/supplemental/util/platform.h>
+
+#include "link.h"
+#include "hash.h"
+#include "log.h"
+#include "net.h"
+#include "sx_errors.h"
+
+#define LINK_RBUF_MIN (64u * 1024u)   /* receive buffer, and free room kept */
+#define LINK_SBUF_KEEP (1u << 20)      /* send buffers above this are freed when idle */
+
+struct sx_link {
+    nng_stream *s;
+    pthread_mutex_t mu;
+    int refs;
+    bool closing;       /* no more sends; the stream is (being) closed */
+    bool notified;      /* closed callback ran (or is running) */
+    int err;            /* why it closed (0: link_close) */
+    link_frame_fn on_frame;
+    link_closed_fn on_closed;
+    void *arg;
+    link_listener *ls;  /* accepted links: their listener */
+    sx_link *next, *prev;   /* in ls->links */
+    /* receive */
+    nng_aio *rx;
+    bool rx_busy;
+    uint8_t *rbuf;
+    size_t rcap, rlen;
+    /* send: out gathers frames while cur is being written */
+    nng_aio *tx;
+    bool tx_busy;
+    uint8_t *out, *cur;
+    size_t out_n, out_cap, cur_n, cur_off, cur_cap;
+};
+
+struct link_listener {
+    nng_stream_listener *l;
+    nng_aio *acc;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool closing;
+    bool acc_busy;
+    sx_link *links;
+    link_frame_fn on_frame;
+    link_closed_fn on_closed;
+    void *arg;
+};
+
+static void rx_cb(void *arg);
+static void tx_cb(void *arg);
+
+static void link_free(sx_link *l)
+{
+    if (l->rx)
+        nng_aio_reap(l->rx);
+    if (l->tx)
+        nng_aio_reap(l->tx);
+    if (l->s)
+        nng_stream_free(l->s);
+    pthread_mutex_destroy(&l->mu);
+    free(l->rbuf);
+    free(l->out);
+    free(l->cur);
+    free(l);
+}
+
+void link_ref(sx_link *l)
+{
+    pthread_mutex_lock(&l->mu);
+    l->refs++;
+    pthread_mutex_unlock(&l->mu);
+}
+
+void link_unref(sx_link *l)
+{
+    int left;
+
+    pthread_mutex_lock(&l->mu);
+    left = --l->refs;
+    pthread_mutex_unlock(&l->mu);
+    if (left == 0)
+        link_free(l);
+}
+
+/* Runs the closed callback once nothing is pending (caller holds l->mu,
+ * which this releases). */
+static void settle_unlock(sx_link *l)
+{
+    link_listener *ls = l->ls;
+
+    if (!l->closing || l->rx_busy || l->tx_busy || l->notified) {
+        pthread_mutex_unlock(&l->mu);
+        return;
+    }
+    l->notified = true;
+    pthread_mutex_unlock(&l->mu);
+    if (l->on_closed)
+        l->on_closed(l->arg, l, l->err);
+    if (ls != NULL) {
+        pthread_mutex_lock(&ls->mu);
+        if (l->prev)
+            l->prev->next = l->next;
+        else
+            ls->links = l->next;
+        if (l->next)
+            l->next->prev = l->prev;
+        pthread_cond_broadcast(&ls->cv);
+        pthread_mutex_unlock(&ls->mu);
+    }
+    link_unref(l);
+}
+
+/* Marks l closing with err (the first reason wins) and closes its stream
+ * (caller holds l->mu). */
+static void close_locked(sx_link *l, int err)
+{
+    if (l->closing)
+        return;
+    l->closing = true;
+    l->err = err;
+    nng_stream_close(l->s);
+}
+
+void link_close(sx_link *l)
+{
+    pthread_mutex_lock(&l->mu);
+    close_locked(l, 0);
+    settle_unlock(l);
+}
+
+/* Starts a receive into the free room of rbuf (caller holds l->mu). */
+static void rx_start(sx_link *l)
+{
+    nng_iov iov = { l->rbuf + l->rlen, l->rcap - l->rlen };
+
+    l->rx_busy = true;
+    nng_aio_set_iov(l->rx, 1, &iov);
+    nng_stream_recv(l->s, l->rx);
+}
+
+/* Ensures rbuf has room for need bytes in all and LINK_RBUF_MIN free. */
+static int rbuf_room(sx_link *l, size_t need)
+{
+    size_t want = need > l->rlen + LINK_RBUF_MIN ? need : l->rlen + LINK_RBUF_MIN;
+    uint8_t *nb;
+
+    if (want <= l->rcap)
+        return 0;
+    nb = realloc(l->rbuf, want);
+    if (nb == NULL)
+        return SX_ENOMEM;
+    l->rbuf = nb;
+    l->rcap = want;
+    return 0;
+}
+
+/* Hands every whole frame of rbuf to the frame callback and keeps the
+ * rest; returns 0, or SX_EPROTO / SX_ENOMEM (the link must close). */
+static int rx_frames(sx_link *l)
+{
+    size_t off = 0;
+    int rc = 0;
+
+    while (l->rlen - off >= LINK_HDR) {
+        const uint8_t *h = l->rbuf + off;
+        uint32_t len = sx_get_be32(h);
+        uint8_t *frame;
+
+        if (len < 8 || len > 8u + SX_MAX_FRAME) {
+            LOG_WARN("link: frame length %u out of bounds; closing the connection", len);
+            rc = SX_EPROTO;
+            break;
+        }
+        if (l->rlen - off < 4u + len)
+            break;
+        frame = malloc(len - 8 > 0 ? len - 8 : 1);
+        if (frame == NULL) {
+            rc = SX_ENOMEM;
+            break;
+        }
+        memcpy(frame, h + LINK_HDR, len - 8);
+        off += 4u + len;
+        l->on_frame(l->arg, l, sx_get_be64(h + 4), frame, len - 8);
+    }
+    if (off > 0) {
+        memmove(l->rbuf, l->rbuf + off, l->rlen - off);
+        l->rlen -= off;
+    }
+    if (rc == 0 && l->rlen >= LINK_HDR)
+        rc = rbuf_room(l, 4u + sx_get_be32(l->rbuf));
+    if (rc == 0)
+        rc = rbuf_room(l, 0);
+    return rc;
+}
+
+static void rx_cb(void *arg)
+{
+    sx_link *l = arg;
+    int rv = nng_aio_result(l->rx);
+    int rc;
+
+    if (rv != 0) {
+        pthread_mutex_lock(&l->mu);
+        l->rx_busy = false;
+        close_locked(l, net_map_nng(rv));
+        settle_unlock(l);
+        return;
+    }
+    l->rlen += nng_aio_count(l->rx);
+    rc = rx_frames(l);      /* rx is ours alone until it is restarted */
+    pthread_mutex_lock(&l->mu);
+    if (rc != 0)
+        close_locked(l, rc);
+    if (l->closing) {
+        l->rx_busy = false;
+        settle_unlock(l);
+        return;
+    }
+    rx_start(l);
+    pthread_mutex_unlock(&l->mu);
+}
+
+/* Starts writing cur from cur_off (caller holds l->mu). */
+static void tx_start(sx_link *l)
+{
+    nng_iov iov = { l->cur + l->cur_off, l->cur_n - l->cur_off };
+
+    l->tx_busy = true;
+    nng_aio_set_iov(l->tx, 1, &iov);
+    nng_stream_send(l->s, l->tx);
+}
+
+/* Swaps out into cur and starts writing it, if anything is queued; else
+ * marks the sender idle (caller holds l->mu). */
+static void tx_next(sx_link *l)
+{
+    uint8_t *b = l->cur;
+    size_t cap = l->cur_cap;
+
+    if (l->out_n == 0 || l->closing) {
+        l->tx_busy = false;
+        if (l->cur_cap > LINK_SBUF_KEEP) {  /* a burst's buffer, not kept */
+            free(l->cur);
+            l->cur = NULL;
+            l->cur_cap = 0;
+        }
+        return;
+    }
+    l->cur = l->out;
+    l->cur_cap = l->out_cap;
+    l->cur_n = l->out_n;
+    l->cur_off = 0;
+    l->out = b;
+    l->out_cap = cap;
+    l->out_n = 0;
+    tx_start(l);
+}
+
+static void tx_cb(void *arg)
+{
+    sx_link *l = arg;
+    int rv = nng_aio_result(l->tx);
+
+    pthread_mutex_lock(&l->mu);
+    if (rv != 0) {
+        l->tx_busy = false;
+        close_locked(l, net_map_nng(rv));
+        settle_unlock(l);
+        return;
+    }
+    l->cur_off += nng_aio_count(l->tx);
+    if (l->cur_off < l->cur_n && !l->closing)
+        tx_start(l);
+    else
+        tx_next(l);
+    settle_unlock(l);
+}
+
+int link_send(sx_link *l, uint64_t id, const uint8_t *p, size_t n)
+{
+    size_t need;
+    uint8_t *o;
+
+    if (n > SX_MAX_FRAME)
+        return SX_ETOOBIG;
+    pthread_mutex_lock(&l->mu);
+    if (l->closing) {
+        pthread_mutex_unlock(&l->mu);
+        return SX_EUNAVAIL;
+    }
+    need = l->out_n + LINK_HDR + n;
+    if (need > l->out_cap) {
+        size_t cap = l->out_cap ? l->out_cap : 4096;
+        while (cap < need)
+            cap *= 2;
+        uint8_t *nb = realloc(l->out, cap);
+        if (nb == NULL) {
+            pthread_mutex_unlock(&l->mu);
+            return SX_ENOMEM;
+        }
+        l->out = nb;
+        l->out_cap = cap;
+    }
+    o = l->out + l->out_n;
+    sx_put_be32(o, (uint32_t)(8 + n));
+    sx_put_be64(o + 4, id);
+    if (n > 0)
+        memcpy(o + LINK_HDR, p, n);
+    l->out_n = need;
+    if (!l->tx_busy)
+        tx_next(l);
+    pthread_mutex_unlock(&l->mu);
+    return 0;
+}
+
+/* A link on stream s (taken: freed with the link on failure too). */
+static int link_new(nng_stream *s, link_frame_fn on_frame, link_closed_fn on_closed,
+                    void *arg, sx_link **out)
+{
+    sx_link *l = calloc(1, sizeof(*l));
+
+    if (l == NULL) {
+        nng_stream_free(s);
+        return SX_ENOMEM;
+    }
+    l->s = s;
+    l->refs = 1;
+    l->on_frame = on_frame;
+    l->on_closed = on_closed;
+    l->arg = arg;
+    if (pthread_mutex_init(&l->mu, NULL) != 0) {
+        nng_stream_free(s);
+        free(l);
+        return SX_ENOMEM;
+    }
+    if (nng_aio_alloc(&l->rx, rx_cb, l) != 0 || nng_aio_alloc(&l->tx, tx_cb, l) != 0 ||
+        rbuf_room(l, 0) != 0) {
+        link_free(l);
+        return SX_ENOMEM;
+    }
+    /* Nagle would hold a small frame back until the previous one's ACK. */
+    (void)nng_stream_set_bool(s, NNG_OPT_TCP_NODELAY, true);
+    *out = l;
+    return 0;
+}
+
+static int url_err(int rv)
+{
+    return rv == NNG_ENOMEM ? SX_ENOMEM : rv == NNG_EADDRINVAL || rv == NNG_ENOTSUP ? SX_EINVAL
+                                                                                   : SX_ENET;
+}
+
+int link_dial(const char *url, int timeout_ms, link_frame_fn on_frame,
+              link_closed_fn on_closed, void *arg, sx_link **out)
+{
+    nng_stream_dialer *d = NULL;
+    nng_aio *aio = NULL;
+    sx_link *l;
+    int rv, rc;
+
+    rv = nng_stream_dialer_alloc(&d, url);
+    if (rv != 0)
+        return url_err(rv);
+    rv = nng_aio_alloc(&aio, NULL, NULL);
+    if (rv != 0) {
+        nng_stream_dialer_free(d);
+        return SX_ENOMEM;
+    }
+    nng_aio_set_timeout(aio, timeout_ms < 0 ? NNG_DURATION_INFINITE : timeout_ms);
+    nng_stream_dialer_dial(d, aio);
+    nng_aio_wait(aio);
+    rv = nng_aio_result(aio);
+    if (rv != 0) {
+        nng_aio_free(aio);
+        nng_stream_dialer_free(d);
+        return net_map_nng(rv);
+    }
+    rc = link_new(nng_aio_get_output(aio, 0), on_frame, on_closed, arg, &l);
+    nng_aio_free(aio);
+    nng_stream_dialer_free(d);     /* established streams outlive it */
+    if (rc != 0)
+        return rc;
+    pthread_mutex_lock(&l->mu);
+    l->refs++;          /* the caller's */
+    rx_start(l);
+    pthread_mutex_unlock(&l->mu);
+    *out = l;
+    return 0;
+}
+
+static void acc_cb(void *arg)
+{
+    link_listener *ls = arg;
+    int rv = nng_aio_result(ls->acc);
+    sx_link *l = NULL;
+
+    if (rv == 0 &&
+        link_new(nng_aio_get_output(ls->acc, 0), ls->on_frame, ls->on_closed, ls->arg, &l) != 0)
+        LOG_WARN("link: out of memory for an accepted connection; dropped it");
+    pthread_mutex_lock(&ls->mu);
+    if (l != NULL) {
+        l->ls = ls;
+        l->next = ls->links;
+        if (ls->links)
+            ls->links->prev = l;
+        ls->links = l;
+        pthread_mutex_lock(&l->mu);
+        if (ls->closing)
+            close_locked(l, SX_EUNAVAIL);
+        else
+            rx_start(l);
+        settle_unlock(l);
+    }
+    if (ls->closing || rv == NNG_ECLOSED) {
+        ls->acc_busy = false;
+        pthread_cond_broadcast(&ls->cv);
+    } else {
+        nng_stream_listener_accept(ls->l, ls->acc);
+    }
+    pthread_mutex_unlock(&ls->mu);
+}
+
+int link_listen(const char *url, link_frame_fn on_frame, link_closed_fn on_closed,
+                void *arg, link_listener **out)
+{
+    link_listener *ls = calloc(1, sizeof(*ls));
+    int rv;
+
+    if (ls == NULL)
+        return SX_ENOMEM;
+    ls->on_frame = on_frame;
+    ls->on_closed = on_closed;
+    ls->arg = arg;
+    if (pthread_mutex_init(&ls->mu, NULL) != 0) {
+        free(ls);
+        return SX_ENOMEM;
+    }
+    if (pthread_cond_init(&ls->cv, NULL) != 0) {
+        pthread_mutex_destroy(&ls->mu);
+        free(ls);
+        return SX_ENOMEM;
+    }
+    rv = nng_stream_listener_alloc(&ls->l, url);
+    if (rv != 0) {
+        LOG_ERROR("listen %s: %s", url, nng_strerror(rv));
+        link_listener_close(ls);
+        return url_err(rv);
+    }
+    rv = nng_stream_listener_listen(ls->l);
+    if (rv == 0)
+        rv = nng_aio_alloc(&ls->acc, acc_cb, ls);
+    if (rv != 0) {
+        LOG_ERROR("listen %s: %s", url, nng_strerror(rv));
+        link_listener_close(ls);
+        return rv == NNG_ENOMEM ? SX_ENOMEM : SX_ENET;
+    }
+    ls->acc_busy = true;
+    nng_stream_listener_accept(ls->l, ls->acc);
+    *out = ls;
+    return 0;
+}
+
+void link_listener_close(link_listener *ls)
+{
+    if (ls == NULL)
+        return;
+    pthread_mutex_lock(&ls->mu);
+    ls->closing = true;
+    pthread_mutex_unlock(&ls->mu);
+    if (ls->l)
+        nng_stream_listener_close(ls->l);
+    pthread_mutex_lock(&ls->mu);
+    while (ls->acc_busy)
+        pthread_cond_wait(&ls->cv, &ls->mu);
+    for (sx_link *l = ls->links; l != NULL; l = l->next) {
+        pthread_mutex_lock(&l->mu);
+        close_locked(l, SX_EUNAVAIL);
+        pthread_mutex_unlock(&l->mu);   /* its aios fail and settle it */
+    }
+    while (ls->links != NULL)
+        pthread_cond_wait(&ls->cv, &ls->mu);
+    pthread_mutex_unlock(&ls->mu);
+    if (ls->acc)
+        nng_aio_free(ls->acc);
+    if (ls->l)
+        nng_stream_listener_free(ls->l);
+    pthread_cond_destroy(&ls->cv);
+    pthread_mutex_destroy(&ls->mu);
+    free(ls);
+}
