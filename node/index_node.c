@@ -281,13 +281,7 @@ static void *gc_main(void *arg)
 
     pthread_mutex_lock(&nd->gc_mu);
     while (!nd->gc_stop) {
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += GC_INTERVAL_MS / 1000;
-        ts.tv_nsec += (long)(GC_INTERVAL_MS % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        sx_deadline_in(&ts, CLOCK_REALTIME, GC_INTERVAL_MS);
         pthread_cond_timedwait(&nd->gc_cv, &nd->gc_mu, &ts);
         if (nd->gc_stop)
             break;

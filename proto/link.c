@@ -15,8 +15,10 @@
  * last drop may happen inside one of their callbacks.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <nng/nng.h>
 #include <nng/supplemental/util/platform.h>
 
@@ -61,6 +63,9 @@ struct link_listener {
     bool closing;
     bool acc_busy;
     sx_link *links;
+    atomic_int sending;     /* accepted links with bytes to write */
+    pthread_mutex_t dmu;    /* with dcv: sending reached 0 (never held */
+    pthread_cond_t dcv;     /* while taking another lock) */
     link_frame_fn on_frame;
     link_closed_fn on_closed;
     void *arg;
@@ -146,6 +151,26 @@ void link_close(sx_link *l)
     pthread_mutex_lock(&l->mu);
     close_locked(l, 0);
     settle_unlock(l);
+}
+
+/* Marks l's sender busy or idle (caller holds l->mu); an accepted link
+ * counts in its listener's sending, for link_listener_drain. */
+static void tx_busy_set(sx_link *l, bool busy)
+{
+    link_listener *ls = l->ls;
+
+    if (l->tx_busy == busy)
+        return;
+    l->tx_busy = busy;
+    if (ls == NULL)
+        return;
+    if (busy) {
+        atomic_fetch_add(&ls->sending, 1);
+    } else if (atomic_fetch_sub(&ls->sending, 1) == 1) {
+        pthread_mutex_lock(&ls->dmu);
+        pthread_cond_broadcast(&ls->dcv);
+        pthread_mutex_unlock(&ls->dmu);
+    }
 }
 
 /* Starts a receive into the free room of rbuf (caller holds l->mu). */
@@ -245,7 +270,7 @@ static void tx_start(sx_link *l)
 {
     nng_iov iov = { l->cur + l->cur_off, l->cur_n - l->cur_off };
 
-    l->tx_busy = true;
+    tx_busy_set(l, true);
     nng_aio_set_iov(l->tx, 1, &iov);
     nng_stream_send(l->s, l->tx);
 }
@@ -258,7 +283,7 @@ static void tx_next(sx_link *l)
     size_t cap = l->cur_cap;
 
     if (l->out_n == 0 || l->closing) {
-        l->tx_busy = false;
+        tx_busy_set(l, false);
         if (l->cur_cap > LINK_SBUF_KEEP) {  /* a burst's buffer, not kept */
             free(l->cur);
             l->cur = NULL;
@@ -283,7 +308,7 @@ static void tx_cb(void *arg)
 
     pthread_mutex_lock(&l->mu);
     if (rv != 0) {
-        l->tx_busy = false;
+        tx_busy_set(l, false);
         close_locked(l, net_map_nng(rv));
         settle_unlock(l);
         return;
@@ -296,19 +321,21 @@ static void tx_cb(void *arg)
     settle_unlock(l);
 }
 
-int link_send(sx_link *l, uint64_t id, const uint8_t *p, size_t n)
+int link_sendv(sx_link *l, const link_out *v, int n)
 {
-    size_t need;
-    uint8_t *o;
+    size_t need, add = 0;
 
-    if (n > SX_MAX_FRAME)
-        return SX_ETOOBIG;
+    for (int i = 0; i < n; i++) {
+        if (v[i].n > SX_MAX_FRAME)
+            return SX_ETOOBIG;
+        add += LINK_HDR + v[i].n;
+    }
     pthread_mutex_lock(&l->mu);
     if (l->closing) {
         pthread_mutex_unlock(&l->mu);
         return SX_EUNAVAIL;
     }
-    need = l->out_n + LINK_HDR + n;
+    need = l->out_n + add;
     if (need > l->out_cap) {
         size_t cap = l->out_cap ? l->out_cap : 4096;
         while (cap < need)
@@ -321,16 +348,25 @@ int link_send(sx_link *l, uint64_t id, const uint8_t *p, size_t n)
         l->out = nb;
         l->out_cap = cap;
     }
-    o = l->out + l->out_n;
-    sx_put_be32(o, (uint32_t)(8 + n));
-    sx_put_be64(o + 4, id);
-    if (n > 0)
-        memcpy(o + LINK_HDR, p, n);
-    l->out_n = need;
+    for (int i = 0; i < n; i++) {
+        uint8_t *o = l->out + l->out_n;
+        sx_put_be32(o, (uint32_t)(8 + v[i].n));
+        sx_put_be64(o + 4, v[i].id);
+        if (v[i].n > 0)
+            memcpy(o + LINK_HDR, v[i].p, v[i].n);
+        l->out_n += LINK_HDR + v[i].n;
+    }
     if (!l->tx_busy)
         tx_next(l);
     pthread_mutex_unlock(&l->mu);
     return 0;
+}
+
+int link_send(sx_link *l, uint64_t id, const uint8_t *p, size_t n)
+{
+    link_out o = { id, p, n };
+
+    return link_sendv(l, &o, 1);
 }
 
 /* A link on stream s (taken: freed with the link on failure too). */
@@ -375,7 +411,6 @@ int link_dial(const char *url, int timeout_ms, link_frame_fn on_frame,
 {
     nng_stream_dialer *d = NULL;
     nng_aio *aio = NULL;
-    sx_link *l;
     int rv, rc;
 
     rv = nng_stream_dialer_alloc(&d, url);
@@ -395,9 +430,18 @@ int link_dial(const char *url, int timeout_ms, link_frame_fn on_frame,
         nng_stream_dialer_free(d);
         return net_map_nng(rv);
     }
-    rc = link_new(nng_aio_get_output(aio, 0), on_frame, on_closed, arg, &l);
+    rc = link_wrap(nng_aio_get_output(aio, 0), on_frame, on_closed, arg, out);
     nng_aio_free(aio);
     nng_stream_dialer_free(d);     /* established streams outlive it */
+    return rc;
+}
+
+int link_wrap(nng_stream *s, link_frame_fn on_frame, link_closed_fn on_closed, void *arg,
+              sx_link **out)
+{
+    sx_link *l;
+    int rc = link_new(s, on_frame, on_closed, arg, &l);
+
     if (rc != 0)
         return rc;
     pthread_mutex_lock(&l->mu);
@@ -460,6 +504,13 @@ int link_listen(const char *url, link_frame_fn on_frame, link_closed_fn on_close
         free(ls);
         return SX_ENOMEM;
     }
+    atomic_init(&ls->sending, 0);
+    if (pthread_mutex_init(&ls->dmu, NULL) != 0 || pthread_cond_init(&ls->dcv, NULL) != 0) {
+        pthread_cond_destroy(&ls->cv);
+        pthread_mutex_destroy(&ls->mu);
+        free(ls);       /* (a failed init leaves nothing to destroy) */
+        return SX_ENOMEM;
+    }
     rv = nng_stream_listener_alloc(&ls->l, url);
     if (rv != 0) {
         LOG_ERROR("listen %s: %s", url, nng_strerror(rv));
@@ -504,7 +555,24 @@ void link_listener_close(link_listener *ls)
         nng_aio_free(ls->acc);
     if (ls->l)
         nng_stream_listener_free(ls->l);
+    pthread_cond_destroy(&ls->dcv);
+    pthread_mutex_destroy(&ls->dmu);
     pthread_cond_destroy(&ls->cv);
     pthread_mutex_destroy(&ls->mu);
     free(ls);
+}
+
+bool link_listener_drain(link_listener *ls, int timeout_ms)
+{
+    struct timespec dl;
+    bool idle;
+
+    sx_deadline_in(&dl, CLOCK_REALTIME, timeout_ms);
+    pthread_mutex_lock(&ls->dmu);
+    while (atomic_load(&ls->sending) > 0 &&
+           pthread_cond_timedwait(&ls->dcv, &ls->dmu, &dl) == 0)
+        ;
+    idle = atomic_load(&ls->sending) == 0;
+    pthread_mutex_unlock(&ls->dmu);
+    return idle;
 }

@@ -26,6 +26,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <nng/nng.h>
 
 typedef struct sx_link sx_link;
 typedef struct link_listener link_listener;
@@ -47,6 +48,18 @@ typedef void (*link_closed_fn)(void *arg, sx_link *l, int err);
  * SX_ETOOBIG (n > SX_MAX_FRAME) or SX_EUNAVAIL (closed or closing). */
 int link_send(sx_link *l, uint64_t id, const uint8_t *p, size_t n);
 
+/* One frame of link_sendv. */
+typedef struct link_out {
+    uint64_t id;
+    const uint8_t *p;
+    size_t n;
+} link_out;
+
+/* Queues frames v[0..n) on l in order, in one go (they leave together
+ * unless a write is in flight). Returns as link_send; on error none is
+ * queued. */
+int link_sendv(sx_link *l, const link_out *v, int n);
+
 /* Closes l (idempotent); its closed callback follows, on this thread or
  * an nng thread. */
 void link_close(sx_link *l);
@@ -67,11 +80,21 @@ void link_unref(sx_link *l);
 int link_dial(const char *url, int timeout_ms, link_frame_fn on_frame,
               link_closed_fn on_closed, void *arg, sx_link **out);
 
+/* A link on stream s, an established connection (taken, freed on
+ * failure too), with one reference the caller's; as link_dial. Returns 0
+ * or SX_ENOMEM. */
+int link_wrap(nng_stream *s, link_frame_fn on_frame, link_closed_fn on_closed, void *arg,
+              sx_link **out);
+
 /* Listens on url; every accepted connection becomes a link served by
  * on_frame / on_closed. Returns 0, SX_EINVAL (bad url), SX_ENET (address
  * busy or not listenable), SX_ENOMEM. */
 int link_listen(const char *url, link_frame_fn on_frame, link_closed_fn on_closed,
                 void *arg, link_listener **out);
+
+/* Waits at most timeout_ms until no accepted link has bytes left to
+ * write; true if none has. */
+bool link_listener_drain(link_listener *ls, int timeout_ms);
 
 /* Stops accepting, closes every accepted link, waits for their closed
  * callbacks, frees ls. Not from a link callback. Accepts NULL. */

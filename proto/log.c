@@ -77,6 +77,17 @@ unsigned long long sx_mono_ms(void)
     return sx_mono_us() / 1000ull;
 }
 
+void sx_deadline_in(struct timespec *ts, clockid_t clk, long ms)
+{
+    clock_gettime(clk, ts);
+    ts->tv_sec += ms / 1000;
+    ts->tv_nsec += (ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
 void sx_thread_name(const char *name)
 {
     (void)prctl(PR_SET_NAME, (unsigned long)name, 0ul, 0ul, 0ul);

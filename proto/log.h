@@ -5,6 +5,8 @@
 #ifndef SX_LOG_H
 #define SX_LOG_H
 
+#include <time.h>
+
 typedef enum sx_log_level { SX_LOG_DEBUG, SX_LOG_INFO, SX_LOG_WARN, SX_LOG_ERROR } sx_log_level;
 
 /* Opens path for appending and sends later lines there. Returns 0 or
@@ -27,6 +29,10 @@ unsigned long long sx_mono_ms(void);
 
 /* Microseconds of the same clock, for short durations. */
 unsigned long long sx_mono_us(void);
+
+/* Sets *ts to clock clk's now plus ms milliseconds: a deadline for
+ * pthread_cond_timedwait on a condition variable using that clock. */
+void sx_deadline_in(struct timespec *ts, clockid_t clk, long ms);
 
 /* Names the calling thread (what top -H, perf and gdb show); at most 15
  * characters are kept. Best effort: a failure changes nothing else. */

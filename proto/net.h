@@ -76,6 +76,17 @@ typedef void (*net_done_fn)(void *arg, int err, const uint8_t *resp, size_t n);
  * SX_ENOMEM or SX_ENET. */
 int net_peer_open(nng_socket sock, int max_frames, net_peer **out);
 
+/* Opens a peer on a link to url (link.h): one connection, dialed in the
+ * background and redialed when it drops; every call is its own frame, and
+ * calls made while the connection is down wait for it (or their
+ * deadline). A call in flight when the connection drops fails with
+ * SX_EUNAVAIL. Returns 0, SX_EINVAL (bad url) or SX_ENOMEM. */
+int net_peer_open_link(const char *url, net_peer **out);
+
+/* True for a link's peer whose connection is up (false for a REQ
+ * socket's peer: ask nng's statistics). */
+bool net_peer_connected(net_peer *p);
+
 /* Starts a call of request frame req..n (which must stay valid until done
  * runs). Returns 0 (done will run exactly once), SX_ENOMEM or SX_EUNAVAIL
  * (closing; done will not run). Thread-safe. timeout_ms (negative: none)
@@ -204,6 +215,15 @@ int net_server_start_q(nng_socket sock, int nworkers, net_handler h, net_quick_f
  * freed by net_server_stop. */
 int net_server_open(nng_socket sock, const net_server_opts *o, net_handler h, void *arg,
                     net_server **out);
+
+/* net_server_open for links (link.h) accepted on url instead of a REP
+ * socket: a request runs as it would there, its reply goes back on its
+ * link with its id. A link's frames are read one after another: quick
+ * requests run in order on the thread that read them. Any number may be
+ * in flight; callers bound their own. Returns 0, SX_EINVAL (bad url),
+ * SX_ENET (cannot listen there), SX_ENOMEM. */
+int net_server_open_link(const char *url, const net_server_opts *o, net_handler h, void *arg,
+                         net_server **out);
 
 /* Joins the workers, waits for every deferred reply and then (at most
  * NET_STOP_SEND_WAIT_S) for the replies to be sent, closes the socket,

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "net.h"
+#include "lpeer.h"
 #include <nng/supplemental/util/platform.h>
 #include "msg.h"
 #include "log.h"
@@ -58,6 +59,7 @@ typedef struct peer_car {
 } peer_car;
 
 struct net_peer {
+    lpeer *lp;          /* a link's peer (net_peer_open_link): all goes there */
     nng_socket sock;
     pthread_mutex_t mu;
     peer_car *solo_all, *solo_free;   /* contexts made for solo calls */
@@ -540,6 +542,27 @@ int net_peer_open(nng_socket sock, int max_frames, net_peer **out)
     return 0;
 }
 
+int net_peer_open_link(const char *url, net_peer **out)
+{
+    net_peer *p = calloc(1, sizeof(*p));
+    int rc;
+
+    if (p == NULL)
+        return SX_ENOMEM;
+    rc = lpeer_open(url, &p->lp);
+    if (rc != 0) {
+        free(p);
+        return rc;
+    }
+    *out = p;
+    return 0;
+}
+
+bool net_peer_connected(net_peer *p)
+{
+    return p->lp != NULL && lpeer_connected(p->lp);
+}
+
 /* A queue entry for call c, or NULL (out of memory). */
 static peer_ent *ent_new(const net_peer_call *c, int timeout_ms, bool solo)
 {
@@ -557,6 +580,8 @@ int net_peer_submit_n(net_peer *p, const net_peer_call *calls, int n, int timeou
 {
     peer_ent *first = NULL, *last = NULL;
 
+    if (p->lp != NULL)
+        return lpeer_submit_n(p->lp, calls, n, timeout_ms);
     if (n <= 0)
         return 0;
     for (int i = 0; i < n; i++) {
@@ -601,10 +626,13 @@ int net_peer_submit_solo(net_peer *p, const uint8_t *req, size_t n, int timeout_
                          net_done_fn done, void *arg)
 {
     net_peer_call c = { req, n, done, arg };
-    peer_ent *e = ent_new(&c, timeout_ms, true);
+    peer_ent *e;
     peer_car *car = NULL;
     int rv;
 
+    if (p->lp != NULL)      /* a link's calls never hold each other up */
+        return lpeer_submit_n(p->lp, &c, 1, timeout_ms);
+    e = ent_new(&c, timeout_ms, true);
     if (e == NULL)
         return SX_ENOMEM;
     pthread_mutex_lock(&p->mu);
@@ -668,6 +696,11 @@ void net_peer_close(net_peer *p)
 {
     if (p == NULL)
         return;
+    if (p->lp != NULL) {
+        lpeer_close(p->lp);
+        free(p);
+        return;
+    }
     pthread_mutex_lock(&p->mu);
     p->closing = 1;
     pthread_mutex_unlock(&p->mu);

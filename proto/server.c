@@ -26,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 #include "fiber.h"
+#include "link.h"
 #include "net.h"
 #include "msg.h"
 #include "log.h"
@@ -33,10 +34,21 @@
 
 typedef struct srv_slot srv_slot;
 
+/* Where a request came from, and so where its reply goes: a REP context's
+ * message, or a link's frame. */
+typedef struct srv_src {
+    srv_slot *slot;     /* REP: the context (its message is reused) */
+    nng_msg *msg;
+    sx_link *link;      /* link: the connection (one reference held) */
+    uint64_t id;        /* the request's id */
+    uint8_t *frame;     /* its bytes (owned) */
+    size_t n;
+} srv_src;
+
 /* One MULTI request in progress; its block also holds its jobs and replies. */
 typedef struct srv_batch {
-    srv_slot *slot;
-    nng_msg *msg;       /* the request; inner frames point into it */
+    struct net_server *srv;
+    srv_src src;        /* the request; inner frames point into it */
     uint32_t n;
     atomic_uint left;   /* jobs not finished yet, + 1 while batch_start runs */
     atomic_bool dropped; /* a job was dropped (stopping): no reply at all */
@@ -46,8 +58,8 @@ typedef struct srv_batch {
 typedef struct srv_job {
     struct srv_job *next;
     struct srv_job *chain;  /* quick frames of the same batch, run after */
-    srv_slot *slot;     /* a single request: its slot and frame */
-    nng_msg *msg;
+    struct net_server *srv;
+    srv_src src;        /* a single request: where it came from */
     srv_batch *batch;   /* or inner frame i of a batch */
     uint32_t i;
     const uint8_t *p;
@@ -80,6 +92,8 @@ struct net_server {
     int started;
     srv_slot *slots;
     int nslots;
+    bool rep;               /* serves a REP socket (sock) */
+    link_listener *links;   /* or links accepted here */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     srv_job *head, *tail;
@@ -110,6 +124,58 @@ static void slot_reply(srv_slot *s, nng_msg *m, mp_buf *out)
     atomic_fetch_add(&s->srv->sends, 1);
     nng_aio_set_msg(s->aio, m);
     nng_ctx_send(s->ctx, s->aio);
+}
+
+static const uint8_t *src_body(const srv_src *o)
+{
+    return o->link != NULL ? o->frame : nng_msg_body(o->msg);
+}
+
+static size_t src_len(const srv_src *o)
+{
+    return o->link != NULL ? o->n : nng_msg_len(o->msg);
+}
+
+/* Forgets request o unanswered. */
+static void src_drop(srv_src *o)
+{
+    if (o->link == NULL) {
+        nng_msg_free(o->msg);
+        return;
+    }
+    free(o->frame);
+    link_unref(o->link);
+}
+
+/* Sends out (whose bytes it takes) as o's reply, and lets o go. A link
+ * that closed meanwhile has nobody to answer; a reply too large for a
+ * frame becomes an SX_ETOOBIG error reply. */
+static void src_reply(srv_src *o, mp_buf *out)
+{
+    int rc;
+
+    if (o->link == NULL) {
+        slot_reply(o->slot, o->msg, out);
+        return;
+    }
+    rc = out->oom ? SX_ENOMEM
+                  : link_send(o->link, o->id, (const uint8_t *)out->sb.data, out->sb.size);
+    mp_buf_free(out);
+    if (rc == SX_ENOMEM || rc == SX_ETOOBIG) {
+        msg_type t = MSG_MULTI;
+        int is_reply = 0;
+        mp_buf e;
+
+        if (msg_peek(o->frame, o->n, &t, &is_reply) != 0)
+            t = MSG_MULTI;
+        mp_buf_init(&e);
+        msg_encode_err(t, rc, rc == SX_ETOOBIG ? "the reply is larger than a frame"
+                                               : "out of memory", &e);
+        if (e.oom || link_send(o->link, o->id, (const uint8_t *)e.sb.data, e.sb.size) != 0)
+            LOG_ERROR("reply dropped: %s", sx_strerror(rc));
+        mp_buf_free(&e);
+    }
+    src_drop(o);
 }
 
 static void run_job(void *arg);
@@ -161,7 +227,7 @@ static void defer_flushed(net_server *srv)
 void net_reply_requeue(net_reply *r)
 {
     srv_job *j = (srv_job *)r;
-    net_server *srv = j->slot->srv;
+    net_server *srv = j->srv;
 
     j->next = NULL;
     queue_push(srv, j, j, 1);
@@ -171,7 +237,7 @@ void net_reply_requeue(net_reply *r)
 void net_reply_send(net_reply *r, mp_buf *out)
 {
     srv_job *j = (srv_job *)r;
-    net_server *srv = j->slot->srv;
+    net_server *srv = j->srv;
 
     job_done(j, out);
     mp_buf_init(out);
@@ -220,21 +286,21 @@ static void queue_push(net_server *srv, srv_job *first, srv_job *last, uint32_t 
         pthread_cond_signal(&srv->cv);
 }
 
-/* Splits MULTI request m received on s into jobs and queues them, except
+/* Splits MULTI request src into jobs and queues them, except
  * the chain of quick frames, left in *quick_job for the caller to run.
  * Returns 0 (queued, or answered at once when empty or malformed) or
  * SX_ENOMEM. */
-static int batch_start(srv_slot *s, nng_msg *m, srv_job **quick_job)
+static int batch_start(net_server *srv, srv_src *src, srv_job **quick_job)
 {
     msg_MULTI_req rq;
     mp_buf out;
-    int rc = msg_decode_req(MSG_MULTI, nng_msg_body(m), nng_msg_len(m), &rq);
+    int rc = msg_decode_req(MSG_MULTI, src_body(src), src_len(src), &rq);
 
     if (rc == 0 && rq.frames.n > NET_MULTI_MAX) {
         mp_buf_init(&out);
         msg_encode_err(MSG_MULTI, SX_EPROTO, "a MULTI holds at most 256 requests", &out);
         msg_free_req(MSG_MULTI, &rq);
-        slot_reply(s, m, &out);
+        src_reply(src, &out);
         return 0;
     }
     if (rc != 0 || rq.frames.n == 0) {
@@ -247,7 +313,7 @@ static int batch_start(srv_slot *s, nng_msg *m, srv_job **quick_job)
             msg_encode_rep(MSG_MULTI, &rep, &out);
         }
         msg_free_req(MSG_MULTI, &rq);
-        slot_reply(s, m, &out);
+        src_reply(src, &out);
         return 0;
     }
     uint32_t n = rq.frames.n;
@@ -259,11 +325,11 @@ static int batch_start(srv_slot *s, nng_msg *m, srv_job **quick_job)
     }
     srv_job *jobs = (srv_job *)(b + 1);
     srv_job *first = NULL, *last = NULL, *qlast = NULL;
-    net_quick_fn quick = s->srv->quick;
+    net_quick_fn quick = srv->quick;
     uint32_t queued = 0;
     bool took = false;
-    b->slot = s;
-    b->msg = m;
+    b->srv = srv;
+    b->src = *src;
     b->n = n;
     /* one more than the jobs: a deferred job may finish before the loop
      * below ends; the batch is not finished before this function says so */
@@ -277,7 +343,7 @@ static int batch_start(srv_slot *s, nng_msg *m, srv_job **quick_job)
 
         mp_buf_init(&b->replies[i]);
         memset(j, 0, sizeof(*j));
-        j->slot = s;
+        j->srv = srv;
         j->batch = b;
         j->i = i;
         j->p = rq.frames.v[i].p;
@@ -293,7 +359,7 @@ static int batch_start(srv_slot *s, nng_msg *m, srv_job **quick_job)
             qlast = j;
             continue;
         }
-        if (request && try_defer(s->srv, t, j)) {
+        if (request && try_defer(srv, t, j)) {
             took = true;
             continue;
         }
@@ -306,11 +372,52 @@ static int batch_start(srv_slot *s, nng_msg *m, srv_job **quick_job)
     }
     msg_free_req(MSG_MULTI, &rq);
     if (took)
-        defer_flushed(s->srv);
+        defer_flushed(srv);
     if (queued > 0)
-        queue_push(s->srv, first, last, queued);
+        queue_push(srv, first, last, queued);
     batch_release(b);
     return 0;
+}
+
+/* Runs request src (taken) at once when quick, offers it to the daemon,
+ * or queues it for the workers; a MULTI is split first. */
+static void srv_dispatch(net_server *srv, srv_src *src)
+{
+    msg_type t;
+    int is_reply = 0;
+    int peek = msg_peek(src_body(src), src_len(src), &t, &is_reply);
+
+    if (peek == 0 && !is_reply && t == MSG_MULTI) {
+        srv_job *quick = NULL;
+        if (batch_start(srv, src, &quick) == 0) {
+            /* Quick frames (short local reads) run right here, on nng's
+             * thread: no worker to wake for them. */
+            if (quick != NULL)
+                run_job(quick);
+            return;
+        }
+    } else {
+        srv_job *j = malloc(sizeof(*j));
+        if (j != NULL) {
+            memset(j, 0, sizeof(*j));
+            j->srv = srv;
+            j->src = *src;
+            j->p = src_body(src);
+            j->n = src_len(src);
+            if (peek == 0 && !is_reply && srv->quick && srv->quick(t))
+                run_job(j);
+            else if (peek == 0 && !is_reply && try_defer(srv, t, j))
+                defer_flushed(srv);
+            else
+                queue_push(srv, j, j, 1);
+            return;
+        }
+    }
+    LOG_ERROR("request dropped: out of memory");
+    srv_slot *slot = src->link == NULL ? src->slot : NULL;
+    src_drop(src);
+    if (slot != NULL)
+        slot_recv(slot);
 }
 
 static void slot_cb(void *arg)
@@ -341,40 +448,9 @@ static void slot_cb(void *arg)
         slot_recv(s);
         return;
     }
-    nng_msg *m = nng_aio_get_msg(s->aio);
+    srv_src src = { .slot = s, .msg = nng_aio_get_msg(s->aio) };
     nng_aio_set_msg(s->aio, NULL);          /* ours now */
-    msg_type t;
-    int is_reply = 0;
-    int peek = msg_peek(nng_msg_body(m), nng_msg_len(m), &t, &is_reply);
-    if (peek == 0 && !is_reply && t == MSG_MULTI) {
-        srv_job *quick = NULL;
-        if (batch_start(s, m, &quick) == 0) {
-            /* Quick frames (short local reads) run right here, on nng's
-             * thread: no worker to wake for them. */
-            if (quick != NULL)
-                run_job(quick);
-            return;
-        }
-    } else {
-        srv_job *j = malloc(sizeof(*j));
-        if (j != NULL) {
-            memset(j, 0, sizeof(*j));
-            j->slot = s;
-            j->msg = m;
-            j->p = nng_msg_body(m);
-            j->n = nng_msg_len(m);
-            if (peek == 0 && !is_reply && s->srv->quick && s->srv->quick(t))
-                run_job(j);
-            else if (peek == 0 && !is_reply && try_defer(s->srv, t, j))
-                defer_flushed(s->srv);
-            else
-                queue_push(s->srv, j, j, 1);
-            return;
-        }
-    }
-    LOG_ERROR("request dropped: out of memory");
-    nng_msg_free(m);
-    slot_recv(s);
+    srv_dispatch(s->srv, &src);
 }
 
 /* Room kept in a MULTI reply frame for its header and bin prefixes. */
@@ -445,7 +521,7 @@ static void batch_finish(srv_batch *b)
     }
     for (uint32_t i = 0; i < b->n; i++)
         mp_buf_free(&b->replies[i]);
-    slot_reply(b->slot, b->msg, &out);
+    src_reply(&b->src, &out);
     free(b);
 }
 
@@ -461,7 +537,7 @@ static void batch_release(srv_batch *b)
     }
     for (uint32_t i = 0; i < b->n; i++)
         mp_buf_free(&b->replies[i]);
-    nng_msg_free(b->msg);
+    src_drop(&b->src);
     free(b);
 }
 
@@ -484,7 +560,7 @@ static void batch_run_one(net_server *srv, const uint8_t *p, size_t n, mp_buf *o
 static void job_done(srv_job *j, mp_buf *out)
 {
     if (j->batch == NULL) {
-        slot_reply(j->slot, j->msg, out);
+        src_reply(&j->src, out);
         free(j);
         return;
     }
@@ -508,7 +584,7 @@ static void job_done(srv_job *j, mp_buf *out)
 static void run_job(void *arg)
 {
     srv_job *j = arg;
-    net_server *srv = j->slot->srv;
+    net_server *srv = j->srv;
 
     /* read each chain link before running: the last job to finish frees
      * the batch's block (and no link is left after it then) */
@@ -533,7 +609,7 @@ static void drop_job(void *arg)
     for (srv_job *next; j != NULL; j = next) {
         next = j->chain;
         if (j->batch == NULL) {
-            nng_msg_free(j->msg);
+            src_drop(&j->src);
             free(j);
         } else {
             atomic_store(&j->batch->dropped, true);
@@ -558,7 +634,7 @@ static void fail_job(srv_job *j, int err, const char *why)
             t = MSG_MULTI;
         msg_encode_err(t, err, why, &out);
         if (j->batch == NULL) {
-            slot_reply(j->slot, j->msg, &out);
+            src_reply(&j->src, &out);
             free(j);
             continue;
         }
@@ -607,18 +683,17 @@ int net_server_start_q(nng_socket sock, int nworkers, net_handler h, net_quick_f
     return net_server_open(sock, &o, h, arg, out);
 }
 
-int net_server_open(nng_socket sock, const net_server_opts *o, net_handler h, void *arg,
-                    net_server **out)
+/* A server's common part: its queue, and its workers or fiber pool, as o
+ * says; no request source yet. Returns 0 or SX_ENOMEM. */
+static int srv_new(const net_server_opts *o, net_handler h, void *arg, net_server **out)
 {
     net_server *srv = calloc(1, sizeof(*srv));
     int nworkers = o->workers;
-    int nslots = o->slots > 0 ? o->slots : o->fibers > 0 ? o->fibers : o->workers;
 
     if (srv == NULL)
         return SX_ENOMEM;
     if (nworkers < 1)
         nworkers = 1;
-    srv->sock = sock;
     srv->handler = h;
     srv->quick = o->quick;
     srv->defer = o->defer;
@@ -642,22 +717,35 @@ int net_server_open(nng_socket sock, const net_server_opts *o, net_handler h, vo
         free(srv);
         return SX_ENOMEM;
     }
+    *out = srv;     /* from here on, net_server_stop undoes what is done */
+    srv->threads = calloc((size_t)nworkers, sizeof(pthread_t));
+    if (srv->threads == NULL)
+        return SX_ENOMEM;
+    if (o->fibers > 0)
+        return fib_pool_new(nworkers, o->fibers, NET_FIBER_STACK, &srv->pool) != 0 ? SX_ENOMEM : 0;
+    for (int i = 0; i < nworkers; i++) {
+        if (pthread_create(&srv->threads[i], NULL, worker, srv) != 0)
+            return SX_ENOMEM;
+        srv->started++;
+    }
+    return 0;
+}
+
+int net_server_open(nng_socket sock, const net_server_opts *o, net_handler h, void *arg,
+                    net_server **out)
+{
+    net_server *srv = NULL;
+    int nslots = o->slots > 0 ? o->slots : o->fibers > 0 ? o->fibers : o->workers;
+
+    if (srv_new(o, h, arg, &srv) != 0)
+        goto fail;
+    srv->sock = sock;
+    srv->rep = true;
     if (nslots < 1)
         nslots = 1;
-    srv->threads = calloc((size_t)nworkers, sizeof(pthread_t));
     srv->slots = calloc((size_t)nslots, sizeof(srv_slot));
-    if (srv->threads == NULL || srv->slots == NULL)
+    if (srv->slots == NULL)
         goto fail;
-    if (o->fibers > 0) {
-        if (fib_pool_new(nworkers, o->fibers, NET_FIBER_STACK, &srv->pool) != 0)
-            goto fail;
-    } else {
-        for (int i = 0; i < nworkers; i++) {
-            if (pthread_create(&srv->threads[i], NULL, worker, srv) != 0)
-                goto fail;
-            srv->started++;
-        }
-    }
     for (int i = 0; i < nslots; i++) {
         srv_slot *s = &srv->slots[i];
         s->srv = srv;
@@ -671,8 +759,46 @@ int net_server_open(nng_socket sock, const net_server_opts *o, net_handler h, vo
     *out = srv;
     return 0;
 fail:
-    net_server_stop(srv);
+    net_server_stop(srv);       /* (accepts NULL) */
     return SX_ENOMEM;
+}
+
+/* A frame received on one of a link server's links. */
+static void link_frame(void *arg, sx_link *l, uint64_t id, uint8_t *frame, size_t n)
+{
+    net_server *srv = arg;
+    srv_src src = { .link = l, .id = id, .frame = frame, .n = n };
+
+    link_ref(l);            /* src's, until its reply */
+    if (!atomic_load(&srv->closing)) {
+        srv_dispatch(srv, &src);
+        return;
+    }
+    mp_buf out;
+    msg_type t = MSG_MULTI;
+    int is_reply = 0;
+    if (msg_peek(frame, n, &t, &is_reply) != 0)
+        t = MSG_MULTI;
+    mp_buf_init(&out);
+    msg_encode_err(t, SX_EUNAVAIL, "the server is stopping", &out);
+    src_reply(&src, &out);
+}
+
+int net_server_open_link(const char *url, const net_server_opts *o, net_handler h, void *arg,
+                         net_server **out)
+{
+    net_server *srv = NULL;
+    int rc = srv_new(o, h, arg, &srv);
+
+    if (rc == 0)
+        rc = link_listen(url, link_frame, NULL, srv, &srv->links);
+    if (rc != 0) {
+        if (srv != NULL)
+            net_server_stop(srv);
+        return rc;
+    }
+    *out = srv;
+    return 0;
 }
 
 void net_server_stop(net_server *srv)
@@ -696,6 +822,14 @@ void net_server_stop(net_server *srv)
     pthread_mutex_lock(&srv->mu);
     while (atomic_load(&srv->deferred) & ~DEFER_CLOSED)
         pthread_cond_wait(&srv->drained, &srv->mu);
+    if (srv->links != NULL) {
+        /* the same for a link server's replies; then no frame arrives
+         * and no reply leaves any more */
+        pthread_mutex_unlock(&srv->mu);
+        (void)link_listener_drain(srv->links, NET_STOP_SEND_WAIT_S * 1000);
+        link_listener_close(srv->links);
+        pthread_mutex_lock(&srv->mu);
+    }
     /* Replies still queued behind another on their connection would be
      * cancelled by nng_aio_stop: let them leave, for a bounded time (a
      * peer that stopped reading must not hold the stop). */
@@ -716,7 +850,8 @@ void net_server_stop(net_server *srv)
             nng_msg_free(m);
         nng_aio_set_msg(srv->slots[i].aio, NULL);
     }
-    nng_close(srv->sock);
+    if (srv->rep)
+        nng_close(srv->sock);
     for (int i = 0; i < srv->nslots; i++)
         nng_aio_free(srv->slots[i].aio);
     /* Jobs nobody ran (a slot callback may have queued one after the

@@ -10,6 +10,7 @@
 #define _XOPEN_SOURCE 700 /* nftw */
 #define CHECK_TALLY_DEFINE  /* the program's one check tally lives here */
 #include "nettest_util.h"
+#include "log.h"
 #include <errno.h>
 #include <ftw.h>
 #include <stdlib.h>
@@ -38,13 +39,7 @@ static struct timespec deadline_in(int ms)
 {
     struct timespec ts;
 
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    sx_deadline_in(&ts, CLOCK_MONOTONIC, ms);
     return ts;
 }
 

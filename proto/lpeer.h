@@ -1,0 +1,29 @@
+/*
+ * lpeer.h — the net_peer of a link (proto/link.h): calls to one server over
+ * one connection, each frame tagged with its call's id, the connection
+ * redialled in the background when it drops. peer.c hands a link peer's
+ * calls here; the contract is net.h's (net_peer_*).
+ */
+#ifndef SX_LPEER_H
+#define SX_LPEER_H
+
+#include <stdbool.h>
+#include "net.h"
+
+typedef struct lpeer lpeer;
+
+/* A peer dialing url in the background (the server may come up later).
+ * Returns 0, SX_EINVAL (bad url) or SX_ENOMEM. */
+int lpeer_open(const char *url, lpeer **out);
+
+/* Starts calls[0..n) (sent together): as net_peer_submit_n. */
+int lpeer_submit_n(lpeer *p, const net_peer_call *calls, int n, int timeout_ms);
+
+/* True while the connection is up. */
+bool lpeer_connected(lpeer *p);
+
+/* Fails every call not answered (SX_EUNAVAIL), stops dialing, closes the
+ * connection, waits for every callback, frees p. Accepts NULL. */
+void lpeer_close(lpeer *p);
+
+#endif
