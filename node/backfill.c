@@ -49,7 +49,7 @@ static long env_once(atomic_long *cache, const char *name, long hi, long dflt)
     return v;
 }
 
-static void bf_notify(st_part *p, const cat_index *ix, nng_socket catsock)
+static void bf_notify(st_part *p, const cat_index *ix, net_peer *cat)
 {
     msg_CAT_BACKFILLED_req rq;
     msg_CAT_BACKFILLED_rep rep;
@@ -69,7 +69,7 @@ static void bf_notify(st_part *p, const cat_index *ix, nng_socket catsock)
         rc = mp_buf_take(&b, &frame, &fn);
     mp_buf_free(&b);
     if (rc == 0)
-        rc = net_call(catsock, frame, fn, BF_NOTIFY_TIMEOUT_MS, &resp, &rn);
+        rc = net_peer_call_sync(cat, frame, fn, BF_NOTIFY_TIMEOUT_MS, &resp, &rn);
     if (rc == 0)
         rc = msg_decode_rep(MSG_CAT_BACKFILLED, resp, rn, &rep, emsg, sizeof(emsg));
     msg_free_rep(MSG_CAT_BACKFILLED, &rep);
@@ -233,7 +233,7 @@ static void bf_start(st_part *p, const sx_catalog *cat, const cat_table *t,
              (unsigned long long)r->backoff_ms / 1000);
 }
 
-void bf_step(st_part *p, const sx_catalog *cat, nng_socket catsock)
+void bf_step(st_part *p, const sx_catalog *cat, net_peer *catpeer)
 {
     /* the indexes to build as seen at this thread's (the partition's)
      * previous poll: a build starts only once two polls in a row saw the
@@ -262,7 +262,7 @@ void bf_step(st_part *p, const sx_catalog *cat, nng_socket catsock)
             enum bf_need need = bf_need_of(p, ix, &last);
 
             if (need == BF_SHIPPING && p->ship != NULL && ship_acked_all(p->ship, p, last))
-                bf_notify(p, ix, catsock);
+                bf_notify(p, ix, catpeer);
             if (need != BF_BUILD)
                 continue;
             if (build == NULL && (build = calloc(t->nindexes, sizeof(*build))) == NULL) {

@@ -48,16 +48,16 @@
 #ifndef SX_BACKFILL_H
 #define SX_BACKFILL_H
 
-#include <nng/nng.h>
 #include "catalog.h"
+#include "net.h"
 
 struct st_part;
 
 /* One poll step for partition p against catalog cat (borrowed, must live
  * as long as the catalog cache): switches the write catalog if cat is
- * newer, runs pending backfills and notifies finished ones through catsock
- * (a REQ socket to the catalog node). Errors are logged and retried on the
- * next step. Call from one thread (the poll thread). */
-void bf_step(struct st_part *p, const sx_catalog *cat, nng_socket catsock);
+ * newer, runs pending backfills and notifies finished ones through catpeer
+ * (calls to the catalog node). Errors are logged and retried on the next
+ * step. Call from one thread (the poll thread). */
+void bf_step(struct st_part *p, const sx_catalog *cat, net_peer *catpeer);
 
 #endif

@@ -405,7 +405,6 @@ static bool ix_quick(msg_type t)
 int ix_node_run(const node_opts *o)
 {
     ix_node nd;
-    nng_socket sock;
     net_server *srv = NULL;
     bool gc_started = false;
     int rc;
@@ -426,19 +425,12 @@ int ix_node_run(const node_opts *o)
     rc = catcache_new(o->cfg, &nd.cc);
     if (rc != 0)
         goto out;
-    rc = net_listen(nd.self->url, &sock);
-    if (rc != 0) {
-        LOG_ERROR("index node %s: cannot listen on %s", nd.self->name, nd.self->url);
-        goto out;
-    }
-    /* a deferred apply holds its receive context until its group commits:
-     * more contexts than workers */
     int workers = o->workers > 0 ? o->workers : 16;
-    net_server_opts so = { .workers = workers, .quick = ix_quick, .defer = ix_defer,
-                           .slots = 4 * workers };
-    rc = net_server_open(sock, &so, ix_handle, &nd, &srv);
+    net_server_opts so = { .workers = workers, .quick = ix_quick, .defer = ix_defer };
+    rc = net_server_open_link(nd.self->url, &so, ix_handle, &nd, &srv);
     if (rc != 0) {
-        nng_close(sock);
+        LOG_ERROR("index node %s: cannot listen on %s: %s", nd.self->name, nd.self->url,
+                  sx_strerror(rc));
         goto out;
     }
     if (pthread_create(&nd.gc_thread, NULL, gc_main, &nd) != 0) {

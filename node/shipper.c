@@ -12,9 +12,9 @@
  * when it took every pending record for this destination, the snapshot's
  * head (and then hw too; a partial batch sends hw 0, claiming nothing).
  * The round's I_APPLYs (one per source partition) go to the destination's
- * node together, as one MULTI frame when they fit (net_call_all over the
- * node's peer): the index node receives one frame and commits them in one
- * synced group, instead of one frame and one group per partition. For
+ * node together, in one write on the node's link (net_call_all over the
+ * node's peer): the index node reads them as one burst and commits them in
+ * one synced group, instead of one group per partition. For
  * each I_APPLY that succeeded the shipper hands the shipped records'
  * deletion to its partition (the next synced group carries it, or, once
  * the partition's head has not moved for SHIP_IDLE_MS, the shipper writes
@@ -652,8 +652,7 @@ static int dest_init(ship *s, ship_dest *d, const cfg_part *dest)
     return 0;
 }
 
-int ship_start(st_part **parts, int nparts, const sx_config *cfg,
-               const nng_socket *socks, ship **out)
+int ship_start(st_part **parts, int nparts, const sx_config *cfg, ship **out)
 {
     ship *s = calloc(1, sizeof(*s));
     int rc = 0;
@@ -673,18 +672,18 @@ int ship_start(st_part **parts, int nparts, const sx_config *cfg,
         ship_free(s);
         return SX_ENOMEM;
     }
-    /* one frame in flight per destination partition on the node: each
-     * destination's thread has one round in flight */
+    /* one link per index node, shared by its destinations' threads, each
+     * with one round in flight: as many batches as destinations there */
     for (int i = 0; i < s->n && rc == 0; i++) {
-        int node = cfg->index[i].node, frames = 0;
+        int node = cfg->index[i].node, batches = 0;
 
         if (s->peers[node] != NULL)
             continue;
         for (int k = 0; k < s->n; k++)
-            frames += cfg->index[k].node == node;
+            batches += cfg->index[k].node == node;
         if (net_batch_frames(1) == 0)
-            frames = NET_PEER_ALONE;
-        rc = net_peer_open(socks[node], frames, &s->peers[node]);
+            batches = NET_PEER_ALONE;
+        rc = net_peer_open_link(cfg->nodes[node].url, batches, &s->peers[node]);
     }
     for (int i = 0; i < s->n && rc == 0; i++)
         rc = dest_init(s, &s->d[i], &cfg->index[i]);
@@ -720,6 +719,8 @@ void ship_stop(ship *s)
     if (s == NULL)
         return;
     ship_quiesce(s);
+    for (int i = 0; s->peers && i < s->cfg->nnodes; i++)
+        net_peer_shut(s->peers[i]);     /* (accepts NULL) */
     for (int i = 0; i < s->n; i++)
         if (s->d[i].started)
             pthread_join(s->d[i].th, NULL);

@@ -21,20 +21,17 @@ typedef struct ship ship;
 
 /* Starts one shipping thread per index partition of cfg for the node's
  * nparts partitions (parts, which must outlive the shipper; each one's
- * ->ship is set). socks[i] is a REQ socket dialing cfg->nodes[i] (only
- * index nodes' entries are used); the shipper opens a peer on each and
- * closes it in ship_stop, so close the sockets first when calls may be in
- * flight. Returns 0 or SX_ENOMEM / SX_ENET / SX_EINTERNAL (thread
- * creation). */
-int ship_start(struct st_part **parts, int nparts, const sx_config *cfg,
-               const nng_socket *socks, ship **out);
+ * ->ship is set). The shipper opens one link (net_peer_open_link) to each
+ * index node of cfg. Returns 0 or SX_ENOMEM / SX_EINVAL (a bad url) /
+ * SX_EINTERNAL (thread creation). */
+int ship_start(struct st_part **parts, int nparts, const sx_config *cfg, ship **out);
 
-/* Tells the threads to stop: they start no new call (call it before
- * closing the sockets). Accepts NULL. */
+/* Tells the threads to stop: they start no new call. Accepts NULL. */
 void ship_quiesce(ship *s);
 
-/* Stops (ship_quiesce) and joins the threads, frees the shipper and clears
- * the partitions' ->ship; accepts NULL. */
+/* Stops (ship_quiesce), fails the calls in flight (a thread waiting on one
+ * returns at once), joins the threads, closes the links, frees the
+ * shipper and clears the partitions' ->ship; accepts NULL. */
 void ship_stop(ship *s);
 
 /* Tells the shipper a partition committed (its head advanced): wakes

@@ -43,8 +43,7 @@ typedef struct st_node {
     int nparts;
     st_part **parts;
     st_store *store;           /* the partitions' shared leveldb and committer */
-    nng_socket *socks;         /* by cfg node index; index nodes + catalog node */
-    bool *dialed;
+    net_peer *catpeer;         /* calls to the catalog node (backfills done) */
     net_server *srv;
     pthread_t poll_th;
     bool poll_started;
@@ -293,7 +292,6 @@ static void *bf_main(void *arg)
 {
     st_bfthread *b = arg;
     st_node *n = b->n;
-    nng_socket catsock = n->socks[n->cfg->catalog_node];
 
     sx_thread_name("sx-backfill");
 
@@ -301,28 +299,20 @@ static void *bf_main(void *arg)
         const sx_catalog *cat = NULL;
 
         if (st_cat_get(n->cc, 0, &cat) == 0)
-            bf_step(b->p, cat, catsock);
+            bf_step(b->p, cat, n->catpeer);
     }
     return NULL;
 }
 
-/* Dials every index node and the catalog node (REQ sockets, background). */
-static int dial_peers(st_node *n)
+/* Opens the link to the catalog node (dialed in the background). */
+static int dial_catalog(st_node *n)
 {
-    n->socks = calloc((size_t)n->cfg->nnodes, sizeof(*n->socks));
-    n->dialed = calloc((size_t)n->cfg->nnodes, sizeof(*n->dialed));
-    if (n->socks == NULL || n->dialed == NULL)
-        return SX_ENOMEM;
-    for (int i = 0; i < n->cfg->nnodes; i++) {
-        if (n->cfg->nodes[i].role != SX_ROLE_INDEX && i != n->cfg->catalog_node)
-            continue;
-        if (net_dial(n->cfg->nodes[i].url, &n->socks[i]) != 0) {
-            LOG_ERROR("cannot dial %s (%s)", n->cfg->nodes[i].name, n->cfg->nodes[i].url);
-            return SX_ENET;
-        }
-        n->dialed[i] = true;
-    }
-    return 0;
+    const cfg_node *c = &n->cfg->nodes[n->cfg->catalog_node];
+    int rc = net_peer_open_link(c->url, 1, &n->catpeer);
+
+    if (rc != 0)
+        LOG_ERROR("cannot dial %s (%s): %s", c->name, c->url, sx_strerror(rc));
+    return rc;
 }
 
 /* Opens the node's store (DATA/store), copies into it the partition
@@ -404,7 +394,6 @@ static int start(st_node *n)
 {
     const cfg_node *me = &n->cfg->nodes[n->o->self];
     char dir[4096];
-    nng_socket ls;
     int rc;
 
     if (n->o->self == n->cfg->catalog_node) {
@@ -417,26 +406,18 @@ static int start(st_node *n)
     if (rc == 0)
         rc = open_parts(n);
     if (rc == 0)
-        rc = dial_peers(n);
+        rc = dial_catalog(n);
     if (rc != 0)
         return rc;
     /* before the server: a commit notifies p->ship, set from here on */
-    rc = ship_start(n->parts, n->nparts, n->cfg, n->socks, &n->ship);
+    rc = ship_start(n->parts, n->nparts, n->cfg, &n->ship);
     if (rc != 0)
         return rc;
-    rc = net_listen(me->url, &ls);
-    if (rc != 0) {
-        LOG_ERROR("cannot listen on %s", me->url);
-        return rc;
-    }
-    /* a deferred write holds its receive context until its group commits:
-     * more contexts than workers */
     int workers = n->o->workers > 0 ? n->o->workers : 16;
-    net_server_opts so = { .workers = workers, .quick = quick, .defer = defer,
-                           .slots = 4 * workers };
-    rc = net_server_open(ls, &so, handle, n, &n->srv);
+    net_server_opts so = { .workers = workers, .quick = quick, .defer = defer };
+    rc = net_server_open_link(me->url, &so, handle, n, &n->srv);
     if (rc != 0) {
-        nng_close(ls);
+        LOG_ERROR("cannot listen on %s: %s", me->url, sx_strerror(rc));
         return rc;
     }
     if (pthread_create(&n->poll_th, NULL, poll_main, n) != 0)
@@ -473,21 +454,13 @@ static void stop(st_node *n)
         pthread_mutex_unlock(&n->parts[i]->mu);
     }
     net_server_stop(n->srv);
-    /* closing the peer sockets first makes shippers' pending calls fail
-     * at once instead of waiting out their timeouts; quiesced first, the
-     * shippers start no call after that */
-    ship_quiesce(n->ship);
-    for (int i = 0; n->socks && i < n->cfg->nnodes; i++)
-        if (n->dialed[i])
-            nng_close(n->socks[i]);
-    ship_stop(n->ship);
+    ship_stop(n->ship);         /* fails its calls in flight at once */
+    net_peer_close(n->catpeer); /* the backfill threads that used it are gone */
     st_store_stop(n->store);    /* commits what is queued */
     for (int i = 0; i < n->nparts; i++)
         st_part_close(n->parts[i]);
     st_store_close(n->store);
     free(n->parts);
-    free(n->socks);
-    free(n->dialed);
     st_cat_free(n->cc);
     catp_close(n->catp);
 }

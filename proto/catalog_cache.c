@@ -2,7 +2,7 @@
  * catalog_cache.c — a process's cached copy of the catalog (see
  * catalog_cache.h).
  *
- * Fetches with CATALOG from the catalog node over one REQ socket. Every
+ * Fetches with CATALOG from the catalog node over one link (net_peer). Every
  * version ever handed out is kept (in `all`) until catcache_free, so
  * borrowed pointers never dangle. Two locks:
  *   mu       guards cur, all/nall/cap and gen (held only briefly);
@@ -22,7 +22,7 @@
 #define CATCACHE_TIMEOUT_MS 2000
 
 struct catcache {
-    nng_socket sock;
+    net_peer *peer;
     pthread_mutex_t mu;
     pthread_mutex_t fetch_mu;
     const sx_catalog *cur;   /* newest version (one of all[]), or NULL */
@@ -50,7 +50,7 @@ int catcache_new(const sx_config *cfg, catcache **out)
         free(cc);
         return SX_ENOMEM;
     }
-    rc = net_dial(cfg->nodes[cfg->catalog_node].url, &cc->sock);
+    rc = net_peer_open_link(cfg->nodes[cfg->catalog_node].url, 1, &cc->peer);
     if (rc != 0) {
         pthread_mutex_destroy(&cc->fetch_mu);
         pthread_mutex_destroy(&cc->mu);
@@ -67,7 +67,7 @@ void catcache_free(catcache *cc)
 
     if (cc == NULL)
         return;
-    nng_close(cc->sock);
+    net_peer_close(cc->peer);
     for (i = 0; i < cc->nall; i++)
         cat_free(cc->all[i]);
     free(cc->all);
@@ -95,7 +95,7 @@ static int catcache_fetch(catcache *cc, sx_catalog **out)
     mp_buf_free(&b);
     if (rc != 0)
         return rc;
-    rc = net_call(cc->sock, frame, frame_n, CATCACHE_TIMEOUT_MS, &resp, &resp_n);
+    rc = net_peer_call_sync(cc->peer, frame, frame_n, CATCACHE_TIMEOUT_MS, &resp, &resp_n);
     free(frame);
     if (rc != 0)
         return rc == SX_ENET ? SX_EUNAVAIL : rc;

@@ -204,6 +204,7 @@ static int rbuf_room(sx_link *l, size_t need)
 static int rx_frames(sx_link *l)
 {
     size_t off = 0;
+    bool more;
     int rc = 0;
 
     while (l->rlen - off >= LINK_HDR) {
@@ -225,7 +226,8 @@ static int rx_frames(sx_link *l)
         }
         memcpy(frame, h + LINK_HDR, len - 8);
         off += 4u + len;
-        l->on_frame(l->arg, l, sx_get_be64(h + 4), frame, len - 8);
+        more = l->rlen - off >= LINK_HDR && l->rlen - off >= 4u + sx_get_be32(l->rbuf + off);
+        l->on_frame(l->arg, l, sx_get_be64(h + 4), frame, len - 8, more);
     }
     if (off > 0) {
         memmove(l->rbuf, l->rbuf + off, l->rlen - off);

@@ -35,8 +35,12 @@ typedef struct link_listener link_listener;
 #define LINK_HDR 12u
 
 /* A whole frame received on l: frame..n (malloc'd) becomes the callee's to
- * free. Runs on an nng thread; the link reads on once it returns. */
-typedef void (*link_frame_fn)(void *arg, sx_link *l, uint64_t id, uint8_t *frame, size_t n);
+ * free. more is true when another whole frame of the same receive follows
+ * at once (frames sent together mostly arrive together: a server may
+ * gather a burst's requests and act on them at its last). Runs on an nng
+ * thread; the link reads on once it returns. */
+typedef void (*link_frame_fn)(void *arg, sx_link *l, uint64_t id, uint8_t *frame, size_t n,
+                              bool more);
 
 /* l is closed (either side, an error, or link_close): runs exactly once,
  * after l's last frame callback, with err 0 (closed here) or an sx_err.

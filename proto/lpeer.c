@@ -5,7 +5,14 @@
  * (found by id), its deadline (the peer's timer, armed at the earliest
  * deadline), or the connection's loss. A call made while the connection is
  * down waits in the list unsent and goes out, in order, once the redial
- * succeeds. Calls sent on a connection that drops fail with SX_EUNAVAIL:
+ * succeeds.
+ *
+ * Calls leave in batches, at most max_batches of them unanswered at once:
+ * a lone call goes out at once, and calls made while the window is full
+ * wait and leave together, in one write, when a batch is answered in full.
+ * Under load a frame's costs (a write, a wake-up per side) are then shared
+ * by many calls, as a MULTI frame shares them over REQ/REP. A solo call
+ * (long: a scan page) goes out at once outside the window. Calls sent on a connection that drops fail with SX_EUNAVAIL:
  * whether the server ran them is unknown, and only the caller knows
  * whether running one again is harmless.
  *
@@ -28,12 +35,18 @@
 #define LP_REDIAL_MIN_MS 20
 #define LP_REDIAL_MAX_MS 500
 
+typedef struct lp_batch {
+    int left;               /* calls of the batch not finished yet */
+} lp_batch;
+
 typedef struct lp_call {
     struct lp_call *next, *prev;
     uint64_t id;
     const uint8_t *req;
     size_t n;
     bool sent;
+    bool solo;
+    lp_batch *batch;        /* sent in this batch (NULL: solo, or unsent) */
     bool forever;
     nng_time deadline;
     net_done_fn done;
@@ -56,11 +69,17 @@ struct lpeer {
     nng_time timer_at;
     lp_call *head, *tail;
     uint64_t next_id;
+    int max_batches;
+    int batches;            /* sent and not yet answered in full */
     bool closing;
 };
 
-static void list_del(lpeer *p, lp_call *c)
+/* Unlinks c from p's list; true when that finished its batch (the window
+ * has room again). */
+static bool list_del(lpeer *p, lp_call *c)
 {
+    bool freed = false;
+
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -70,6 +89,13 @@ static void list_del(lpeer *p, lp_call *c)
     else
         p->tail = c->prev;
     c->next = c->prev = NULL;
+    if (c->batch != NULL && --c->batch->left == 0) {
+        free(c->batch);
+        p->batches--;
+        freed = true;
+    }
+    c->batch = NULL;
+    return freed;
 }
 
 /* Completes every call of singly linked list c (by next) with err. */
@@ -101,6 +127,8 @@ static lp_call *take_where(lpeer *p, bool sent_only, bool expired_only)
 }
 
 /* ---- the timer ---- */
+
+static void flush_locked(lpeer *p);
 
 static void timer_arm_locked(lpeer *p, nng_time at)
 {
@@ -134,6 +162,8 @@ static void timer_cb(void *arg)
         return;
     }
     gone = take_where(p, false, true);
+    if (p->link != NULL)
+        flush_locked(p);    /* an expired call may have finished a batch */
     for (lp_call *c = p->head; c != NULL; c = c->next)
         if (!c->forever && (at == 0 || c->deadline < at))
             at = c->deadline;
@@ -145,17 +175,19 @@ static void timer_cb(void *arg)
 
 /* ---- the link ---- */
 
-static void on_frame(void *arg, sx_link *l, uint64_t id, uint8_t *frame, size_t n)
+static void on_frame(void *arg, sx_link *l, uint64_t id, uint8_t *frame, size_t n,
+                     bool more)
 {
     lpeer *p = arg;
     lp_call *c;
 
     (void)l;
+    (void)more;
     pthread_mutex_lock(&p->mu);
     for (c = p->head; c != NULL && c->id != id; c = c->next)
         ;
-    if (c != NULL)
-        list_del(p, c);
+    if (c != NULL && list_del(p, c) && p->link != NULL)
+        flush_locked(p);
     pthread_mutex_unlock(&p->mu);
     if (c != NULL) {        /* else it timed out or was failed already */
         c->done(c->arg, 0, frame, n);
@@ -189,18 +221,20 @@ static void on_closed(void *arg, sx_link *l, int err)
     link_unref(l);
 }
 
-/* Sends every unsent call, in order (caller holds p->mu, link up). On a
- * failure they stay unsent: the link is closing, and its closed callback
- * redials. */
+/* Sends the unsent calls (caller holds p->mu, link up): solo ones at
+ * once, the others as one batch while the window has room. On a failure
+ * they stay unsent: the link is closing, and its closed callback redials. */
 static void flush_locked(lpeer *p)
 {
     link_out v[64];
     lp_call *cs[64];
+    lp_batch *b = NULL;
     int k = 0;
+    bool room = p->batches < p->max_batches;
     lp_call *c = p->head;
 
     for (;;) {
-        while (c != NULL && c->sent)
+        while (c != NULL && (c->sent || (!c->solo && !room)))
             c = c->next;
         if (c != NULL) {
             v[k] = (link_out){ c->id, c->req, c->n };
@@ -209,14 +243,25 @@ static void flush_locked(lpeer *p)
         }
         if (k == 64 || (c == NULL && k > 0)) {
             if (link_sendv(p->link, v, k) != 0)
-                return;
-            for (int i = 0; i < k; i++)
+                break;
+            for (int i = 0; i < k; i++) {
                 cs[i]->sent = true;
+                if (cs[i]->solo)
+                    continue;
+                if (b == NULL && (b = calloc(1, sizeof(*b))) == NULL) {
+                    cs[i]->solo = true;     /* unbatched: outside the window */
+                    continue;
+                }
+                b->left++;
+                cs[i]->batch = b;
+            }
             k = 0;
         }
         if (c == NULL)
-            return;
+            break;
     }
+    if (b != NULL)
+        p->batches++;
 }
 
 static void dial_start_locked(lpeer *p)
@@ -266,7 +311,7 @@ static void dial_cb(void *arg)
 
 /* ---- the API ---- */
 
-int lpeer_open(const char *url, lpeer **out)
+int lpeer_open(const char *url, int max_batches, lpeer **out)
 {
     lpeer *p = calloc(1, sizeof(*p));
     int rv;
@@ -299,6 +344,7 @@ int lpeer_open(const char *url, lpeer **out)
         return SX_ENOMEM;
     }
     p->backoff_ms = LP_REDIAL_MIN_MS;
+    p->max_batches = max_batches > 0 ? max_batches : 1;
     pthread_mutex_lock(&p->mu);
     dial_start_locked(p);
     pthread_mutex_unlock(&p->mu);
@@ -306,7 +352,7 @@ int lpeer_open(const char *url, lpeer **out)
     return 0;
 }
 
-int lpeer_submit_n(lpeer *p, const net_peer_call *calls, int n, int timeout_ms)
+int lpeer_submit_n(lpeer *p, const net_peer_call *calls, int n, int timeout_ms, bool solo)
 {
     lp_call *first = NULL, *last = NULL;
     nng_time now = nng_clock();
@@ -327,6 +373,7 @@ int lpeer_submit_n(lpeer *p, const net_peer_call *calls, int n, int timeout_ms)
         c->n = calls[i].n;
         c->done = calls[i].done;
         c->arg = calls[i].arg;
+        c->solo = solo;
         c->forever = timeout_ms < 0;
         c->deadline = now + (nng_time)(timeout_ms < 0 ? 0 : timeout_ms);
         if (last)
@@ -372,13 +419,11 @@ bool lpeer_connected(lpeer *p)
     return up;
 }
 
-void lpeer_close(lpeer *p)
+void lpeer_shut(lpeer *p)
 {
     lp_call *gone;
     sx_link *l;
 
-    if (p == NULL)
-        return;
     pthread_mutex_lock(&p->mu);
     p->closing = true;
     gone = take_where(p, false, false);
@@ -395,6 +440,13 @@ void lpeer_close(lpeer *p)
         link_close(l);
         link_unref(l);
     }
+}
+
+void lpeer_close(lpeer *p)
+{
+    if (p == NULL)
+        return;
+    lpeer_shut(p);
     pthread_mutex_lock(&p->mu);
     while (p->links_open > 0)
         pthread_cond_wait(&p->cv, &p->mu);

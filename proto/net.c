@@ -285,24 +285,37 @@ int net_call_all(net_job *jobs, int n, int timeout_ms)
     return 0;
 }
 
+/* Runs the one call j (its target and request set) for net_call and
+ * net_peer_call_sync. */
+static int call_one(net_job *j, int timeout_ms, uint8_t **resp, size_t *resp_n)
+{
+    int rc = net_call_all(j, 1, timeout_ms);
+
+    if (rc == 0)
+        rc = j->err;
+    if (rc != 0) {
+        free(j->resp);
+        return rc;
+    }
+    *resp = j->resp;
+    *resp_n = j->resp_n;
+    return 0;
+}
+
 int net_call(nng_socket s, const uint8_t *req, size_t n, int timeout_ms,
              uint8_t **resp, size_t *resp_n)
 {
-    net_job j;
-    int rc;
+    net_job j = { .sock = s, .req = req, .req_n = n };
 
-    memset(&j, 0, sizeof(j));
-    j.sock = s;
-    j.req = req;
-    j.req_n = n;
-    rc = net_call_all(&j, 1, timeout_ms);
-    if (rc)
-        return rc;
-    if (j.err)
-        return j.err;
-    *resp = j.resp;
-    *resp_n = j.resp_n;
-    return 0;
+    return call_one(&j, timeout_ms, resp, resp_n);
+}
+
+int net_peer_call_sync(net_peer *p, const uint8_t *req, size_t n, int timeout_ms,
+                       uint8_t **resp, size_t *resp_n)
+{
+    net_job j = { .peer = p, .req = req, .req_n = n };
+
+    return call_one(&j, timeout_ms, resp, resp_n);
 }
 
 static void *guard_main(void *arg)

@@ -80,8 +80,23 @@ int net_peer_open(nng_socket sock, int max_frames, net_peer **out);
  * background and redialed when it drops; every call is its own frame, and
  * calls made while the connection is down wait for it (or their
  * deadline). A call in flight when the connection drops fails with
- * SX_EUNAVAIL. Returns 0, SX_EINVAL (bad url) or SX_ENOMEM. */
-int net_peer_open_link(const char *url, net_peer **out);
+ * SX_EUNAVAIL. At most max_batches batches of calls are unanswered at
+ * once: calls made meanwhile leave together when one is answered in full
+ * (as max_frames for REQ; solo calls do not count). Returns 0, SX_EINVAL
+ * (bad url) or SX_ENOMEM. */
+int net_peer_open_link(const char *url, int max_batches, net_peer **out);
+
+/* One call through peer p, waited for (the calling fiber parks): on
+ * success *resp (malloc'd, the caller frees it) holds the reply. Returns
+ * 0, SX_ETIMEDOUT, SX_EUNAVAIL, SX_ENET, SX_ENOMEM. */
+int net_peer_call_sync(net_peer *p, const uint8_t *req, size_t n, int timeout_ms,
+                       uint8_t **resp, size_t *resp_n);
+
+/* For a link's peer: fails every call not answered yet (SX_EUNAVAIL) and
+ * refuses new ones, without freeing p (a thread may still be returning
+ * from a call on it); net_peer_close frees it later. A REQ socket's peer
+ * is left as is (close its socket instead). */
+void net_peer_shut(net_peer *p);
 
 /* True for a link's peer whose connection is up (false for a REQ
  * socket's peer: ask nng's statistics). */

@@ -542,20 +542,26 @@ int net_peer_open(nng_socket sock, int max_frames, net_peer **out)
     return 0;
 }
 
-int net_peer_open_link(const char *url, net_peer **out)
+int net_peer_open_link(const char *url, int max_batches, net_peer **out)
 {
     net_peer *p = calloc(1, sizeof(*p));
     int rc;
 
     if (p == NULL)
         return SX_ENOMEM;
-    rc = lpeer_open(url, &p->lp);
+    rc = lpeer_open(url, max_batches, &p->lp);
     if (rc != 0) {
         free(p);
         return rc;
     }
     *out = p;
     return 0;
+}
+
+void net_peer_shut(net_peer *p)
+{
+    if (p != NULL && p->lp != NULL)
+        lpeer_shut(p->lp);
 }
 
 bool net_peer_connected(net_peer *p)
@@ -581,7 +587,7 @@ int net_peer_submit_n(net_peer *p, const net_peer_call *calls, int n, int timeou
     peer_ent *first = NULL, *last = NULL;
 
     if (p->lp != NULL)
-        return lpeer_submit_n(p->lp, calls, n, timeout_ms);
+        return lpeer_submit_n(p->lp, calls, n, timeout_ms, false);
     if (n <= 0)
         return 0;
     for (int i = 0; i < n; i++) {
@@ -631,7 +637,7 @@ int net_peer_submit_solo(net_peer *p, const uint8_t *req, size_t n, int timeout_
     int rv;
 
     if (p->lp != NULL)      /* a link's calls never hold each other up */
-        return lpeer_submit_n(p->lp, &c, 1, timeout_ms);
+        return lpeer_submit_n(p->lp, &c, 1, timeout_ms, true);
     e = ent_new(&c, timeout_ms, true);
     if (e == NULL)
         return SX_ENOMEM;

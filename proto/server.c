@@ -224,6 +224,22 @@ static void defer_flushed(net_server *srv)
         srv->defer_flush(srv->arg);
 }
 
+/* A link's burst (frames read together) is offered frame by frame on one
+ * thread; the daemon's defer_flush runs once, after its last frame, when
+ * the defer function took any of them: this names the server then. */
+static __thread net_server *tl_flush_due;
+
+/* The defer function took a request of the frame being offered: flushes
+ * now, or (flush false: more frames of a link's burst follow) after the
+ * burst. */
+static void defer_took(net_server *srv, bool flush)
+{
+    if (flush)
+        defer_flushed(srv);
+    else
+        tl_flush_due = srv;
+}
+
 void net_reply_requeue(net_reply *r)
 {
     srv_job *j = (srv_job *)r;
@@ -290,7 +306,7 @@ static void queue_push(net_server *srv, srv_job *first, srv_job *last, uint32_t 
  * the chain of quick frames, left in *quick_job for the caller to run.
  * Returns 0 (queued, or answered at once when empty or malformed) or
  * SX_ENOMEM. */
-static int batch_start(net_server *srv, srv_src *src, srv_job **quick_job)
+static int batch_start(net_server *srv, srv_src *src, bool flush, srv_job **quick_job)
 {
     msg_MULTI_req rq;
     mp_buf out;
@@ -372,7 +388,7 @@ static int batch_start(net_server *srv, srv_src *src, srv_job **quick_job)
     }
     msg_free_req(MSG_MULTI, &rq);
     if (took)
-        defer_flushed(srv);
+        defer_took(srv, flush);
     if (queued > 0)
         queue_push(srv, first, last, queued);
     batch_release(b);
@@ -380,8 +396,9 @@ static int batch_start(net_server *srv, srv_src *src, srv_job **quick_job)
 }
 
 /* Runs request src (taken) at once when quick, offers it to the daemon,
- * or queues it for the workers; a MULTI is split first. */
-static void srv_dispatch(net_server *srv, srv_src *src)
+ * or queues it for the workers; a MULTI is split first. flush: see
+ * defer_took. */
+static void srv_dispatch(net_server *srv, srv_src *src, bool flush)
 {
     msg_type t;
     int is_reply = 0;
@@ -389,7 +406,7 @@ static void srv_dispatch(net_server *srv, srv_src *src)
 
     if (peek == 0 && !is_reply && t == MSG_MULTI) {
         srv_job *quick = NULL;
-        if (batch_start(srv, src, &quick) == 0) {
+        if (batch_start(srv, src, flush, &quick) == 0) {
             /* Quick frames (short local reads) run right here, on nng's
              * thread: no worker to wake for them. */
             if (quick != NULL)
@@ -407,7 +424,7 @@ static void srv_dispatch(net_server *srv, srv_src *src)
             if (peek == 0 && !is_reply && srv->quick && srv->quick(t))
                 run_job(j);
             else if (peek == 0 && !is_reply && try_defer(srv, t, j))
-                defer_flushed(srv);
+                defer_took(srv, flush);
             else
                 queue_push(srv, j, j, 1);
             return;
@@ -450,7 +467,7 @@ static void slot_cb(void *arg)
     }
     srv_src src = { .slot = s, .msg = nng_aio_get_msg(s->aio) };
     nng_aio_set_msg(s->aio, NULL);          /* ours now */
-    srv_dispatch(s->srv, &src);
+    srv_dispatch(s->srv, &src, true);
 }
 
 /* Room kept in a MULTI reply frame for its header and bin prefixes. */
@@ -764,24 +781,29 @@ fail:
 }
 
 /* A frame received on one of a link server's links. */
-static void link_frame(void *arg, sx_link *l, uint64_t id, uint8_t *frame, size_t n)
+static void link_frame(void *arg, sx_link *l, uint64_t id, uint8_t *frame, size_t n,
+                       bool more)
 {
     net_server *srv = arg;
     srv_src src = { .link = l, .id = id, .frame = frame, .n = n };
 
     link_ref(l);            /* src's, until its reply */
     if (!atomic_load(&srv->closing)) {
-        srv_dispatch(srv, &src);
-        return;
+        srv_dispatch(srv, &src, false);
+    } else {
+        mp_buf out;
+        msg_type t = MSG_MULTI;
+        int is_reply = 0;
+        if (msg_peek(frame, n, &t, &is_reply) != 0)
+            t = MSG_MULTI;
+        mp_buf_init(&out);
+        msg_encode_err(t, SX_EUNAVAIL, "the server is stopping", &out);
+        src_reply(&src, &out);
     }
-    mp_buf out;
-    msg_type t = MSG_MULTI;
-    int is_reply = 0;
-    if (msg_peek(frame, n, &t, &is_reply) != 0)
-        t = MSG_MULTI;
-    mp_buf_init(&out);
-    msg_encode_err(t, SX_EUNAVAIL, "the server is stopping", &out);
-    src_reply(&src, &out);
+    if (!more && tl_flush_due == srv) {
+        tl_flush_due = NULL;
+        defer_flushed(srv);
+    }
 }
 
 int net_server_open_link(const char *url, const net_server_opts *o, net_handler h, void *arg,

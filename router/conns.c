@@ -1,9 +1,8 @@
 /*
- * conns.c — the router's calls to storage and index nodes: one REQ socket
- * per node (dialed at start-up, shared by every worker; net_call uses its
- * own nng context per call, so concurrent calls are safe), typed calls that
- * encode a request struct and decode the reply, fan-out in parallel, and
- * raw forwarding.
+ * conns.c — the router's calls to storage and index nodes: one link per
+ * node (net_peer_open_link: dialed at start-up, redialed in the
+ * background, shared by every request), typed calls that encode a request
+ * struct and decode the reply, fan-out in parallel, and raw forwarding.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -52,82 +51,14 @@ const char *rt_role_name(int role)
 }
 
 /* How long a call waits for a connection to a node that has none: a
- * little more than net_dial's longest reconnect interval (500 ms). */
+ * little more than a link's longest redial interval (500 ms, lpeer.c). */
 #define RT_CONNECT_WAIT_MS 600
 #define RT_DOWN_HOLD_MS 1000
 
-static void pipe_event(nng_pipe p, nng_pipe_ev ev, void *arg)
-{
-    atomic_int *count = arg;
-
-    (void)p;
-    if (ev == NNG_PIPE_EV_ADD_POST)
-        atomic_fetch_add(count, 1);
-    else if (ev == NNG_PIPE_EV_REM_POST)
-        atomic_fetch_sub(count, 1);
-}
-
-int rt_conn_watch(router *rt, int i)
-{
-    if (nng_pipe_notify(rt->socks[i], NNG_PIPE_EV_ADD_POST, pipe_event,
-                        &rt->pipes[i]) != 0 ||
-        nng_pipe_notify(rt->socks[i], NNG_PIPE_EV_REM_POST, pipe_event,
-                        &rt->pipes[i]) != 0)
-        return SX_ENET;
-    return 0;
-}
-
-/* The child statistic of s named name, or NULL. */
-static nng_stat *stat_child(nng_stat *s, const char *name)
-{
-    nng_stat *k;
-
-    for (k = nng_stat_child(s); k != NULL; k = nng_stat_next(k))
-        if (strcmp(nng_stat_name(k), name) == 0)
-            return k;
-    return NULL;
-}
-
-/* The socket's live pipe count from nng's statistics (slow; -1 when they
- * cannot be read). The socket's node is found by its "id" child: nng
- * 1.5.2's nng_stat_find_socket returns the first socket whatever its id. */
-static int stat_pipes(nng_socket s)
-{
-    nng_stat *all = NULL, *k, *id, *p;
-    int n = -1;
-
-    if (nng_stats_get(&all) != 0)
-        return -1;
-    for (k = nng_stat_child(all); k != NULL; k = nng_stat_next(k)) {
-        if (strcmp(nng_stat_name(k), "socket") != 0)
-            continue;
-        id = stat_child(k, "id");
-        if (id == NULL || (int)nng_stat_value(id) != nng_socket_id(s))
-            continue;
-        p = stat_child(k, "pipes");
-        if (p != NULL)
-            n = (int)nng_stat_value(p);
-        break;
-    }
-    nng_stats_free(all);
-    return n;
-}
-
-/* True when node i is known to have a connection (or it cannot be told):
- * the pipe events say so, or the statistics do (then the count is
- * resynced: an event may have been missed while the watch was set up). */
+/* True when node i's link is up. */
 static bool conn_known_up(router *rt, int i)
 {
-    int n;
-
-    if (atomic_load(&rt->pipes[i]) > 0)
-        return true;
-    if (rt_now_ms() < atomic_load(&rt->down_until[i]))
-        return false;       /* found down a moment ago: do not wait again */
-    n = stat_pipes(rt->socks[i]);
-    if (n > 0)
-        atomic_store(&rt->pipes[i], n);
-    return n != 0;
+    return net_peer_connected(rt->peers[i]);
 }
 
 /* Waits up to RT_CONNECT_WAIT_MS, for all of them at once, until every
@@ -276,7 +207,6 @@ int rt_rpc_run_ms(router *rt, rt_rpc *calls, int n, int timeout_ms)
         mp_buf_init(&bufs[i]);
         if (!rpc_prepare(rt, &calls[i], &bufs[i]))
             continue;
-        jobs[m].sock = rt->socks[calls[i].node];
         jobs[m].peer = rt->peers[calls[i].node];
         /* a scan page can take long; catalog changes sync: alone, so that
          * they never hold up the calls they would share a frame with */
@@ -347,7 +277,6 @@ int rt_forward(router *rt, int node, const uint8_t *req, size_t n,
     {
         net_job j;
         memset(&j, 0, sizeof(j));
-        j.sock = rt->socks[node];
         j.peer = rt->peers[node];
         j.solo = true;      /* DDL: a catalog change, synced */
         j.req = req;

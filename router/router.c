@@ -39,38 +39,25 @@ int rt_new(const sx_config *cfg, int self, router **out)
         }
     }
     rt->timeout_ms = SX_CALL_TIMEOUT_MS;
-    rt->socks = calloc((size_t)cfg->nnodes, sizeof(*rt->socks));
     rt->peers = calloc((size_t)cfg->nnodes, sizeof(*rt->peers));
     rt->dialed = calloc((size_t)cfg->nnodes, sizeof(*rt->dialed));
-    rt->pipes = calloc((size_t)cfg->nnodes, sizeof(*rt->pipes));
     rt->down_until = calloc((size_t)cfg->nnodes, sizeof(*rt->down_until));
-    if (rt->socks == NULL || rt->peers == NULL || rt->dialed == NULL || rt->pipes == NULL ||
-        rt->down_until == NULL) {
+    if (rt->peers == NULL || rt->dialed == NULL || rt->down_until == NULL) {
         rc = SX_ENOMEM;
         goto fail;
     }
     for (i = 0; i < cfg->nnodes; i++) {
         if (cfg->nodes[i].role == SX_ROLE_ROUTER)
             continue;
-        rc = net_dial(cfg->nodes[i].url, &rt->socks[i]);
+        int frames = net_batch_frames(NET_BATCH_FRAMES_ROUTER);
+        rc = net_peer_open_link(cfg->nodes[i].url, frames > 0 ? frames : NET_PEER_ALONE,
+                                &rt->peers[i]);
         if (rc != 0) {
             LOG_ERROR("router: cannot dial %s at %s: %s", cfg->nodes[i].name,
                       cfg->nodes[i].url, sx_strerror(rc));
             goto fail;
         }
         rt->dialed[i] = true;
-        rc = rt_conn_watch(rt, i);
-        if (rc != 0) {
-            LOG_ERROR("router: cannot watch the connection to %s", cfg->nodes[i].name);
-            goto fail;
-        }
-        int frames = net_batch_frames(NET_BATCH_FRAMES_ROUTER);
-        rc = net_peer_open(rt->socks[i], frames > 0 ? frames : NET_PEER_ALONE, &rt->peers[i]);
-        if (rc != 0) {
-            LOG_ERROR("router: cannot open calls to %s: %s", cfg->nodes[i].name,
-                      sx_strerror(rc));
-            goto fail;
-        }
     }
     rc = catcache_new(cfg, &rt->cc);
     if (rc != 0) {
@@ -97,18 +84,11 @@ void rt_free(router *rt)
         return;
     rt_refresher_stop(rt);
     catcache_free(rt->cc);
-    if (rt->socks != NULL && rt->dialed != NULL)
-        for (i = 0; i < rt->cfg->nnodes; i++) {
-            /* the socket first: see net_peer_open */
-            if (rt->dialed[i])
-                nng_close(rt->socks[i]);
-            if (rt->peers != NULL)
-                net_peer_close(rt->peers[i]);
-        }
+    if (rt->peers != NULL)
+        for (i = 0; i < rt->cfg->nnodes; i++)
+            net_peer_close(rt->peers[i]);
     free(rt->peers);
-    free(rt->socks);
     free(rt->dialed);
-    free(rt->pipes);
     free(rt->down_until);
     pthread_cond_destroy(&rt->cv);
     pthread_mutex_destroy(&rt->mu);

@@ -39,10 +39,8 @@
 typedef struct router {
     const sx_config *cfg;   /* borrowed; outlives the router */
     int self;               /* this router's index in cfg->nodes */
-    nng_socket *socks;      /* per cfg node; valid where dialed[i] */
-    net_peer **peers;       /* per cfg node: every call goes through it */
-    bool *dialed;
-    atomic_int *pipes;      /* per cfg node: live connections (pipe events) */
+    net_peer **peers;       /* per cfg node: its link; every call goes through it */
+    bool *dialed;           /* per cfg node: has a link (not routers) */
     _Atomic uint64_t *down_until; /* per cfg node: found unconnected; calls
                                    * fail at once until then (monotonic ms) */
     catcache *cc;
@@ -112,10 +110,6 @@ typedef struct rt_rpc {
     char msg[RT_ERRLEN];  /* out: reason when err != 0 */
     uint8_t *frame;       /* out: reply bytes that rep borrows from */
 } rt_rpc;
-
-/* Registers the pipe watch for node i's socket (called by rt_new right
- * after dialing). Returns 0 or SX_ENET. */
-int rt_conn_watch(router *rt, int i);
 
 /* True when node i has a live connection, waiting briefly (a little over
  * the dialer's reconnect interval) for one when there is none, so a call

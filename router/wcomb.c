@@ -421,7 +421,7 @@ static bool batch_add(router *rt, msg_PUT_req *q, net_reply *r)
         it->put = p;
         it->item = i;
         if (rt_put_place(rt, t, &q->items.v[i], i, &it->g, &e) != 0 ||
-            !atomic_load(&rt->pipes[rt->cfg->storage[it->g].node]))
+            !net_peer_connected(rt->peers[rt->cfg->storage[it->g].node]))
             return false;
     }
     uint64_t *v = calloc(q->items.n, sizeof(*v));

@@ -1,7 +1,7 @@
 /*
  * fake_test.c — the router's query semantics against scripted nodes: a
  * fake storage node (catalog, S_GET, S_HEADS) and a fake index node
- * (I_RANGE, I_WATERMARKS) served in-process over nng inproc sockets, with
+ * (I_RANGE, I_WATERMARKS) served in-process over links on IPC sockets, with
  * the router's handler called directly on request frames. Checks what a
  * real cluster cannot force on demand:
  *   - verified drops hits whose fact is gone or no longer carries the
@@ -202,7 +202,9 @@ static void fake_handler(void *arg, const uint8_t *p, size_t n, mp_buf *out)
 
 /* ---- set-up ---- */
 
-static int write_config(char *path)
+/* Writes the fake cluster's config to a new file from template path; the
+ * nodes' links listen on IPC sockets in directory dir. */
+static int write_config(char *path, const char *dir)
 {
     int fd = mkstemp(path);
     FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
@@ -212,12 +214,12 @@ static int write_config(char *path)
     fprintf(f, "{\"cluster\":\"fake\",\"hash_key\":\"000102030405060708090a0b0c0d0e0f\","
                "\"token_key\":\"%s\",\"catalog_node\":\"s1\","
                "\"routers\":[{\"name\":\"r1\",\"url\":\"inproc://fake-r1\"}],"
-               "\"storage\":[{\"name\":\"s1\",\"url\":\"inproc://fake-s1\",\"partitions\":"
+               "\"storage\":[{\"name\":\"s1\",\"url\":\"ipc://%s/s1.sock\",\"partitions\":"
                "[{\"id\":1,\"lo\":\"0000000000000000\",\"hi\":\"7fffffffffffffff\"},"
                "{\"id\":2,\"lo\":\"8000000000000000\",\"hi\":\"ffffffffffffffff\"}]}],"
-               "\"index\":[{\"name\":\"i1\",\"url\":\"inproc://fake-i1\",\"partitions\":"
+               "\"index\":[{\"name\":\"i1\",\"url\":\"ipc://%s/i1.sock\",\"partitions\":"
                "[{\"id\":101,\"lo\":null,\"hi\":[\"M\"]},{\"id\":102,\"lo\":[\"M\"],\"hi\":null}]}]}\n",
-            "11111111111111111111111111111111111111111111111111111111111111ff");
+            "11111111111111111111111111111111111111111111111111111111111111ff", dir, dir);
     fclose(f);
     return 0;
 }
@@ -713,8 +715,10 @@ static void combined(router *rt)
 int main(void)
 {
     char path[] = "/tmp/rt_fake_cfg.XXXXXX";
+    char dir[] = "/tmp/rt_fake_socks.XXXXXX";
+    char url[128];
     sx_config *cfg = NULL;
-    nng_socket ss, is;
+    net_server_opts no = { .workers = 2 };
     net_server *s1 = NULL, *i1 = NULL;
     router *rt = NULL;
     char err[256];
@@ -724,16 +728,17 @@ int main(void)
     pthread_mutex_init(&F.mu, NULL);
     F.fail_part2_op = -1;
     CHECK(sx_proto_init() == 0);
-    CHECK(write_config(path) == 0);
+    CHECK(mkdtemp(dir) != NULL);
+    CHECK(write_config(path, dir) == 0);
     CHECK(cfg_load(path, &cfg, err, sizeof(err)) == 0);
     unlink(path);
     if (cfg == NULL)
         return CHECK_DONE();
     memcpy(F.hash_key, cfg->hash_key, sizeof(F.hash_key));
-    CHECK(net_listen("inproc://fake-s1", &ss) == 0);
-    CHECK(net_listen("inproc://fake-i1", &is) == 0);
-    CHECK(net_server_start(ss, 2, fake_handler, NULL, &s1) == 0);
-    CHECK(net_server_start(is, 2, fake_handler, NULL, &i1) == 0);
+    snprintf(url, sizeof(url), "ipc://%s/s1.sock", dir);
+    CHECK(net_server_open_link(url, &no, fake_handler, NULL, &s1) == 0);
+    snprintf(url, sizeof(url), "ipc://%s/i1.sock", dir);
+    CHECK(net_server_open_link(url, &no, fake_handler, NULL, &i1) == 0);
 
     ixid = make_catalog(false);
     make_data(ixid);
@@ -750,6 +755,11 @@ int main(void)
     rt_free(rt);
     net_server_stop(s1);
     net_server_stop(i1);
+    snprintf(url, sizeof(url), "%s/s1.sock", dir);
+    unlink(url);
+    snprintf(url, sizeof(url), "%s/i1.sock", dir);
+    unlink(url);
+    rmdir(dir);
     cfg_free(cfg);
     free(F.cat);
     for (int k = 0; k < NENT; k++) {

@@ -5,6 +5,9 @@
  * limit, drops it) and still answers PING afterwards.
  *
  * Usage: sx-badframe URL [URL...]       e.g. tcp://127.0.0.1:7100
+ *   A URL prefixed "link+" (link+tcp://127.0.0.1:7101) is a storage or index
+ *   node's port, which speaks links (proto/PROTOCOL.md, "Links": a u32
+ *   big-endian length, a u64 id, the frame) instead of nng's REQ/REP.
  * Exit status: 0 when every case behaved at every URL, 1 otherwise.
  *
  * Frames are msgpack arrays [version=1, type, fields...]; replies are
@@ -296,6 +299,70 @@ static int open_req(const char *url, nng_socket *s, int timeout_ms)
     return rv;
 }
 
+static int raw_connect(const char *url);
+static int read_full(int fd, uint8_t *p, size_t n);
+
+#define LINK_PREFIX "link+"
+
+/* url without its "link+" prefix when it has one (*link set), else url. */
+static const char *link_url(const char *url, int *link)
+{
+    *link = strncmp(url, LINK_PREFIX, strlen(LINK_PREFIX)) == 0;
+    return *link ? url + strlen(LINK_PREFIX) : url;
+}
+
+static void put_be(uint8_t *p, uint64_t v, int bytes)
+{
+    for (int i = 0; i < bytes; i++)
+        p[i] = (uint8_t)(v >> (8 * (bytes - 1 - i)));
+}
+
+static uint64_t get_be(const uint8_t *p, int bytes)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* exchange() over a link, on a plain TCP socket: one frame with id 7, and
+ * the reply that carries id 7. */
+static int link_exchange(const char *url, const uint8_t *p, size_t n, uint8_t **got,
+                         size_t *gotn)
+{
+    uint8_t hdr[12];
+    int fd = raw_connect(url), rv = 0;
+
+    if (fd < 0)
+        return NNG_ECONNREFUSED;
+    put_be(hdr, 8 + (uint64_t)n, 4);
+    put_be(hdr + 4, 7, 8);
+    if (send(fd, hdr, sizeof hdr, MSG_NOSIGNAL) != (ssize_t)sizeof hdr ||
+        send(fd, p, n, MSG_NOSIGNAL) != (ssize_t)n) {
+        close(fd);
+        return NNG_ECONNRESET;
+    }
+    if (read_full(fd, hdr, sizeof hdr) == 0) {     /* else: no reply in time */
+        uint64_t len = get_be(hdr, 4);
+        if (len < 8 || len > 8 + 64u * 1024u * 1024u || get_be(hdr + 4, 8) != 7) {
+            rv = NNG_EPROTO;
+        } else {
+            uint8_t *b = nng_alloc(len - 8 ? len - 8 : 1);
+            if (b == NULL) {
+                rv = NNG_ENOMEM;
+            } else if (read_full(fd, b, len - 8) != 0) {
+                nng_free(b, len - 8 ? len - 8 : 1);
+                rv = NNG_ECONNRESET;
+            } else {
+                *got = b;
+                *gotn = len - 8;
+            }
+        }
+    }
+    close(fd);
+    return rv;
+}
+
 /* Sends one frame and waits for the reply. *got is set to the reply (free
  * with nng_free(*got, *gotn)) or NULL on timeout. Returns 0, or an nng
  * error other than a timeout. */
@@ -303,9 +370,14 @@ static int exchange(const char *url, const uint8_t *p, size_t n, int timeout_ms,
                     uint8_t **got, size_t *gotn)
 {
     nng_socket s;
-    int rv = open_req(url, &s, timeout_ms);
+    int link, rv;
+    const char *real = link_url(url, &link);
+
     *got = NULL;
     *gotn = 0;
+    if (link)
+        return link_exchange(real, p, n, got, gotn);
+    rv = open_req(url, &s, timeout_ms);
     if (rv)
         return rv;
     rv = nng_send(s, (void *)p, n, 0);
@@ -489,31 +561,36 @@ static int raw_outcome(int fd)
 
 /* Sends a message whose length header claims `claim` bytes, followed by
  * `body_n` bytes of a PUT-looking body, over a fresh SP/TCP connection (REQ
- * to REP). The peer must close the connection (or answer) within the
+ * to REP), or a link's (its u32 length holding claim, or 2^32-1 when claim
+ * is larger). The peer must close the connection (or answer) within the
  * timeout. Returns 0 when it did, -1 otherwise. */
 static int raw_oversized(const char *url, const char *name, uint64_t claim,
                          size_t body_n)
 {
     const uint8_t hello[8] = {0x00, 'S', 'P', 0x00, 0x00, 0x30, 0x00, 0x00};
     uint8_t peer[8], hdr[12];
-    int fd = raw_connect(url), rc = -1, outcome;
+    int link;
+    int fd = raw_connect(link_url(url, &link)), rc = -1, outcome;
     uint8_t *body = NULL;
 
     if (fd < 0) {
         fprintf(stderr, "FAIL %s: '%s': cannot connect\n", url, name);
         return -1;
     }
-    if (send(fd, hello, sizeof hello, MSG_NOSIGNAL) != (ssize_t)sizeof hello ||
+    if (link) {
+        put_be(hdr, claim > UINT32_MAX ? UINT32_MAX : claim, 4);
+        put_be(hdr + 4, 1, 8);
+    } else if (send(fd, hello, sizeof hello, MSG_NOSIGNAL) != (ssize_t)sizeof hello ||
         read_full(fd, peer, sizeof peer) != 0 || peer[1] != 'S' || peer[2] != 'P') {
         fprintf(stderr, "FAIL %s: '%s': no SP handshake\n", url, name);
         goto out;
+    } else {
+        put_be(hdr, claim, 8);
+        hdr[8] = 0x80; /* REQ request id, high bit set */
+        hdr[9] = 0x00;
+        hdr[10] = 0x00;
+        hdr[11] = 0x01;
     }
-    for (int i = 0; i < 8; i++)
-        hdr[i] = (uint8_t)(claim >> (56 - 8 * i));
-    hdr[8] = 0x80; /* REQ request id, high bit set */
-    hdr[9] = 0x00;
-    hdr[10] = 0x00;
-    hdr[11] = 0x01;
     outcome = 0;
     if (send(fd, hdr, sizeof hdr, MSG_NOSIGNAL) != (ssize_t)sizeof hdr) {
         outcome = 1; /* already dropped */

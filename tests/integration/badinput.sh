@@ -21,7 +21,8 @@ before_q="$(sx query customers town_lastname --eq '["Redmond"]' --consistency st
 [ "$(wc -l <<<"$before_scan")" -eq "$(grep -c . "$EX")" ] || fail "scan before: wrong count"
 
 # ---- frames straight to every port ------------------------------------------------
-urls="$(jq -r '(.routers[], .storage[], .index[]) | .url' "$IT_DIR/cluster.json")"
+# (storage and index nodes speak links: sx-badframe's "link+" URLs)
+urls="$(jq -r '(.routers[] | .url), ((.storage[], .index[]) | "link+" + .url)' "$IT_DIR/cluster.json")"
 # shellcheck disable=SC2086
 "$BADFRAME" $urls || fail "sx-badframe reported failures"
 pass "every port answered every bad frame and still answers PING"

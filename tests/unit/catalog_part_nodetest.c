@@ -58,7 +58,7 @@ static void handler(void *arg, const uint8_t *req, size_t n, mp_buf *out)
     catp_handle(g_catp, t, req, n, out);
 }
 
-static nng_socket g_cli;
+static net_peer *g_cli;
 static char g_err[256];
 
 /* Sends a request struct of type t; decodes the reply into rep (version). */
@@ -78,7 +78,7 @@ static int call(msg_type t, const void *req, uint64_t *version)
     mp_buf_free(&b);
     if (rc != 0)
         return rc;
-    rc = net_call(g_cli, f, fn, 5000, &r, &rn);
+    rc = net_peer_call_sync(g_cli, f, fn, 5000, &r, &rn);
     free(f);
     if (rc != 0)
         return rc;
@@ -208,7 +208,7 @@ static void *read_thread(void *p)
 /* Serves the partition at dir on url; runs the scenario. */
 static void test_served(const char *dir, const char *url, const sx_config *cfg)
 {
-    nng_socket srv_sock;
+    net_server_opts so = { .workers = 4 };
     net_server *srv = NULL;
     catcache *cc = NULL;
     const sx_catalog *c0 = NULL, *c1 = NULL, *cat = NULL;
@@ -221,9 +221,8 @@ static void test_served(const char *dir, const char *url, const sx_config *cfg)
     pthread_t th[8];
 
     CHECK_RC(catp_open(dir, cfg, &g_catp), 0);
-    CHECK_RC(net_listen(url, &srv_sock), 0);
-    CHECK_RC(net_server_start(srv_sock, 4, handler, NULL, &srv), 0);
-    CHECK_RC(net_dial(url, &g_cli), 0);
+    CHECK_RC(net_server_open_link(url, &so, handler, NULL, &srv), 0);
+    CHECK_RC(net_peer_open_link(url, 1, &g_cli), 0);
     CHECK_RC(catcache_new(cfg, &cc), 0);
 
     CHECK_RC(catcache_get(cc, 0, &c0), 0);
@@ -290,7 +289,7 @@ static void test_served(const char *dir, const char *url, const sx_config *cfg)
     CHECK(catcache_get(cc, 7, &cat) != 0);
     CHECK_RC(catcache_get(cc, 6, &cat), 0);
     catcache_free(cc);
-    nng_close(g_cli);
+    net_peer_close(g_cli);
 }
 
 /* Reopens the partition: the catalog survived. */

@@ -27,9 +27,11 @@ typedef struct srv_state {
     int last_err;
 } srv_state;
 
-static void echo_frame(void *arg, sx_link *l, uint64_t id, uint8_t *frame, size_t n)
+static void echo_frame(void *arg, sx_link *l, uint64_t id, uint8_t *frame, size_t n,
+                     bool more)
 {
     (void)arg;
+    (void)more;
     (void)link_send(l, id, frame, n);
     free(frame);
 }
@@ -75,13 +77,15 @@ static void fill(uint8_t *p, size_t n, uint64_t id)
         p[i] = (uint8_t)(id * 131 + i * 7);
 }
 
-static void cli_frame(void *arg, sx_link *l, uint64_t id, uint8_t *frame, size_t n)
+static void cli_frame(void *arg, sx_link *l, uint64_t id, uint8_t *frame, size_t n,
+                     bool more)
 {
     cli_state *c = arg;
     size_t want = size_of(id);
     bool ok = n == want;
 
     (void)l;
+    (void)more;
     for (size_t i = 0; ok && i < n; i++)
         ok = frame[i] == (uint8_t)(id * 131 + i * 7);
     free(frame);

@@ -7,6 +7,9 @@
  *   3. a call whose handler is held past its deadline fails SX_ETIMEDOUT
  *      once, and its late reply is dropped;
  *   4. the same calls against a server running requests as fibers;
+ *   6. the window: with one batch unanswered (held in a handler), calls
+ *      wait unsent (a solo call sent after them is answered first, though
+ *      the link runs quick requests in order), then leave together;
  *   5. the server stops: a call in flight fails (SX_EUNAVAIL, or the
  *      server's "stopping" reply); a call made while it is down waits and
  *      is answered once a new server listens on the same URL.
@@ -110,13 +113,47 @@ static void timeout_call(net_peer *p)
     pcall_free(&g, 1);
 }
 
+/* Peer p has a window of one batch. */
+static void window(net_peer *p)
+{
+    enum { N = 10 };
+    pcall g, s, e[N];
+
+    reset_state();
+    pcall_init_t(&g, MSG_DELETE, "gate0", 1);       /* a worker holds it */
+    pcall_submit(p, &g);
+    CHECK(wait_ge(&g_gate_waiting[0], 1));
+    for (int i = 0; i < N; i++) {
+        pcall_init(&e[i], "echo", 100 + i);         /* quick: run in order */
+        pcall_submit(p, &e[i]);
+        CHECK_INT(e[i].submit_rc, 0);
+    }
+    pcall_init(&s, "quick", 7);
+    s.submit_rc = net_peer_submit_solo(p, s.req, s.req_n, WAIT_MS, pcall_done, &s);
+    CHECK_INT(s.submit_rc, 0);
+    CHECK(wait_ge(&s.ndone, 1));
+    CHECK_INT(get_int(&g_runs[K_ECHO]), 0);         /* held, not sent */
+    set_int(&g_gate_open[0], 1);
+    CHECK(wait_done(N + 2));
+    pthread_mutex_lock(&g_mu);
+    CHECK_INT(s.err, 0);
+    CHECK_INT(g.err, 0);
+    check_calls_ok(e, N);
+    for (int i = 0; i < N; i++)
+        CHECK(e[i].resp != NULL && is_echo(e[i].resp, e[i].resp_n, 100 + i));
+    pthread_mutex_unlock(&g_mu);
+    pcall_free(&g, 1);
+    pcall_free(&s, 1);
+    pcall_free(e, N);
+}
+
 static void restart(const char *url, net_server **srv, const net_server_opts *o)
 {
     net_peer *p = NULL;
     pcall held, later;
 
     reset_state();
-    CHECK_INT(net_peer_open_link(url, &p), 0);
+    CHECK_INT(net_peer_open_link(url, 2, &p), 0);
     if (p == NULL)
         return;
     many_calls(p, false);           /* connected */
@@ -166,13 +203,15 @@ int main(void)
     snprintf(furl, sizeof(furl), "ipc://%s/srvf.sock", base);
     if (net_server_open_link(url, &wo, handler, NULL, &srv) != 0 ||
         net_server_open_link(furl, &fo, handler, NULL, &srvf) != 0 ||
-        net_peer_open_link(url, &p) != 0 || net_peer_open_link(furl, &pf) != 0) {
+        net_peer_open_link(url, 1, &p) != 0 ||
+        net_peer_open_link(furl, NET_PEER_ALONE, &pf) != 0) {
         fprintf(stderr, "linkpeer_nettest: setup failed\n");
         return 1;
     }
     many_calls(p, true);
     err_and_big(p);
     timeout_call(p);
+    window(p);
     many_calls(pf, true);
     err_and_big(pf);
     timeout_call(pf);
@@ -186,7 +225,7 @@ int main(void)
             srvt = NULL;
     }
     CHECK(srvt != NULL);
-    if (srvt != NULL && net_peer_open_link(turl, &pt) == 0) {
+    if (srvt != NULL && net_peer_open_link(turl, 4, &pt) == 0) {
         many_calls(pt, true);
         err_and_big(pt);
         net_peer_close(pt);
