@@ -28,7 +28,8 @@
 #include "net.h"
 #include "sx_errors.h"
 
-#define LINK_RBUF_MIN (64u * 1024u)   /* receive buffer, and free room kept */
+#define LINK_RBUF_MIN (64u * 1024u)   /* free room a receive is offered, at least */
+#define LINK_RBUF_MAX (4u << 20)       /* ... and at most, unless a frame needs more */
 #define LINK_SBUF_KEEP (1u << 20)      /* send buffers above this are freed when idle */
 
 struct sx_link {
@@ -48,6 +49,9 @@ struct sx_link {
     bool rx_busy;
     uint8_t *rbuf;
     size_t rcap, rlen;
+    size_t rwant;       /* free room offered to the next receive: doubles
+                         * while receives fill it, halves when they do not
+                         * use a quarter (a burst then arrives in few reads) */
     /* send: out gathers frames while cur is being written */
     nng_aio *tx;
     bool tx_busy;
@@ -183,12 +187,18 @@ static void rx_start(sx_link *l)
     nng_stream_recv(l->s, l->rx);
 }
 
-/* Ensures rbuf has room for need bytes in all and LINK_RBUF_MIN free. */
+/* Ensures rbuf has room for need bytes in all and rwant free; a large
+ * buffer left empty shrinks back. */
 static int rbuf_room(sx_link *l, size_t need)
 {
-    size_t want = need > l->rlen + LINK_RBUF_MIN ? need : l->rlen + LINK_RBUF_MIN;
+    size_t want = need > l->rlen + l->rwant ? need : l->rlen + l->rwant;
     uint8_t *nb;
 
+    if (l->rlen == 0 && l->rcap > LINK_RBUF_MAX && want <= LINK_RBUF_MAX) {
+        free(l->rbuf);      /* a big frame's buffer, not kept */
+        l->rbuf = NULL;
+        l->rcap = 0;
+    }
     if (want <= l->rcap)
         return 0;
     nb = realloc(l->rbuf, want);
@@ -253,7 +263,13 @@ static void rx_cb(void *arg)
         settle_unlock(l);
         return;
     }
-    l->rlen += nng_aio_count(l->rx);
+    size_t got = nng_aio_count(l->rx), offered = l->rcap - l->rlen;
+
+    l->rlen += got;
+    if (got == offered && l->rwant < LINK_RBUF_MAX)
+        l->rwant *= 2;
+    else if (got < offered / 4 && l->rwant > LINK_RBUF_MIN)
+        l->rwant /= 2;
     rc = rx_frames(l);      /* rx is ours alone until it is restarted */
     pthread_mutex_lock(&l->mu);
     if (rc != 0)
@@ -386,6 +402,7 @@ static int link_new(nng_stream *s, link_frame_fn on_frame, link_closed_fn on_clo
     l->on_frame = on_frame;
     l->on_closed = on_closed;
     l->arg = arg;
+    l->rwant = LINK_RBUF_MIN;
     if (pthread_mutex_init(&l->mu, NULL) != 0) {
         nng_stream_free(s);
         free(l);

@@ -313,7 +313,7 @@ int net_call(nng_socket s, const uint8_t *req, size_t n, int timeout_ms,
 int net_peer_call_sync(net_peer *p, const uint8_t *req, size_t n, int timeout_ms,
                        uint8_t **resp, size_t *resp_n)
 {
-    net_job j = { .peer = p, .req = req, .req_n = n };
+    net_job j = { .peer = p, .solo = true, .req = req, .req_n = n };
 
     return call_one(&j, timeout_ms, resp, resp_n);
 }

@@ -86,9 +86,10 @@ int net_peer_open(nng_socket sock, int max_frames, net_peer **out);
  * (bad url) or SX_ENOMEM. */
 int net_peer_open_link(const char *url, int max_batches, net_peer **out);
 
-/* One call through peer p, waited for (the calling fiber parks): on
- * success *resp (malloc'd, the caller frees it) holds the reply. Returns
- * 0, SX_ETIMEDOUT, SX_EUNAVAIL, SX_ENET, SX_ENOMEM. */
+/* One call through peer p, solo (net_peer_submit_solo), waited for (the
+ * calling fiber parks): on success *resp (malloc'd, the caller frees it)
+ * holds the reply. Returns 0, SX_ETIMEDOUT, SX_EUNAVAIL, SX_ENET,
+ * SX_ENOMEM. */
 int net_peer_call_sync(net_peer *p, const uint8_t *req, size_t n, int timeout_ms,
                        uint8_t **resp, size_t *resp_n);
 
