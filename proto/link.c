@@ -6,7 +6,10 @@
  * buffer, hands each to the frame callback, keeps the partial rest and
  * reads again. The send aio writes one buffer; frames queued meanwhile
  * gather in a second buffer, and the send callback swaps the two and
- * writes again, so a burst of replies leaves in one write.
+ * writes again, so a burst of replies leaves in one write. While the
+ * receive callback hands out a receive's frames the link is corked: what
+ * their callbacks send (a server's quick replies, a caller's next calls)
+ * waits and leaves in one write once the last frame was handled.
  *
  * Closing: link_close (or an error on either aio) closes the stream, which
  * fails whatever aio is pending. Once neither aio is pending, the closed
@@ -55,6 +58,7 @@ struct sx_link {
     /* send: out gathers frames while cur is being written */
     nng_aio *tx;
     bool tx_busy;
+    bool corked;        /* the receive callback is handing out frames */
     uint8_t *out, *cur;
     size_t out_n, out_cap, cur_n, cur_off, cur_cap;
 };
@@ -77,6 +81,7 @@ struct link_listener {
 
 static void rx_cb(void *arg);
 static void tx_cb(void *arg);
+static void tx_next(sx_link *l);
 
 static void link_free(sx_link *l)
 {
@@ -270,8 +275,14 @@ static void rx_cb(void *arg)
         l->rwant *= 2;
     else if (got < offered / 4 && l->rwant > LINK_RBUF_MIN)
         l->rwant /= 2;
+    pthread_mutex_lock(&l->mu);
+    l->corked = true;
+    pthread_mutex_unlock(&l->mu);
     rc = rx_frames(l);      /* rx is ours alone until it is restarted */
     pthread_mutex_lock(&l->mu);
+    l->corked = false;
+    if (!l->tx_busy)
+        tx_next(l);         /* what the frames' callbacks sent meanwhile */
     if (rc != 0)
         close_locked(l, rc);
     if (l->closing) {
@@ -374,7 +385,7 @@ int link_sendv(sx_link *l, const link_out *v, int n)
             memcpy(o + LINK_HDR, v[i].p, v[i].n);
         l->out_n += LINK_HDR + v[i].n;
     }
-    if (!l->tx_busy)
+    if (!l->tx_busy && !l->corked)
         tx_next(l);
     pthread_mutex_unlock(&l->mu);
     return 0;
