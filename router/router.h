@@ -1,11 +1,11 @@
 /*
  * router.h — what the parts of shardex-router share: the router state (the
- * cluster map, one REQ socket per node, the catalog cache), the error
+ * cluster map, one link peer per node, the catalog cache), the error
  * context every handler fills, the RPC helpers (conns.c), catalog lookups
  * (catalog.c) and the per-message handlers (one file per concept).
  *
  * Threading: a router is built once by rt_new and then only read; every
- * handler may run concurrently on the server's worker threads. nng sockets
+ * handler may run concurrently on the server's worker threads. Link peers
  * and the catalog cache are thread-safe; nothing else is mutated after
  * start-up.
  */
