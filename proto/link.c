@@ -33,6 +33,7 @@
 
 #define LINK_RBUF_MIN (64u * 1024u)   /* free room a receive is offered, at least */
 #define LINK_RBUF_MAX (4u << 20)       /* ... and at most, unless a frame needs more */
+#define LINK_ACCEPT_PAUSE_MS 10        /* after a failed accept (no file descriptor left) */
 #define LINK_SBUF_KEEP (1u << 20)      /* send buffers above this are freed when idle */
 
 struct sx_link {
@@ -70,6 +71,7 @@ struct link_listener {
     pthread_cond_t cv;
     bool closing;
     bool acc_busy;
+    bool acc_pausing;       /* acc sleeps before the next accept */
     sx_link *links;
     atomic_int sending;     /* accepted links with bytes to write */
     pthread_mutex_t dmu;    /* with dcv: sending reached 0 (never held */
@@ -215,11 +217,17 @@ static int rbuf_room(sx_link *l, size_t need)
 }
 
 /* Hands every whole frame of rbuf to the frame callback and keeps the
- * rest; returns 0, or SX_EPROTO / SX_ENOMEM (the link must close). */
+ * rest; returns 0, or SX_EPROTO / SX_ENOMEM (the link must close). Each
+ * frame is handed over once the next one is known: with more = true only
+ * when that next one will be handed over too, so a burst's last frame
+ * always says so, whatever stops the burst (a partial frame, a bad length,
+ * no memory). */
 static int rx_frames(sx_link *l)
 {
     size_t off = 0;
-    bool more;
+    uint8_t *held = NULL;       /* the frame waiting for its successor */
+    size_t held_n = 0;
+    uint64_t held_id = 0;
     int rc = 0;
 
     while (l->rlen - off >= LINK_HDR) {
@@ -232,24 +240,29 @@ static int rx_frames(sx_link *l)
             rc = SX_EPROTO;
             break;
         }
-        if (l->rlen - off < 4u + len)
+        if (l->rlen - off < 4u + (size_t)len)
             break;
-        frame = malloc(len - 8 > 0 ? len - 8 : 1);
+        frame = malloc(len > 8 ? len - 8 : 1);
         if (frame == NULL) {
             rc = SX_ENOMEM;
             break;
         }
         memcpy(frame, h + LINK_HDR, len - 8);
-        off += 4u + len;
-        more = l->rlen - off >= LINK_HDR && l->rlen - off >= 4u + sx_get_be32(l->rbuf + off);
-        l->on_frame(l->arg, l, sx_get_be64(h + 4), frame, len - 8, more);
+        if (held != NULL)
+            l->on_frame(l->arg, l, held_id, held, held_n, true);
+        held = frame;
+        held_n = len - 8;
+        held_id = sx_get_be64(h + 4);
+        off += 4u + (size_t)len;
     }
+    if (held != NULL)
+        l->on_frame(l->arg, l, held_id, held, held_n, false);
     if (off > 0) {
         memmove(l->rbuf, l->rbuf + off, l->rlen - off);
         l->rlen -= off;
     }
     if (rc == 0 && l->rlen >= LINK_HDR)
-        rc = rbuf_room(l, 4u + sx_get_be32(l->rbuf));
+        rc = rbuf_room(l, 4u + (size_t)sx_get_be32(l->rbuf));
     if (rc == 0)
         rc = rbuf_room(l, 0);
     return rc;
@@ -482,35 +495,56 @@ int link_wrap(nng_stream *s, link_frame_fn on_frame, link_closed_fn on_closed, v
     return 0;
 }
 
+/* Accepts again, at once or (after an error such as running out of file
+ * descriptors) after LINK_ACCEPT_PAUSE_MS; caller holds ls->mu. */
+static void accept_next(link_listener *ls, bool pause)
+{
+    ls->acc_pausing = pause;
+    if (pause)
+        nng_sleep_aio(LINK_ACCEPT_PAUSE_MS, ls->acc);
+    else
+        nng_stream_listener_accept(ls->l, ls->acc);
+}
+
 static void acc_cb(void *arg)
 {
     link_listener *ls = arg;
     int rv = nng_aio_result(ls->acc);
+    bool pausing;
     sx_link *l = NULL;
 
-    if (rv == 0 &&
-        link_new(nng_aio_get_output(ls->acc, 0), ls->on_frame, ls->on_closed, ls->arg, &l) != 0)
-        LOG_WARN("link: out of memory for an accepted connection; dropped it");
     pthread_mutex_lock(&ls->mu);
-    if (l != NULL) {
+    pausing = ls->acc_pausing;
+    ls->acc_pausing = false;
+    if (ls->closing || rv == NNG_ECLOSED || rv == NNG_ECANCELED) {
+        ls->acc_busy = false;
+        pthread_cond_broadcast(&ls->cv);
+        pthread_mutex_unlock(&ls->mu);
+        if (rv == 0 && !pausing)    /* accepted just as the listener closed */
+            nng_stream_free(nng_aio_get_output(ls->acc, 0));
+        return;
+    }
+    if (pausing || rv != 0) {       /* the pause is over, or an accept failed */
+        if (!pausing)
+            LOG_WARN("link: accept failed (%s); accepting again in %d ms", nng_strerror(rv),
+                     LINK_ACCEPT_PAUSE_MS);
+        accept_next(ls, !pausing);
+        pthread_mutex_unlock(&ls->mu);
+        return;
+    }
+    if (link_new(nng_aio_get_output(ls->acc, 0), ls->on_frame, ls->on_closed, ls->arg, &l) != 0) {
+        LOG_WARN("link: out of memory for an accepted connection; dropped it");
+    } else {
         l->ls = ls;
         l->next = ls->links;
         if (ls->links)
             ls->links->prev = l;
         ls->links = l;
         pthread_mutex_lock(&l->mu);
-        if (ls->closing)
-            close_locked(l, SX_EUNAVAIL);
-        else
-            rx_start(l);
-        settle_unlock(l);
+        rx_start(l);
+        pthread_mutex_unlock(&l->mu);
     }
-    if (ls->closing || rv == NNG_ECLOSED) {
-        ls->acc_busy = false;
-        pthread_cond_broadcast(&ls->cv);
-    } else {
-        nng_stream_listener_accept(ls->l, ls->acc);
-    }
+    accept_next(ls, false);
     pthread_mutex_unlock(&ls->mu);
 }
 

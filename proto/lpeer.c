@@ -12,9 +12,13 @@
  * wait and leave together, in one write, when a batch is answered in full.
  * Under load a frame's costs (a write, a wake-up per side) are then shared
  * by many calls, as a MULTI frame shares them over REQ/REP. A solo call
- * (long: a scan page) goes out at once outside the window. Calls sent on a connection that drops fail with SX_EUNAVAIL:
- * whether the server ran them is unknown, and only the caller knows
- * whether running one again is harmless.
+ * (long: a scan page) goes out at once outside the window.
+ *
+ * A call sent on a connection that drops goes out again on the next one
+ * when it only reads (msg_rerunnable; once, as nng's REQ resent a request
+ * whose connection broke); any other fails with SX_EUNAVAIL: whether the
+ * server ran it is unknown, and only the caller knows whether running it
+ * again is harmless.
  *
  * The dialer runs one aio: after a failed dial it sleeps (20 ms, doubling
  * to 500 ms) and dials again; it dials as soon as the connection drops.
@@ -29,6 +33,7 @@
 
 #include "lpeer.h"
 #include "link.h"
+#include "msg.h"
 #include "log.h"
 #include "sx_errors.h"
 
@@ -46,6 +51,7 @@ typedef struct lp_call {
     size_t n;
     bool sent;
     bool solo;
+    bool resent;            /* sent again after a lost connection */
     lp_batch *batch;        /* sent in this batch (NULL: solo, or unsent) */
     bool forever;
     nng_time deadline;
@@ -74,11 +80,24 @@ struct lpeer {
     bool closing;
 };
 
-/* Unlinks c from p's list; true when that finished its batch (the window
- * has room again). */
-static bool list_del(lpeer *p, lp_call *c)
+/* Takes c out of its batch; true when that finished the batch (the
+ * window has room again). */
+static bool unbatch(lpeer *p, lp_call *c)
 {
     bool freed = false;
+
+    if (c->batch != NULL && --c->batch->left == 0) {
+        free(c->batch);
+        p->batches--;
+        freed = true;
+    }
+    c->batch = NULL;
+    return freed;
+}
+
+/* Unlinks c from p's list; true when that finished its batch. */
+static bool list_del(lpeer *p, lp_call *c)
+{
 
     if (c->prev)
         c->prev->next = c->next;
@@ -89,13 +108,7 @@ static bool list_del(lpeer *p, lp_call *c)
     else
         p->tail = c->prev;
     c->next = c->prev = NULL;
-    if (c->batch != NULL && --c->batch->left == 0) {
-        free(c->batch);
-        p->batches--;
-        freed = true;
-    }
-    c->batch = NULL;
-    return freed;
+    return unbatch(p, c);
 }
 
 /* Completes every call of singly linked list c (by next) with err. */
@@ -206,6 +219,17 @@ static void on_closed(void *arg, sx_link *l, int err)
     pthread_mutex_lock(&p->mu);
     if (p->link == l)
         p->link = NULL;
+    for (lp_call *c = p->head; c != NULL; c = c->next) {
+        msg_type t;
+        int is_reply = 0;
+
+        if (c->sent && !c->resent && msg_peek(c->req, c->n, &t, &is_reply) == 0 &&
+            msg_rerunnable(t)) {
+            c->sent = false;        /* a read: out again on the next link */
+            c->resent = true;
+            (void)unbatch(p, c);
+        }
+    }
     gone = take_where(p, true, false);
     if (!p->closing) {
         LOG_DEBUG("link to %s lost (%s); redialing", p->url, sx_strerror(err));
@@ -280,7 +304,7 @@ static void dial_cb(void *arg)
     sx_link *l = NULL;
 
     pthread_mutex_lock(&p->mu);
-    if (p->closing || rv == NNG_ECANCELED || rv == NNG_ECLOSED) {
+    if (p->closing) {
         if (rv == 0 && !p->dial_sleeping)   /* connected just as it closed */
             nng_stream_free(nng_aio_get_output(p->dial, 0));
         p->dial_busy = false;
@@ -359,6 +383,9 @@ int lpeer_submit_n(lpeer *p, const net_peer_call *calls, int n, int timeout_ms, 
 
     if (n <= 0)
         return 0;
+    for (int i = 0; i < n; i++)
+        if (calls[i].n > SX_MAX_FRAME)
+            return SX_ETOOBIG;      /* a link would refuse it, and hold up the rest */
     for (int i = 0; i < n; i++) {
         lp_call *c = calloc(1, sizeof(*c));
         if (c == NULL) {

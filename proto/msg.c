@@ -349,3 +349,15 @@ void msg_free_rep(msg_type t, void *s)
     if (d)
         free_fields(d->rep, d->nrep, s);
 }
+
+bool msg_rerunnable(msg_type t)
+{
+    switch (t) {
+    case MSG_PING: case MSG_GET: case MSG_QUERY: case MSG_SCAN: case MSG_STATUS:
+    case MSG_CATALOG: case MSG_INDEX_LIST: case MSG_S_GET: case MSG_S_RANGE:
+    case MSG_S_HEADS: case MSG_I_RANGE: case MSG_I_WATERMARKS: case MSG_NODE_STATUS:
+        return true;
+    default:
+        return false;
+    }
+}

@@ -24,6 +24,7 @@
 #ifndef SX_MSG_H
 #define SX_MSG_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
 #include "mp.h"
@@ -192,6 +193,11 @@ void msg_free_rep(msg_type t, void *s);
 
 /* The message's name, e.g. "PUT", or "?" when unknown. */
 const char *msg_name(msg_type t);
+
+/* Whether a request of type t only reads: running it again is harmless
+ * (it may be resent after a lost connection, or alone after a MULTI reply
+ * had no room for its reply). */
+bool msg_rerunnable(msg_type t);
 
 /* Largest element count accepted in one list field. */
 #define MSG_MAX_LIST 100000

@@ -128,7 +128,8 @@ typedef struct net_peer_call {
 
 /* Starts n calls at once: queued together, so they leave in as few frames
  * as the limits allow (one when a context is idle). Returns 0 (each done
- * runs exactly once), or SX_ENOMEM / SX_EUNAVAIL (none was started). */
+ * runs exactly once), or SX_ENOMEM / SX_EUNAVAIL / SX_ETOOBIG (a link's
+ * call over SX_MAX_FRAME) (none was started). */
 int net_peer_submit_n(net_peer *p, const net_peer_call *calls, int n, int timeout_ms);
 
 /* Fails what is queued or in flight (SX_EUNAVAIL or the cancel), waits for

@@ -473,19 +473,6 @@ static void slot_cb(void *arg)
 /* Room kept in a MULTI reply frame for its header and bin prefixes. */
 #define BATCH_SLACK(n) (64u + 5u * (size_t)(n))
 
-/* Whether a request of type t only reads: running it again is harmless. */
-static bool rerunnable(msg_type t)
-{
-    switch (t) {
-    case MSG_PING: case MSG_GET: case MSG_QUERY: case MSG_SCAN: case MSG_STATUS:
-    case MSG_CATALOG: case MSG_INDEX_LIST: case MSG_S_GET: case MSG_S_RANGE:
-    case MSG_S_HEADS: case MSG_I_RANGE: case MSG_I_WATERMARKS: case MSG_NODE_STATUS:
-        return true;
-    default:
-        return false;
-    }
-}
-
 /* Keeps b's reply within the frame limit: the largest replies are replaced,
  * one by one, by SX_ETOOBIG error replies. A read's says NET_MULTI_UNFIT,
  * which tells the caller's peer to send it again alone (peer.c); a write's
@@ -509,7 +496,7 @@ static void batch_fit(srv_batch *b)
             t = MSG_MULTI;
         mp_buf_free(r);
         mp_buf_init(r);
-        msg_encode_err(t, SX_ETOOBIG, rerunnable(t) ? NET_MULTI_UNFIT
+        msg_encode_err(t, SX_ETOOBIG, msg_rerunnable(t) ? NET_MULTI_UNFIT
                        : "the request ran, but its reply did not fit the MULTI frame", r);
         total += r->sb.size;
     }

@@ -2,8 +2,9 @@
  * link_test.c — links (proto/link.c) over real loopback TCP and IPC
  * sockets: frames echoed in order and whole (empty, small, 1 MiB, from
  * several threads at once), a frame too large refused before it is sent, a
- * malformed length closing the connection on the server, a listener's
- * close reaching the dialed side, and dial errors.
+ * malformed length closing the connection on the server (a whole frame
+ * just before it handed over as the burst's last), a listener's close
+ * reaching the dialed side, and dial errors.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -27,9 +28,18 @@ typedef struct srv_state {
     int last_err;
 } srv_state;
 
+/* The last frame echo_frame saw: its id and more flag (under g_more_mu). */
+static pthread_mutex_t g_more_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t g_last_id;
+static int g_last_more = -1;
+
 static void echo_frame(void *arg, sx_link *l, uint64_t id, uint8_t *frame, size_t n,
                      bool more)
 {
+    pthread_mutex_lock(&g_more_mu);
+    g_last_id = id;
+    g_last_more = more;
+    pthread_mutex_unlock(&g_more_mu);
     (void)arg;
     (void)more;
     (void)link_send(l, id, frame, n);
@@ -296,23 +306,42 @@ static void bad_length_case(const char *url)
     CHECK_INT(nng_aio_result(aio), 0);
     s = nng_aio_get_output(aio, 0);
     if (s != NULL) {
-        uint8_t hdr[LINK_HDR];
+        /* a whole frame (id 41, 2 bytes), then a header too short for
+         * its own id, in one write */
+        uint8_t hdr[2 * LINK_HDR + 2];
         nng_iov iov = { hdr, sizeof(hdr) };
-        sx_put_be32(hdr, 3);            /* shorter than its own id */
-        sx_put_be64(hdr + 4, 1);
+        sx_put_be32(hdr, 10);
+        sx_put_be64(hdr + 4, 41);
+        hdr[12] = 'o';
+        hdr[13] = 'k';
+        sx_put_be32(hdr + 14, 3);
+        sx_put_be64(hdr + 18, 42);
         nng_aio_set_iov(aio, 1, &iov);
         nng_stream_send(s, aio);
         nng_aio_wait(aio);
         CHECK_INT(nng_aio_result(aio), 0);
         CHECK(wait_srv_closed(&ss, 1));
         CHECK_INT(ss.last_err, SX_EPROTO);
-        /* and this side sees the connection end */
-        uint8_t b[16];
-        nng_iov riov = { b, sizeof(b) };
-        nng_aio_set_iov(aio, 1, &riov);
-        nng_stream_recv(s, aio);
-        nng_aio_wait(aio);
-        CHECK(nng_aio_result(aio) != 0);
+        pthread_mutex_lock(&g_more_mu);
+        CHECK_INT(g_last_id, 41);       /* handed over, and as the last */
+        CHECK_INT(g_last_more, 0);
+        pthread_mutex_unlock(&g_more_mu);
+        /* and this side sees the connection end, after frame 41's echo
+         * (14 bytes) at most */
+        uint8_t b[64];
+        size_t got = 0;
+        int rv = 0;
+        for (int i = 0; i < 16 && rv == 0; i++) {
+            nng_iov riov = { b, sizeof(b) };
+            nng_aio_set_iov(aio, 1, &riov);
+            nng_stream_recv(s, aio);
+            nng_aio_wait(aio);
+            rv = nng_aio_result(aio);
+            if (rv == 0)
+                got += nng_aio_count(aio);
+        }
+        CHECK(rv != 0);
+        CHECK(got <= 14);
         nng_stream_free(s);
     }
     nng_aio_free(aio);

@@ -12,12 +12,16 @@
  *      the link runs quick requests in order), then leave together;
  *   5. the server stops: a call in flight fails (SX_EUNAVAIL, or the
  *      server's "stopping" reply); a call made while it is down waits and
- *      is answered once a new server listens on the same URL.
+ *      is answered once a new server listens on the same URL;
+ *   7. a connection drops under two sent calls (a server that never
+ *      answers closes it): the read goes out again on the next connection
+ *      and is answered there, the write fails SX_EUNAVAIL.
  */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "link.h"
 #include "nettest_util.h"
 
 void nettest_reset_local(void)
@@ -147,6 +151,61 @@ static void window(net_peer *p)
     pcall_free(e, N);
 }
 
+/* A server that takes frames and never answers: counts them in *arg. */
+static void mute_frame(void *arg, sx_link *l, uint64_t id, uint8_t *frame, size_t n, bool more)
+{
+    int *got = arg;
+
+    (void)l;
+    (void)id;
+    (void)n;
+    (void)more;
+    free(frame);
+    pthread_mutex_lock(&g_mu);
+    (*got)++;
+    pthread_cond_broadcast(&g_cv);
+    pthread_mutex_unlock(&g_mu);
+}
+
+static void lost_connection(const char *url, const net_server_opts *o)
+{
+    link_listener *mute = NULL;
+    net_server *srv = NULL;
+    net_peer *p = NULL;
+    pcall rd, wr;
+    int got = 0;
+
+    reset_state();
+    CHECK_INT(link_listen(url, mute_frame, NULL, &got, &mute), 0);
+    CHECK_INT(net_peer_open_link(url, 4, &p), 0);
+    if (mute == NULL || p == NULL) {
+        net_peer_close(p);
+        link_listener_close(mute);
+        return;
+    }
+    pcall_init(&rd, "echo", 5);                 /* GET: a read */
+    pcall_init_t(&wr, MSG_DELETE, "echo", 6);   /* a write */
+    pcall_submit(p, &rd);
+    pcall_submit(p, &wr);
+    CHECK(wait_ge(&got, 2));                    /* both sent */
+    link_listener_close(mute);                  /* the connection drops */
+    CHECK(wait_ge(&wr.ndone, 1));
+    pthread_mutex_lock(&g_mu);
+    CHECK_INT(wr.err, SX_EUNAVAIL);
+    CHECK_INT(rd.ndone, 0);                     /* waits for the next link */
+    pthread_mutex_unlock(&g_mu);
+    CHECK_INT(net_server_open_link(url, o, handler, NULL, &srv), 0);
+    CHECK(wait_ge(&rd.ndone, 1));
+    pthread_mutex_lock(&g_mu);
+    CHECK_INT(rd.err, 0);
+    CHECK(rd.resp != NULL && is_echo(rd.resp, rd.resp_n, 5));
+    pthread_mutex_unlock(&g_mu);
+    net_peer_close(p);
+    net_server_stop(srv);
+    pcall_free(&rd, 1);
+    pcall_free(&wr, 1);
+}
+
 static void restart(const char *url, net_server **srv, const net_server_opts *o)
 {
     net_peer *p = NULL;
@@ -233,6 +292,8 @@ int main(void)
     net_server_stop(srvt);
 
     restart(url, &srv, &wo);
+    snprintf(furl, sizeof(furl), "ipc://%s/lost.sock", base);
+    lost_connection(furl, &wo);
     net_peer_close(p);
     reset_state();
     net_server_stop(srv);
