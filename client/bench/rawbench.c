@@ -8,6 +8,11 @@
  *       with 16 worker contexts (net_server_start, as the daemons do) and
  *       echoes a 64-byte request; the client keeps N requests in flight on
  *       one REQ socket (one context and aio each).
+ *   shardex-rawbench link --clients N [--duration S] [--warmup S] [--port P]
+ *       the same hop over a link (proto/link.h), what shardex's daemons
+ *       speak to each other: the child serves it with 16 workers
+ *       (net_server_open_link), the client keeps N calls in flight on one
+ *       link peer, each its own frame (no batch window).
  *   shardex-rawbench leveldb --dir DIR [--items N] [--duration S]
  *       put (unsynced), get (random keys, 1 reader), synced single put,
  *       synced batch of 100 puts; 130-byte values.
@@ -57,12 +62,89 @@ typedef struct hopbench {
     pthread_cond_t idle;
 } hopbench;
 
+/* A round trip begun at t0 ended (ok or not): counts it when inside the
+ * measured window; true when the caller should send the next one, else
+ * the caller is done (the last one wakes run's wait). */
+static bool hop_done(hopbench *hb, bool ok, uint64_t t0)
+{
+    uint64_t t = now_ns();
+
+    if (ok && t0 >= hb->t_measure && t0 < hb->t_end) {
+        hist_add(&hb->h, t - t0);
+        __atomic_fetch_add(&hb->ops, 1, __ATOMIC_RELAXED);
+    }
+    if (ok && t < hb->t_end)
+        return true;
+    pthread_mutex_lock(&hb->lock);
+    if (--hb->active == 0)
+        pthread_cond_broadcast(&hb->idle);
+    pthread_mutex_unlock(&hb->lock);
+    return false;
+}
+
+/* Starts the window: warm-up, then duration seconds measured. */
+static void hop_window(hopbench *hb, int clients, double duration, double warmup)
+{
+    uint64_t t0 = now_ns();
+
+    hb->active = clients;
+    hist_init(&hb->h);
+    pthread_mutex_init(&hb->lock, NULL);
+    pthread_cond_init(&hb->idle, NULL);
+    hb->t_measure = t0 + (uint64_t)(warmup * 1e9);
+    hb->t_end = hb->t_measure + (uint64_t)(duration * 1e9);
+}
+
+/* Waits until every client's last round trip ended. */
+static void hop_wait(hopbench *hb)
+{
+    pthread_mutex_lock(&hb->lock);
+    while (hb->active > 0)
+        pthread_cond_wait(&hb->idle, &hb->lock);
+    pthread_mutex_unlock(&hb->lock);
+}
+
+/* Forks the echo server of a hop on url (link: a link server, else REP);
+ * returns its pid once it listens, or -1. */
+static pid_t hop_server(const char *url, bool link)
+{
+    int pfd[2];
+    if (pipe(pfd))
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        nng_socket s;
+        net_server *srv;
+        net_server_opts o = { .workers = 16 };
+        close(pfd[0]);
+        if (link ? net_server_open_link(url, &o, echo, NULL, &srv) != 0
+                 : (net_listen(url, &s) || net_server_start(s, 16, echo, NULL, &srv)))
+            _exit(1);
+        if (write(pfd[1], "r", 1) != 1)
+            _exit(1);
+        pause();
+        _exit(0);
+    }
+    close(pfd[1]);
+    char ready;
+    bool up = pid > 0 && read(pfd[0], &ready, 1) == 1;
+    close(pfd[0]);
+    if (!up) {
+        fprintf(stderr, "rawbench: %s server did not start on %s\n", link ? "link" : "nng", url);
+        if (pid > 0)
+            waitpid(pid, NULL, 0);
+        return -1;
+    }
+    return pid;
+}
+
 static void hop_send(hop *x)
 {
     nng_msg *m;
     uint8_t body[64] = { 0 };
     if (nng_msg_alloc(&m, 0) || nng_msg_append(m, body, sizeof body)) {
         __atomic_fetch_add(&x->hb->errors, 1, __ATOMIC_RELAXED);
+        (void)hop_done(x->hb, false, now_ns());     /* this client stops */
         return;
     }
     x->phase = 0;
@@ -88,59 +170,25 @@ static void hop_cb(void *arg)
     } else {
         nng_msg_free(nng_aio_get_msg(x->aio));
     }
-    uint64_t t = now_ns();
-    if (rv == 0 && x->t0 >= hb->t_measure && x->t0 < hb->t_end) {
-        hist_add(&hb->h, t - x->t0);
-        __atomic_fetch_add(&hb->ops, 1, __ATOMIC_RELAXED);
-    }
-    if (rv == 0 && t < hb->t_end) {
+    if (hop_done(hb, rv == 0, x->t0))
         hop_send(x);
-        return;
-    }
-    pthread_mutex_lock(&hb->lock);
-    if (--hb->active == 0)
-        pthread_cond_broadcast(&hb->idle);
-    pthread_mutex_unlock(&hb->lock);
 }
 
 static int run_nng(int clients, double duration, double warmup, int port)
 {
     char url[64];
     snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
-    int pfd[2];
-    if (pipe(pfd))
+    pid_t pid = hop_server(url, false);
+    if (pid < 0)
         return 1;
-    pid_t pid = fork();
-    if (pid == 0) {            /* the server */
-        nng_socket s;
-        net_server *srv;
-        close(pfd[0]);
-        if (net_listen(url, &s) || net_server_start(s, 16, echo, NULL, &srv))
-            _exit(1);
-        if (write(pfd[1], "r", 1) != 1)
-            _exit(1);
-        pause();
-        _exit(0);
-    }
-    close(pfd[1]);
-    char ready;
-    if (pid < 0 || read(pfd[0], &ready, 1) != 1) {
-        fprintf(stderr, "rawbench: nng server did not start on %s\n", url);
-        return 1;
-    }
     nng_socket s;
     if (net_dial(url, &s))
         return 1;
-    hopbench hb = { .active = clients };
-    hist_init(&hb.h);
-    pthread_mutex_init(&hb.lock, NULL);
-    pthread_cond_init(&hb.idle, NULL);
+    hopbench hb = { 0 };
     hop *x = calloc((size_t)clients, sizeof *x);
     if (!x)
         return 1;
-    uint64_t t0 = now_ns();
-    hb.t_measure = t0 + (uint64_t)(warmup * 1e9);
-    hb.t_end = hb.t_measure + (uint64_t)(duration * 1e9);
+    hop_window(&hb, clients, duration, warmup);
     for (int k = 0; k < clients; k++) {
         x[k].hb = &hb;
         if (nng_ctx_open(&x[k].ctx, s) || nng_aio_alloc(&x[k].aio, hop_cb, &x[k]))
@@ -148,10 +196,7 @@ static int run_nng(int clients, double duration, double warmup, int port)
         nng_aio_set_timeout(x[k].aio, 10000);
         hop_send(&x[k]);
     }
-    pthread_mutex_lock(&hb.lock);
-    while (hb.active > 0)
-        pthread_cond_wait(&hb.idle, &hb.lock);
-    pthread_mutex_unlock(&hb.lock);
+    hop_wait(&hb);
     for (int k = 0; k < clients; k++) {
         nng_aio_free(x[k].aio);
         nng_ctx_close(x[k].ctx);
@@ -160,6 +205,65 @@ static int run_nng(int clients, double duration, double warmup, int port)
     kill(pid, SIGTERM);
     waitpid(pid, NULL, 0);
     emit("nng-hop", "nng", clients, (double)hb.ops / duration, &hb.h);
+    free(x);
+    return hb.errors ? 1 : 0;
+}
+
+/* ---- a link hop ---- */
+
+typedef struct lhop {
+    net_peer *p;
+    uint64_t t0;
+    hopbench *hb;
+} lhop;
+
+static const uint8_t lhop_body[64];
+
+static void lhop_send(lhop *x);
+
+static void lhop_done(void *arg, int err, const uint8_t *resp, size_t n)
+{
+    lhop *x = arg;
+
+    (void)resp;
+    (void)n;
+    if (err != 0)
+        __atomic_fetch_add(&x->hb->errors, 1, __ATOMIC_RELAXED);
+    if (hop_done(x->hb, err == 0, x->t0))
+        lhop_send(x);
+}
+
+static void lhop_send(lhop *x)
+{
+    x->t0 = now_ns();
+    if (net_peer_submit(x->p, lhop_body, sizeof lhop_body, 10000, lhop_done, x) != 0) {
+        __atomic_fetch_add(&x->hb->errors, 1, __ATOMIC_RELAXED);
+        (void)hop_done(x->hb, false, x->t0);
+    }
+}
+
+static int run_link(int clients, double duration, double warmup, int port)
+{
+    char url[64];
+    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
+    pid_t pid = hop_server(url, true);
+    if (pid < 0)
+        return 1;
+    net_peer *p = NULL;
+    hopbench hb = { 0 };
+    lhop *x = calloc((size_t)clients, sizeof *x);
+    if (!x || net_peer_open_link(url, NET_PEER_ALONE, &p) != 0)
+        return 1;
+    hop_window(&hb, clients, duration, warmup);
+    for (int k = 0; k < clients; k++) {
+        x[k] = (lhop){ .p = p, .hb = &hb };
+        lhop_send(&x[k]);
+    }
+    hop_wait(&hb);
+    net_peer_close(p);
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+    emit("link-hop", "nng", clients, (double)hb.ops / duration, &hb.h);
     free(x);
     return hb.errors ? 1 : 0;
 }
@@ -249,9 +353,9 @@ static int run_leveldb(const char *dir, uint64_t items, double duration)
 int main(int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "--help") == 0) {
-        fprintf(stderr, "usage: shardex-rawbench nng --clients N [--duration S] [--warmup S] "
-                        "[--port P]\n       shardex-rawbench leveldb --dir DIR [--items N] "
-                        "[--duration S]\n");
+        fprintf(stderr, "usage: shardex-rawbench nng|link --clients N [--duration S] "
+                        "[--warmup S] [--port P]\n       shardex-rawbench leveldb --dir DIR "
+                        "[--items N] [--duration S]\n");
         return argc < 2 ? 2 : 0;
     }
     int clients = 1, port = 0;
@@ -272,10 +376,11 @@ int main(int argc, char **argv)
     }
     if (clients < 1 || duration <= 0 || items < 1)
         return 2;
-    if (strcmp(argv[1], "nng") == 0) {
+    if (strcmp(argv[1], "nng") == 0 || strcmp(argv[1], "link") == 0) {
         if (port <= 0)
             port = 20000 + (int)(getpid() % 10000);
-        return run_nng(clients, duration, warmup, port);
+        return argv[1][0] == 'n' ? run_nng(clients, duration, warmup, port)
+                                 : run_link(clients, duration, warmup, port);
     }
     if (strcmp(argv[1], "leveldb") == 0 && dir)
         return run_leveldb(dir, items, duration);
