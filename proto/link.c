@@ -11,6 +11,12 @@
  * their callbacks send (a server's quick replies, a caller's next calls)
  * waits and leaves in one write once the last frame was handled.
  *
+ * Back-pressure: a server counts the requests of a link it has not
+ * answered yet (link_hold / link_release); once they reach the listener's
+ * limit the link reads no more (what one receive brought is still handed
+ * out) until they are down to half, so a peer that sends faster than the
+ * server answers fills its own socket buffer, not the server's memory.
+ *
  * Closing: link_close (or an error on either aio) closes the stream, which
  * fails whatever aio is pending. Once neither aio is pending, the closed
  * callback runs once and the link's own reference is dropped; the memory
@@ -51,6 +57,8 @@ struct sx_link {
     /* receive */
     nng_aio *rx;
     bool rx_busy;
+    bool rx_paused;     /* held reached limit: no receive until half that */
+    int held, limit;    /* unanswered requests (link_hold), and their cap */
     uint8_t *rbuf;
     size_t rcap, rlen;
     size_t rwant;       /* free room offered to the next receive: doubles
@@ -79,6 +87,7 @@ struct link_listener {
     link_frame_fn on_frame;
     link_closed_fn on_closed;
     void *arg;
+    int limit;              /* each accepted link's cap on held requests */
 };
 
 static void rx_cb(void *arg);
@@ -303,8 +312,40 @@ static void rx_cb(void *arg)
         settle_unlock(l);
         return;
     }
+    if (l->limit > 0 && l->held >= l->limit) {
+        l->rx_busy = false;     /* link_release reads on */
+        l->rx_paused = true;
+        pthread_mutex_unlock(&l->mu);
+        return;
+    }
     rx_start(l);
     pthread_mutex_unlock(&l->mu);
+}
+
+void link_hold(sx_link *l)
+{
+    pthread_mutex_lock(&l->mu);
+    l->held++;
+    pthread_mutex_unlock(&l->mu);
+}
+
+void link_release(sx_link *l)
+{
+    pthread_mutex_lock(&l->mu);
+    l->held--;
+    if (l->rx_paused && l->held <= l->limit / 2 && !l->closing) {
+        l->rx_paused = false;
+        rx_start(l);
+    }
+    pthread_mutex_unlock(&l->mu);
+}
+
+bool link_reading(sx_link *l)
+{
+    pthread_mutex_lock(&l->mu);
+    bool paused = l->rx_paused;
+    pthread_mutex_unlock(&l->mu);
+    return !paused;
 }
 
 /* Starts writing cur from cur_off (caller holds l->mu). */
@@ -536,6 +577,7 @@ static void acc_cb(void *arg)
         LOG_WARN("link: out of memory for an accepted connection; dropped it");
     } else {
         l->ls = ls;
+        l->limit = ls->limit;
         l->next = ls->links;
         if (ls->links)
             ls->links->prev = l;
@@ -549,13 +591,14 @@ static void acc_cb(void *arg)
 }
 
 int link_listen(const char *url, link_frame_fn on_frame, link_closed_fn on_closed,
-                void *arg, link_listener **out)
+                void *arg, int max_held, link_listener **out)
 {
     link_listener *ls = calloc(1, sizeof(*ls));
     int rv;
 
     if (ls == NULL)
         return SX_ENOMEM;
+    ls->limit = max_held > 0 ? max_held : 0;
     ls->on_frame = on_frame;
     ls->on_closed = on_closed;
     ls->arg = arg;

@@ -91,10 +91,21 @@ int link_wrap(nng_stream *s, link_frame_fn on_frame, link_closed_fn on_closed, v
               sx_link **out);
 
 /* Listens on url; every accepted connection becomes a link served by
- * on_frame / on_closed. Returns 0, SX_EINVAL (bad url), SX_ENET (address
- * busy or not listenable), SX_ENOMEM. */
+ * on_frame / on_closed. max_held > 0 caps each link's held requests
+ * (link_hold): at the cap the link stops reading until they are down to
+ * half; 0: no cap. Returns 0, SX_EINVAL (bad url), SX_ENET (address busy
+ * or not listenable), SX_ENOMEM. */
 int link_listen(const char *url, link_frame_fn on_frame, link_closed_fn on_closed,
-                void *arg, link_listener **out);
+                void *arg, int max_held, link_listener **out);
+
+/* A server took a request from l that it has not answered yet (hold), or
+ * has answered or dropped one (release): the count behind max_held. Any
+ * thread. */
+void link_hold(sx_link *l);
+void link_release(sx_link *l);
+
+/* False while l has stopped reading at its cap of held requests. */
+bool link_reading(sx_link *l);
 
 /* Waits at most timeout_ms until no accepted link has bytes left to
  * write; true if none has. */

@@ -236,11 +236,18 @@ int net_server_open(nng_socket sock, const net_server_opts *o, net_handler h, vo
 /* net_server_open for links (link.h) accepted on url instead of a REP
  * socket: a request runs as it would there, its reply goes back on its
  * link with its id. A link's frames are read one after another: quick
- * requests run in order on the thread that read them. Any number may be
- * in flight; callers bound their own. Returns 0, SX_EINVAL (bad url),
- * SX_ENET (cannot listen there), SX_ENOMEM. */
+ * requests run in order on the thread that read them. Up to
+ * NET_LINK_MAX_HELD may be unanswered per link before it stops reading.
+ * Returns 0, SX_EINVAL (bad url), SX_ENET (cannot listen there),
+ * SX_ENOMEM. */
 int net_server_open_link(const char *url, const net_server_opts *o, net_handler h, void *arg,
                          net_server **out);
+
+/* A link server's cap on one link's unanswered requests: past it the link
+ * reads no more until half are answered (link.h), as a REP socket's fixed
+ * receive contexts bounded what it held. Callers inside the cluster stay
+ * far below it (a router's fibers, a shipper's rounds). */
+#define NET_LINK_MAX_HELD 1024
 
 /* Joins the workers, waits for every deferred reply and then (at most
  * NET_STOP_SEND_WAIT_S) for the replies to be sent, closes the socket,

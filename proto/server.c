@@ -144,6 +144,7 @@ static void src_drop(srv_src *o)
         return;
     }
     free(o->frame);
+    link_release(o->link);
     link_unref(o->link);
 }
 
@@ -775,6 +776,7 @@ static void link_frame(void *arg, sx_link *l, uint64_t id, uint8_t *frame, size_
     srv_src src = { .link = l, .id = id, .frame = frame, .n = n };
 
     link_ref(l);            /* src's, until its reply */
+    link_hold(l);
     if (!atomic_load(&srv->closing)) {
         srv_dispatch(srv, &src, false);
     } else {
@@ -800,7 +802,7 @@ int net_server_open_link(const char *url, const net_server_opts *o, net_handler 
     int rc = srv_new(o, h, arg, &srv);
 
     if (rc == 0)
-        rc = link_listen(url, link_frame, NULL, srv, &srv->links);
+        rc = link_listen(url, link_frame, NULL, srv, NET_LINK_MAX_HELD, &srv->links);
     if (rc != 0) {
         if (srv != NULL)
             net_server_stop(srv);

@@ -4,7 +4,8 @@
  * several threads at once), a frame too large refused before it is sent, a
  * malformed length closing the connection on the server (a whole frame
  * just before it handed over as the burst's last), a listener's close
- * reaching the dialed side, and dial errors.
+ * reaching the dialed side, a link that holds its cap of unanswered
+ * requests reading no more until half are answered, and dial errors.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -224,7 +225,7 @@ static void echo_case(const char *url)
     sx_link *l = NULL;
 
     cli_init(&cs, true);
-    CHECK_INT(link_listen(url, echo_frame, srv_closed, &ss, &ls), 0);
+    CHECK_INT(link_listen(url, echo_frame, srv_closed, &ss, 0, &ls), 0);
     if (ls == NULL)
         return;
     CHECK_INT(link_dial(url, 5000, cli_frame, cli_closed, &cs, &l), 0);
@@ -295,7 +296,7 @@ static void bad_length_case(const char *url)
     nng_aio *aio = NULL;
     nng_stream *s = NULL;
 
-    CHECK_INT(link_listen(url, echo_frame, srv_closed, &ss, &ls), 0);
+    CHECK_INT(link_listen(url, echo_frame, srv_closed, &ss, 0, &ls), 0);
     if (ls == NULL)
         return;
     CHECK_INT(nng_stream_dialer_alloc(&d, url), 0);
@@ -349,6 +350,128 @@ static void bad_length_case(const char *url)
     link_listener_close(ls);
 }
 
+/* ---- back-pressure: a server that holds its replies ---- */
+
+typedef struct holder {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    sx_link *l;
+    uint64_t ids[16];
+    int n;                  /* requests held (ids 1..), not answered */
+} holder;
+
+/* Id 100 is answered at once; every other is held (link_hold) for the
+ * test to answer. */
+static void hold_frame(void *arg, sx_link *l, uint64_t id, uint8_t *frame, size_t n, bool more)
+{
+    holder *h = arg;
+
+    (void)more;
+    if (id == 100) {
+        (void)link_send(l, id, frame, n);
+        free(frame);
+        return;
+    }
+    free(frame);
+    link_hold(l);
+    pthread_mutex_lock(&h->mu);
+    h->l = l;
+    if (h->n < 16)
+        h->ids[h->n++] = id;
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+}
+
+/* The client's view: the order replies arrived in. */
+typedef struct arrivals {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint64_t ids[16];
+    int n;
+} arrivals;
+
+static void arrive_frame(void *arg, sx_link *l, uint64_t id, uint8_t *frame, size_t n,
+                         bool more)
+{
+    arrivals *a = arg;
+
+    (void)l;
+    (void)n;
+    (void)more;
+    free(frame);
+    pthread_mutex_lock(&a->mu);
+    if (a->n < 16)
+        a->ids[a->n++] = id;
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+}
+
+/* Waits (polling, at most 20 s) until l's reading is as wanted. */
+static bool wait_reading(sx_link *l, bool want)
+{
+    for (int i = 0; i < 20000; i++) {
+        if (link_reading(l) == want)
+            return true;
+        struct timespec ms = { 0, 1000000L };
+        nanosleep(&ms, NULL);
+    }
+    return false;
+}
+
+/* A link with 4 requests held (its cap) stops reading, stays stopped at
+ * 3, reads again at 2 (half), and a ping sent meanwhile is answered. */
+static void backpressure_case(const char *url)
+{
+    holder h = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+    arrivals a = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+    link_listener *ls = NULL;
+    sx_link *l = NULL;
+    struct timespec ts;
+    uint8_t b = 'x';
+    int rv = 0;
+
+    CHECK_INT(link_listen(url, hold_frame, NULL, &h, 4, &ls), 0);
+    CHECK_INT(link_dial(url, 5000, arrive_frame, NULL, &a, &l), 0);
+    if (ls == NULL || l == NULL) {
+        if (l != NULL)
+            link_unref(l);
+        link_listener_close(ls);
+        return;
+    }
+    link_out v[4] = { { 1, &b, 1 }, { 2, &b, 1 }, { 3, &b, 1 }, { 4, &b, 1 } };
+    CHECK_INT(link_sendv(l, v, 4), 0);
+    deadline_in(&ts, 20);
+    pthread_mutex_lock(&h.mu);
+    while (h.n < 4 && rv == 0)
+        rv = pthread_cond_timedwait(&h.cv, &h.mu, &ts);
+    CHECK_INT(h.n, 4);
+    pthread_mutex_unlock(&h.mu);
+    if (h.n == 4 && h.l != NULL) {
+        CHECK(wait_reading(h.l, false));            /* at the cap */
+        CHECK_INT(link_send(l, 100, &b, 1), 0);     /* a ping, unread for now */
+        CHECK_INT(link_send(h.l, h.ids[0], &b, 1), 0);
+        link_release(h.l);
+        CHECK(!link_reading(h.l));                  /* 3 held: still stopped */
+        CHECK_INT(link_send(h.l, h.ids[1], &b, 1), 0);
+        link_release(h.l);
+        CHECK(link_reading(h.l));                   /* 2: half the cap */
+        for (int i = 2; i < 4; i++) {
+            CHECK_INT(link_send(h.l, h.ids[i], &b, 1), 0);
+            link_release(h.l);
+        }
+    }
+    deadline_in(&ts, 20);
+    rv = 0;
+    pthread_mutex_lock(&a.mu);
+    while (a.n < 5 && rv == 0)
+        rv = pthread_cond_timedwait(&a.cv, &a.mu, &ts);
+    CHECK_INT(a.n, 5);                              /* the ping answered too */
+    pthread_mutex_unlock(&a.mu);
+    link_close(l);
+    link_unref(l);
+    link_listener_close(ls);
+}
+
 int main(void)
 {
     char base[] = "/tmp/sx-link-test.XXXXXX";
@@ -364,13 +487,15 @@ int main(void)
     echo_case(url);
     snprintf(url, sizeof(url), "ipc://%s/bad.sock", base);
     bad_length_case(url);
+    snprintf(url, sizeof(url), "ipc://%s/hold.sock", base);
+    backpressure_case(url);
 
     /* TCP: find a free port by listening on 0 is not offered by
      * link_listen, so pick one from the pid and retry on a busy one. */
     for (int i = 0; i < 20; i++) {
         link_listener *probe = NULL;
         snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", 20000 + (getpid() * 7 + i * 131) % 30000);
-        if (link_listen(url, echo_frame, NULL, NULL, &probe) == 0) {
+        if (link_listen(url, echo_frame, NULL, NULL, 0, &probe) == 0) {
             link_listener_close(probe);
             break;
         }

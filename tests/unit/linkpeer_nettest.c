@@ -176,7 +176,7 @@ static void lost_connection(const char *url, const net_server_opts *o)
     int got = 0;
 
     reset_state();
-    CHECK_INT(link_listen(url, mute_frame, NULL, &got, &mute), 0);
+    CHECK_INT(link_listen(url, mute_frame, NULL, &got, 0, &mute), 0);
     CHECK_INT(net_peer_open_link(url, 4, &p), 0);
     if (mute == NULL || p == NULL) {
         net_peer_close(p);
