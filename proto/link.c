@@ -650,10 +650,28 @@ void link_listener_close(link_listener *ls)
     pthread_mutex_lock(&ls->mu);
     while (ls->acc_busy)
         pthread_cond_wait(&ls->cv, &ls->mu);
-    for (sx_link *l = ls->links; l != NULL; l = l->next) {
+    /* Close every link. Its pending aios fail and settle it; one with none
+     * pending (reading paused at its cap, nothing to write) is settled
+     * here, outside ls->mu, which settling takes. */
+    for (;;) {
+        sx_link *l = NULL;
+
+        for (sx_link *k = ls->links; k != NULL && l == NULL; k = k->next) {
+            pthread_mutex_lock(&k->mu);
+            if (!k->closing) {
+                l = k;
+                l->refs++;      /* kept while ls->mu is let go */
+            }
+            pthread_mutex_unlock(&k->mu);
+        }
+        if (l == NULL)
+            break;
+        pthread_mutex_unlock(&ls->mu);
         pthread_mutex_lock(&l->mu);
         close_locked(l, SX_EUNAVAIL);
-        pthread_mutex_unlock(&l->mu);   /* its aios fail and settle it */
+        settle_unlock(l);
+        link_unref(l);
+        pthread_mutex_lock(&ls->mu);
     }
     while (ls->links != NULL)
         pthread_cond_wait(&ls->cv, &ls->mu);

@@ -375,6 +375,8 @@ static void hold_frame(void *arg, sx_link *l, uint64_t id, uint8_t *frame, size_
     free(frame);
     link_hold(l);
     pthread_mutex_lock(&h->mu);
+    if (h->l == NULL)
+        link_ref(l);        /* the test answers on it, maybe after a close */
     h->l = l;
     if (h->n < 16)
         h->ids[h->n++] = id;
@@ -467,9 +469,29 @@ static void backpressure_case(const char *url)
         rv = pthread_cond_timedwait(&a.cv, &a.mu, &ts);
     CHECK_INT(a.n, 5);                              /* the ping answered too */
     pthread_mutex_unlock(&a.mu);
+
+    /* at the cap again, the listener closes: it must not wait for a
+     * receive that will never come */
+    v[0].id = 5, v[1].id = 6, v[2].id = 7, v[3].id = 8;
+    CHECK_INT(link_sendv(l, v, 4), 0);
+    deadline_in(&ts, 20);
+    rv = 0;
+    pthread_mutex_lock(&h.mu);
+    while (h.n < 8 && rv == 0)
+        rv = pthread_cond_timedwait(&h.cv, &h.mu, &ts);
+    CHECK_INT(h.n, 8);
+    pthread_mutex_unlock(&h.mu);
+    if (h.l != NULL)
+        CHECK(wait_reading(h.l, false));
+    link_listener_close(ls);                        /* returns: the link settled */
+    for (int i = 4; i < 8 && h.l != NULL; i++) {
+        CHECK_INT(link_send(h.l, h.ids[i], &b, 1), SX_EUNAVAIL);
+        link_release(h.l);
+    }
+    if (h.l != NULL)
+        link_unref(h.l);
     link_close(l);
     link_unref(l);
-    link_listener_close(ls);
 }
 
 int main(void)
