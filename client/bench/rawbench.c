@@ -174,6 +174,16 @@ static void hop_cb(void *arg)
         hop_send(x);
 }
 
+/* Gives up a hop run whose server child is up: stops the child (it
+ * would wait in pause() for good) and says so; returns 1. */
+static int hop_fail(pid_t pid, const char *what)
+{
+    fprintf(stderr, "rawbench: %s failed\n", what);
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+    return 1;
+}
+
 static int run_nng(int clients, double duration, double warmup, int port)
 {
     char url[64];
@@ -183,16 +193,16 @@ static int run_nng(int clients, double duration, double warmup, int port)
         return 1;
     nng_socket s;
     if (net_dial(url, &s))
-        return 1;
+        return hop_fail(pid, "dial");
     hopbench hb = { 0 };
     hop *x = calloc((size_t)clients, sizeof *x);
     if (!x)
-        return 1;
+        return hop_fail(pid, "allocation");
     hop_window(&hb, clients, duration, warmup);
     for (int k = 0; k < clients; k++) {
         x[k].hb = &hb;
         if (nng_ctx_open(&x[k].ctx, s) || nng_aio_alloc(&x[k].aio, hop_cb, &x[k]))
-            return 1;
+            return hop_fail(pid, "context setup");
         nng_aio_set_timeout(x[k].aio, 10000);
         hop_send(&x[k]);
     }
@@ -252,8 +262,10 @@ static int run_link(int clients, double duration, double warmup, int port)
     net_peer *p = NULL;
     hopbench hb = { 0 };
     lhop *x = calloc((size_t)clients, sizeof *x);
-    if (!x || net_peer_open_link(url, NET_PEER_ALONE, &p) != 0)
-        return 1;
+    if (!x || net_peer_open_link(url, NET_PEER_ALONE, &p) != 0) {
+        free(x);
+        return hop_fail(pid, "link setup");
+    }
     hop_window(&hb, clients, duration, warmup);
     for (int k = 0; k < clients; k++) {
         x[k] = (lhop){ .p = p, .hb = &hb };
