@@ -16,13 +16,14 @@
  *      SHARDEX_BACKFILL_RUNNING partitions of a node build at once, default
  *      2, the others wait for a later poll, so a node holds at most that
  *      many runs);
- *   3. sort the run by index key and append it to the outbox in that order,
- *      4,096 records a synced batch, each batch under the write lock (so
- *      writes wait for one batch at most). A record of a fact written since
- *      the snapshot is appended only if the fact still has the snapshot's
- *      version (read under the lock): otherwise that later write already
- *      emitted the records of the fact's current state, and an older record
- *      shipped after them could outlive their tombstones;
+ *   3. sort the run by index key and send it in that order straight to the
+ *      index partitions (I_BUILD, msg.h), 4,096 records at a time, each
+ *      under the write lock held until every destination applied its share
+ *      (so writes wait for one such round at most). A record of a fact
+ *      written since the snapshot is sent only if the fact still has the
+ *      snapshot's version (read under the lock): otherwise that later write
+ *      already emitted the records of the fact's current state, and an
+ *      older record applied after them could outlive their tombstones;
  *   4. repeat 2–3 from where the run stopped until the table is done, then
  *      persist, per index, the seq of the last record ('M' 'B' | index id).
  * While an index is `building` a write emits the records of its new state
@@ -32,8 +33,9 @@
  * Sorted runs are the point: an index node then inserts its entries in key
  * order, beside the previous one, instead of at random (bf_sort.h has the
  * figures). Nothing of an unfinished backfill is recorded, so one stopped
- * by a crash, a stop or a dropped index starts again from the beginning;
- * records it had shipped change nothing at the index (same version).
+ * by a crash, a stop, a failed send or a dropped index starts again from
+ * the beginning; records it had sent change nothing at the index (same
+ * version).
  * A build that fails (an unreadable item, out of memory) is started again
  * on that partition after 1 s, doubling to a minute, per table, so that
  * neither a whole scan every poll nor one table holds back the others.

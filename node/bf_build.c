@@ -1,7 +1,8 @@
 /*
  * bf_build.c — one index build (backfill) of a fact partition: the snapshot,
- * the scan into sorted runs, their emission to the outbox, the final
- * records. See bf_build.h and, for the whole, backfill.h.
+ * the scan into sorted runs, their emission straight to the index
+ * partitions (I_BUILD), the final records. See bf_build.h and, for the
+ * whole, backfill.h.
  */
 #include <stdlib.h>
 #include <time.h>
@@ -12,17 +13,32 @@
 #include "hash.h"
 #include "item.h"
 #include "log.h"
+#include "msg.h"
+#include "net.h"
 #include "node.h"
 #include "storage_part.h"
 #include "sx_errors.h"
 #include "u64set.h"
 
-#define BF_EMIT 4096              /* records per synced batch when emitting */
+#define BF_EMIT 4096              /* records checked and sent under one write lock */
+/* An I_BUILD's deadline: the write lock is held meanwhile, so a hung index
+ * node stalls the partition's writes this long at most (one that is down
+ * is found before the lock is taken: bf_connect). */
+#define BF_SEND_TIMEOUT_MS 10000
+#define BF_CONNECT_WAIT_MS 5000
 /* Facts written during a build that the build remembers exactly (a table of
  * 64 MiB at most); past that every record is checked against its fact with
  * a read, which is slower but as right. */
 #define BF_TOUCH_MAX (4u << 20)
 #define BF_STOP_EVERY 65536       /* facts scanned between stop checks */
+
+/* One destination index partition's share of a chunk: I_BUILD's lists,
+ * each with room for BF_EMIT records (kinds stay 0: puts). */
+typedef struct bf_dest {
+    msg_I_BUILD_req rq;
+    uint8_t *frame;
+    size_t fn;
+} bf_dest;
 
 typedef struct bf_scan {
     st_part *p;
@@ -34,6 +50,9 @@ typedef struct bf_scan {
     bf_recs run;
     size_t run_max;           /* bytes a run holds at most */
     leveldb_writebatch_t *b;
+    net_peer **peers;         /* by config node: index nodes, opened when needed */
+    bf_dest *dests;           /* by destination (cfg->index order) */
+    net_job *jobs;            /* one per destination a chunk has records for */
     sx_bytes key;
     mp_buf proj;
     uint64_t scanned, records, skipped, runs;
@@ -136,15 +155,173 @@ static bool bf_current(bf_scan *s, const bf_rec *r, int *err)
     return rc == 0 && ver == r->version;
 }
 
-/* Under wlock: commits records [from, to) of the sorted run as one synced
- * batch, leaving out those no longer current. */
+/* Allocates the per-destination lists of a chunk. Returns 0 or SX_ENOMEM. */
+static int bf_dests_init(bf_scan *s)
+{
+    const sx_config *cfg = s->p->cfg;
+    int n = cfg->nindex ? cfg->nindex : 1;
+
+    s->dests = calloc((size_t)n, sizeof(*s->dests));
+    s->jobs = calloc((size_t)n, sizeof(*s->jobs));
+    s->peers = calloc((size_t)cfg->nnodes, sizeof(*s->peers));
+    if (s->dests == NULL || s->jobs == NULL || s->peers == NULL)
+        return SX_ENOMEM;
+    for (int d = 0; d < cfg->nindex; d++) {
+        msg_I_BUILD_req *rq = &s->dests[d].rq;
+
+        rq->kinds.v = calloc(BF_EMIT, sizeof(uint64_t));
+        rq->versions.v = calloc(BF_EMIT, sizeof(uint64_t));
+        rq->hashes.v = calloc(BF_EMIT, sizeof(uint64_t));
+        rq->keys.v = calloc(BF_EMIT, sizeof(sx_buf));
+        rq->projs.v = calloc(BF_EMIT, sizeof(sx_buf));
+        if (!rq->kinds.v || !rq->versions.v || !rq->hashes.v || !rq->keys.v || !rq->projs.v)
+            return SX_ENOMEM;
+    }
+    return 0;
+}
+
+static void bf_dests_free(bf_scan *s)
+{
+    const sx_config *cfg = s->p->cfg;
+
+    for (int d = 0; s->dests != NULL && d < cfg->nindex; d++) {
+        msg_I_BUILD_req *rq = &s->dests[d].rq;
+
+        free(rq->kinds.v);
+        free(rq->versions.v);
+        free(rq->hashes.v);
+        free(rq->keys.v);
+        free(rq->projs.v);
+        free(s->dests[d].frame);
+    }
+    for (int k = 0; s->peers != NULL && k < cfg->nnodes; k++)
+        net_peer_close(s->peers[k]);
+    free(s->dests);
+    free(s->jobs);
+    free(s->peers);
+}
+
+/* Without the write lock: opens a link to every index node that does not
+ * have one yet and waits (up to BF_CONNECT_WAIT_MS) until all are up, so
+ * that an index node that is down fails the build here rather than while
+ * the partition's writes wait for a chunk. Returns 0 or SX_EUNAVAIL
+ * (SX_ENOMEM, SX_EINVAL from opening). */
+static int bf_connect(bf_scan *s)
+{
+    const sx_config *cfg = s->p->cfg;
+    struct timespec ts = { 0, 10 * 1000000L };
+    int rc = 0, waited = 0;
+    bool up = false;
+
+    for (int d = 0; rc == 0 && d < cfg->nindex; d++) {
+        int node = cfg->index[d].node;
+
+        if (s->peers[node] == NULL)
+            rc = net_peer_open_link(cfg->nodes[node].url, 1, &s->peers[node]);
+    }
+    while (rc == 0 && !up) {
+        up = true;
+        for (int k = 0; k < cfg->nnodes; k++)
+            up = up && (s->peers[k] == NULL || net_peer_connected(s->peers[k]));
+        if (up)
+            break;
+        if (waited >= BF_CONNECT_WAIT_MS || node_should_stop())
+            return SX_EUNAVAIL;
+        nanosleep(&ts, NULL);
+        waited += 10;
+    }
+    return rc;
+}
+
+/* Record r of the run joins its destination's I_BUILD. */
+static int bf_dest_add(bf_scan *s, const bf_rec *r)
+{
+    static const uint8_t nil = 0xc0;       /* msgpack nil: no projection */
+    const sx_config *cfg = s->p->cfg;
+    const cfg_part *dp;
+    msg_I_BUILD_req *rq;
+    uint32_t i;
+
+    if (r->kn < 4)
+        return SX_EINTERNAL;
+    dp = cfg_index_for(cfg, r->key + 4, r->kn - 4);
+    rq = &s->dests[dp - cfg->index].rq;
+    i = rq->versions.n;
+    if (i >= BF_EMIT)
+        return SX_EINTERNAL;
+    rq->versions.v[i] = r->version;
+    rq->hashes.v[i] = r->h;
+    rq->keys.v[i] = (sx_buf){ r->key, r->kn };
+    rq->projs.v[i] = r->pn > 0 ? (sx_buf){ r->proj, r->pn } : (sx_buf){ &nil, 1 };
+    rq->kinds.n = rq->versions.n = rq->hashes.n = rq->keys.n = rq->projs.n = i + 1;
+    return 0;
+}
+
+/* Sends every destination's I_BUILD (upto = at) at once and waits for all.
+ * Returns 0 when every one was applied, else the first error (logged). */
+static int bf_send(bf_scan *s, uint64_t at)
+{
+    const sx_config *cfg = s->p->cfg;
+    int m = 0, rc = 0;
+
+    for (int d = 0; rc == 0 && d < cfg->nindex; d++) {
+        bf_dest *bd = &s->dests[d];
+        mp_buf out;
+
+        if (bd->rq.versions.n == 0)
+            continue;
+        bd->rq.part = cfg->index[d].id;
+        bd->rq.source = s->p->id;
+        bd->rq.upto = at;
+        mp_buf_init(&out);
+        rc = msg_encode_req(MSG_I_BUILD, &bd->rq, &out);
+        if (rc == 0)
+            rc = mp_buf_take(&out, &bd->frame, &bd->fn);
+        mp_buf_free(&out);
+        s->jobs[m] = (net_job){ .peer = s->peers[cfg->index[d].node], .req = bd->frame,
+                                .req_n = bd->fn };
+        m++;
+    }
+    if (rc == 0 && m > 0)
+        rc = net_call_all(s->jobs, m, BF_SEND_TIMEOUT_MS);
+    for (int k = 0; k < m; k++) {
+        net_job *j = &s->jobs[k];
+        msg_I_BUILD_rep rep;
+        char emsg[200] = "";
+        int jrc = j->err;
+
+        if (rc == 0 && jrc == 0)
+            jrc = msg_decode_rep(MSG_I_BUILD, j->resp, j->resp_n, &rep, emsg, sizeof(emsg));
+        if (rc == 0 && jrc != 0) {
+            LOG_WARN("partition %llu: index build: sending records: %s%s%s",
+                     (unsigned long long)s->p->id, sx_strerror(jrc), emsg[0] ? ": " : "",
+                     emsg);
+            rc = jrc;
+        }
+        free(j->resp);
+    }
+    for (int d = 0; d < cfg->nindex; d++) {
+        bf_dest *bd = &s->dests[d];
+
+        free(bd->frame);
+        bd->frame = NULL;
+        bd->rq.kinds.n = bd->rq.versions.n = bd->rq.hashes.n = 0;
+        bd->rq.keys.n = bd->rq.projs.n = 0;
+    }
+    return rc;
+}
+
+/* Under wlock: sends records [from, to) of the sorted run to their index
+ * partitions, leaving out those no longer current, and holds the lock until
+ * they are applied: no write of the partition comes between a record's
+ * check and its application, and the index partitions refuse the records
+ * if a later write's records were applied first anyway (a send that timed
+ * out and arrived late; msg.h, I_BUILD). */
 static int bf_emit_chunk(bf_scan *s, size_t from, size_t to)
 {
-    st_part *p = s->p;
-    uint64_t pending = 0;
+    uint64_t sent = 0;
     int rc = 0;
 
-    leveldb_writebatch_clear(s->b);
     for (size_t i = from; rc == 0 && i < to; i++) {
         bf_rec r;
 
@@ -153,15 +330,13 @@ static int bf_emit_chunk(bf_scan *s, size_t from, size_t to)
             s->skipped++;
             continue;
         }
-        rc = st_outbox_append(p, s->b, OUT_PUT, r.version, r.key, r.kn, r.h, r.proj,
-                              r.pn, &pending);
+        rc = bf_dest_add(s, &r);
+        sent++;
     }
-    if (rc == 0 && pending > 0)
-        rc = st_commit(p, s->b, pending);
-    else if (rc != 0)
-        st_commit_abort(p);
     if (rc == 0)
-        s->records += pending;
+        rc = bf_send(s, s->p->w_head);
+    if (rc == 0)
+        s->records += sent;
     return rc;
 }
 
@@ -188,6 +363,9 @@ static int bf_emit(bf_scan *s)
     for (size_t i = 0; rc == 0 && i < s->run.n && !s->stop; i += BF_EMIT) {
         size_t to = s->run.n - i < BF_EMIT ? s->run.n : i + BF_EMIT;
 
+        rc = bf_connect(s);
+        if (rc != 0)
+            break;
         pthread_mutex_lock(&p->wlock);
         rc = bf_emit_chunk(s, i, to);
         pthread_mutex_unlock(&p->wlock);
@@ -319,9 +497,12 @@ int bf_build(st_part *p, const sx_catalog *cat, const cat_table *t,
     bf_recs_init(&s.run);
     mp_buf_init(&s.proj);
     s.b = leveldb_writebatch_create();
-    if (s.b == NULL) {
+    if (s.b == NULL || bf_dests_init(&s) != 0) {
         LOG_ERROR("partition %llu: index build: out of memory (will start again)",
                   (unsigned long long)p->id);
+        if (s.b != NULL)
+            leveldb_writebatch_destroy(s.b);
+        bf_dests_free(&s);
         return SX_ENOMEM;
     }
     lo[0] = hi[0] = ST_FACT_PREFIX;
@@ -377,6 +558,7 @@ int bf_build(st_part *p, const sx_catalog *cat, const cat_table *t,
     bf_publish(&s, false);
     bf_report(&s, rc, (double)(st_now_us() - t0) / 1e6);
     leveldb_writebatch_destroy(s.b);
+    bf_dests_free(&s);
     bytes_free(&s.key);
     mp_buf_free(&s.proj);
     bf_recs_free(&s.run);

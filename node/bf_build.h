@@ -1,7 +1,7 @@
 /*
  * bf_build.h — one index build (backfill) of a fact partition: steps 1–4 of
  * backfill.h (snapshot and tagging of later writes, scan into sorted runs,
- * their emission to the outbox, the final records).
+ * their emission to the index partitions, the final records).
  */
 #ifndef SX_BF_BUILD_H
 #define SX_BF_BUILD_H

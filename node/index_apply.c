@@ -15,6 +15,11 @@
  * callback (the index node's deferred I_APPLY: no worker thread sleeps
  * through the sync, and no leader/follower hand-off), a synchronous one by
  * waking its caller.
+ *
+ * I_BUILD (a backfill's records, msg.h) shares all of it: its records join
+ * the group like any others, but move no watermark, and the whole request
+ * is refused when, in queue order, its source's watermark is already past
+ * the head its records were read at.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +39,8 @@ _Static_assert(OUT_PUT == 0 && OUT_DEL == 1, "index_rules.c mirrors OUT_PUT/OUT_
 
 typedef struct ix_apply_op {
     const msg_I_APPLY_req *m;
+    bool build;                 /* I_BUILD: m->upto is the source's head at */
+    bool stale;                 /* build refused: the source's watermark passed at */
     int src;                    /* position in p->src */
     int err;
     uint64_t wm;
@@ -51,11 +58,17 @@ static int fail(char *err, size_t errlen, int code, const char *what)
     return code;
 }
 
-static int validate(ix_part *p, const msg_I_APPLY_req *m, int *src,
+/* Records in op's request: an I_BUILD has no seqs. */
+static uint32_t op_records(const msg_I_APPLY_req *m, bool build)
+{
+    return build ? m->versions.n : m->seqs.n;
+}
+
+static int validate(ix_part *p, const msg_I_APPLY_req *m, bool build, int *src,
                     char *err, size_t errlen)
 {
     const cfg_part *cp = p->cp;
-    uint32_t n = m->seqs.n, i;
+    uint32_t n = op_records(m, build), i;
 
     *src = ix_part_src_index(p, m->source);
     if (*src < 0 || *src >= p->ncfg)
@@ -63,7 +76,9 @@ static int validate(ix_part *p, const msg_I_APPLY_req *m, int *src,
     if (m->kinds.n != n || m->versions.n != n || m->keys.n != n ||
         m->hashes.n != n || m->projs.n != n)
         return fail(err, errlen, SX_EINVAL, "record lists differ in length");
-    if (!ix_seqs_ok(m->seqs.v, n, m->upto))
+    if (build && (m->seqs.n != 0 || m->hw != 0))
+        return fail(err, errlen, SX_EINVAL, "a build carries no seqs and no hw");
+    if (!build && !ix_seqs_ok(m->seqs.v, n, m->upto))
         return fail(err, errlen, SX_EINVAL,
                     "seqs not strictly increasing or above upto");
     for (i = 0; i < n; i++) {
@@ -71,8 +86,9 @@ static int validate(ix_part *p, const msg_I_APPLY_req *m, int *src,
         mp_cur c = mp_cur_make(pj.p, pj.n);
         mp_val v;
 
-        if (m->kinds.v[i] != OUT_PUT && m->kinds.v[i] != OUT_DEL)
-            return fail(err, errlen, SX_EINVAL, "unknown record kind");
+        if (m->kinds.v[i] != OUT_PUT && (build || m->kinds.v[i] != OUT_DEL))
+            return fail(err, errlen, SX_EINVAL, build ? "a build record is not a put"
+                                                      : "unknown record kind");
         if (k.n < 5 || k.n > IX_MAX_LOCAL)
             return fail(err, errlen, k.n > IX_MAX_LOCAL ? SX_ETOOBIG : SX_EINVAL,
                         "index key empty or too long");
@@ -242,7 +258,10 @@ static int rec_cmp(const void *a, const void *b)
 }
 
 /* Collects op's records that are not redeliveries into refs (advancing
- * *nref) and moves the source's watermark past them, in queue order. */
+ * *nref) and moves the source's watermark past them, in queue order. An
+ * I_BUILD's records are all collected, and move nothing, unless the
+ * source's watermark is already past the head they were checked at: then
+ * a later write's records came first, and none of them is (op->stale). */
 static void collect_op(group_ctx *g, ix_apply_op *op, rec_ref *refs, size_t *nref)
 {
     ix_part *p = g->p;
@@ -250,6 +269,15 @@ static void collect_op(group_ctx *g, ix_apply_op *op, rec_ref *refs, size_t *nre
     int s = op->src;
     uint64_t wm, hw;
 
+    if (op->build) {
+        op->stale = p->work_wm[s] > m->upto;
+        for (uint32_t i = 0; !op->stale && i < m->versions.n; i++) {
+            refs[*nref] = (rec_ref){ m, i, (uint32_t)*nref };
+            (*nref)++;
+        }
+        op->wm = p->work_wm[s];
+        return;
+    }
     for (uint32_t i = 0; i < m->seqs.n; i++) {
         if (ix_redelivered(m->seqs.v[i], p->work_wm[s]))
             continue;
@@ -367,7 +395,7 @@ static void run_group(ix_part *p, ix_apply_op *group, size_t nrec)
 unlock:
     pthread_mutex_unlock(&p->apply_mu);
     for (op = group; op != NULL; op = op->next)
-        op->err = rc;
+        op->err = rc != 0 ? rc : op->stale ? SX_EUNAVAIL : 0;
     if (g.b)
         leveldb_writebatch_destroy(g.b);
     free(g.ov.s);
@@ -380,11 +408,11 @@ static ix_apply_op *take_group(ix_part *p, size_t *nrec)
     ix_apply_op *head = p->q_head, *last = head;
     size_t ops = 1;
 
-    *nrec = head->m->seqs.n;
+    *nrec = op_records(head->m, head->build);
     while (last->next != NULL && ops < GROUP_MAX_OPS &&
-           *nrec + last->next->m->seqs.n <= GROUP_MAX_RECORDS) {
+           *nrec + op_records(last->next->m, last->next->build) <= GROUP_MAX_RECORDS) {
         last = last->next;
-        *nrec += last->m->seqs.n;
+        *nrec += op_records(last->m, last->build);
         ops++;
     }
     p->q_head = last->next;
@@ -392,6 +420,17 @@ static ix_apply_op *take_group(ix_part *p, size_t *nrec)
         p->q_tail = NULL;
     last->next = NULL;
     return head;
+}
+
+/* The one-line reason op failed. */
+static void op_errmsg(const ix_apply_op *op, char *msg, size_t n)
+{
+    if (op->stale)
+        snprintf(msg, n, "build records refused: the source's watermark %llu is past "
+                 "the head %llu they were read at (a later write came first)",
+                 (unsigned long long)op->wm, (unsigned long long)op->m->upto);
+    else
+        snprintf(msg, n, "apply failed: %s", sx_strerror(op->err));
 }
 
 /* Answers the ops of a group run_group has finished: callbacks first (an
@@ -410,7 +449,7 @@ static void finish_group(ix_part *p, ix_apply_op *group)
             continue;
         }
         if (o->err != 0)
-            snprintf(msg, sizeof(msg), "apply failed: %s", sx_strerror(o->err));
+            op_errmsg(o, msg, sizeof(msg));
         o->cb(o->cb_arg, o->err, o->wm, o->err != 0 ? msg : "");
         free(o);
     }
@@ -474,14 +513,15 @@ void ix_committer_stop(ix_part *p)
 }
 
 /* Validates m and queues op for it; see ix_part_apply_start. */
-static int enqueue(ix_part *p, ix_apply_op *op, const msg_I_APPLY_req *m,
+static int enqueue(ix_part *p, ix_apply_op *op, const msg_I_APPLY_req *m, bool build,
                    char *err, size_t errlen)
 {
-    int rc = validate(p, m, &op->src, err, errlen);
+    int rc = validate(p, m, build, &op->src, err, errlen);
 
     if (rc != 0)
         return rc;
     op->m = m;
+    op->build = build;
     pthread_mutex_lock(&p->q_mu);
     if (p->stopping) {
         pthread_mutex_unlock(&p->q_mu);
@@ -500,8 +540,8 @@ static int enqueue(ix_part *p, ix_apply_op *op, const msg_I_APPLY_req *m,
     return 0;
 }
 
-int ix_part_apply_start(ix_part *p, const msg_I_APPLY_req *m, ix_apply_cb cb, void *arg,
-                        char *err, size_t errlen)
+int ix_part_apply_start(ix_part *p, const msg_I_APPLY_req *m, bool build, ix_apply_cb cb,
+                        void *arg, char *err, size_t errlen)
 {
     ix_apply_op *op = calloc(1, sizeof(*op));
     int rc;
@@ -510,20 +550,20 @@ int ix_part_apply_start(ix_part *p, const msg_I_APPLY_req *m, ix_apply_cb cb, vo
         return fail(err, errlen, SX_ENOMEM, "out of memory");
     op->cb = cb;
     op->cb_arg = arg;
-    rc = enqueue(p, op, m, err, errlen);
+    rc = enqueue(p, op, m, build, err, errlen);
     if (rc != 0)
         free(op);
     return rc;
 }
 
-int ix_part_apply(ix_part *p, const msg_I_APPLY_req *m, uint64_t *wm,
+int ix_part_apply(ix_part *p, const msg_I_APPLY_req *m, bool build, uint64_t *wm,
                   char *err, size_t errlen)
 {
     ix_apply_op op;
     int rc;
 
     memset(&op, 0, sizeof(op));
-    rc = enqueue(p, &op, m, err, errlen);
+    rc = enqueue(p, &op, m, build, err, errlen);
     if (rc != 0)
         return rc;
     pthread_mutex_lock(&p->q_mu);
@@ -531,7 +571,7 @@ int ix_part_apply(ix_part *p, const msg_I_APPLY_req *m, uint64_t *wm,
         pthread_cond_wait(&p->done_cv, &p->q_mu);
     pthread_mutex_unlock(&p->q_mu);
     if (op.err != 0) {
-        snprintf(err, errlen, "apply failed: %s", sx_strerror(op.err));
+        op_errmsg(&op, err, errlen);
         return op.err;
     }
     *wm = op.wm;

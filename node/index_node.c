@@ -1,6 +1,6 @@
 /*
  * index_node.c — the index role of shardex-node: opens this node's index
- * partitions, serves I_APPLY, I_RANGE, I_WATERMARKS, NODE_STATUS and PING
+ * partitions, serves I_APPLY, I_BUILD, I_RANGE, I_WATERMARKS, NODE_STATUS and PING
  * on the node's URL, and runs the collector until stopped: tombstones every
  * second, and every DROP_CHECK_MS the entries of dropped indexes (it
  * fetches the catalog from the catalog node to know them).
@@ -65,26 +65,56 @@ static void do_ping(ix_node *nd, mp_buf *out)
     msg_encode_rep(MSG_PING, &rep, out);
 }
 
-static void do_apply(ix_node *nd, const msg_I_APPLY_req *m, mp_buf *out)
+/* An I_BUILD's fields as the I_APPLY they share (msg.h); lists borrowed. */
+static void build_view(const msg_I_BUILD_req *b, msg_I_APPLY_req *a)
+{
+    memset(a, 0, sizeof(*a));
+    a->part = b->part;
+    a->source = b->source;
+    a->upto = b->upto;
+    a->hw = b->hw;
+    a->seqs = b->seqs;
+    a->kinds = b->kinds;
+    a->versions = b->versions;
+    a->keys = b->keys;
+    a->hashes = b->hashes;
+    a->projs = b->projs;
+}
+
+/* I_APPLY or (t == MSG_I_BUILD) I_BUILD m, waiting for its synced group. */
+static void apply_sync(ix_node *nd, msg_type t, const msg_I_APPLY_req *m, mp_buf *out)
 {
     ix_part *p = find_part(nd, m->part);
     msg_I_APPLY_rep rep;
-    char err[160];
+    char err[200];
     int rc;
 
     if (p == NULL) {
-        msg_encode_err(MSG_I_APPLY, SX_EWRONGPART, "index partition not on this node", out);
+        msg_encode_err(t, SX_EWRONGPART, "index partition not on this node", out);
         return;
     }
     memset(&rep, 0, sizeof(rep));
-    rc = ix_part_apply(p, m, &rep.watermark, err, sizeof(err));
+    rc = ix_part_apply(p, m, t == MSG_I_BUILD, &rep.watermark, err, sizeof(err));
     if (rc != 0) {
-        LOG_WARN("I_APPLY p%llu from %llu: %s", (unsigned long long)m->part,
+        LOG_WARN("%s p%llu from %llu: %s", msg_name(t), (unsigned long long)m->part,
                  (unsigned long long)m->source, err);
-        msg_encode_err(MSG_I_APPLY, rc, err, out);
+        msg_encode_err(t, rc, err, out);
         return;
     }
-    msg_encode_rep(MSG_I_APPLY, &rep, out);
+    msg_encode_rep(t, &rep, out);
+}
+
+static void do_apply(ix_node *nd, const msg_I_APPLY_req *m, mp_buf *out)
+{
+    apply_sync(nd, MSG_I_APPLY, m, out);
+}
+
+static void do_build(ix_node *nd, const msg_I_BUILD_req *b, mp_buf *out)
+{
+    msg_I_APPLY_req m;
+
+    build_view(b, &m);
+    apply_sync(nd, MSG_I_BUILD, &m, out);
 }
 
 static void do_range(ix_node *nd, const msg_I_RANGE_req *m, mp_buf *out)
@@ -218,6 +248,9 @@ static void ix_handle(void *arg, const uint8_t *req, size_t n, mp_buf *out)
     case MSG_I_APPLY:
         IX_DISPATCH(I_APPLY, do_apply);
         break;
+    case MSG_I_BUILD:
+        IX_DISPATCH(I_BUILD, do_build);
+        break;
     case MSG_I_RANGE:
         IX_DISPATCH(I_RANGE, do_range);
         break;
@@ -339,11 +372,23 @@ static void sleep_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
-/* A deferred I_APPLY: its decoded request lives until the reply. */
+/* A deferred I_APPLY or I_BUILD: its decoded request lives until the
+ * reply (an I_BUILD's in b, viewed as an I_APPLY in m). */
 typedef struct ix_deferred {
+    msg_type t;
     msg_I_APPLY_req m;
+    msg_I_BUILD_req b;
     net_reply *r;
 } ix_deferred;
+
+static void deferred_free(ix_deferred *d)
+{
+    if (d->t == MSG_I_BUILD)
+        msg_free_req(MSG_I_BUILD, &d->b);
+    else
+        msg_free_req(MSG_I_APPLY, &d->m);
+    free(d);
+}
 
 static void deferred_done(void *arg, int err, uint64_t wm, const char *msg)
 {
@@ -353,44 +398,50 @@ static void deferred_done(void *arg, int err, uint64_t wm, const char *msg)
 
     mp_buf_init(&out);
     if (err != 0) {
-        LOG_WARN("I_APPLY p%llu from %llu: %s", (unsigned long long)d->m.part,
+        LOG_WARN("%s p%llu from %llu: %s", msg_name(d->t), (unsigned long long)d->m.part,
                  (unsigned long long)d->m.source, msg);
-        msg_encode_err(MSG_I_APPLY, err, msg, &out);
+        msg_encode_err(d->t, err, msg, &out);
     } else {
         memset(&rep, 0, sizeof(rep));
         rep.watermark = wm;
-        if (msg_encode_rep(MSG_I_APPLY, &rep, &out) != 0 || out.oom) {
+        if (msg_encode_rep(d->t, &rep, &out) != 0 || out.oom) {
             mp_buf_free(&out);
             mp_buf_init(&out);
-            msg_encode_err(MSG_I_APPLY, SX_ENOMEM, "out of memory", &out);
+            msg_encode_err(d->t, SX_ENOMEM, "out of memory", &out);
         }
     }
     net_reply_send(d->r, &out);
     mp_buf_free(&out);
-    msg_free_req(MSG_I_APPLY, &d->m);
-    free(d);
+    deferred_free(d);
 }
 
-/* The server's defer function: an I_APPLY is validated and queued for its
- * partition's committer right here, and answered by the committer. Anything
- * else, and any I_APPLY that fails (malformed, unknown partition, invalid,
- * out of memory, stopping), is declined and runs on a worker, which
- * answers it with its error. */
+/* The server's defer function: an I_APPLY or I_BUILD is validated and
+ * queued for its partition's committer right here, and answered by the
+ * committer. Anything else, and any of them that fails (malformed, unknown
+ * partition, invalid, out of memory, stopping), is declined and runs on a
+ * worker, which answers it with its error. */
 static bool ix_defer(void *arg, msg_type t, const uint8_t *req, size_t len, net_reply *r)
 {
     ix_node *nd = arg;
     ix_deferred *d;
     ix_part *p;
-    char err[160];
+    char err[200];
+    int rc;
 
-    if (t != MSG_I_APPLY || (d = calloc(1, sizeof(*d))) == NULL)
+    if ((t != MSG_I_APPLY && t != MSG_I_BUILD) || (d = calloc(1, sizeof(*d))) == NULL)
         return false;
+    d->t = t;
     d->r = r;
-    if (msg_decode_req(MSG_I_APPLY, req, len, &d->m) != 0 ||
-        (p = find_part(nd, d->m.part)) == NULL ||
-        ix_part_apply_start(p, &d->m, deferred_done, d, err, sizeof(err)) != 0) {
-        msg_free_req(MSG_I_APPLY, &d->m);
-        free(d);
+    if (t == MSG_I_BUILD) {
+        rc = msg_decode_req(MSG_I_BUILD, req, len, &d->b);
+        build_view(&d->b, &d->m);
+    } else {
+        rc = msg_decode_req(MSG_I_APPLY, req, len, &d->m);
+    }
+    if (rc != 0 || (p = find_part(nd, d->m.part)) == NULL ||
+        ix_part_apply_start(p, &d->m, t == MSG_I_BUILD, deferred_done, d, err,
+                            sizeof(err)) != 0) {
+        deferred_free(d);
         return false;
     }
     return true;

@@ -134,20 +134,23 @@ int ix_commit_removal(ix_part *p, leveldb_writebatch_t *b, uint64_t live, uint64
  * an sx_err with a one-line reason msg (borrowed for the call). */
 typedef void (*ix_apply_cb)(void *arg, int err, uint64_t wm, const char *msg);
 
-/* Starts I_APPLY for this partition (index_apply.c): validates the request
+/* Starts I_APPLY for this partition (index_apply.c), or with build an
+ * I_BUILD (m is then the I_BUILD's fields: msg.h): validates the request
  * against the partition (keys, ranges, lists, source) and queues it for the
  * committer, which applies it in a synced group and then calls cb(arg, ...)
- * exactly once, on the committer thread. Returns 0 when queued; otherwise
+ * exactly once, on the committer thread. An I_BUILD whose source's
+ * watermark is past m->upto by then applies nothing and fails with
+ * SX_EUNAVAIL. Returns 0 when queued; otherwise
  * an sx_err with a one-line reason in err[errlen] (SX_EUNAVAIL once the
  * partition is stopping), and cb is never called. m and its frame must stay
  * valid until cb returns. Does not block. Thread-safe. */
-int ix_part_apply_start(ix_part *p, const msg_I_APPLY_req *m, ix_apply_cb cb, void *arg,
-                        char *err, size_t errlen);
+int ix_part_apply_start(ix_part *p, const msg_I_APPLY_req *m, bool build, ix_apply_cb cb,
+                        void *arg, char *err, size_t errlen);
 
 /* ix_part_apply_start, then waits until the group holding the request is
  * synced: returns 0 with *wm set to the source's watermark, or an sx_err
  * with a one-line reason in err[errlen]. Thread-safe. */
-int ix_part_apply(ix_part *p, const msg_I_APPLY_req *m, uint64_t *wm,
+int ix_part_apply(ix_part *p, const msg_I_APPLY_req *m, bool build, uint64_t *wm,
                   char *err, size_t errlen);
 
 /* Starts and stops the partition's committer thread (ix_part_open and

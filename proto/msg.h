@@ -118,6 +118,17 @@ enum { OUT_PUT = 0, OUT_DEL = 1 };
     F(T, U64S, hashes) F(T, RAWS, projs)
 #define MSG_I_APPLY_REP(F, T) F(T, U64, watermark)
 
+/* A backfill's records, sent by the building storage partition itself
+ * rather than through its outbox: I_APPLY's fields, with upto = the
+ * source's outbox head when the records were checked against their facts
+ * (under the partition's write lock, held until the reply), hw 0, seqs
+ * empty and every kind a put. The index partition applies them by the
+ * usual version rules, moves no watermark, and refuses the whole request
+ * when its watermark for the source is already past upto (a later write's
+ * records were applied first: these may be stale). */
+#define MSG_I_BUILD_REQ(F, T) MSG_I_APPLY_REQ(F, T)
+#define MSG_I_BUILD_REP(F, T) MSG_I_APPLY_REP(F, T)
+
 #define MSG_I_RANGE_REQ(F, T) F(T, U64, part) F(T, BIN, lo) F(T, BIN, hi) F(T, U64, desc) F(T, U64, limit)
 #define MSG_I_RANGE_REP(F, T) F(T, BINS, keys) F(T, U64S, hashes) F(T, U64S, versions) F(T, RAWS, projs) \
     F(T, U64S, sources) F(T, U64S, wms)
@@ -142,7 +153,7 @@ enum { OUT_PUT = 0, OUT_DEL = 1 };
     X(STATUS, 11) X(CATALOG, 12)                                              \
     X(CAT_UPDATE, 20) X(CAT_BACKFILLED, 21) X(S_WRITE, 22) X(S_GET, 23)      \
     X(S_RANGE, 24) X(S_HEADS, 25) X(I_APPLY, 26) X(I_RANGE, 27)              \
-    X(I_WATERMARKS, 28) X(NODE_STATUS, 29) X(MULTI, 30)
+    X(I_WATERMARKS, 28) X(NODE_STATUS, 29) X(MULTI, 30) X(I_BUILD, 31)
 
 typedef enum msg_type {
 #define MSG__ENUM(name, num) MSG_##name = num,

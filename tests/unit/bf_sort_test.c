@@ -5,7 +5,8 @@
  *   - records read back whole (fact key, version, hash, entry key,
  *     projection or none) after the sort, in entry-key order with a shorter
  *     key first, ties broken by hash and then fact key; 20,000 records in
- *     a pseudo-random order come out ordered, each exactly once;
+ *     a pseudo-random order (keys of 1 to 39 bytes, sharing long prefixes)
+ *     come out ordered, each exactly once;
  *   - the run's size grows with what it holds and a cleared run is reused;
  *   - the set holds what was added (0 included) and nothing else, across
  *     its growth, and a lost set answers "present" to everything; a
@@ -82,8 +83,8 @@ static void test_many(void)
     bf_recs_init(&r);
     for (uint32_t i = 0; i < N; i++) {
         uint32_t j = (i * 7919u) % N;           /* 7919 is prime: a permutation */
-        uint8_t key[24], fkey[4];
-        size_t kn = 1 + j % 23;
+        uint8_t key[40], fkey[4];
+        size_t kn = 1 + j % 39;     /* past 24 bytes too: the sort's prefix */
 
         memset(key, 'k', sizeof(key));
         key[kn - 1] = (uint8_t)(j % 251);
@@ -98,7 +99,7 @@ static void test_many(void)
 
         bf_recs_get(&r, i, &x);
         memcpy(&j, x.fkey, 4);
-        if (j < N && x.version == j && x.h == j % 13 && x.kn == 1 + j % 23 && x.pn == x.kn % 5) {
+        if (j < N && x.version == j && x.h == j % 13 && x.kn == 1 + j % 39 && x.pn == x.kn % 5) {
             dups += seen[j];
             seen[j] = 1;
         }
