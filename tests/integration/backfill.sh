@@ -24,6 +24,9 @@
 #      holds after emitting its first run; s2 is killed with SIGKILL there,
 #      restarted, builds again from the beginning (its first run's records
 #      arrive twice), and by_v2 ends equal to the facts.
+#   4. An index node refuses a build request (I_BUILD) read at an outbox head
+#      below its watermark for the source, and applies one read at it
+#      (sx-ibuild, tests/integration/ibuild.c).
 source "$(dirname "$0")/lib.sh" "$@"
 
 HOLD="$(mktemp -u "$IT_BUILD/it-clusters/backfill-hold.XXXXXX")"
@@ -194,5 +197,17 @@ wait_for "index by_v2 ready" 120 index_ready kv by_v2
 check_index by_v2 v
 check_index by_v v
 check_index by_grp grp
+
+# ---- 4. a build request that comes after a later write's records -----------------
+# A build's records are checked against their facts under the partition's
+# write lock, held until they are applied; one whose call timed out could
+# still arrive after later writes' records, and must then be refused whole
+# (sx-ibuild: read below the watermark -> refused, nothing applied; at it ->
+# applied; no watermark moved).
+i2_url="$(jq -r '.index[] | select(.name == "i2") | .url' "$IT_DIR/cluster.json")"
+"$IT_BUILD/bin/sx-ibuild" "$i2_url" 102 1 "Mzz-ibuild" >"$W/ibuild.out" 2>&1 ||
+    { cat "$W/ibuild.out"; fail "sx-ibuild: the index node's I_BUILD rule does not hold"; }
+pass "a build request read below the source's watermark is refused, one at it applied"
+
 [ "$(lc status | grep -c running)" -eq 5 ] || fail "not every process is running"
 pass "all 5 processes running"

@@ -1,0 +1,183 @@
+/*
+ * ibuild.c — sx-ibuild: checks an index node's rule for I_BUILD (an index
+ * build's records, proto/PROTOCOL.md): a request whose upto is below the
+ * partition's watermark for its source is refused whole (SX_EUNAVAIL) and
+ * applies nothing, one at the watermark is applied, and neither moves the
+ * watermark.
+ *
+ * Usage: sx-ibuild URL PART SOURCE VALUE
+ *   URL     the index node's URL (tcp://...; spoken as a link)
+ *   PART    an index partition of that node
+ *   SOURCE  a storage partition whose records it has applied (watermark >= 1)
+ *   VALUE   a string inside PART's range: the entry's one-value tuple
+ * The entry goes under index id 0xfffffff0, which no table holds (ids come
+ * from the catalog's counter), so it touches no real index.
+ * Exit status: 0 when every check held, 1 when one failed, 2 on usage or
+ * transport errors.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "hash.h"
+#include "msg.h"
+#include "net.h"
+#include "sx_errors.h"
+#include "tuple.h"
+
+#define TIMEOUT_MS 10000
+#define FAKE_INDEX 0xfffffff0u
+#define VERSION 7
+
+static int failures;
+
+static void check(int ok, const char *what)
+{
+    printf("%s: %s\n", ok ? "ok" : "FAILED", what);
+    if (!ok)
+        failures++;
+}
+
+/* Encodes request s of type t, calls it, and decodes the reply into rep.
+ * Returns the reply's error (0 for success; errmsg gets its message) or
+ * exits on a transport or encoding failure. */
+static int call(net_peer *peer, msg_type t, const void *s, void *rep, char *errmsg,
+                size_t errlen)
+{
+    mp_buf req;
+    uint8_t *resp = NULL;
+    size_t resp_n = 0;
+    int rc;
+
+    mp_buf_init(&req);
+    if (msg_encode_req(t, s, &req) != 0 || req.oom) {
+        fprintf(stderr, "sx-ibuild: cannot encode %s\n", msg_name(t));
+        exit(2);
+    }
+    rc = net_peer_call_sync(peer, (const uint8_t *)req.sb.data, req.sb.size, TIMEOUT_MS,
+                            &resp, &resp_n);
+    mp_buf_free(&req);
+    if (rc != 0) {
+        fprintf(stderr, "sx-ibuild: %s: %s\n", msg_name(t), sx_strerror(rc));
+        exit(2);
+    }
+    errmsg[0] = '\0';
+    rc = msg_decode_rep(t, resp, resp_n, rep, errmsg, errlen);
+    free(resp);
+    return rc;
+}
+
+/* The partition's watermark for source, or exits. */
+static uint64_t watermark(net_peer *peer, uint64_t part, uint64_t source)
+{
+    msg_I_WATERMARKS_req rq = { .part = part };
+    msg_I_WATERMARKS_rep rep;
+    char err[200];
+    uint64_t wm = 0;
+    int found = 0;
+
+    if (call(peer, MSG_I_WATERMARKS, &rq, &rep, err, sizeof(err)) != 0) {
+        fprintf(stderr, "sx-ibuild: I_WATERMARKS: %s\n", err);
+        exit(2);
+    }
+    for (uint32_t i = 0; i < rep.sources.n && i < rep.wms.n; i++)
+        if (rep.sources.v[i] == source) {
+            wm = rep.wms.v[i];
+            found = 1;
+        }
+    msg_free_rep(MSG_I_WATERMARKS, &rep);
+    if (!found) {
+        fprintf(stderr, "sx-ibuild: partition %" PRIu64 " has no source %" PRIu64 "\n",
+                part, source);
+        exit(2);
+    }
+    return wm;
+}
+
+/* Live entries of the fake index from key on (version of the first in
+ * *version). */
+static uint32_t entries(net_peer *peer, uint64_t part, const sx_bytes *key,
+                        uint64_t *version)
+{
+    msg_I_RANGE_req rq = { .part = part, .lo = { key->p, key->n }, .limit = 10 };
+    msg_I_RANGE_rep rep;
+    char err[200];
+    uint32_t n;
+
+    if (call(peer, MSG_I_RANGE, &rq, &rep, err, sizeof(err)) != 0) {
+        fprintf(stderr, "sx-ibuild: I_RANGE: %s\n", err);
+        exit(2);
+    }
+    n = rep.keys.n;
+    *version = n > 0 && rep.versions.n > 0 ? rep.versions.v[0] : 0;
+    msg_free_rep(MSG_I_RANGE, &rep);
+    return n;
+}
+
+/* Sends one build record (key, VERSION) read at head upto; returns the
+ * reply's error, its message in err. */
+static int build(net_peer *peer, uint64_t part, uint64_t source, uint64_t upto,
+                 const sx_bytes *key, char *err, size_t errlen)
+{
+    static const uint8_t nil = 0xc0;
+    uint64_t kind = 0, version = VERSION, hash = 42;
+    sx_buf k = { key->p, key->n }, proj = { &nil, 1 };
+    msg_I_BUILD_req rq = { .part = part, .source = source, .upto = upto,
+                           .kinds = { 1, &kind }, .versions = { 1, &version },
+                           .keys = { 1, &k }, .hashes = { 1, &hash },
+                           .projs = { 1, &proj } };
+    msg_I_BUILD_rep rep;
+
+    return call(peer, MSG_I_BUILD, &rq, &rep, err, errlen);
+}
+
+int main(int argc, char **argv)
+{
+    net_peer *peer = NULL;
+    sx_bytes key = { 0 };
+    uint64_t part, source, wm, v = 0;
+    uint8_t id[4];
+    char err[200];
+    int rc;
+
+    if (argc != 5) {
+        fprintf(stderr, "usage: sx-ibuild URL PART SOURCE VALUE\n");
+        return 2;
+    }
+    part = strtoull(argv[2], NULL, 10);
+    source = strtoull(argv[3], NULL, 10);
+    sx_put_be32(id, FAKE_INDEX);
+    if (bytes_append(&key, id, 4) != 0 || tup_encode_str(&key, argv[4], strlen(argv[4])) != 0 ||
+        net_peer_open_link(argv[1], 1, &peer) != 0) {
+        fprintf(stderr, "sx-ibuild: cannot set up (key or link)\n");
+        return 2;
+    }
+    wm = watermark(peer, part, source);
+    if (wm == 0) {
+        fprintf(stderr, "sx-ibuild: source %" PRIu64 " has watermark 0 at partition %"
+                PRIu64 ": write something first\n", source, part);
+        net_peer_close(peer);
+        bytes_free(&key);
+        return 2;
+    }
+    printf("partition %" PRIu64 ", source %" PRIu64 ": watermark %" PRIu64 "\n", part,
+           source, wm);
+
+    rc = build(peer, part, source, wm - 1, &key, err, sizeof(err));
+    printf("I_BUILD read at head %" PRIu64 ": %s%s%s\n", wm - 1, sx_strerror(rc),
+           err[0] ? ": " : "", err);
+    check(rc == SX_EUNAVAIL, "a build request read below the watermark is refused");
+    check(entries(peer, part, &key, &v) == 0, "and applies nothing");
+
+    rc = build(peer, part, source, wm, &key, err, sizeof(err));
+    printf("I_BUILD read at head %" PRIu64 ": %s%s%s\n", wm, sx_strerror(rc),
+           err[0] ? ": " : "", err);
+    check(rc == 0, "a build request read at the watermark is applied");
+    check(entries(peer, part, &key, &v) == 1 && v == VERSION,
+          "its entry is there with its version");
+    check(watermark(peer, part, source) == wm, "the watermark did not move");
+
+    net_peer_close(peer);
+    bytes_free(&key);
+    return failures ? 1 : 0;
+}
