@@ -439,7 +439,7 @@ static void op_errmsg(const ix_apply_op *op, char *msg, size_t n)
 static void finish_group(ix_part *p, ix_apply_op *group)
 {
     ix_apply_op *waiting = NULL, *o, *nx;
-    char msg[96];
+    char msg[200];
 
     for (o = group; o != NULL; o = nx) {
         nx = o->next;
