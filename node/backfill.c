@@ -3,7 +3,8 @@
  * indexes to build and when (one scan for a table's new indexes, two polls
  * in a row agreeing, at most SHARDEX_BACKFILL_RUNNING partitions of a node
  * at once, a failed build retried after a growing delay), and the
- * CAT_BACKFILLED notification once a build has shipped. See backfill.h.
+ * CAT_BACKFILLED notification once a build's records and those of the
+ * writes made meanwhile are at every destination. See backfill.h.
  */
 #include <stdatomic.h>
 #include <stdlib.h>

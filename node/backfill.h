@@ -17,15 +17,23 @@
  *      2, the others wait for a later poll, so a node holds at most that
  *      many runs);
  *   3. sort the run by index key and send it in that order straight to the
- *      index partitions (I_BUILD, msg.h), 4,096 records at a time, each
- *      under the write lock held until every destination applied its share
- *      (so writes wait for one such round at most). A record of a fact
+ *      index partitions (I_BUILD, msg.h), 4,096 records at a time (fewer
+ *      when one destination's share reaches 4 MiB), each under the write
+ *      lock held until every destination applied its share (so writes wait
+ *      for one such round at most). A round that fails is checked and sent
+ *      again after a pause, doubling from 100 ms to 5 s, for as long as it
+ *      takes (an index node down holds the build, not the writes: after a
+ *      call that got no answer the lock is released before the next one
+ *      waits); an index partition refuses a round read at a head below its
+ *      watermark for the source, which only a late copy can be. A record of a fact
  *      written since the snapshot is sent only if the fact still has the
  *      snapshot's version (read under the lock): otherwise that later write
  *      already emitted the records of the fact's current state, and an
  *      older record applied after them could outlive their tombstones;
  *   4. repeat 2–3 from where the run stopped until the table is done, then
- *      persist, per index, the seq of the last record ('M' 'B' | index id).
+ *      persist, per index, the partition's outbox head ('M' 'B' | index
+ *      id): every write made during the build has its records at or below
+ *      it, and the build's own records are applied already.
  * While an index is `building` a write emits the records of its new state
  * even where they repeat the old one (storage_write.c: emit_one), since the
  * index may not hold the old entry yet: so "that later write emitted the

@@ -21,11 +21,20 @@
 #include "u64set.h"
 
 #define BF_EMIT 4096              /* records checked and sent under one write lock */
-/* An I_BUILD's deadline: the write lock is held meanwhile, so a hung index
- * node stalls the partition's writes this long at most (one that is down
- * is found before the lock is taken: bf_connect). */
-#define BF_SEND_TIMEOUT_MS 10000
-#define BF_CONNECT_WAIT_MS 5000
+/* The most one destination's share of a chunk holds (keys and projections;
+ * a frame may hold 16 MiB): a chunk ends early at it. A record larger than
+ * this goes alone. SHARDEX_BACKFILL_SEND_KB (1..8192) sets it, for tests. */
+#define BF_SEND_KB_DEFAULT 4096
+#define BF_SEND_KB_MAX 8192
+/* An I_BUILD's deadline. While the index nodes answer, the write lock is
+ * held through the call, so a node that hangs stalls the writes waiting
+ * for this partition's lock (its node's committer with them) this long at
+ * most, once: a round to a node whose link is down, and the attempts after
+ * a call that got no answer, release the lock before they wait (bf_emit).
+ * Below the node's stop grace (8 s). */
+#define BF_SEND_TIMEOUT_MS 5000
+#define BF_RETRY_MIN_MS 100       /* a failed chunk is retried after this, */
+#define BF_RETRY_MAX_MS 5000      /* doubling up to this */
 /* Facts written during a build that the build remembers exactly (a table of
  * 64 MiB at most); past that every record is checked against its fact with
  * a read, which is slower but as right. */
@@ -36,6 +45,7 @@
  * each with room for BF_EMIT records (kinds stay 0: puts). */
 typedef struct bf_dest {
     msg_I_BUILD_req rq;
+    size_t bytes;             /* keys and projections held */
     uint8_t *frame;
     size_t fn;
 } bf_dest;
@@ -56,6 +66,9 @@ typedef struct bf_scan {
     sx_bytes key;
     mp_buf proj;
     uint64_t scanned, records, skipped, runs;
+    uint64_t rounds;          /* chunks sent (and applied) */
+    unsigned fails;           /* attempts in a row a chunk failed */
+    size_t send_max;          /* bytes a destination's share holds at most */
     uint8_t resume[ST_FACT_KEY_MAX + 1];
     size_t resume_n;          /* > 0: the run is full; resume at this key */
     bool stop;                /* the node stops or an index was dropped */
@@ -201,17 +214,12 @@ static void bf_dests_free(bf_scan *s)
     free(s->peers);
 }
 
-/* Without the write lock: opens a link to every index node that does not
- * have one yet and waits (up to BF_CONNECT_WAIT_MS) until all are up, so
- * that an index node that is down fails the build here rather than while
- * the partition's writes wait for a chunk. Returns 0 or SX_EUNAVAIL
- * (SX_ENOMEM, SX_EINVAL from opening). */
+/* Opens a link to every index node that has none yet. Returns 0,
+ * SX_ENOMEM or SX_EINVAL. */
 static int bf_connect(bf_scan *s)
 {
     const sx_config *cfg = s->p->cfg;
-    struct timespec ts = { 0, 10 * 1000000L };
-    int rc = 0, waited = 0;
-    bool up = false;
+    int rc = 0;
 
     for (int d = 0; rc == 0 && d < cfg->nindex; d++) {
         int node = cfg->index[d].node;
@@ -219,36 +227,45 @@ static int bf_connect(bf_scan *s)
         if (s->peers[node] == NULL)
             rc = net_peer_open_link(cfg->nodes[node].url, 1, &s->peers[node]);
     }
-    while (rc == 0 && !up) {
-        up = true;
-        for (int k = 0; k < cfg->nnodes; k++)
-            up = up && (s->peers[k] == NULL || net_peer_connected(s->peers[k]));
-        if (up)
-            break;
-        if (waited >= BF_CONNECT_WAIT_MS || node_should_stop())
-            return SX_EUNAVAIL;
-        nanosleep(&ts, NULL);
-        waited += 10;
-    }
     return rc;
 }
 
-/* Record r of the run joins its destination's I_BUILD. */
-static int bf_dest_add(bf_scan *s, const bf_rec *r)
+/* Whether the link to every destination the gathered chunk has records for
+ * is up (a call to one that is down would wait for its redial). */
+static bool bf_reachable(bf_scan *s)
+{
+    const sx_config *cfg = s->p->cfg;
+
+    for (int d = 0; d < cfg->nindex; d++)
+        if (s->dests[d].rq.versions.n > 0 &&
+            !net_peer_connected(s->peers[cfg->index[d].node]))
+            return false;
+    return true;
+}
+
+/* Record r of the run joins its destination's I_BUILD; *full (nothing
+ * added) when that share holds BF_SEND_MAX_BYTES with it. */
+static int bf_dest_add(bf_scan *s, const bf_rec *r, bool *full)
 {
     static const uint8_t nil = 0xc0;       /* msgpack nil: no projection */
     const sx_config *cfg = s->p->cfg;
     const cfg_part *dp;
+    bf_dest *bd;
     msg_I_BUILD_req *rq;
     uint32_t i;
 
     if (r->kn < 4)
         return SX_EINTERNAL;
     dp = cfg_index_for(cfg, r->key + 4, r->kn - 4);
-    rq = &s->dests[dp - cfg->index].rq;
+    bd = &s->dests[dp - cfg->index];
+    rq = &bd->rq;
     i = rq->versions.n;
+    *full = i > 0 && bd->bytes + r->kn + r->pn > s->send_max;
+    if (*full)
+        return 0;
     if (i >= BF_EMIT)
         return SX_EINTERNAL;
+    bd->bytes += r->kn + r->pn;
     rq->versions.v[i] = r->version;
     rq->hashes.v[i] = r->h;
     rq->keys.v[i] = (sx_buf){ r->key, r->kn };
@@ -257,9 +274,25 @@ static int bf_dest_add(bf_scan *s, const bf_rec *r)
     return 0;
 }
 
-/* Sends every destination's I_BUILD (upto = at) at once and waits for all.
- * Returns 0 when every one was applied, else the first error (logged). */
-static int bf_send(bf_scan *s, uint64_t at)
+/* Empties every destination's share. */
+static void bf_dests_reset(bf_scan *s)
+{
+    for (int d = 0; d < s->p->cfg->nindex; d++) {
+        bf_dest *bd = &s->dests[d];
+
+        free(bd->frame);
+        bd->frame = NULL;
+        bd->bytes = 0;
+        bd->rq.kinds.n = bd->rq.versions.n = bd->rq.hashes.n = 0;
+        bd->rq.keys.n = bd->rq.projs.n = 0;
+    }
+}
+
+/* Sends every destination's I_BUILD (upto = at) at once, waits for all and
+ * empties the shares. Returns 0 when every one was applied, else the first
+ * error (logged once per failure streak: s->fails); *unresponsive when a
+ * call got no answer (timed out, no connection) rather than an error. */
+static int bf_send(bf_scan *s, uint64_t at, bool *unresponsive)
 {
     const sx_config *cfg = s->p->cfg;
     int m = 0, rc = 0;
@@ -290,59 +323,64 @@ static int bf_send(bf_scan *s, uint64_t at)
         char emsg[200] = "";
         int jrc = j->err;
 
+        if (rc == 0 && jrc != 0)
+            *unresponsive = true;
         if (rc == 0 && jrc == 0)
             jrc = msg_decode_rep(MSG_I_BUILD, j->resp, j->resp_n, &rep, emsg, sizeof(emsg));
         if (rc == 0 && jrc != 0) {
-            LOG_WARN("partition %llu: index build: sending records: %s%s%s",
-                     (unsigned long long)s->p->id, sx_strerror(jrc), emsg[0] ? ": " : "",
-                     emsg);
+            if (s->fails == 0)
+                LOG_WARN("partition %llu: index build: sending records: %s%s%s (retrying)",
+                         (unsigned long long)s->p->id, sx_strerror(jrc),
+                         emsg[0] ? ": " : "", emsg);
             rc = jrc;
         }
         free(j->resp);
     }
-    for (int d = 0; d < cfg->nindex; d++) {
-        bf_dest *bd = &s->dests[d];
-
-        free(bd->frame);
-        bd->frame = NULL;
-        bd->rq.kinds.n = bd->rq.versions.n = bd->rq.hashes.n = 0;
-        bd->rq.keys.n = bd->rq.projs.n = 0;
-    }
+    bf_dests_reset(s);
     return rc;
 }
 
-/* Under wlock: sends records [from, to) of the sorted run to their index
- * partitions, leaving out those no longer current, and holds the lock until
- * they are applied: no write of the partition comes between a record's
- * check and its application, and the index partitions refuse the records
- * if a later write's records were applied first anyway (a send that timed
- * out and arrived late; msg.h, I_BUILD). */
-static int bf_emit_chunk(bf_scan *s, size_t from, size_t to)
+/* Under wlock: gathers the records of the sorted run from `from` on (up to
+ * BF_EMIT, or until a destination's share is full) into the destinations'
+ * shares, leaving out those no longer current; *next is where the chunk
+ * ends, *sent how many it holds, *skipped how many it left out. */
+static int bf_gather(bf_scan *s, size_t from, size_t *next, uint64_t *sent,
+                     uint64_t *skipped)
 {
-    uint64_t sent = 0;
+    size_t i, end = s->run.n - from < BF_EMIT ? s->run.n : from + BF_EMIT;
+    bool full = false;
     int rc = 0;
 
-    for (size_t i = from; rc == 0 && i < to; i++) {
+    *sent = *skipped = 0;
+    for (i = from; rc == 0 && i < end; i++) {
         bf_rec r;
 
         bf_recs_get(&s->run, i, &r);
         if (u64set_has(&s->touch, st_fact_tag(r.fkey, r.fkn)) && !bf_current(s, &r, &rc)) {
-            s->skipped++;
+            *skipped += rc == 0;
             continue;
         }
-        rc = bf_dest_add(s, &r);
-        sent++;
+        rc = bf_dest_add(s, &r, &full);
+        if (full)
+            break;
+        *sent += rc == 0;
     }
-    if (rc == 0)
-        rc = bf_send(s, s->p->w_head);
-    if (rc == 0)
-        s->records += sent;
+    *next = i;
     return rc;
+}
+
+/* Waits ms (in steps, so that a stop is seen). */
+static void bf_pause(int ms)
+{
+    struct timespec ts = { 0, 20 * 1000000L };
+
+    for (int t = 0; t < ms && !node_should_stop(); t += 20)
+        nanosleep(&ts, NULL);
 }
 
 /* True when the newest catalog the node holds no longer has index id: it
  * was dropped while being backfilled (the index nodes collect what was
- * shipped of it). */
+ * applied of it). */
 static bool bf_dropped(st_part *p, uint32_t id)
 {
     const sx_catalog *cat = NULL;
@@ -350,25 +388,77 @@ static bool bf_dropped(st_part *p, uint32_t id)
     return st_cat_peek(p->cc, 0, &cat) == 0 && cat_index_by_id(cat, id, NULL) == NULL;
 }
 
-/* Sorts the run and emits it chunk by chunk, each chunk under the write
- * lock (writes wait for one chunk at most), stopping between chunks when
- * the node stops or an index is dropped. */
+/* Sorts the run and sends it to the index partitions chunk by chunk. Each
+ * chunk's records are checked against their facts under the write lock,
+ * and the lock is held until the destinations applied them: no write of
+ * the partition comes between a record's check and its application, so
+ * none is refused (an index partition refuses a chunk whose source's
+ * watermark is past the head it was read at: msg.h, I_BUILD). A chunk
+ * that fails is checked and sent again after a pause (BF_RETRY_MIN_MS,
+ * doubling), fresh: what a failed attempt applied changes nothing, and a
+ * late copy of it is refused if a later write came first. A chunk for an
+ * index node whose link is down, and the attempts after a call that got
+ * no answer, release the lock before they wait (they may then be refused,
+ * and are sent again), so a hung index node holds the partition's writes
+ * once at most and one that is down not at all. Stops between
+ * chunks when the node stops or an index is dropped. Returns 0 or an error
+ * no retry mends (SX_ENOMEM, SX_EIO, or an index node's refusal of the
+ * request as invalid). */
 static int bf_emit(bf_scan *s)
 {
     st_part *p = s->p;
-    int rc = 0;
+    bool hold = true;
+    int rc = 0, pause = 0;
 
     bf_recs_sort(&s->run);
     s->runs++;
-    for (size_t i = 0; rc == 0 && i < s->run.n && !s->stop; i += BF_EMIT) {
-        size_t to = s->run.n - i < BF_EMIT ? s->run.n : i + BF_EMIT;
+    for (size_t i = 0; i < s->run.n && !s->stop;) {
+        size_t next = i;
+        uint64_t sent = 0, skipped = 0, at;
+        bool unresponsive = false;
+
+        bool locked = false;
 
         rc = bf_connect(s);
-        if (rc != 0)
-            break;
-        pthread_mutex_lock(&p->wlock);
-        rc = bf_emit_chunk(s, i, to);
-        pthread_mutex_unlock(&p->wlock);
+        if (rc == 0) {
+            pthread_mutex_lock(&p->wlock);
+            rc = bf_gather(s, i, &next, &sent, &skipped);
+            at = p->w_head;
+            locked = hold && bf_reachable(s);
+            if (rc == 0 && locked)
+                rc = bf_send(s, at, &unresponsive);
+            pthread_mutex_unlock(&p->wlock);
+            if (rc == 0 && !locked)
+                rc = bf_send(s, at, &unresponsive);
+            bf_dests_reset(s);
+        }
+        if (rc != 0 && rc != SX_EUNAVAIL && rc != SX_ETIMEDOUT && rc != SX_ENET)
+            return rc;                    /* not mended by trying again */
+        if (rc == 0) {
+            i = next;
+            s->records += sent;
+            s->skipped += skipped;
+            s->rounds++;
+            if (s->fails > 0)
+                LOG_INFO("partition %llu: index build: sending records again after %u "
+                         "failed attempt(s)", (unsigned long long)p->id, s->fails);
+            s->fails = 0;
+            pause = 0;
+            hold = true;
+        } else {
+            s->fails++;
+            hold = !unresponsive;
+            pause = pause ? pause * 2 : BF_RETRY_MIN_MS;
+            if (pause > BF_RETRY_MAX_MS)
+                pause = BF_RETRY_MAX_MS;
+            if ((s->fails & (s->fails - 1)) == 0 && s->fails > 1)
+                LOG_WARN("partition %llu: index build: sending records failed %u times in a "
+                         "row, last: %s (retrying every %d ms at most)",
+                         (unsigned long long)p->id, s->fails, sx_strerror(rc),
+                         BF_RETRY_MAX_MS);
+            bf_pause(pause);
+            rc = 0;
+        }
         bf_publish(s, true);
         if (node_should_stop())
             s->stop = true;
@@ -380,7 +470,8 @@ static int bf_emit(bf_scan *s)
 }
 
 /* Under wlock: commits the backfill records ('M' 'B' | index id -> the
- * last seq, which covers every record emitted) of every index built, and
+ * outbox head, which covers every record of the writes made during the
+ * build; the build's own were applied before) of every index built, and
  * remembers them in memory once committed. */
 static int bf_finish(bf_scan *s)
 {
@@ -450,9 +541,10 @@ static void bf_report(const bf_scan *s, int rc, double secs)
                  "dropped (the others start again)", (unsigned long long)s->p->id, names);
     else if (rc == 0 && !s->stop)
         LOG_INFO("partition %llu: backfilled index(es) %s: %llu items, %llu records "
-                 "in %llu sorted run(s), %llu left to later writes, %.2f s",
-                 (unsigned long long)s->p->id, names, (unsigned long long)s->scanned,
-                 (unsigned long long)s->records, (unsigned long long)s->runs,
+                 "in %llu sorted run(s) sent in %llu round(s), %llu left to later writes, "
+                 "%.2f s", (unsigned long long)s->p->id, names,
+                 (unsigned long long)s->scanned, (unsigned long long)s->records,
+                 (unsigned long long)s->runs, (unsigned long long)s->rounds,
                  (unsigned long long)s->skipped, secs);
     else if (rc != 0)
         LOG_ERROR("partition %llu: backfill of index(es) %s failed: %s (will start "
@@ -492,6 +584,8 @@ int bf_build(st_part *p, const sx_catalog *cat, const cat_table *t,
     s.ix = ix;
     s.nix = nix;
     s.run_max = run_max;
+    s.send_max = (size_t)sx_env_long("SHARDEX_BACKFILL_SEND_KB", 1, BF_SEND_KB_MAX,
+                                     BF_SEND_KB_DEFAULT) << 10;
     u64set_init(&s.touch);
     s.touch.max = BF_TOUCH_MAX;
     bf_recs_init(&s.run);

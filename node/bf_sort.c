@@ -4,11 +4,12 @@
  * A record is packed in the arena as
  *   fkn (u32) | kn (u32) | pn (u32) | version (u64) | h (u64) | fkey | key | proj
  * (host order; read with memcpy). Each has an index entry holding the
- * first 16 bytes of its entry key as two big-endian numbers (zero-padded),
- * the key's length and h, so that the sort decides nearly every comparison
- * without reading the arena (a cache miss each: many entries share a
- * tuple), and its arena offset (32 bits: a run holds at most
- * BF_RECS_MAX_BYTES).
+ * first 24 bytes of its entry key as three big-endian numbers
+ * (zero-padded) and the key's length, so that the sort decides nearly
+ * every comparison without reading the arena (a cache miss each: many
+ * entries share a tuple), and its arena offset (32 bits: a run holds at
+ * most BF_RECS_MAX_BYTES). Ties of whole keys (rare) read h and the fact
+ * key from the arena.
  */
 #include <stdlib.h>
 #include <string.h>

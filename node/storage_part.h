@@ -58,7 +58,7 @@ typedef struct st_build {
     bool active;
     char indexes[128];                 /* "table.index,..." being built */
     uint64_t scanned;                  /* items of the snapshot read so far */
-    uint64_t emitted;                  /* records appended to the outbox so far */
+    uint64_t emitted;                  /* records the index partitions applied so far */
     uint64_t runs;                     /* sorted runs begun */
 } st_build;
 

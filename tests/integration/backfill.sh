@@ -3,8 +3,10 @@
 # they are written, and after a kill -9 in the middle of a build.
 #
 # The daemons run with SHARDEX_BACKFILL_HOLD (a backfill that has taken its
-# snapshot waits while the file exists) and SHARDEX_BACKFILL_RUN_KB=8 (runs
-# of a few dozen items, so each partition sorts and emits several runs).
+# snapshot waits while the file exists), SHARDEX_BACKFILL_RUN_KB=8 (runs
+# of a few dozen items, so each partition sorts and emits several runs) and
+# SHARDEX_BACKFILL_SEND_KB=1 (a run goes to the index partitions in many
+# rounds, each ended by a destination's share reaching 1 KiB).
 #   1. 1,200 items are loaded; index by_grp is created and every storage
 #      partition's backfill holds at its snapshot. Meanwhile items move to a
 #      group on the other index node, are deleted, lose or gain the indexed
@@ -27,6 +29,10 @@
 #   4. An index node refuses a build request (I_BUILD) read at an outbox head
 #      below its watermark for the source, and applies one read at it
 #      (sx-ibuild, tests/integration/ibuild.c).
+#   5. Index by_g3 (on grp: Mango/Zebra entries live on i2) is built while
+#      index node i2 is down: the builds' rounds to it fail and are sent
+#      again (logged) until i2 is back, no build starts over, and by_g3
+#      ends equal to the facts.
 source "$(dirname "$0")/lib.sh" "$@"
 
 HOLD="$(mktemp -u "$IT_BUILD/it-clusters/backfill-hold.XXXXXX")"
@@ -34,6 +40,7 @@ HOLD_RUN="$HOLD.run"
 export SHARDEX_BACKFILL_HOLD="$HOLD"
 export SHARDEX_BACKFILL_HOLD_RUN="$HOLD_RUN"
 export SHARDEX_BACKFILL_RUN_KB=8
+export SHARDEX_BACKFILL_SEND_KB=1
 it_extra_cleanup() { rm -f "$HOLD" "$HOLD_RUN"; }
 it_cluster_up
 W="$IT_DIR/work"
@@ -149,6 +156,11 @@ runs_min="$(cat "$IT_DIR"/logs/s*.log | grep 'backfilled index(es) 2 ' |
     fail "not every partition logged its finished backfill"
 ((runs_min >= 2)) || fail "expected several sorted runs per partition, least was $runs_min"
 pass "the backfills left $left records to later writes and sorted >= $runs_min runs each"
+rounds_min="$(cat "$IT_DIR"/logs/s*.log | grep 'backfilled index(es) 2 ' |
+    sed -E 's/.* sent in ([0-9]+) round.*/\1/' | sort -n | head -n 1)"
+((rounds_min > runs_min)) ||
+    fail "expected the 1 KiB share bound to split runs into more rounds ($rounds_min <= $runs_min)"
+pass "each partition sent its records in >= $rounds_min rounds (shares of 1 KiB at most)"
 
 # ---- 2. kill -9 of a storage node while its backfill holds -----------------------
 touch "$HOLD"
@@ -208,6 +220,33 @@ i2_url="$(jq -r '.index[] | select(.name == "i2") | .url' "$IT_DIR/cluster.json"
 "$IT_BUILD/bin/sx-ibuild" "$i2_url" 102 1 "Mzz-ibuild" >"$W/ibuild.out" 2>&1 ||
     { cat "$W/ibuild.out"; fail "sx-ibuild: the index node's I_BUILD rule does not hold"; }
 pass "a build request read below the source's watermark is refused, one at it applied"
+
+# ---- 5. an index node down while the builds send -----------------------------------
+failed_before="$(cat "$IT_DIR"/logs/s*.log | grep -c 'failed: .*(will start again)' || true)"
+touch "$HOLD"
+holds_before="$(cat "$IT_DIR"/logs/s*.log | grep -c 'holds at its snapshot')"
+sx index create kv by_g3 --on grp --project all
+# s1 still builds one partition at a time (step 2): a partition of each node holds
+g3_holding() {
+    [ "$(cat "$IT_DIR"/logs/s*.log | grep -c 'holds at its snapshot')" -ge $((holds_before + 2)) ]
+}
+wait_for "a by_g3 build on each storage node holds at its snapshot" 60 g3_holding
+lc kill i2
+pass "killed index node i2 while the by_g3 builds held"
+rm -f "$HOLD"
+retried() { cat "$IT_DIR"/logs/s*.log | grep -q 'index build: sending records: '; }
+wait_for "a build's round to i2 fails and is sent again" 60 retried
+sx_rc query kv by_g3 --limit 1 --consistency eventual
+[ "$RC" -ne 0 ] || fail "by_g3 answered a query while i2 was down and it was building"
+lc start i2 >/dev/null
+wait_for "index by_g3 ready" 120 index_ready kv by_g3
+check_index by_g3 grp
+failed_after="$(cat "$IT_DIR"/logs/s*.log | grep -c 'failed: .*(will start again)' || true)"
+[ "$failed_after" -eq "$failed_before" ] ||
+    fail "a build failed and started over instead of sending its round again"
+grep -q 'index build: sending records again after' "$IT_DIR"/logs/s*.log ||
+    fail "no build logged sending its records again once i2 was back"
+pass "the builds sent their rounds again until i2 was back; none started over"
 
 [ "$(lc status | grep -c running)" -eq 5 ] || fail "not every process is running"
 pass "all 5 processes running"
