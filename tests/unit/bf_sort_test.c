@@ -6,7 +6,8 @@
  *     projection or none) after the sort, in entry-key order with a shorter
  *     key first, ties broken by hash and then fact key; 20,000 records in
  *     a pseudo-random order (keys of 1 to 39 bytes, sharing long prefixes)
- *     come out ordered, each exactly once;
+ *     come out ordered, each exactly once; so do 300,000 with
+ *     pseudo-random keys of 4 to 44 bytes, many equal;
  *   - the run's size grows with what it holds and a cleared run is reused;
  *   - the set holds what was added (0 included) and nothing else, across
  *     its growth, and a lost set answers "present" to everything; a
@@ -70,15 +71,49 @@ static void test_small(void)
     bf_recs_free(&r);
 }
 
-/* 20,000 records with keys of 1..23 bytes sharing long prefixes (so the
- * sort's 8-byte prefix often ties), added in a scrambled order. */
+/* Checks that r (sorted) is in entry-key, hash, fact-key order and holds
+ * each of n records, numbered by a 4-byte fact key 0..n-1, exactly once. */
+static void check_order(const bf_recs *r, uint32_t n)
+{
+    uint8_t *seen = calloc(n, 1);
+    bf_rec prev = { 0 }, x;
+    size_t ordered = 0, all = 0;
+
+    CHECK(seen != NULL);
+    if (seen == NULL)
+        return;
+    CHECK_INT(r->n, n);
+    for (size_t i = 0; i < r->n; i++) {
+        uint32_t j;
+        int c;
+
+        bf_recs_get(r, i, &x);
+        memcpy(&j, x.fkey, 4);
+        if (x.fkn == 4 && j < n && !seen[j]) {
+            seen[j] = 1;
+            all++;
+        }
+        if (i > 0) {
+            c = cmp_bytes(prev.key, prev.kn, x.key, x.kn);
+            if (c < 0 || (c == 0 && (prev.h < x.h || (prev.h == x.h &&
+                                      cmp_bytes(prev.fkey, prev.fkn, x.fkey, x.fkn) < 0))))
+                ordered++;
+        }
+        prev = x;
+    }
+    CHECK_INT(ordered, n - 1);
+    CHECK_INT(all, n);
+    free(seen);
+}
+
+/* 20,000 records with keys of 1..39 bytes sharing long prefixes (so the
+ * sort's 24-byte prefix often ties), added in a scrambled order. */
 static void test_many(void)
 {
     enum { N = 20000 };
     bf_recs r;
-    bf_rec prev = { 0 }, x;
-    uint8_t seen[N] = { 0 };
-    size_t ordered = 0, dups = 0;
+    bf_rec x;
+    size_t wrong = 0;
 
     bf_recs_init(&r);
     for (uint32_t i = 0; i < N; i++) {
@@ -92,31 +127,46 @@ static void test_many(void)
         CHECK_INT(bf_recs_add(&r, fkey, 4, j, (uint64_t)(j % 13), key, kn, key, kn % 5), 0);
     }
     bf_recs_sort(&r);
-    CHECK_INT(r.n, N);
-    for (size_t i = 0; i < r.n; i++) {
+    check_order(&r, N);
+    for (size_t i = 0; i < r.n; i++) {     /* each record read back whole */
         uint32_t j;
-        int c;
 
         bf_recs_get(&r, i, &x);
         memcpy(&j, x.fkey, 4);
-        if (j < N && x.version == j && x.h == j % 13 && x.kn == 1 + j % 39 && x.pn == x.kn % 5) {
-            dups += seen[j];
-            seen[j] = 1;
-        }
-        if (i > 0) {
-            c = cmp_bytes(prev.key, prev.kn, x.key, x.kn);
-            if (c < 0 || (c == 0 && (prev.h < x.h || (prev.h == x.h &&
-                                      cmp_bytes(prev.fkey, prev.fkn, x.fkey, x.fkn) < 0))))
-                ordered++;
-        }
-        prev = x;
+        if (x.version != j || x.h != j % 13 || x.kn != 1 + j % 39 || x.pn != x.kn % 5 ||
+            x.key[x.kn - 1] != (uint8_t)(j % 251))
+            wrong++;
     }
-    CHECK_INT(ordered, N - 1);
-    CHECK_INT(dups, 0);
-    size_t all = 0;
-    for (uint32_t j = 0; j < N; j++)
-        all += seen[j];
-    CHECK_INT(all, N);
+    CHECK_INT(wrong, 0);
+    bf_recs_free(&r);
+}
+
+/* 300,000 records with pseudo-random keys as an index makes them: a shared
+ * 4-byte index id, then values of 0 to 40 bytes drawn from a small
+ * alphabet (many equal keys and long shared prefixes: buckets of every
+ * size, the sort's large-bucket path past 24 bytes included), and hashes
+ * that tie too. */
+static void test_random(void)
+{
+    enum { N = 300000 };
+    bf_recs r;
+    uint64_t s = 0x2545f4914f6cdd1dull;
+
+    bf_recs_init(&r);
+    for (uint32_t j = 0; j < N; j++) {
+        uint8_t key[48] = { 0, 0, 0, 7 };
+        size_t kn;
+
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        kn = 4 + (size_t)(s % 41);
+        for (size_t i = 4; i < kn; i++)
+            key[i] = (uint8_t)((s >> (i % 7 * 8)) % (i < 20 ? 3 : 200));
+        CHECK_INT(bf_recs_add(&r, (const uint8_t *)&j, 4, j, s >> 60, key, kn, NULL, 0), 0);
+    }
+    bf_recs_sort(&r);
+    check_order(&r, N);
     bf_recs_free(&r);
 }
 
@@ -162,6 +212,7 @@ int main(void)
 {
     test_small();
     test_many();
+    test_random();
     test_set();
     return CHECK_DONE();
 }
