@@ -46,8 +46,8 @@
 typedef struct bf_dest {
     msg_I_BUILD_req rq;
     size_t bytes;             /* keys and projections held */
-    uint8_t *frame;
-    size_t fn;
+    mp_buf frame;             /* the encoded request, its memory kept
+                               * from round to round */
 } bf_dest;
 
 typedef struct bf_scan {
@@ -182,6 +182,7 @@ static int bf_dests_init(bf_scan *s)
     for (int d = 0; d < cfg->nindex; d++) {
         msg_I_BUILD_req *rq = &s->dests[d].rq;
 
+        mp_buf_init(&s->dests[d].frame);
         rq->kinds.v = calloc(BF_EMIT, sizeof(uint64_t));
         rq->versions.v = calloc(BF_EMIT, sizeof(uint64_t));
         rq->hashes.v = calloc(BF_EMIT, sizeof(uint64_t));
@@ -205,7 +206,7 @@ static void bf_dests_free(bf_scan *s)
         free(rq->hashes.v);
         free(rq->keys.v);
         free(rq->projs.v);
-        free(s->dests[d].frame);
+        mp_buf_free(&s->dests[d].frame);
     }
     for (int k = 0; s->peers != NULL && k < cfg->nnodes; k++)
         net_peer_close(s->peers[k]);
@@ -280,8 +281,8 @@ static void bf_dests_reset(bf_scan *s)
     for (int d = 0; d < s->p->cfg->nindex; d++) {
         bf_dest *bd = &s->dests[d];
 
-        free(bd->frame);
-        bd->frame = NULL;
+        msgpack_sbuffer_clear(&bd->frame.sb);     /* keeps its memory */
+        bd->frame.oom = false;
         bd->bytes = 0;
         bd->rq.kinds.n = bd->rq.versions.n = bd->rq.hashes.n = 0;
         bd->rq.keys.n = bd->rq.projs.n = 0;
@@ -299,20 +300,16 @@ static int bf_send(bf_scan *s, uint64_t at, bool *unresponsive)
 
     for (int d = 0; rc == 0 && d < cfg->nindex; d++) {
         bf_dest *bd = &s->dests[d];
-        mp_buf out;
 
         if (bd->rq.versions.n == 0)
             continue;
         bd->rq.part = cfg->index[d].id;
         bd->rq.source = s->p->id;
         bd->rq.upto = at;
-        mp_buf_init(&out);
-        rc = msg_encode_req(MSG_I_BUILD, &bd->rq, &out);
-        if (rc == 0)
-            rc = mp_buf_take(&out, &bd->frame, &bd->fn);
-        mp_buf_free(&out);
-        s->jobs[m] = (net_job){ .peer = s->peers[cfg->index[d].node], .req = bd->frame,
-                                .req_n = bd->fn };
+        rc = msg_encode_req(MSG_I_BUILD, &bd->rq, &bd->frame);
+        s->jobs[m] = (net_job){ .peer = s->peers[cfg->index[d].node],
+                                .req = (const uint8_t *)bd->frame.sb.data,
+                                .req_n = bd->frame.sb.size };
         m++;
     }
     if (rc == 0 && m > 0)
