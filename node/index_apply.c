@@ -15,12 +15,15 @@
  * callback (the index node's deferred I_APPLY: no worker thread sleeps
  * through the sync, and no leader/follower hand-off), a synchronous one by
  * waking its caller.
+ * The committer keeps its WriteBatch (emptied) from group to group while
+ * work keeps coming, and frees it after COMMIT_KEEP_BATCH_MS idle.
  *
  * I_BUILD (a backfill's records, msg.h) shares all of it: its records join
  * the group like any others, but move no watermark, and the whole request
  * is refused when, in queue order, its source's watermark is already past
  * the head its records were read at.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +39,7 @@ _Static_assert(OUT_PUT == 0 && OUT_DEL == 1, "index_rules.c mirrors OUT_PUT/OUT_
 
 #define GROUP_MAX_OPS 64
 #define GROUP_MAX_RECORDS 32768    /* 8 rounds of a backlogged shipper (SHIP_BATCH) */
+#define COMMIT_KEEP_BATCH_MS 1000  /* an idle committer keeps its batch this long */
 
 typedef struct ix_apply_op {
     const msg_I_APPLY_req *m;
@@ -340,8 +344,11 @@ static int put_watermarks(group_ctx *g)
 }
 
 /* Applies the ops of group (n records in all) in one synced batch and
- * publishes the state. Sets every op's err. Takes apply_mu. */
-static void run_group(ix_part *p, ix_apply_op *group, size_t nrec)
+ * publishes the state. Sets every op's err. Takes apply_mu. The batch is
+ * *wb, created when NULL, else emptied: the committer keeps it while it
+ * has work, so a busy committer does not regrow (copy and fault in) a
+ * batch of MiBs for every group. */
+static void run_group(ix_part *p, ix_apply_op *group, size_t nrec, leveldb_writebatch_t **wb)
 {
     unsigned long long t0 = sx_mono_us(), t1, t2;
     unsigned skipped;
@@ -361,7 +368,11 @@ static void run_group(ix_part *p, ix_apply_op *group, size_t nrec)
     pthread_mutex_unlock(&p->state_mu);
     memset(p->work_dirty, 0, sizeof(bool) * (size_t)p->nsrc);
 
-    g.b = leveldb_writebatch_create();
+    if (*wb == NULL)
+        *wb = leveldb_writebatch_create();
+    else
+        leveldb_writebatch_clear(*wb);
+    g.b = *wb;
     rc = g.b ? ov_init(&g.ov, nrec) : SX_ENOMEM;
     if (rc == 0)
         rc = apply_ops(&g, group, nrec);
@@ -396,8 +407,6 @@ unlock:
     pthread_mutex_unlock(&p->apply_mu);
     for (op = group; op != NULL; op = op->next)
         op->err = rc != 0 ? rc : op->stale ? SX_EUNAVAIL : 0;
-    if (g.b)
-        leveldb_writebatch_destroy(g.b);
     free(g.ov.s);
     mp_buf_free(&g.vb);
 }
@@ -467,28 +476,45 @@ static void finish_group(ix_part *p, ix_apply_op *group)
 static void *committer_main(void *arg)
 {
     ix_part *p = arg;
+    leveldb_writebatch_t *wb = NULL;  /* kept while there is work */
 
     sx_thread_name("sx-ix-commit");
 
     pthread_mutex_lock(&p->q_mu);
     for (;;) {
         if (p->q_head == NULL) {
+            struct timespec ts;
+            int wrc = 0;
+
             if (p->committer_quit)
                 break;
             p->committer_idle = true;
-            pthread_cond_wait(&p->commit_cv, &p->q_mu);
+            if (wb == NULL) {
+                pthread_cond_wait(&p->commit_cv, &p->q_mu);
+            } else {
+                sx_deadline_in(&ts, CLOCK_REALTIME, COMMIT_KEEP_BATCH_MS);
+                wrc = pthread_cond_timedwait(&p->commit_cv, &p->q_mu, &ts);
+            }
             p->committer_idle = false;
+            if (wrc == ETIMEDOUT && p->q_head == NULL) {
+                pthread_mutex_unlock(&p->q_mu);
+                leveldb_writebatch_destroy(wb);     /* idle: its memory back */
+                wb = NULL;
+                pthread_mutex_lock(&p->q_mu);
+            }
             continue;
         }
         size_t nrec;
         ix_apply_op *g = take_group(p, &nrec);
 
         pthread_mutex_unlock(&p->q_mu);
-        run_group(p, g, nrec);
+        run_group(p, g, nrec, &wb);
         finish_group(p, g);
         pthread_mutex_lock(&p->q_mu);
     }
     pthread_mutex_unlock(&p->q_mu);
+    if (wb != NULL)
+        leveldb_writebatch_destroy(wb);
     return NULL;
 }
 
