@@ -149,6 +149,17 @@ static enum bf_need bf_need_of(st_part *p, const cat_index *ix, uint64_t *last)
     return bf_lookup(p, ix->id, last) ? BF_SHIPPING : BF_BUILD;
 }
 
+/* Tells the catalog that ix is backfilled on p when p has built it and the
+ * records of the writes made during the build have shipped. */
+static void bf_tell_if_shipped(st_part *p, const cat_index *ix, net_peer *catpeer)
+{
+    uint64_t last = 0;
+
+    if (bf_need_of(p, ix, &last) == BF_SHIPPING && p->ship != NULL &&
+        ship_acked_all(p->ship, p, last))
+        bf_notify(p, ix, catpeer);
+}
+
 /* A tag of the indexes p has yet to build under cat (0: none). */
 static uint64_t build_tag(st_part *p, const sx_catalog *cat)
 {
@@ -260,11 +271,9 @@ void bf_step(st_part *p, const sx_catalog *cat, net_peer *catpeer)
         for (uint32_t ii = 0; ii < t->nindexes; ii++) {
             const cat_index *ix = &t->indexes[ii];
             uint64_t last = 0;
-            enum bf_need need = bf_need_of(p, ix, &last);
 
-            if (need == BF_SHIPPING && p->ship != NULL && ship_acked_all(p->ship, p, last))
-                bf_notify(p, ix, catpeer);
-            if (need != BF_BUILD)
+            bf_tell_if_shipped(p, ix, catpeer);
+            if (bf_need_of(p, ix, &last) != BF_BUILD)
                 continue;
             if (build == NULL && (build = calloc(t->nindexes, sizeof(*build))) == NULL) {
                 LOG_ERROR("partition %llu: backfill: out of memory (will retry)",
@@ -273,8 +282,13 @@ void bf_step(st_part *p, const sx_catalog *cat, net_peer *catpeer)
             }
             build[nbuild++] = ix;
         }
-        if (nbuild > 0 && settled)
+        if (nbuild > 0 && settled) {
             bf_start(p, cat, t, build, nbuild);
+            /* a build without writes beside it has nothing left to ship:
+             * tell now rather than a poll later */
+            for (uint32_t k = 0; k < nbuild; k++)
+                bf_tell_if_shipped(p, build[k], catpeer);
+        }
         free(build);
     }
 }

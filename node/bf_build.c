@@ -67,6 +67,7 @@ typedef struct bf_scan {
     mp_buf proj;
     uint64_t scanned, records, skipped, runs;
     uint64_t rounds;          /* chunks sent (and applied) */
+    uint64_t us_scan, us_sort, us_check, us_send;  /* where the time went */
     unsigned fails;           /* attempts in a row a chunk failed */
     size_t send_max;          /* bytes a destination's share holds at most */
     uint8_t resume[ST_FACT_KEY_MAX + 1];
@@ -407,8 +408,11 @@ static int bf_emit(bf_scan *s)
     bool hold = true;
     int rc = 0, pause = 0;
 
+    uint64_t t = st_now_us(), t2;
+
     bf_recs_sort(&s->run);
     s->runs++;
+    s->us_sort += st_now_us() - t;
     for (size_t i = 0; i < s->run.n && !s->stop;) {
         size_t next = i;
         uint64_t sent = 0, skipped = 0, at;
@@ -418,9 +422,12 @@ static int bf_emit(bf_scan *s)
 
         rc = bf_connect(s);
         if (rc == 0) {
+            t = st_now_us();
             pthread_mutex_lock(&p->wlock);
             rc = bf_gather(s, i, &next, &sent, &skipped);
             at = p->w_head;
+            t2 = st_now_us();
+            s->us_check += t2 - t;
             locked = hold && bf_reachable(s);
             if (rc == 0 && locked)
                 rc = bf_send(s, at, &unresponsive);
@@ -428,6 +435,7 @@ static int bf_emit(bf_scan *s)
             if (rc == 0 && !locked)
                 rc = bf_send(s, at, &unresponsive);
             bf_dests_reset(s);
+            s->us_send += st_now_us() - t2;
         }
         if (rc != 0 && rc != SX_EUNAVAIL && rc != SX_ETIMEDOUT && rc != SX_ENET)
             return rc;                    /* not mended by trying again */
@@ -539,10 +547,13 @@ static void bf_report(const bf_scan *s, int rc, double secs)
     else if (rc == 0 && !s->stop)
         LOG_INFO("partition %llu: backfilled index(es) %s: %llu items, %llu records "
                  "in %llu sorted run(s) sent in %llu round(s), %llu left to later writes, "
-                 "%.2f s", (unsigned long long)s->p->id, names,
+                 "%.2f s (scan %.2f, sort %.2f, check %.2f, send %.2f)",
+                 (unsigned long long)s->p->id, names,
                  (unsigned long long)s->scanned, (unsigned long long)s->records,
                  (unsigned long long)s->runs, (unsigned long long)s->rounds,
-                 (unsigned long long)s->skipped, secs);
+                 (unsigned long long)s->skipped, secs, (double)s->us_scan / 1e6,
+                 (double)s->us_sort / 1e6, (double)s->us_check / 1e6,
+                 (double)s->us_send / 1e6);
     else if (rc != 0)
         LOG_ERROR("partition %llu: backfill of index(es) %s failed: %s (will start "
                   "again)", (unsigned long long)s->p->id, names, sx_strerror(rc));
@@ -617,7 +628,10 @@ int bf_build(st_part *p, const sx_catalog *cat, const cat_table *t,
     while (!s.stop) {
         bf_recs_clear(&s.run);
         s.resume_n = 0;
+        uint64_t ts = st_now_us();
+
         rc = st_kscan(p, s.snap, lo, lo_n, hi, hi_n, false, bf_visit, &s);
+        s.us_scan += st_now_us() - ts;
         if (rc == 0 && s.resume_n == 0) {
             /* scanned to the end: while the snapshot lives leveldb's
              * compactions keep every outbox record written and deleted
