@@ -67,7 +67,8 @@ typedef struct bf_scan {
     mp_buf proj;
     uint64_t scanned, records, skipped, runs;
     uint64_t rounds;          /* chunks sent (and applied) */
-    uint64_t us_scan, us_sort, us_check, us_send;  /* where the time went */
+    uint64_t us_scan, us_sort, us_check, us_send;  /* where the time went
+                                                     * (monotonic clock) */
     unsigned fails;           /* attempts in a row a chunk failed */
     size_t send_max;          /* bytes a destination's share holds at most */
     uint8_t resume[ST_FACT_KEY_MAX + 1];
@@ -408,11 +409,11 @@ static int bf_emit(bf_scan *s)
     bool hold = true;
     int rc = 0, pause = 0;
 
-    uint64_t t = st_now_us(), t2;
+    uint64_t t = sx_mono_us(), t2;
 
     bf_recs_sort(&s->run);
     s->runs++;
-    s->us_sort += st_now_us() - t;
+    s->us_sort += sx_mono_us() - t;
     for (size_t i = 0; i < s->run.n && !s->stop;) {
         size_t next = i;
         uint64_t sent = 0, skipped = 0, at;
@@ -422,11 +423,11 @@ static int bf_emit(bf_scan *s)
 
         rc = bf_connect(s);
         if (rc == 0) {
-            t = st_now_us();
             pthread_mutex_lock(&p->wlock);
+            t = sx_mono_us();
             rc = bf_gather(s, i, &next, &sent, &skipped);
             at = p->w_head;
-            t2 = st_now_us();
+            t2 = sx_mono_us();
             s->us_check += t2 - t;
             locked = hold && bf_reachable(s);
             if (rc == 0 && locked)
@@ -435,7 +436,7 @@ static int bf_emit(bf_scan *s)
             if (rc == 0 && !locked)
                 rc = bf_send(s, at, &unresponsive);
             bf_dests_reset(s);
-            s->us_send += st_now_us() - t2;
+            s->us_send += sx_mono_us() - t2;
         }
         if (rc != 0 && rc != SX_EUNAVAIL && rc != SX_ETIMEDOUT && rc != SX_ENET)
             return rc;                    /* not mended by trying again */
@@ -583,7 +584,7 @@ int bf_build(st_part *p, const sx_catalog *cat, const cat_table *t,
     bf_scan s;
     uint8_t lo[ST_FACT_KEY_MAX + 1], hi[ST_FACT_HDR];
     size_t lo_n = ST_FACT_HDR, hi_n = ST_FACT_HDR;
-    uint64_t t0 = st_now_us();
+    uint64_t t0 = sx_mono_us();
     int rc = 0;
 
     memset(&s, 0, sizeof(s));
@@ -628,10 +629,10 @@ int bf_build(st_part *p, const sx_catalog *cat, const cat_table *t,
     while (!s.stop) {
         bf_recs_clear(&s.run);
         s.resume_n = 0;
-        uint64_t ts = st_now_us();
+        uint64_t ts = sx_mono_us();
 
         rc = st_kscan(p, s.snap, lo, lo_n, hi, hi_n, false, bf_visit, &s);
-        s.us_scan += st_now_us() - ts;
+        s.us_scan += sx_mono_us() - ts;
         if (rc == 0 && s.resume_n == 0) {
             /* scanned to the end: while the snapshot lives leveldb's
              * compactions keep every outbox record written and deleted
@@ -661,7 +662,7 @@ int bf_build(st_part *p, const sx_catalog *cat, const cat_table *t,
     if (s.snap != NULL)
         leveldb_release_snapshot(p->store->db->db, s.snap);
     bf_publish(&s, false);
-    bf_report(&s, rc, (double)(st_now_us() - t0) / 1e6);
+    bf_report(&s, rc, (double)(sx_mono_us() - t0) / 1e6);
     leveldb_writebatch_destroy(s.b);
     bf_dests_free(&s);
     bytes_free(&s.key);

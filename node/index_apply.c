@@ -15,15 +15,14 @@
  * callback (the index node's deferred I_APPLY: no worker thread sleeps
  * through the sync, and no leader/follower hand-off), a synchronous one by
  * waking its caller.
- * The committer keeps its WriteBatch (emptied) from group to group while
- * work keeps coming, and frees it after COMMIT_KEEP_BATCH_MS idle.
+ * The committer keeps its WriteBatch (emptied) from one large group to the
+ * next, and frees it after a small one (COMMIT_KEEP_MIN_RECORDS).
  *
  * I_BUILD (a backfill's records, msg.h) shares all of it: its records join
  * the group like any others, but move no watermark, and the whole request
  * is refused when, in queue order, its source's watermark is already past
  * the head its records were read at.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +38,11 @@ _Static_assert(OUT_PUT == 0 && OUT_DEL == 1, "index_rules.c mirrors OUT_PUT/OUT_
 
 #define GROUP_MAX_OPS 64
 #define GROUP_MAX_RECORDS 32768    /* 8 rounds of a backlogged shipper (SHIP_BATCH) */
-#define COMMIT_KEEP_BATCH_MS 1000  /* an idle committer keeps its batch this long */
+/* The committer keeps its batch after a group of at least this many records
+ * (a build round, a loaded shipper's): the next is likely as large. After
+ * a smaller one (a heartbeat, a trickle of writes) it frees it, so the
+ * MiBs of a build are not held for the life of the node. */
+#define COMMIT_KEEP_MIN_RECORDS 1024
 
 typedef struct ix_apply_op {
     const msg_I_APPLY_req *m;
@@ -345,9 +348,9 @@ static int put_watermarks(group_ctx *g)
 
 /* Applies the ops of group (n records in all) in one synced batch and
  * publishes the state. Sets every op's err. Takes apply_mu. The batch is
- * *wb, created when NULL, else emptied: the committer keeps it while it
- * has work, so a busy committer does not regrow (copy and fault in) a
- * batch of MiBs for every group. */
+ * *wb, created when NULL, else emptied: the committer keeps it across
+ * large groups, so a build does not regrow (copy and fault in) a batch of
+ * MiBs for every group. */
 static void run_group(ix_part *p, ix_apply_op *group, size_t nrec, leveldb_writebatch_t **wb)
 {
     unsigned long long t0 = sx_mono_us(), t1, t2;
@@ -483,25 +486,11 @@ static void *committer_main(void *arg)
     pthread_mutex_lock(&p->q_mu);
     for (;;) {
         if (p->q_head == NULL) {
-            struct timespec ts;
-            int wrc = 0;
-
             if (p->committer_quit)
                 break;
             p->committer_idle = true;
-            if (wb == NULL) {
-                pthread_cond_wait(&p->commit_cv, &p->q_mu);
-            } else {
-                sx_deadline_in(&ts, CLOCK_REALTIME, COMMIT_KEEP_BATCH_MS);
-                wrc = pthread_cond_timedwait(&p->commit_cv, &p->q_mu, &ts);
-            }
+            pthread_cond_wait(&p->commit_cv, &p->q_mu);
             p->committer_idle = false;
-            if (wrc == ETIMEDOUT && p->q_head == NULL) {
-                pthread_mutex_unlock(&p->q_mu);
-                leveldb_writebatch_destroy(wb);     /* idle: its memory back */
-                wb = NULL;
-                pthread_mutex_lock(&p->q_mu);
-            }
             continue;
         }
         size_t nrec;
@@ -510,6 +499,10 @@ static void *committer_main(void *arg)
         pthread_mutex_unlock(&p->q_mu);
         run_group(p, g, nrec, &wb);
         finish_group(p, g);
+        if (wb != NULL && nrec < COMMIT_KEEP_MIN_RECORDS) {
+            leveldb_writebatch_destroy(wb);     /* small groups: its memory back */
+            wb = NULL;
+        }
         pthread_mutex_lock(&p->q_mu);
     }
     pthread_mutex_unlock(&p->q_mu);
