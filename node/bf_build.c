@@ -45,6 +45,8 @@
  * each with room for BF_EMIT records (kinds stay 0: puts). */
 typedef struct bf_dest {
     msg_I_BUILD_req rq;
+    uint64_t epoch;           /* the index node's, from the first reply to
+                               * this build (0: none yet); see bf_seal */
     size_t bytes;             /* keys and projections held */
     mp_buf frame;             /* the encoded request, its memory kept
                                * from round to round */
@@ -63,17 +65,20 @@ typedef struct bf_scan {
     net_peer **peers;         /* by config node: index nodes, opened when needed */
     bf_dest *dests;           /* by destination (cfg->index order) */
     net_job *jobs;            /* one per destination a chunk has records for */
+    int *jobdest;             /* the destination of each job */
     sx_bytes key;
     mp_buf proj;
     uint64_t scanned, records, skipped, runs;
     uint64_t rounds;          /* chunks sent (and applied) */
-    uint64_t us_scan, us_sort, us_check, us_send;  /* where the time went
-                                                     * (monotonic clock) */
+    uint64_t us_scan, us_sort, us_check, us_send, us_seal;  /* where the time
+                                                              * went (monotonic) */
     unsigned fails;           /* attempts in a row a chunk failed */
     size_t send_max;          /* bytes a destination's share holds at most */
     uint8_t resume[ST_FACT_KEY_MAX + 1];
     size_t resume_n;          /* > 0: the run is full; resume at this key */
     bool stop;                /* the node stops or an index was dropped */
+    bool lost;                /* an index node restarted during the build:
+                               * what it had not sealed may be lost */
     bool dropped;
 } bf_scan;
 
@@ -178,8 +183,9 @@ static int bf_dests_init(bf_scan *s)
 
     s->dests = calloc((size_t)n, sizeof(*s->dests));
     s->jobs = calloc((size_t)n, sizeof(*s->jobs));
+    s->jobdest = calloc((size_t)n, sizeof(*s->jobdest));
     s->peers = calloc((size_t)cfg->nnodes, sizeof(*s->peers));
-    if (s->dests == NULL || s->jobs == NULL || s->peers == NULL)
+    if (s->dests == NULL || s->jobs == NULL || s->jobdest == NULL || s->peers == NULL)
         return SX_ENOMEM;
     for (int d = 0; d < cfg->nindex; d++) {
         msg_I_BUILD_req *rq = &s->dests[d].rq;
@@ -214,6 +220,7 @@ static void bf_dests_free(bf_scan *s)
         net_peer_close(s->peers[k]);
     free(s->dests);
     free(s->jobs);
+    free(s->jobdest);
     free(s->peers);
 }
 
@@ -291,11 +298,34 @@ static void bf_dests_reset(bf_scan *s)
     }
 }
 
+/* Checks the epoch of destination d's reply: the first one is kept; a
+ * different one later means the index node restarted and may have lost
+ * unsealed rounds (s->lost, logged). Returns 0 or SX_EUNAVAIL. */
+static int bf_check_epoch(bf_scan *s, int d, uint64_t epoch)
+{
+    bf_dest *bd = &s->dests[d];
+
+    if (bd->epoch == 0 || bd->epoch == epoch) {
+        bd->epoch = epoch;
+        return 0;
+    }
+    if (!s->lost)
+        LOG_WARN("partition %llu: index build: index partition %llu's node restarted "
+                 "during the build (epoch %016llx, then %016llx): records it had not "
+                 "sealed may be lost, so the build starts again",
+                 (unsigned long long)s->p->id, (unsigned long long)s->p->cfg->index[d].id,
+                 (unsigned long long)bd->epoch, (unsigned long long)epoch);
+    s->lost = true;
+    return SX_EUNAVAIL;
+}
+
 /* Sends every destination's I_BUILD (upto = at) at once, waits for all and
- * empties the shares. Returns 0 when every one was applied, else the first
- * error (logged once per failure streak: s->fails); *unresponsive when a
- * call got no answer (timed out, no connection) rather than an error. */
-static int bf_send(bf_scan *s, uint64_t at, bool *unresponsive)
+ * empties the shares; with seal, an empty one (a seal, msg.h) to every
+ * destination that answered a round of this build. Returns 0 when every
+ * one was applied, else the first error (logged once per failure streak:
+ * s->fails); *unresponsive when a call got no answer (timed out, no
+ * connection) rather than an error. */
+static int bf_send(bf_scan *s, uint64_t at, bool seal, bool *unresponsive)
 {
     const sx_config *cfg = s->p->cfg;
     int m = 0, rc = 0;
@@ -303,7 +333,7 @@ static int bf_send(bf_scan *s, uint64_t at, bool *unresponsive)
     for (int d = 0; rc == 0 && d < cfg->nindex; d++) {
         bf_dest *bd = &s->dests[d];
 
-        if (bd->rq.versions.n == 0)
+        if (seal ? bd->epoch == 0 : bd->rq.versions.n == 0)
             continue;
         bd->rq.part = cfg->index[d].id;
         bd->rq.source = s->p->id;
@@ -312,6 +342,7 @@ static int bf_send(bf_scan *s, uint64_t at, bool *unresponsive)
         s->jobs[m] = (net_job){ .peer = s->peers[cfg->index[d].node],
                                 .req = (const uint8_t *)bd->frame.sb.data,
                                 .req_n = bd->frame.sb.size };
+        s->jobdest[m] = d;
         m++;
     }
     if (rc == 0 && m > 0)
@@ -326,13 +357,16 @@ static int bf_send(bf_scan *s, uint64_t at, bool *unresponsive)
             *unresponsive = true;
         if (rc == 0 && jrc == 0)
             jrc = msg_decode_rep(MSG_I_BUILD, j->resp, j->resp_n, &rep, emsg, sizeof(emsg));
-        if (rc == 0 && jrc != 0) {
+        if (rc == 0 && jrc == 0)
+            jrc = bf_check_epoch(s, s->jobdest[k], rep.epoch);
+        if (rc == 0 && jrc != 0 && !s->lost) {
             if (s->fails == 0)
-                LOG_WARN("partition %llu: index build: sending records: %s%s%s (retrying)",
-                         (unsigned long long)s->p->id, sx_strerror(jrc),
-                         emsg[0] ? ": " : "", emsg);
-            rc = jrc;
+                LOG_WARN("partition %llu: index build: sending %s: %s%s%s (retrying)",
+                         (unsigned long long)s->p->id, seal ? "the seal" : "records",
+                         sx_strerror(jrc), emsg[0] ? ": " : "", emsg);
         }
+        if (rc == 0 && jrc != 0)
+            rc = jrc;
         free(j->resp);
     }
     bf_dests_reset(s);
@@ -431,14 +465,14 @@ static int bf_emit(bf_scan *s)
             s->us_check += t2 - t;
             locked = hold && bf_reachable(s);
             if (rc == 0 && locked)
-                rc = bf_send(s, at, &unresponsive);
+                rc = bf_send(s, at, false, &unresponsive);
             pthread_mutex_unlock(&p->wlock);
             if (rc == 0 && !locked)
-                rc = bf_send(s, at, &unresponsive);
+                rc = bf_send(s, at, false, &unresponsive);
             bf_dests_reset(s);
             s->us_send += sx_mono_us() - t2;
         }
-        if (rc != 0 && rc != SX_EUNAVAIL && rc != SX_ETIMEDOUT && rc != SX_ENET)
+        if (s->lost || (rc != 0 && rc != SX_EUNAVAIL && rc != SX_ETIMEDOUT && rc != SX_ENET))
             return rc;                    /* not mended by trying again */
         if (rc == 0) {
             i = next;
@@ -472,6 +506,45 @@ static int bf_emit(bf_scan *s)
             if (bf_dropped(p, s->ix[k]->id))
                 s->stop = s->dropped = true;
     }
+    return rc;
+}
+
+/* Seals the build at every destination that applied a round of it (an
+ * I_BUILD without records, msg.h): once each has answered with the epoch
+ * it answered the first round with, every record of the build is durable
+ * there (index_part.h). Retried like a round, without the write lock (a
+ * seal checks nothing against the facts); gives up when the node stops
+ * (s->stop). Returns 0, or SX_EUNAVAIL with s->lost when an index node
+ * restarted (the build starts again), or an error no retry mends. */
+static int bf_seal(bf_scan *s)
+{
+    uint64_t t = sx_mono_us();
+    int rc, pause = 0;
+
+    for (;;) {
+        bool unresponsive = false;
+
+        rc = bf_connect(s);
+        if (rc == 0)
+            rc = bf_send(s, 0, true, &unresponsive);
+        if (rc == 0 || s->lost || (rc != SX_EUNAVAIL && rc != SX_ETIMEDOUT && rc != SX_ENET))
+            break;
+        s->fails++;
+        pause = pause ? pause * 2 : BF_RETRY_MIN_MS;
+        if (pause > BF_RETRY_MAX_MS)
+            pause = BF_RETRY_MAX_MS;
+        bf_pause(pause);
+        if (node_should_stop()) {
+            s->stop = true;
+            rc = 0;
+            break;
+        }
+    }
+    if (rc == 0 && s->fails > 0)
+        LOG_INFO("partition %llu: index build sealed after %u failed attempt(s)",
+                 (unsigned long long)s->p->id, s->fails);
+    s->fails = 0;
+    s->us_seal += sx_mono_us() - t;
     return rc;
 }
 
@@ -548,13 +621,17 @@ static void bf_report(const bf_scan *s, int rc, double secs)
     else if (rc == 0 && !s->stop)
         LOG_INFO("partition %llu: backfilled index(es) %s: %llu items, %llu records "
                  "in %llu sorted run(s) sent in %llu round(s), %llu left to later writes, "
-                 "%.2f s (scan %.2f, sort %.2f, check %.2f, send %.2f)",
+                 "%.2f s (scan %.2f, sort %.2f, check %.2f, send %.2f, seal %.2f)",
                  (unsigned long long)s->p->id, names,
                  (unsigned long long)s->scanned, (unsigned long long)s->records,
                  (unsigned long long)s->runs, (unsigned long long)s->rounds,
                  (unsigned long long)s->skipped, secs, (double)s->us_scan / 1e6,
                  (double)s->us_sort / 1e6, (double)s->us_check / 1e6,
-                 (double)s->us_send / 1e6);
+                 (double)s->us_send / 1e6, (double)s->us_seal / 1e6);
+    else if (s->lost)
+        LOG_WARN("partition %llu: backfill of index(es) %s stopped: an index node "
+                 "restarted during it (will start again)", (unsigned long long)s->p->id,
+                 names);
     else if (rc != 0)
         LOG_ERROR("partition %llu: backfill of index(es) %s failed: %s (will start "
                   "again)", (unsigned long long)s->p->id, names, sx_strerror(rc));
@@ -654,6 +731,8 @@ int bf_build(st_part *p, const sx_catalog *cat, const cat_table *t,
         if (rc != 0 || s.resume_n == 0)
             break;
     }
+    if (rc == 0 && !s.stop)
+        rc = bf_seal(&s);
     pthread_mutex_lock(&p->wlock);
     if (rc == 0 && !s.stop)
         rc = bf_finish(&s);

@@ -21,7 +21,11 @@
  * I_BUILD (a backfill's records, msg.h) shares all of it: its records join
  * the group like any others, but move no watermark, and the whole request
  * is refused when, in queue order, its source's watermark is already past
- * the head its records were read at.
+ * the head its records were read at. A group of build records only is
+ * written without a sync once 'U' is on disk, and an I_BUILD without
+ * records (a seal) fsyncs the logs and deletes 'U' (index_part.h): a
+ * build's records are then made durable once per source partition,
+ * instead of once per round (session 16, docs/PERFORMANCE.md).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +52,7 @@ typedef struct ix_apply_op {
     const msg_I_APPLY_req *m;
     bool build;                 /* I_BUILD: m->upto is the source's head at */
     bool stale;                 /* build refused: the source's watermark passed at */
+    bool seal;                  /* an I_BUILD without records */
     int src;                    /* position in p->src */
     int err;
     uint64_t wm;
@@ -277,7 +282,7 @@ static void collect_op(group_ctx *g, ix_apply_op *op, rec_ref *refs, size_t *nre
     uint64_t wm, hw;
 
     if (op->build) {
-        op->stale = p->work_wm[s] > m->upto;
+        op->stale = !op->seal && p->work_wm[s] > m->upto;
         for (uint32_t i = 0; !op->stale && i < m->versions.n; i++) {
             refs[*nref] = (rec_ref){ m, i, (uint32_t)*nref };
             (*nref)++;
@@ -346,8 +351,39 @@ static int put_watermarks(group_ctx *g)
     return 0;
 }
 
-/* Applies the ops of group (n records in all) in one synced batch and
- * publishes the state. Sets every op's err. Takes apply_mu. The batch is
+/* Under apply_mu: writes a group's batch b. A group of build records only
+ * (lazy) is written unsynced once 'U' is on disk, the first one synced
+ * with 'U'; with seal (a seal in the group and 'U' on disk) every log is
+ * fsynced first, then b goes synced with 'U' deleted; any other group is
+ * written synced (index_part.h). */
+static int write_group(ix_part *p, leveldb_writebatch_t *b, bool lazy, bool seal)
+{
+    static const uint8_t unsealed = IX_PFX_UNSEALED;
+    int rc;
+
+    if (seal) {
+        rc = ldb_sync_logs(p->db);
+        if (rc != 0)
+            return rc;
+        leveldb_writebatch_delete(b, (const char *)&unsealed, 1);
+        rc = ldb_write_sync(p->db, b);
+        if (rc == 0)
+            p->build_open = false;
+        return rc;
+    }
+    if (!lazy)
+        return ldb_write_sync(p->db, b);
+    if (p->build_open)
+        return ldb_write_lazy(p->db, b);
+    leveldb_writebatch_put(b, (const char *)&unsealed, 1, "", 0);
+    rc = ldb_write_sync(p->db, b);
+    if (rc == 0)
+        p->build_open = true;
+    return rc;
+}
+
+/* Applies the ops of group (n records in all) in one batch, synced unless
+ * it holds build records only (write_group), and publishes the state. Sets every op's err. Takes apply_mu. The batch is
  * *wb, created when NULL, else emptied: the committer keeps it across
  * large groups, so a build does not regrow (copy and fault in) a batch of
  * MiBs for every group. */
@@ -357,6 +393,7 @@ static void run_group(ix_part *p, ix_apply_op *group, size_t nrec, leveldb_write
     unsigned skipped;
     group_ctx g;
     ix_apply_op *op;
+    bool lazy = true, seal = false;
     int rc;
 
     memset(&g, 0, sizeof(g));
@@ -379,7 +416,12 @@ static void run_group(ix_part *p, ix_apply_op *group, size_t nrec, leveldb_write
     rc = g.b ? ov_init(&g.ov, nrec) : SX_ENOMEM;
     if (rc == 0)
         rc = apply_ops(&g, group, nrec);
-    if (rc == 0 && g.changes == 0)
+    for (op = group; op != NULL; op = op->next) {
+        lazy = lazy && op->build && !op->seal;
+        seal = seal || op->seal;
+    }
+    seal = seal && p->build_open;   /* nothing unsealed: a seal is a no-op */
+    if (rc == 0 && g.changes == 0 && !seal)
         goto unlock;            /* e.g. repeated heartbeats: nothing to sync */
     if (rc == 0)
         rc = put_watermarks(&g);
@@ -387,12 +429,12 @@ static void run_group(ix_part *p, ix_apply_op *group, size_t nrec, leveldb_write
         rc = ix_put_counts(g.b, g.entries, g.tombstones);
     t1 = sx_mono_us();
     if (rc == 0)
-        rc = ldb_write_sync(p->db, g.b);
+        rc = write_group(p, g.b, lazy, seal);
     t2 = sx_mono_us();
     if (rc == 0)
         cstats_add(&p->commits, nrec, t1 - t0, t2 - t1);
     if (t2 - t0 >= SX_SLOW_MS * 1000ull && sx_ratelimit_ok(&p->slow, 1000, &skipped))
-        LOG_WARN("index p%llu: slow group: %zu records, apply %llu ms, synced write %llu ms "
+        LOG_WARN("index p%llu: slow group: %zu records, apply %llu ms, write %llu ms "
                  "(%u more slow groups since the last report)", (unsigned long long)p->id,
                  nrec, (t1 - t0) / 1000, (t2 - t1) / 1000, skipped);
     if (rc == 0) {
@@ -541,6 +583,7 @@ static int enqueue(ix_part *p, ix_apply_op *op, const msg_I_APPLY_req *m, bool b
         return rc;
     op->m = m;
     op->build = build;
+    op->seal = build && op_records(m, build) == 0;
     pthread_mutex_lock(&p->q_mu);
     if (p->stopping) {
         pthread_mutex_unlock(&p->q_mu);

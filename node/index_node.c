@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sodium.h>
 #include "node.h"
 #include "catalog_cache.h"
 #include "index_part.h"
@@ -35,6 +36,7 @@ typedef struct ix_node {
     catcache *cc;               /* the catalog, for dropped indexes (gc thread) */
     bool cat_failing;           /* gc thread only: log once per outage */
     uint64_t drop_last_ms;      /* gc thread only */
+    uint64_t epoch;             /* drawn at start, never 0: I_BUILD's reply */
     bool drop_unfinished;       /* gc thread only: the last round ran out of
                                  * batches; the next runs at the next tick */
     uint64_t drop_catver;       /* catalog version of the last finished drop
@@ -81,11 +83,25 @@ static void build_view(const msg_I_BUILD_req *b, msg_I_APPLY_req *a)
     a->projs = b->projs;
 }
 
-/* I_APPLY or (t == MSG_I_BUILD) I_BUILD m, waiting for its synced group. */
+/* Encodes the reply of an applied I_APPLY or (t == MSG_I_BUILD) I_BUILD:
+ * the source's watermark wm, and an I_BUILD's node epoch. */
+static int apply_rep(msg_type t, uint64_t wm, uint64_t epoch, mp_buf *out)
+{
+    if (t == MSG_I_BUILD) {
+        msg_I_BUILD_rep rep = { .watermark = wm, .epoch = epoch };
+
+        return msg_encode_rep(t, &rep, out);
+    }
+    msg_I_APPLY_rep rep = { .watermark = wm };
+
+    return msg_encode_rep(t, &rep, out);
+}
+
+/* I_APPLY or (t == MSG_I_BUILD) I_BUILD m, waiting for its group. */
 static void apply_sync(ix_node *nd, msg_type t, const msg_I_APPLY_req *m, mp_buf *out)
 {
     ix_part *p = find_part(nd, m->part);
-    msg_I_APPLY_rep rep;
+    uint64_t wm = 0;
     char err[200];
     int rc;
 
@@ -93,15 +109,14 @@ static void apply_sync(ix_node *nd, msg_type t, const msg_I_APPLY_req *m, mp_buf
         msg_encode_err(t, SX_EWRONGPART, "index partition not on this node", out);
         return;
     }
-    memset(&rep, 0, sizeof(rep));
-    rc = ix_part_apply(p, m, t == MSG_I_BUILD, &rep.watermark, err, sizeof(err));
+    rc = ix_part_apply(p, m, t == MSG_I_BUILD, &wm, err, sizeof(err));
     if (rc != 0) {
         LOG_WARN("%s p%llu from %llu: %s", msg_name(t), (unsigned long long)m->part,
                  (unsigned long long)m->source, err);
         msg_encode_err(t, rc, err, out);
         return;
     }
-    msg_encode_rep(t, &rep, out);
+    apply_rep(t, wm, nd->epoch, out);
 }
 
 static void do_apply(ix_node *nd, const msg_I_APPLY_req *m, mp_buf *out)
@@ -376,6 +391,7 @@ static void sleep_ms(long ms)
  * reply (an I_BUILD's in b, viewed as an I_APPLY in m). */
 typedef struct ix_deferred {
     msg_type t;
+    uint64_t epoch;             /* the node's */
     msg_I_APPLY_req m;
     msg_I_BUILD_req b;
     net_reply *r;
@@ -393,7 +409,6 @@ static void deferred_free(ix_deferred *d)
 static void deferred_done(void *arg, int err, uint64_t wm, const char *msg)
 {
     ix_deferred *d = arg;
-    msg_I_APPLY_rep rep;
     mp_buf out;
 
     mp_buf_init(&out);
@@ -402,9 +417,7 @@ static void deferred_done(void *arg, int err, uint64_t wm, const char *msg)
                  (unsigned long long)d->m.source, msg);
         msg_encode_err(d->t, err, msg, &out);
     } else {
-        memset(&rep, 0, sizeof(rep));
-        rep.watermark = wm;
-        if (msg_encode_rep(d->t, &rep, &out) != 0 || out.oom) {
+        if (apply_rep(d->t, wm, d->epoch, &out) != 0 || out.oom) {
             mp_buf_free(&out);
             mp_buf_init(&out);
             msg_encode_err(d->t, SX_ENOMEM, "out of memory", &out);
@@ -431,6 +444,7 @@ static bool ix_defer(void *arg, msg_type t, const uint8_t *req, size_t len, net_
     if ((t != MSG_I_APPLY && t != MSG_I_BUILD) || (d = calloc(1, sizeof(*d))) == NULL)
         return false;
     d->t = t;
+    d->epoch = nd->epoch;
     d->r = r;
     if (t == MSG_I_BUILD) {
         rc = msg_decode_req(MSG_I_BUILD, req, len, &d->b);
@@ -463,6 +477,9 @@ int ix_node_run(const node_opts *o)
     memset(&nd, 0, sizeof(nd));
     nd.cfg = o->cfg;
     nd.self = &o->cfg->nodes[o->self];
+    do
+        randombytes_buf(&nd.epoch, sizeof(nd.epoch));   /* sodium_init: main */
+    while (nd.epoch == 0);
     pthread_mutex_init(&nd.gc_mu, NULL);
     pthread_cond_init(&nd.gc_cv, NULL);
     if (nd.self->role != SX_ROLE_INDEX) {

@@ -182,13 +182,45 @@ static int count_visit(void *arg, const uint8_t *k, size_t kn,
     return 0;
 }
 
+/* After a crash with 'U' on disk (unsealed build records, index_part.h):
+ * the counters are recounted, then written with 'U' deleted, synced. */
+static int recount_unsealed(ix_part *p)
+{
+    uint8_t key = IX_PFX_UNSEALED, lo = IX_PFX_ENTRY, hi = IX_PFX_ENTRY + 1, *v = NULL;
+    size_t vn = 0;
+    count_load cl = { 0, 0 };
+    leveldb_writebatch_t *b;
+    int rc = ldb_get(p->db, &key, 1, &v, &vn);
+
+    free(v);
+    if (rc != 0)
+        return rc == SX_ENOTFOUND ? 0 : rc;
+    rc = ldb_scan(p->db, NULL, &lo, 1, &hi, 1, false, count_visit, &cl);
+    if (rc != 0)
+        return rc;
+    if ((b = leveldb_writebatch_create()) == NULL)
+        return SX_ENOMEM;
+    rc = ix_put_counts(b, cl.live, cl.tomb);
+    leveldb_writebatch_delete(b, (const char *)&key, 1);
+    if (rc == 0)
+        rc = ldb_write_sync(p->db, b);
+    leveldb_writebatch_destroy(b);
+    if (rc == 0)
+        LOG_INFO("index p%llu: a build was unsealed at the last stop: counted %llu "
+                 "entries, %llu tombstones again", (unsigned long long)p->id,
+                 (unsigned long long)cl.live, (unsigned long long)cl.tomb);
+    return rc;
+}
+
 /* Reads the counters record, or counts entries by one scan. */
 static int load_counts(ix_part *p)
 {
     uint8_t key = IX_PFX_COUNT, *v = NULL;
     size_t vn = 0;
-    int rc = ldb_get(p->db, &key, 1, &v, &vn);
+    int rc = recount_unsealed(p);
 
+    if (rc == 0)
+        rc = ldb_get(p->db, &key, 1, &v, &vn);
     if (rc == 0) {
         mp_cur c = mp_cur_make(v, vn);
         uint32_t cnt;

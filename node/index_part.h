@@ -8,8 +8,18 @@
  *   'T' | version (8) | index-local  -> ""   (one per tombstone, for GC by version)
  *   'W' | source part id (8)         -> [watermark u64, hw_seen u64]
  *   'C'                              -> [entries u64, tombstones u64]
+ *   'U'                              -> ""   (unsealed build records may
+ *                                            be in the unsynced log)
  * where index-local key = index id (4) | tuple. Every change (entries,
- * tombstone records, watermarks, counters) is written in one synced batch.
+ * tombstone records, watermarks, counters) is written in one synced batch,
+ * but for a group of build records only (I_BUILD, msg.h): the first such
+ * group after a seal is synced with 'U' in it, the next ones are written
+ * unsynced, and a seal (an I_BUILD without records, sent by each building
+ * source at its end) fsyncs every log and then deletes 'U' in a synced
+ * batch. A machine crash can thus lose only build records written while
+ * 'U' is on disk, and reopening with 'U' there recounts the counters (a
+ * later synced group may have counted lost entries) and deletes it; the
+ * sources see the node's new epoch (I_BUILD's reply) and build again.
  *
  * Locking: apply_mu serialises writers (the committer and the collectors
  * of tombstones and of dropped indexes); state_mu guards the published watermarks, hw_seen
@@ -41,6 +51,7 @@
 #define IX_PFX_TOMB 'T'
 #define IX_PFX_WM 'W'
 #define IX_PFX_COUNT 'C'
+#define IX_PFX_UNSEALED 'U'
 
 /* Longest index-local key: 4-byte index id + tuple. */
 #define IX_MAX_LOCAL (SX_MAX_KEY + 4)
@@ -65,6 +76,8 @@ typedef struct ix_part {
     pthread_mutex_t apply_mu;  /* one writer at a time */
     uint64_t *work_wm, *work_hw;   /* committer scratch, guarded by apply_mu */
     bool *work_dirty;
+    bool build_open;           /* 'U' is on disk (apply_mu): build records
+                                * may sit in unsynced logs */
 
     pthread_mutex_t q_mu;      /* guards the queue and the flags below */
     pthread_cond_t commit_cv;  /* the committer: work, or quit */
@@ -137,10 +150,12 @@ typedef void (*ix_apply_cb)(void *arg, int err, uint64_t wm, const char *msg);
 /* Starts I_APPLY for this partition (index_apply.c), or with build an
  * I_BUILD (m is then the I_BUILD's fields: msg.h): validates the request
  * against the partition (keys, ranges, lists, source) and queues it for the
- * committer, which applies it in a synced group and then calls cb(arg, ...)
- * exactly once, on the committer thread. An I_BUILD whose source's
- * watermark is past m->upto by then applies nothing and fails with
- * SX_EUNAVAIL. Returns 0 when queued; otherwise
+ * committer, which applies it in a group (synced, except a group of build
+ * records only: see the layout above) and then calls cb(arg, ...) exactly
+ * once, on the committer thread. An I_BUILD whose source's watermark is
+ * past m->upto by then applies nothing and fails with SX_EUNAVAIL; one
+ * without records (a seal) is answered once every build record applied
+ * before it is durable. Returns 0 when queued; otherwise
  * an sx_err with a one-line reason in err[errlen] (SX_EUNAVAIL once the
  * partition is stopping), and cb is never called. m and its frame must stay
  * valid until cb returns. Does not block. Thread-safe. */
@@ -148,7 +163,7 @@ int ix_part_apply_start(ix_part *p, const msg_I_APPLY_req *m, bool build, ix_app
                         void *arg, char *err, size_t errlen);
 
 /* ix_part_apply_start, then waits until the group holding the request is
- * synced: returns 0 with *wm set to the source's watermark, or an sx_err
+ * written: returns 0 with *wm set to the source's watermark, or an sx_err
  * with a one-line reason in err[errlen]. Thread-safe. */
 int ix_part_apply(ix_part *p, const msg_I_APPLY_req *m, bool build, uint64_t *wm,
                   char *err, size_t errlen);

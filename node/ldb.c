@@ -3,12 +3,15 @@
  * bounded ordered scans. See ldb.h.
  */
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 #include "ldb.h"
 #include "sx_errors.h"
 #include "log.h"
@@ -87,9 +90,12 @@ int ldb_open_ex(const char *dir, bool create, ldb **out)
     d->opts = leveldb_options_create();
     d->ropts = leveldb_readoptions_create();
     d->wsync = leveldb_writeoptions_create();
+    d->wlazy = leveldb_writeoptions_create();
+    d->dir = strdup(dir);
     d->cache = leveldb_cache_create_lru(32u << 20);
     d->filter = leveldb_filterpolicy_create_bloom(10);
-    if (!d->opts || !d->ropts || !d->wsync || !d->cache || !d->filter) {
+    if (!d->opts || !d->ropts || !d->wsync || !d->wlazy || !d->dir || !d->cache ||
+        !d->filter) {
         ldb_close(d);
         return SX_ENOMEM;
     }
@@ -138,6 +144,9 @@ void ldb_close(ldb *d)
         leveldb_readoptions_destroy(d->ropts);
     if (d->wsync)
         leveldb_writeoptions_destroy(d->wsync);
+    if (d->wlazy)
+        leveldb_writeoptions_destroy(d->wlazy);
+    free(d->dir);
     free(d);
 }
 
@@ -183,17 +192,67 @@ int ldb_get_snap(ldb *d, const leveldb_snapshot_t *snap, const void *key, size_t
     return 0;
 }
 
-int ldb_write_sync(ldb *d, leveldb_writebatch_t *b)
+static int write_opts(ldb *d, const leveldb_writeoptions_t *o, leveldb_writebatch_t *b)
 {
     char *err = NULL;
 
-    leveldb_write(d->db, d->wsync, b, &err);
+    leveldb_write(d->db, o, b, &err);
     if (err != NULL) {
         LOG_ERROR("leveldb write: %s", err);
         leveldb_free(err);
         return SX_EIO;
     }
     return 0;
+}
+
+int ldb_write_sync(ldb *d, leveldb_writebatch_t *b)
+{
+    return write_opts(d, d->wsync, b);
+}
+
+int ldb_write_lazy(ldb *d, leveldb_writebatch_t *b)
+{
+    return write_opts(d, d->wlazy, b);
+}
+
+/* fsyncs file name of folder fd dfd; one that no longer exists is fine. */
+static int sync_one(int dfd, const char *dir, const char *name)
+{
+    int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC);
+
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return 0;
+        LOG_ERROR("leveldb %s: open %s to sync it: %s", dir, name, strerror(errno));
+        return SX_EIO;
+    }
+    if (fdatasync(fd) != 0) {
+        LOG_ERROR("leveldb %s: sync %s: %s", dir, name, strerror(errno));
+        close(fd);
+        return SX_EIO;
+    }
+    close(fd);
+    return 0;
+}
+
+int ldb_sync_logs(ldb *d)
+{
+    DIR *dir = opendir(d->dir);
+    struct dirent *e;
+    int rc = 0;
+
+    if (dir == NULL) {
+        LOG_ERROR("leveldb %s: cannot list it to sync its logs: %s", d->dir, strerror(errno));
+        return SX_EIO;
+    }
+    while (rc == 0 && (e = readdir(dir)) != NULL) {
+        size_t n = strlen(e->d_name);
+
+        if (n > 4 && strcmp(e->d_name + n - 4, ".log") == 0)
+            rc = sync_one(dirfd(dir), d->dir, e->d_name);
+    }
+    closedir(dir);
+    return rc;
 }
 
 static int key_lt(const char *k, size_t kn, const void *b, size_t bn)

@@ -16,6 +16,8 @@ typedef struct ldb {
     leveldb_options_t *opts;
     leveldb_readoptions_t *ropts;
     leveldb_writeoptions_t *wsync;   /* sync = true */
+    leveldb_writeoptions_t *wlazy;   /* sync = false */
+    char *dir;                       /* the database's folder */
     leveldb_cache_t *cache;
     leveldb_filterpolicy_t *filter;
 } ldb;
@@ -40,6 +42,21 @@ int ldb_get_snap(ldb *d, const leveldb_snapshot_t *snap, const void *key, size_t
 
 /* Writes the batch durably (fsync'd before returning). Returns 0 or SX_EIO. */
 int ldb_write_sync(ldb *d, leveldb_writebatch_t *b);
+
+/* Writes the batch without a sync: once this returns its bytes are in the
+ * kernel (leveldb flushes its log writer after every record), so they
+ * survive the process's crash but not the machine's until ldb_sync_logs
+ * or a later synced write covers them. Returns 0 or SX_EIO. */
+int ldb_write_lazy(ldb *d, leveldb_writebatch_t *b);
+
+/* Makes every write made so far durable, including the unsynced ones:
+ * fsyncs each log file (*.log) in the database's folder. A synced write
+ * syncs only the current log, and leveldb never syncs a log it switched
+ * away from (when a memtable fills) — its data is durable only once that
+ * memtable is flushed to a table, which is synced, and then the log is
+ * deleted (a log that vanished between the listing and its fsync is
+ * skipped for that reason). Returns 0 or SX_EIO (logged). */
+int ldb_sync_logs(ldb *d);
 
 /* Ordered iteration over keys in [lo, hi) (hi_n == 0: to the end of the
  * keyspace), ascending or descending. The callback returns 0 to continue,

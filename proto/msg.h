@@ -125,9 +125,14 @@ enum { OUT_PUT = 0, OUT_DEL = 1 };
  * empty and every kind a put. The index partition applies them by the
  * usual version rules, moves no watermark, and refuses the whole request
  * when its watermark for the source is already past upto (a later write's
- * records were applied first: these may be stale). */
+ * records were applied first: these may be stale). An acknowledged
+ * I_BUILD may not be durable yet: an I_BUILD without records (a seal, its
+ * upto ignored) answers once every build record applied before it is.
+ * The reply's epoch is the index node's, drawn at random when it starts:
+ * a source that sees it change between its first round and its seal
+ * builds again (the restarted node may have lost unsealed rounds). */
 #define MSG_I_BUILD_REQ(F, T) MSG_I_APPLY_REQ(F, T)
-#define MSG_I_BUILD_REP(F, T) MSG_I_APPLY_REP(F, T)
+#define MSG_I_BUILD_REP(F, T) F(T, U64, watermark) F(T, U64, epoch)
 
 #define MSG_I_RANGE_REQ(F, T) F(T, U64, part) F(T, BIN, lo) F(T, BIN, hi) F(T, U64, desc) F(T, U64, limit)
 #define MSG_I_RANGE_REP(F, T) F(T, BINS, keys) F(T, U64S, hashes) F(T, U64S, versions) F(T, RAWS, projs) \

@@ -32,7 +32,15 @@
 #   5. Index by_g3 (on grp: Mango/Zebra entries live on i2) is built while
 #      index node i2 is down: the builds' rounds to it fail and are sent
 #      again (logged) until i2 is back, no build starts over, and by_g3
-#      ends equal to the facts.
+#      ends equal to the facts. i2 held nothing unsealed (every earlier
+#      build was sealed), so it reopens without recounting.
+#   6. Index by_g4 (on grp) is created with SHARDEX_BACKFILL_HOLD_RUN: the
+#      partitions hold after sending a run, which index node i2 applied
+#      without a sync (unsealed: proto/PROTOCOL.md, I_BUILD); i2 is killed
+#      with SIGKILL there and restarted: it recounts its partition ('U' was
+#      on disk, logged), the builds see its new epoch in their next round,
+#      stop and start again from the beginning (logged), and by_g4 ends
+#      equal to the facts.
 source "$(dirname "$0")/lib.sh" "$@"
 
 HOLD="$(mktemp -u "$IT_BUILD/it-clusters/backfill-hold.XXXXXX")"
@@ -221,16 +229,19 @@ i2_url="$(jq -r '.index[] | select(.name == "i2") | .url' "$IT_DIR/cluster.json"
     { cat "$W/ibuild.out"; fail "sx-ibuild: the index node's I_BUILD rule does not hold"; }
 pass "a build request read below the source's watermark is refused, one at it applied"
 
+# slog_count PATTERN: how many lines of the storage nodes' logs match it;
+# slog_reaches PATTERN N: whether at least N do.
+slog_count() { cat "$IT_DIR"/logs/s*.log | grep -c "$1" || true; }
+slog_reaches() { [ "$(slog_count "$1")" -ge "$2" ]; }
+
 # ---- 5. an index node down while the builds send -----------------------------------
-failed_before="$(cat "$IT_DIR"/logs/s*.log | grep -c 'failed: .*(will start again)' || true)"
+failed_before="$(slog_count 'failed: .*(will start again)')"
 touch "$HOLD"
-holds_before="$(cat "$IT_DIR"/logs/s*.log | grep -c 'holds at its snapshot')"
+holds_before="$(slog_count 'holds at its snapshot')"
 sx index create kv by_g3 --on grp --project all
 # s1 still builds one partition at a time (step 2): a partition of each node holds
-g3_holding() {
-    [ "$(cat "$IT_DIR"/logs/s*.log | grep -c 'holds at its snapshot')" -ge $((holds_before + 2)) ]
-}
-wait_for "a by_g3 build on each storage node holds at its snapshot" 60 g3_holding
+wait_for "a by_g3 build on each storage node holds at its snapshot" 60 \
+    slog_reaches 'holds at its snapshot' $((holds_before + 2))
 lc kill i2
 pass "killed index node i2 while the by_g3 builds held"
 rm -f "$HOLD"
@@ -238,15 +249,41 @@ retried() { cat "$IT_DIR"/logs/s*.log | grep -q 'index build: sending records: '
 wait_for "a build's round to i2 fails and is sent again" 60 retried
 sx_rc query kv by_g3 --limit 1 --consistency eventual
 [ "$RC" -ne 0 ] || fail "by_g3 answered a query while i2 was down and it was building"
+unsealed_before="$(grep -c 'unsealed at the last stop' "$IT_DIR/logs/i2.log" || true)"
 lc start i2 >/dev/null
 wait_for "index by_g3 ready" 120 index_ready kv by_g3
+[ "$(grep -c 'unsealed at the last stop' "$IT_DIR/logs/i2.log" || true)" -eq "$unsealed_before" ] ||
+    fail "i2 recounted at its restart, though every build before it was sealed"
+
 check_index by_g3 grp
-failed_after="$(cat "$IT_DIR"/logs/s*.log | grep -c 'failed: .*(will start again)' || true)"
-[ "$failed_after" -eq "$failed_before" ] ||
+[ "$(slog_count 'failed: .*(will start again)')" -eq "$failed_before" ] ||
     fail "a build failed and started over instead of sending its round again"
 grep -q 'index build: sending records again after' "$IT_DIR"/logs/s*.log ||
     fail "no build logged sending its records again once i2 was back"
 pass "the builds sent their rounds again until i2 was back; none started over"
+
+# ---- 6. an index node killed holding a build's unsealed rounds ----------------------
+restarts_before="$(slog_count 'an index node restarted during it')"
+holdrun_before="$(slog_count 'holds after a run')"
+touch "$HOLD_RUN"
+sx index create kv by_g4 --on grp --project keys
+# s1 builds one partition at a time (step 2): three partitions hold
+wait_for "the by_g4 builds hold after sending a run" 60 \
+    slog_reaches 'holds after a run' $((holdrun_before + 3))
+lc kill i2
+pass "killed index node i2 while the by_g4 builds held after a run"
+lc start i2 >/dev/null
+recounted() { grep -q 'unsealed at the last stop' "$IT_DIR/logs/i2.log"; }
+wait_for "i2 reopens recounting the partition the unsealed rounds went to" 60 recounted
+rm -f "$HOLD_RUN"
+wait_for "index by_g4 ready" 120 index_ready kv by_g4
+(($(slog_count 'an index node restarted during it') > restarts_before)) ||
+    fail "no build started again after i2 lost its unsealed rounds"
+grep -q "index partition 102's node restarted during the build" "$IT_DIR"/logs/s*.log ||
+    fail "no build logged i2's new epoch"
+check_index by_g4 grp
+check_index by_g3 grp
+pass "the builds saw i2's new epoch, started again and by_g4 equals the facts"
 
 [ "$(lc status | grep -c running)" -eq 5 ] || fail "not every process is running"
 pass "all 5 processes running"

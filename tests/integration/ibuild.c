@@ -3,7 +3,8 @@
  * build's records, proto/PROTOCOL.md): a request whose upto is below the
  * partition's watermark for its source is refused whole (SX_EUNAVAIL) and
  * applies nothing, one at the watermark is applied, and neither moves the
- * watermark.
+ * watermark; the replies carry the node's epoch (not 0, the same each
+ * time), and a seal (an I_BUILD without records) is answered with it.
  *
  * Usage: sx-ibuild URL PART SOURCE VALUE
  *   URL     the index node's URL (tcp://...; spoken as a link)
@@ -116,28 +117,32 @@ static uint32_t entries(net_peer *peer, uint64_t part, const sx_bytes *key,
     return n;
 }
 
-/* Sends one build record (key, VERSION) read at head upto; returns the
- * reply's error, its message in err. */
+/* Sends one build record (key, VERSION) read at head upto, or with key
+ * NULL a seal (no records); returns the reply's error, its message in err,
+ * and on success the node's epoch in *epoch. */
 static int build(net_peer *peer, uint64_t part, uint64_t source, uint64_t upto,
-                 const sx_bytes *key, char *err, size_t errlen)
+                 const sx_bytes *key, uint64_t *epoch, char *err, size_t errlen)
 {
     static const uint8_t nil = 0xc0;
     uint64_t kind = 0, version = VERSION, hash = 42;
-    sx_buf k = { key->p, key->n }, proj = { &nil, 1 };
+    sx_buf k = { key ? key->p : NULL, key ? key->n : 0 }, proj = { &nil, 1 };
+    uint32_t n = key != NULL;
     msg_I_BUILD_req rq = { .part = part, .source = source, .upto = upto,
-                           .kinds = { 1, &kind }, .versions = { 1, &version },
-                           .keys = { 1, &k }, .hashes = { 1, &hash },
-                           .projs = { 1, &proj } };
-    msg_I_BUILD_rep rep;
+                           .kinds = { n, &kind }, .versions = { n, &version },
+                           .keys = { n, &k }, .hashes = { n, &hash },
+                           .projs = { n, &proj } };
+    msg_I_BUILD_rep rep = { 0 };
+    int rc = call(peer, MSG_I_BUILD, &rq, &rep, err, errlen);
 
-    return call(peer, MSG_I_BUILD, &rq, &rep, err, errlen);
+    *epoch = rep.epoch;
+    return rc;
 }
 
 int main(int argc, char **argv)
 {
     net_peer *peer = NULL;
     sx_bytes key = { 0 };
-    uint64_t part, source, wm, v = 0;
+    uint64_t part, source, wm, v = 0, epoch = 0, epoch2 = 0;
     uint8_t id[4];
     char err[200];
     int rc;
@@ -165,20 +170,27 @@ int main(int argc, char **argv)
     printf("partition %" PRIu64 ", source %" PRIu64 ": watermark %" PRIu64 "\n", part,
            source, wm);
 
-    rc = build(peer, part, source, wm - 1, &key, err, sizeof(err));
+    rc = build(peer, part, source, wm - 1, &key, &epoch, err, sizeof(err));
     printf("I_BUILD read at head %" PRIu64 ": %s%s%s\n", wm - 1, sx_strerror(rc),
            err[0] ? ": " : "", err);
     check(rc == SX_EUNAVAIL && strstr(err, "refused") != NULL,
           "a build request read below the watermark is refused (as such)");
     check(entries(peer, part, &key, &v) == 0, "and applies nothing");
 
-    rc = build(peer, part, source, wm, &key, err, sizeof(err));
-    printf("I_BUILD read at head %" PRIu64 ": %s%s%s\n", wm, sx_strerror(rc),
-           err[0] ? ": " : "", err);
+    rc = build(peer, part, source, wm, &key, &epoch, err, sizeof(err));
+    printf("I_BUILD read at head %" PRIu64 ": %s%s%s (epoch %016" PRIx64 ")\n", wm,
+           sx_strerror(rc), err[0] ? ": " : "", err, epoch);
     check(rc == 0, "a build request read at the watermark is applied");
+    check(epoch != 0, "its reply carries the node's epoch");
     check(entries(peer, part, &key, &v) == 1 && v == VERSION,
           "its entry is there with its version");
     check(watermark(peer, part, source) == wm, "the watermark did not move");
+
+    rc = build(peer, part, source, 0, NULL, &epoch2, err, sizeof(err));
+    printf("seal: %s%s%s (epoch %016" PRIx64 ")\n", sx_strerror(rc), err[0] ? ": " : "",
+           err, epoch2);
+    check(rc == 0, "a seal (no records, upto 0: never refused) is answered");
+    check(epoch2 == epoch, "with the same epoch");
 
     net_peer_close(peer);
     bytes_free(&key);
