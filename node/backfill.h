@@ -31,11 +31,12 @@
  *      already emitted the records of the fact's current state, and an
  *      older record applied after them could outlive their tombstones;
  *   4. repeat 2–3 from where the run stopped until the table is done, then
- *      seal the build at every destination (an I_BUILD without records:
- *      its records, applied without a sync, are then durable; a
- *      destination whose node restarted since the build's first round
- *      there, seen by its epoch, may have lost some, and the build starts
- *      again), then persist, per index, the partition's outbox head ('M'
+ *      seal the build at every destination that applied a round of it
+ *      (an I_BUILD without records: its records, applied without a sync,
+ *      are then durable; a destination whose node restarted since the
+ *      build's first round there, seen by its epoch, may have lost some,
+ *      and the build starts again), then persist, per index, the
+ *      partition's outbox head ('M'
  *      'B' | index id): every write made during the build has its records
  *      at or below it, and the build's own records are applied already.
  * While an index is `building` a write emits the records of its new state
@@ -57,7 +58,8 @@
  *
  * Test hooks: SHARDEX_BACKFILL_HOLD=FILE makes a backfill wait after step 1
  * while FILE exists, SHARDEX_BACKFILL_HOLD_RUN=FILE after each run of step 3
- * but the last (see backfill.c).
+ * but the last, SHARDEX_BACKFILL_HOLD_SEAL=FILE before the seal of step 4
+ * (see bf_build.c).
  */
 #ifndef SX_BACKFILL_H
 #define SX_BACKFILL_H

@@ -338,6 +338,7 @@ static int bf_send(bf_scan *s, uint64_t at, bool seal, bool *unresponsive)
         bd->rq.part = cfg->index[d].id;
         bd->rq.source = s->p->id;
         bd->rq.upto = at;
+        bd->rq.seals = 1;               /* bf_seal ends every build */
         rc = msg_encode_req(MSG_I_BUILD, &bd->rq, &bd->frame);
         s->jobs[m] = (net_job){ .peer = s->peers[cfg->index[d].node],
                                 .req = (const uint8_t *)bd->frame.sb.data,
@@ -513,8 +514,8 @@ static int bf_emit(bf_scan *s)
  * I_BUILD without records, msg.h): once each has answered with the epoch
  * it answered the first round with, every record of the build is durable
  * there (index_part.h). Retried like a round, without the write lock (a
- * seal checks nothing against the facts); gives up when the node stops
- * (s->stop). Returns 0, or SX_EUNAVAIL with s->lost when an index node
+ * seal checks nothing against the facts); gives up when the node stops or
+ * an index is dropped (s->stop). Returns 0, or SX_EUNAVAIL with s->lost when an index node
  * restarted (the build starts again), or an error no retry mends. */
 static int bf_seal(bf_scan *s)
 {
@@ -534,7 +535,9 @@ static int bf_seal(bf_scan *s)
         if (pause > BF_RETRY_MAX_MS)
             pause = BF_RETRY_MAX_MS;
         bf_pause(pause);
-        if (node_should_stop()) {
+        for (uint32_t k = 0; k < s->nix && !s->dropped; k++)
+            s->dropped = bf_dropped(s->p, s->ix[k]->id);
+        if (node_should_stop() || s->dropped) {
             s->stop = true;
             rc = 0;
             break;
@@ -637,9 +640,10 @@ static void bf_report(const bf_scan *s, int rc, double secs)
                   "again)", (unsigned long long)s->p->id, names, sx_strerror(rc));
 }
 
-/* The test hooks SHARDEX_BACKFILL_HOLD=FILE and SHARDEX_BACKFILL_HOLD_RUN=FILE:
- * while FILE exists, a backfill waits, having taken its snapshot (HOLD) or
- * having emitted a run other than its last (HOLD_RUN), so that a test can
+/* The test hooks SHARDEX_BACKFILL_HOLD=FILE, SHARDEX_BACKFILL_HOLD_RUN=FILE
+ * and SHARDEX_BACKFILL_HOLD_SEAL=FILE: while FILE exists, a backfill waits,
+ * having taken its snapshot (HOLD), having emitted a run other than its
+ * last (HOLD_RUN) or before its seal (HOLD_SEAL), so that a test can
  * write, or kill the node, at those points deterministically. The node's
  * stop ends the wait. Logged once per wait. */
 static void bf_hold(const bf_scan *s, const char *var, const char *where)
@@ -731,8 +735,10 @@ int bf_build(st_part *p, const sx_catalog *cat, const cat_table *t,
         if (rc != 0 || s.resume_n == 0)
             break;
     }
-    if (rc == 0 && !s.stop)
+    if (rc == 0 && !s.stop) {
+        bf_hold(&s, "SHARDEX_BACKFILL_HOLD_SEAL", "before its seal");
         rc = bf_seal(&s);
+    }
     pthread_mutex_lock(&p->wlock);
     if (rc == 0 && !s.stop)
         rc = bf_finish(&s);

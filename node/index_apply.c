@@ -22,10 +22,10 @@
  * the group like any others, but move no watermark, and the whole request
  * is refused when, in queue order, its source's watermark is already past
  * the head its records were read at. A group of build records only is
- * written without a sync once 'U' is on disk, and an I_BUILD without
- * records (a seal) fsyncs the logs and deletes 'U' (index_part.h): a
- * build's records are then made durable once per source partition,
- * instead of once per round (session 16, docs/PERFORMANCE.md).
+ * written without a sync once the partition's marker file exists, and an
+ * I_BUILD without records (a seal) fsyncs the logs and removes it
+ * (index_part.h): a build's records are then made durable once per source
+ * partition, instead of once per round (session 16, docs/PERFORMANCE.md).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -351,34 +351,44 @@ static int put_watermarks(group_ctx *g)
     return 0;
 }
 
-/* Under apply_mu: writes a group's batch b. A group of build records only
- * (lazy) is written unsynced once 'U' is on disk, the first one synced
- * with 'U'; with seal (a seal in the group and 'U' on disk) every log is
- * fsynced first, then b goes synced with 'U' deleted; any other group is
- * written synced (index_part.h). */
+/* Under apply_mu: writes a group's batch b (index_part.h). A group of
+ * build records only (lazy) is written unsynced, the marker file created
+ * durably before the first one after a seal; with seal (a seal in the
+ * group and the marker there) b is written synced, every log fsynced, and
+ * the marker removed; any other group is written synced. */
 static int write_group(ix_part *p, leveldb_writebatch_t *b, bool lazy, bool seal)
 {
-    static const uint8_t unsealed = IX_PFX_UNSEALED;
+    unsigned synced = 0;
     int rc;
 
     if (seal) {
-        rc = ldb_sync_logs(p->db);
-        if (rc != 0)
-            return rc;
-        leveldb_writebatch_delete(b, (const char *)&unsealed, 1);
+        if (p->seal_broken)
+            return SX_EIO;
         rc = ldb_write_sync(p->db, b);
+        if (rc == 0 && (rc = ldb_sync_logs(p->db, &synced)) != 0) {
+            p->seal_broken = true;      /* fail-stop: see index_part.h */
+            LOG_ERROR("index p%llu: syncing the logs failed: no build can be sealed here "
+                      "until the node restarts", (unsigned long long)p->id);
+        }
         if (rc == 0)
+            rc = ldb_marker_clear(p->unsealed);
+        if (rc == 0) {
             p->build_open = false;
+            __atomic_add_fetch(&p->seals, 1, __ATOMIC_RELAXED);
+            __atomic_add_fetch(&p->logs_synced, synced, __ATOMIC_RELAXED);
+        }
         return rc;
     }
     if (!lazy)
         return ldb_write_sync(p->db, b);
-    if (p->build_open)
-        return ldb_write_lazy(p->db, b);
-    leveldb_writebatch_put(b, (const char *)&unsealed, 1, "", 0);
-    rc = ldb_write_sync(p->db, b);
-    if (rc == 0)
+    if (!p->build_open) {
+        if ((rc = ldb_marker_set(p->unsealed)) != 0)
+            return rc;
         p->build_open = true;
+    }
+    rc = ldb_write_lazy(p->db, b);
+    if (rc == 0)
+        __atomic_add_fetch(&p->lazy_groups, 1, __ATOMIC_RELAXED);
     return rc;
 }
 

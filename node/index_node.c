@@ -116,7 +116,11 @@ static void apply_sync(ix_node *nd, msg_type t, const msg_I_APPLY_req *m, mp_buf
         msg_encode_err(t, rc, err, out);
         return;
     }
-    apply_rep(t, wm, nd->epoch, out);
+    if (apply_rep(t, wm, nd->epoch, out) != 0 || out->oom) {
+        mp_buf_free(out);
+        mp_buf_init(out);
+        msg_encode_err(t, SX_ENOMEM, "out of memory", out);
+    }
 }
 
 static void do_apply(ix_node *nd, const msg_I_APPLY_req *m, mp_buf *out)
@@ -124,10 +128,17 @@ static void do_apply(ix_node *nd, const msg_I_APPLY_req *m, mp_buf *out)
     apply_sync(nd, MSG_I_APPLY, m, out);
 }
 
+/* The refusal of an I_BUILD whose sender does not promise to seal it. */
+#define UNSEALED_SENDER "a build's sender must seal it (seals = 1: proto/PROTOCOL.md)"
+
 static void do_build(ix_node *nd, const msg_I_BUILD_req *b, mp_buf *out)
 {
     msg_I_APPLY_req m;
 
+    if (b->seals != 1) {
+        msg_encode_err(MSG_I_BUILD, SX_EINVAL, UNSEALED_SENDER, out);
+        return;
+    }
     build_view(b, &m);
     apply_sync(nd, MSG_I_BUILD, &m, out);
 }
@@ -175,9 +186,17 @@ static int status_part(ix_part *p, mp_buf *b)
     if (wm == NULL)
         return SX_ENOMEM;
     ix_part_state(p, &entries, &tombs, wm, NULL);
-    mp_put_map(b, 6);
+    mp_put_map(b, 7);
     kf_status(p->kf, b);
     cstats_put(&p->commits, b);
+    mp_put_cstr(b, "builds");            /* index_part.h: unsealed groups, seals */
+    mp_put_map(b, 3);
+    mp_put_cstr(b, "unsynced_groups");
+    mp_put_u64(b, __atomic_load_n(&p->lazy_groups, __ATOMIC_RELAXED));
+    mp_put_cstr(b, "seals");
+    mp_put_u64(b, __atomic_load_n(&p->seals, __ATOMIC_RELAXED));
+    mp_put_cstr(b, "logs_synced");
+    mp_put_u64(b, __atomic_load_n(&p->logs_synced, __ATOMIC_RELAXED));
     mp_put_cstr(b, "id");
     mp_put_u64(b, p->id);
     mp_put_cstr(b, "entries");
@@ -448,6 +467,8 @@ static bool ix_defer(void *arg, msg_type t, const uint8_t *req, size_t len, net_
     d->r = r;
     if (t == MSG_I_BUILD) {
         rc = msg_decode_req(MSG_I_BUILD, req, len, &d->b);
+        if (rc == 0 && d->b.seals != 1)
+            rc = SX_EINVAL;             /* a worker answers it (do_build) */
         build_view(&d->b, &d->m);
     } else {
         rc = msg_decode_req(MSG_I_APPLY, req, len, &d->m);

@@ -182,29 +182,26 @@ static int count_visit(void *arg, const uint8_t *k, size_t kn,
     return 0;
 }
 
-/* After a crash with 'U' on disk (unsealed build records, index_part.h):
- * the counters are recounted, then written with 'U' deleted, synced. */
+/* After a crash with the marker there (unsealed build records,
+ * index_part.h): the counters are recounted and written synced, then the
+ * marker goes. */
 static int recount_unsealed(ix_part *p)
 {
-    uint8_t key = IX_PFX_UNSEALED, lo = IX_PFX_ENTRY, hi = IX_PFX_ENTRY + 1, *v = NULL;
-    size_t vn = 0;
+    uint8_t lo = IX_PFX_ENTRY, hi = IX_PFX_ENTRY + 1;
     count_load cl = { 0, 0 };
     leveldb_writebatch_t *b;
-    int rc = ldb_get(p->db, &key, 1, &v, &vn);
+    int rc = ldb_scan(p->db, NULL, &lo, 1, &hi, 1, false, count_visit, &cl);
 
-    free(v);
-    if (rc != 0)
-        return rc == SX_ENOTFOUND ? 0 : rc;
-    rc = ldb_scan(p->db, NULL, &lo, 1, &hi, 1, false, count_visit, &cl);
     if (rc != 0)
         return rc;
     if ((b = leveldb_writebatch_create()) == NULL)
         return SX_ENOMEM;
     rc = ix_put_counts(b, cl.live, cl.tomb);
-    leveldb_writebatch_delete(b, (const char *)&key, 1);
     if (rc == 0)
         rc = ldb_write_sync(p->db, b);
     leveldb_writebatch_destroy(b);
+    if (rc == 0)
+        rc = ldb_marker_clear(p->unsealed);
     if (rc == 0)
         LOG_INFO("index p%llu: a build was unsealed at the last stop: counted %llu "
                  "entries, %llu tombstones again", (unsigned long long)p->id,
@@ -217,10 +214,8 @@ static int load_counts(ix_part *p)
 {
     uint8_t key = IX_PFX_COUNT, *v = NULL;
     size_t vn = 0;
-    int rc = recount_unsealed(p);
+    int rc = ldb_get(p->db, &key, 1, &v, &vn);
 
-    if (rc == 0)
-        rc = ldb_get(p->db, &key, 1, &v, &vn);
     if (rc == 0) {
         mp_cur c = mp_cur_make(v, vn);
         uint32_t cnt;
@@ -307,6 +302,7 @@ int ix_part_open(const sx_config *cfg, const cfg_part *cp, const char *data_dir,
 {
     ix_part *p = calloc(1, sizeof(*p));
     char path[4096];
+    bool unsealed;
     int rc;
 
     if (p == NULL)
@@ -323,13 +319,28 @@ int ix_part_open(const sx_config *cfg, const cfg_part *cp, const char *data_dir,
         rc = SX_EINVAL;
         goto fail;
     }
+    if ((p->unsealed = malloc(strlen(path) + sizeof(".unsealed"))) == NULL) {
+        rc = SX_ENOMEM;
+        goto fail;
+    }
+    sprintf(p->unsealed, "%s.unsealed", path);
+    if ((unsealed = ldb_marker_exists(p->unsealed))) {
+        LOG_WARN("index p%llu: a build was unsealed at the last stop (%s): recovering "
+                 "its logs leniently, then counting the entries again",
+                 (unsigned long long)cp->id, p->unsealed);
+        rc = ldb_recover_lenient(path);
+        if (rc != 0)
+            goto fail;
+    }
     rc = ldb_open(path, &p->db);
     if (rc != 0)
         goto fail;
     rc = load_sources(p, cfg);
     if (rc != 0)
         goto fail;
-    rc = load_counts(p);
+    rc = unsealed ? recount_unsealed(p) : 0;
+    if (rc == 0)
+        rc = load_counts(p);
     if (rc != 0)
         goto fail;
     filter_start(p);           /* optional: without it every apply reads */
@@ -362,6 +373,7 @@ void ix_part_close(ix_part *p)
     free(p->work_wm);
     free(p->work_hw);
     free(p->work_dirty);
+    free(p->unsealed);
     pthread_mutex_destroy(&p->state_mu);
     pthread_mutex_destroy(&p->apply_mu);
     pthread_mutex_destroy(&p->q_mu);

@@ -8,18 +8,23 @@
  *   'T' | version (8) | index-local  -> ""   (one per tombstone, for GC by version)
  *   'W' | source part id (8)         -> [watermark u64, hw_seen u64]
  *   'C'                              -> [entries u64, tombstones u64]
- *   'U'                              -> ""   (unsealed build records may
- *                                            be in the unsynced log)
  * where index-local key = index id (4) | tuple. Every change (entries,
  * tombstone records, watermarks, counters) is written in one synced batch,
- * but for a group of build records only (I_BUILD, msg.h): the first such
- * group after a seal is synced with 'U' in it, the next ones are written
- * unsynced, and a seal (an I_BUILD without records, sent by each building
- * source at its end) fsyncs every log and then deletes 'U' in a synced
- * batch. A machine crash can thus lose only build records written while
- * 'U' is on disk, and reopening with 'U' there recounts the counters (a
- * later synced group may have counted lost entries) and deletes it; the
- * sources see the node's new epoch (I_BUILD's reply) and build again.
+ * but for a group of build records only (I_BUILD, msg.h): those are
+ * written unsynced once the marker file DATA/p<ID>.unsealed exists
+ * (created durably before the first of them), and a seal (an I_BUILD
+ * without records, sent by each building source at its end) fsyncs every
+ * log, then removes the marker. A machine crash can thus lose only build
+ * records written while the marker exists, and only there can a log's
+ * unsynced tail be torn: reopening with the marker first lets leveldb
+ * recover without its paranoid checks (skipping what it cannot read,
+ * which can only be unsealed build records: a synced write syncs its
+ * whole log), then recounts the counters (a later synced group may have
+ * counted lost entries) and removes the marker; the sources see the
+ * node's new epoch (I_BUILD's reply) and build again. After a failed log
+ * sync every later seal fails until the node restarts (the kernel may have
+ * dropped the pages it could not write: only a restart and the rebuilds
+ * it causes make that safe).
  *
  * Locking: apply_mu serialises writers (the committer and the collectors
  * of tombstones and of dropped indexes); state_mu guards the published watermarks, hw_seen
@@ -51,7 +56,6 @@
 #define IX_PFX_TOMB 'T'
 #define IX_PFX_WM 'W'
 #define IX_PFX_COUNT 'C'
-#define IX_PFX_UNSEALED 'U'
 
 /* Longest index-local key: 4-byte index id + tuple. */
 #define IX_MAX_LOCAL (SX_MAX_KEY + 4)
@@ -76,8 +80,12 @@ typedef struct ix_part {
     pthread_mutex_t apply_mu;  /* one writer at a time */
     uint64_t *work_wm, *work_hw;   /* committer scratch, guarded by apply_mu */
     bool *work_dirty;
-    bool build_open;           /* 'U' is on disk (apply_mu): build records
-                                * may sit in unsynced logs */
+    char *unsealed;            /* the marker file's path (index_part.h) */
+    bool build_open;           /* the marker exists (apply_mu): build
+                                * records may sit in unsynced logs */
+    bool seal_broken;          /* a log sync failed (apply_mu): no more seals */
+    uint64_t lazy_groups, seals, logs_synced;  /* committer; atomic reads:
+                                                * NODE_STATUS "builds" */
 
     pthread_mutex_t q_mu;      /* guards the queue and the flags below */
     pthread_cond_t commit_cv;  /* the committer: work, or quit */

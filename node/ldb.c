@@ -80,7 +80,8 @@ int ldb_open(const char *dir, ldb **out)
     return ldb_open_ex(dir, true, out);
 }
 
-int ldb_open_ex(const char *dir, bool create, ldb **out)
+/* ldb_open_ex with leveldb's paranoid checks on or off. */
+static int open_checked(const char *dir, bool create, bool paranoid, ldb **out)
 {
     ldb *d = calloc(1, sizeof(*d));
     char *err = NULL;
@@ -100,7 +101,7 @@ int ldb_open_ex(const char *dir, bool create, ldb **out)
         return SX_ENOMEM;
     }
     leveldb_options_set_create_if_missing(d->opts, create);
-    leveldb_options_set_paranoid_checks(d->opts, 1);
+    leveldb_options_set_paranoid_checks(d->opts, paranoid);
     leveldb_options_set_cache(d->opts, d->cache);
     leveldb_options_set_filter_policy(d->opts, d->filter);
     /* Large memtables: a bulk load of 1,000,000 items with 2 indexes ran
@@ -126,6 +127,20 @@ int ldb_open_ex(const char *dir, bool create, ldb **out)
     }
     *out = d;
     return 0;
+}
+
+int ldb_open_ex(const char *dir, bool create, ldb **out)
+{
+    return open_checked(dir, create, true, out);
+}
+
+int ldb_recover_lenient(const char *dir)
+{
+    ldb *d = NULL;
+    int rc = open_checked(dir, false, false, &d);
+
+    ldb_close(d);
+    return rc;
 }
 
 void ldb_close(ldb *d)
@@ -235,7 +250,7 @@ static int sync_one(int dfd, const char *dir, const char *name)
     return 0;
 }
 
-int ldb_sync_logs(ldb *d)
+int ldb_sync_logs(ldb *d, unsigned *synced)
 {
     DIR *dir = opendir(d->dir);
     struct dirent *e;
@@ -245,14 +260,76 @@ int ldb_sync_logs(ldb *d)
         LOG_ERROR("leveldb %s: cannot list it to sync its logs: %s", d->dir, strerror(errno));
         return SX_EIO;
     }
-    while (rc == 0 && (e = readdir(dir)) != NULL) {
+    for (;;) {
+        errno = 0;
+        if ((e = readdir(dir)) == NULL)
+            break;
         size_t n = strlen(e->d_name);
 
-        if (n > 4 && strcmp(e->d_name + n - 4, ".log") == 0)
-            rc = sync_one(dirfd(dir), d->dir, e->d_name);
+        if (n <= 4 || strcmp(e->d_name + n - 4, ".log") != 0)
+            continue;
+        if ((rc = sync_one(dirfd(dir), d->dir, e->d_name)) != 0)
+            break;
+        (*synced)++;
+    }
+    if (rc == 0 && errno != 0) {        /* readdir failed: not every log seen */
+        LOG_ERROR("leveldb %s: listing it to sync its logs: %s", d->dir, strerror(errno));
+        rc = SX_EIO;
     }
     closedir(dir);
     return rc;
+}
+
+int ldb_sync_parent(const char *path)
+{
+    char parent[4200];
+    const char *slash = strrchr(path, '/');
+    size_t n = slash ? (size_t)(slash - path) : 0;
+    int fd, rc = 0;
+
+    if (n == 0 || n >= sizeof(parent)) {
+        parent[0] = n == 0 && slash ? '/' : '.';
+        parent[1] = '\0';
+    } else {
+        memcpy(parent, path, n);
+        parent[n] = '\0';
+    }
+    fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || fsync(fd) != 0) {
+        LOG_ERROR("sync folder %s: %s", parent, strerror(errno));
+        rc = SX_EIO;
+    }
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+int ldb_marker_set(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+
+    if (fd < 0 || fsync(fd) != 0) {
+        LOG_ERROR("marker %s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return SX_EIO;
+    }
+    close(fd);
+    return ldb_sync_parent(path);
+}
+
+int ldb_marker_clear(const char *path)
+{
+    if (unlink(path) != 0 && errno != ENOENT) {
+        LOG_ERROR("marker %s: remove: %s", path, strerror(errno));
+        return SX_EIO;
+    }
+    return 0;
+}
+
+bool ldb_marker_exists(const char *path)
+{
+    return access(path, F_OK) == 0;
 }
 
 static int key_lt(const char *k, size_t kn, const void *b, size_t bn)

@@ -4,11 +4,9 @@
  * storage_store.h; the committer is in storage_write.c.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include "hash.h"
 #include "storage_store.h"
 #include "sx_errors.h"
@@ -87,29 +85,6 @@ static int mig_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *v, s
     return rc;
 }
 
-/* Makes a rename inside path's parent folder durable. Returns 0 or SX_EIO. */
-static int sync_parent(const char *path)
-{
-    char parent[4200];
-    const char *slash = strrchr(path, '/');
-    size_t n = slash ? (size_t)(slash - path) : 0;
-    int fd, rc = 0;
-
-    if (n == 0 || n >= sizeof(parent)) {
-        parent[0] = n == 0 && slash ? '/' : '.';
-        parent[1] = '\0';
-    } else {
-        memcpy(parent, path, n);
-        parent[n] = '\0';
-    }
-    fd = open(parent, O_RDONLY | O_DIRECTORY);
-    if (fd < 0 || fsync(fd) != 0)
-        rc = SX_EIO;
-    if (fd >= 0)
-        close(fd);
-    return rc;
-}
-
 int st_store_migrate(st_store *s, const char *old_dir, uint64_t id)
 {
     char dst[4200];
@@ -150,7 +125,7 @@ int st_store_migrate(st_store *s, const char *old_dir, uint64_t id)
     }
     /* durable before the partition takes writes: a rename lost in a crash
      * would copy the old records over newer ones at the next start */
-    if (sync_parent(old_dir) != 0) {
+    if (ldb_sync_parent(old_dir) != 0) {
         LOG_ERROR("partition %llu: cannot sync the rename of %s: %s", (unsigned long long)id,
                   old_dir, strerror(errno));
         return SX_EIO;

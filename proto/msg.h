@@ -130,8 +130,10 @@ enum { OUT_PUT = 0, OUT_DEL = 1 };
  * upto ignored) answers once every build record applied before it is.
  * The reply's epoch is the index node's, drawn at random when it starts:
  * a source that sees it change between its first round and its seal
- * builds again (the restarted node may have lost unsealed rounds). */
-#define MSG_I_BUILD_REQ(F, T) MSG_I_APPLY_REQ(F, T)
+ * builds again (the restarted node may have lost unsealed rounds). seals
+ * must be 1: the sender promises to seal (an older sender, which lacks
+ * the field, cannot be decoded: its builds fail until it is upgraded). */
+#define MSG_I_BUILD_REQ(F, T) MSG_I_APPLY_REQ(F, T) F(T, U64, seals)
 #define MSG_I_BUILD_REP(F, T) F(T, U64, watermark) F(T, U64, epoch)
 
 #define MSG_I_RANGE_REQ(F, T) F(T, U64, part) F(T, BIN, lo) F(T, BIN, hi) F(T, U64, desc) F(T, U64, limit)

@@ -37,19 +37,26 @@
 #   6. Index by_g4 (on grp) is created with SHARDEX_BACKFILL_HOLD_RUN: the
 #      partitions hold after sending a run, which index node i2 applied
 #      without a sync (unsealed: proto/PROTOCOL.md, I_BUILD); i2 is killed
-#      with SIGKILL there and restarted: it recounts its partition ('U' was
-#      on disk, logged), the builds see its new epoch in their next round,
-#      stop and start again from the beginning (logged), and by_g4 ends
-#      equal to the facts.
+#      with SIGKILL there and restarted: it recounts its partition (its
+#      marker file was there, logged), the builds see its new epoch in their
+#      next round, stop and start again from the beginning (logged), and
+#      by_g4 ends equal to the facts.
+#   7. The same with SHARDEX_BACKFILL_HOLD_SEAL (index by_g5): the builds
+#      hold once every round is applied, before their seal; i2 is killed
+#      and restarted there, and the seal is what sees its new epoch.
+# After step 1 both index nodes' status shows the build's unsynced groups,
+# its seals and the logs they synced.
 source "$(dirname "$0")/lib.sh" "$@"
 
 HOLD="$(mktemp -u "$IT_BUILD/it-clusters/backfill-hold.XXXXXX")"
 HOLD_RUN="$HOLD.run"
+HOLD_SEAL="$HOLD.seal"
 export SHARDEX_BACKFILL_HOLD="$HOLD"
 export SHARDEX_BACKFILL_HOLD_RUN="$HOLD_RUN"
+export SHARDEX_BACKFILL_HOLD_SEAL="$HOLD_SEAL"
 export SHARDEX_BACKFILL_RUN_KB=8
 export SHARDEX_BACKFILL_SEND_KB=1
-it_extra_cleanup() { rm -f "$HOLD" "$HOLD_RUN"; }
+it_extra_cleanup() { rm -f "$HOLD" "$HOLD_RUN" "$HOLD_SEAL"; }
 it_cluster_up
 W="$IT_DIR/work"
 mkdir -p "$W"
@@ -169,6 +176,12 @@ rounds_min="$(cat "$IT_DIR"/logs/s*.log | grep 'backfilled index(es) 2 ' |
 ((rounds_min > runs_min)) ||
     fail "expected the 1 KiB share bound to split runs into more rounds ($rounds_min <= $runs_min)"
 pass "each partition sent its records in >= $rounds_min rounds (shares of 1 KiB at most)"
+for n in i1 i2; do
+    sx status --json | jq -e --arg n "$n" '[.nodes[] | select(.name == $n) | .status.partitions[]
+        | .builds | .unsynced_groups > 0 and .seals > 0 and .logs_synced > 0] | all' >/dev/null ||
+        fail "$n's status does not show unsynced build groups, seals and synced logs"
+done
+pass "both index nodes wrote build groups unsynced and sealed them (logs synced)"
 
 # ---- 2. kill -9 of a storage node while its backfill holds -----------------------
 touch "$HOLD"
@@ -262,28 +275,43 @@ grep -q 'index build: sending records again after' "$IT_DIR"/logs/s*.log ||
     fail "no build logged sending its records again once i2 was back"
 pass "the builds sent their rounds again until i2 was back; none started over"
 
+# i2_restart_held HOLDFILE WHERE INDEX: creates INDEX on grp with HOLDFILE
+# there, waits until three builds log that they hold WHERE ("after a run",
+# "before its seal"; s1 builds one partition at a time since step 2), kills
+# i2 with SIGKILL and starts it again, waits for its recount (its marker
+# file was there), releases the builds and checks that one started again
+# and that INDEX equals the facts.
+i2_restart_held() {
+    local hold="$1" where="$2" ix="$3" restarts held recounts
+    restarts="$(slog_count 'an index node restarted during it')"
+    held="$(slog_count "holds $where")"
+    touch "$hold"
+    sx index create kv "$ix" --on grp --project keys
+    wait_for "the $ix builds hold $where" 60 slog_reaches "holds $where" $((held + 3))
+    lc kill i2
+    recounts="$(grep -c 'unsealed at the last stop: counted' "$IT_DIR/logs/i2.log" || true)"
+    lc start i2 >/dev/null
+    wait_for "i2 reopens recounting the partition the unsealed rounds went to" 60 \
+        i2_recounted "$recounts"
+    rm -f "$hold"
+    wait_for "index $ix ready" 120 index_ready kv "$ix"
+    (($(slog_count 'an index node restarted during it') > restarts)) ||
+        fail "no $ix build started again after i2 restarted (held $where)"
+    check_index "$ix" grp
+    pass "i2 killed while the $ix builds held $where: they saw its new epoch, built again"
+}
+i2_recounted() {
+    [ "$(grep -c 'unsealed at the last stop: counted' "$IT_DIR/logs/i2.log")" -gt "$1" ]
+}
+
 # ---- 6. an index node killed holding a build's unsealed rounds ----------------------
-restarts_before="$(slog_count 'an index node restarted during it')"
-holdrun_before="$(slog_count 'holds after a run')"
-touch "$HOLD_RUN"
-sx index create kv by_g4 --on grp --project keys
-# s1 builds one partition at a time (step 2): three partitions hold
-wait_for "the by_g4 builds hold after sending a run" 60 \
-    slog_reaches 'holds after a run' $((holdrun_before + 3))
-lc kill i2
-pass "killed index node i2 while the by_g4 builds held after a run"
-lc start i2 >/dev/null
-recounted() { grep -q 'unsealed at the last stop' "$IT_DIR/logs/i2.log"; }
-wait_for "i2 reopens recounting the partition the unsealed rounds went to" 60 recounted
-rm -f "$HOLD_RUN"
-wait_for "index by_g4 ready" 120 index_ready kv by_g4
-(($(slog_count 'an index node restarted during it') > restarts_before)) ||
-    fail "no build started again after i2 lost its unsealed rounds"
+i2_restart_held "$HOLD_RUN" "after a run" by_g4
 grep -q "index partition 102's node restarted during the build" "$IT_DIR"/logs/s*.log ||
     fail "no build logged i2's new epoch"
-check_index by_g4 grp
 check_index by_g3 grp
-pass "the builds saw i2's new epoch, started again and by_g4 equals the facts"
+
+# ---- 7. an index node restarted between a build's last round and its seal ----------
+i2_restart_held "$HOLD_SEAL" "before its seal" by_g5
 
 [ "$(lc status | grep -c running)" -eq 5 ] || fail "not every process is running"
 pass "all 5 processes running"

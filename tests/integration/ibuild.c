@@ -3,8 +3,9 @@
  * build's records, proto/PROTOCOL.md): a request whose upto is below the
  * partition's watermark for its source is refused whole (SX_EUNAVAIL) and
  * applies nothing, one at the watermark is applied, and neither moves the
- * watermark; the replies carry the node's epoch (not 0, the same each
- * time), and a seal (an I_BUILD without records) is answered with it.
+ * watermark; one without seals = 1 is refused; the replies carry the
+ * node's epoch (not 0, the same each time), and a seal (an I_BUILD without
+ * records) is answered with it.
  *
  * Usage: sx-ibuild URL PART SOURCE VALUE
  *   URL     the index node's URL (tcp://...; spoken as a link)
@@ -118,10 +119,11 @@ static uint32_t entries(net_peer *peer, uint64_t part, const sx_bytes *key,
 }
 
 /* Sends one build record (key, VERSION) read at head upto, or with key
- * NULL a seal (no records); returns the reply's error, its message in err,
+ * NULL a seal (no records), with the field seals; returns the reply's error, its message in err,
  * and on success the node's epoch in *epoch. */
 static int build(net_peer *peer, uint64_t part, uint64_t source, uint64_t upto,
-                 const sx_bytes *key, uint64_t *epoch, char *err, size_t errlen)
+                 const sx_bytes *key, uint64_t seals, uint64_t *epoch, char *err,
+                 size_t errlen)
 {
     static const uint8_t nil = 0xc0;
     uint64_t kind = 0, version = VERSION, hash = 42;
@@ -130,7 +132,7 @@ static int build(net_peer *peer, uint64_t part, uint64_t source, uint64_t upto,
     msg_I_BUILD_req rq = { .part = part, .source = source, .upto = upto,
                            .kinds = { n, &kind }, .versions = { n, &version },
                            .keys = { n, &k }, .hashes = { n, &hash },
-                           .projs = { n, &proj } };
+                           .projs = { n, &proj }, .seals = seals };
     msg_I_BUILD_rep rep = { 0 };
     int rc = call(peer, MSG_I_BUILD, &rq, &rep, err, errlen);
 
@@ -170,14 +172,20 @@ int main(int argc, char **argv)
     printf("partition %" PRIu64 ", source %" PRIu64 ": watermark %" PRIu64 "\n", part,
            source, wm);
 
-    rc = build(peer, part, source, wm - 1, &key, &epoch, err, sizeof(err));
+    rc = build(peer, part, source, wm - 1, &key, 1, &epoch, err, sizeof(err));
     printf("I_BUILD read at head %" PRIu64 ": %s%s%s\n", wm - 1, sx_strerror(rc),
            err[0] ? ": " : "", err);
     check(rc == SX_EUNAVAIL && strstr(err, "refused") != NULL,
           "a build request read below the watermark is refused (as such)");
     check(entries(peer, part, &key, &v) == 0, "and applies nothing");
 
-    rc = build(peer, part, source, wm, &key, &epoch, err, sizeof(err));
+    rc = build(peer, part, source, wm, &key, 0, &epoch, err, sizeof(err));
+    printf("I_BUILD without seals = 1: %s%s%s\n", sx_strerror(rc), err[0] ? ": " : "", err);
+    check(rc == SX_EINVAL && strstr(err, "seal") != NULL,
+          "a build request whose sender does not promise to seal it is refused");
+    check(entries(peer, part, &key, &v) == 0, "and applies nothing");
+
+    rc = build(peer, part, source, wm, &key, 1, &epoch, err, sizeof(err));
     printf("I_BUILD read at head %" PRIu64 ": %s%s%s (epoch %016" PRIx64 ")\n", wm,
            sx_strerror(rc), err[0] ? ": " : "", err, epoch);
     check(rc == 0, "a build request read at the watermark is applied");
@@ -186,7 +194,7 @@ int main(int argc, char **argv)
           "its entry is there with its version");
     check(watermark(peer, part, source) == wm, "the watermark did not move");
 
-    rc = build(peer, part, source, 0, NULL, &epoch2, err, sizeof(err));
+    rc = build(peer, part, source, 0, NULL, 1, &epoch2, err, sizeof(err));
     printf("seal: %s%s%s (epoch %016" PRIx64 ")\n", sx_strerror(rc), err[0] ? ": " : "",
            err, epoch2);
     check(rc == 0, "a seal (no records, upto 0: never refused) is answered");
