@@ -351,36 +351,43 @@ static int put_watermarks(group_ctx *g)
     return 0;
 }
 
-/* Under apply_mu: writes a group's batch b (index_part.h). A group of
- * build records only (lazy) is written unsynced, the marker file created
- * durably before the first one after a seal; with seal (a seal in the
- * group and the marker there) b is written synced, every log fsynced, and
- * the marker removed; any other group is written synced. */
-static int write_group(ix_part *p, leveldb_writebatch_t *b, bool lazy, bool seal)
+/* Under apply_mu: writes a group's batch b (index_part.h) and returns 0 or
+ * the write's error. A group of build records only (lazy) is written
+ * unsynced, the marker file created durably before the first one after a
+ * seal; any other group is written synced, and with seal (a seal in the
+ * group and the marker there) every log is then fsynced and the marker
+ * removed, *seal_rc telling how that went: a seal that fails does not fail
+ * the group's other requests, whose batch is durable. After a failed log
+ * sync (p->seal_broken) build groups are written synced and every seal
+ * fails until the node restarts. */
+static int write_group(ix_part *p, leveldb_writebatch_t *b, bool lazy, bool seal,
+                       int *seal_rc)
 {
     unsigned synced = 0;
     int rc;
 
-    if (seal) {
-        if (p->seal_broken)
-            return SX_EIO;
+    *seal_rc = 0;
+    if (!lazy || p->seal_broken) {
         rc = ldb_write_sync(p->db, b);
-        if (rc == 0 && (rc = ldb_sync_logs(p->db, &synced)) != 0) {
+        if (rc != 0 || !seal)
+            return rc;
+        if (p->seal_broken) {
+            *seal_rc = SX_EIO;
+            return 0;
+        }
+        if ((*seal_rc = ldb_sync_logs(p->db, &synced)) != 0) {
             p->seal_broken = true;      /* fail-stop: see index_part.h */
             LOG_ERROR("index p%llu: syncing the logs failed: no build can be sealed here "
                       "until the node restarts", (unsigned long long)p->id);
+            return 0;
         }
-        if (rc == 0)
-            rc = ldb_marker_clear(p->unsealed);
-        if (rc == 0) {
-            p->build_open = false;
-            __atomic_add_fetch(&p->seals, 1, __ATOMIC_RELAXED);
-            __atomic_add_fetch(&p->logs_synced, synced, __ATOMIC_RELAXED);
-        }
-        return rc;
+        if ((*seal_rc = ldb_marker_clear(p->unsealed)) != 0)
+            return 0;
+        p->build_open = false;
+        __atomic_add_fetch(&p->seals, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&p->logs_synced, synced, __ATOMIC_RELAXED);
+        return 0;
     }
-    if (!lazy)
-        return ldb_write_sync(p->db, b);
     if (!p->build_open) {
         if ((rc = ldb_marker_set(p->unsealed)) != 0)
             return rc;
@@ -404,7 +411,7 @@ static void run_group(ix_part *p, ix_apply_op *group, size_t nrec, leveldb_write
     group_ctx g;
     ix_apply_op *op;
     bool lazy = true, seal = false;
-    int rc;
+    int rc, seal_rc = 0;
 
     memset(&g, 0, sizeof(g));
     g.p = p;
@@ -439,7 +446,7 @@ static void run_group(ix_part *p, ix_apply_op *group, size_t nrec, leveldb_write
         rc = ix_put_counts(g.b, g.entries, g.tombstones);
     t1 = sx_mono_us();
     if (rc == 0)
-        rc = write_group(p, g.b, lazy, seal);
+        rc = write_group(p, g.b, lazy, seal, &seal_rc);
     t2 = sx_mono_us();
     if (rc == 0)
         cstats_add(&p->commits, nrec, t1 - t0, t2 - t1);
@@ -461,7 +468,7 @@ static void run_group(ix_part *p, ix_apply_op *group, size_t nrec, leveldb_write
 unlock:
     pthread_mutex_unlock(&p->apply_mu);
     for (op = group; op != NULL; op = op->next)
-        op->err = rc != 0 ? rc : op->stale ? SX_EUNAVAIL : 0;
+        op->err = rc != 0 ? rc : op->seal ? seal_rc : op->stale ? SX_EUNAVAIL : 0;
     free(g.ov.s);
     mp_buf_free(&g.vb);
 }
@@ -493,6 +500,10 @@ static void op_errmsg(const ix_apply_op *op, char *msg, size_t n)
         snprintf(msg, n, "build records refused: the source's watermark %llu is past "
                  "the head %llu they were read at (a later write came first)",
                  (unsigned long long)op->wm, (unsigned long long)op->m->upto);
+    else if (op->seal)
+        snprintf(msg, n, "seal failed: %s%s", sx_strerror(op->err),
+                 op->err == SX_EIO ? " (a log could not be synced or its marker removed: "
+                                     "see the index node's log)" : "");
     else
         snprintf(msg, n, "apply failed: %s", sx_strerror(op->err));
 }

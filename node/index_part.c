@@ -302,7 +302,7 @@ int ix_part_open(const sx_config *cfg, const cfg_part *cp, const char *data_dir,
 {
     ix_part *p = calloc(1, sizeof(*p));
     char path[4096];
-    bool unsealed;
+    int unsealed;
     int rc;
 
     if (p == NULL)
@@ -324,10 +324,14 @@ int ix_part_open(const sx_config *cfg, const cfg_part *cp, const char *data_dir,
         goto fail;
     }
     sprintf(p->unsealed, "%s.unsealed", path);
-    if ((unsealed = ldb_marker_exists(p->unsealed))) {
+    if ((unsealed = ldb_marker_state(p->unsealed)) < 0) {
+        rc = unsealed;
+        goto fail;
+    }
+    if (unsealed) {
         LOG_WARN("index p%llu: a build was unsealed at the last stop (%s): recovering "
-                 "its logs leniently, then counting the entries again",
-                 (unsigned long long)cp->id, p->unsealed);
+                 "its logs leniently (what leveldb drops, its LOG says), then counting the "
+                 "entries again", (unsigned long long)cp->id, p->unsealed);
         rc = ldb_recover_lenient(path);
         if (rc != 0)
             goto fail;
@@ -361,9 +365,17 @@ fail:
 
 void ix_part_close(ix_part *p)
 {
+    unsigned synced = 0;
+
     if (p == NULL)
         return;
     ix_committer_stop(p);
+    /* a clean stop seals what a build left unsealed: the next open then
+     * needs neither the lenient recovery nor the recount (the builds start
+     * again anyway: the node's epoch changes) */
+    if (p->build_open && !p->seal_broken && ldb_sync_logs(p->db, &synced) == 0 &&
+        ldb_marker_clear(p->unsealed) == 0)
+        p->build_open = false;
     kf_load_stop(p->kf_load);
     kf_destroy(p->kf);
     ldb_close(p->db);

@@ -21,10 +21,13 @@
  * which can only be unsealed build records: a synced write syncs its
  * whole log), then recounts the counters (a later synced group may have
  * counted lost entries) and removes the marker; the sources see the
- * node's new epoch (I_BUILD's reply) and build again. After a failed log
- * sync every later seal fails until the node restarts (the kernel may have
- * dropped the pages it could not write: only a restart and the rebuilds
- * it causes make that safe).
+ * node's new epoch (I_BUILD's reply) and build again. A clean stop seals
+ * what is unsealed (ix_part_close), so only a crash leads there. After a
+ * failed log sync every later seal fails, and build records are written
+ * synced, until the node restarts (the kernel may have dropped the pages
+ * it could not write: only a restart and the rebuilds it causes make that
+ * safe); a seal that fails fails alone, not the other requests of its
+ * group, whose batch was written synced.
  *
  * Locking: apply_mu serialises writers (the committer and the collectors
  * of tombstones and of dropped indexes); state_mu guards the published watermarks, hw_seen

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "ldb.h"
 #include "sx_errors.h"
@@ -287,8 +288,12 @@ int ldb_sync_parent(const char *path)
     size_t n = slash ? (size_t)(slash - path) : 0;
     int fd, rc = 0;
 
-    if (n == 0 || n >= sizeof(parent)) {
-        parent[0] = n == 0 && slash ? '/' : '.';
+    if (n >= sizeof(parent)) {
+        LOG_ERROR("sync the folder of %s: path too long", path);
+        return SX_EIO;
+    }
+    if (n == 0) {
+        parent[0] = slash ? '/' : '.';
         parent[1] = '\0';
     } else {
         memcpy(parent, path, n);
@@ -327,9 +332,16 @@ int ldb_marker_clear(const char *path)
     return 0;
 }
 
-bool ldb_marker_exists(const char *path)
+int ldb_marker_state(const char *path)
 {
-    return access(path, F_OK) == 0;
+    struct stat st;
+
+    if (stat(path, &st) == 0)
+        return 1;
+    if (errno == ENOENT)
+        return 0;
+    LOG_ERROR("marker %s: %s", path, strerror(errno));
+    return SX_EIO;
 }
 
 static int key_lt(const char *k, size_t kn, const void *b, size_t bn)

@@ -60,24 +60,28 @@ int ldb_write_lazy(ldb *d, leveldb_writebatch_t *b);
 int ldb_sync_logs(ldb *d, unsigned *synced);
 
 /* Makes a change to path's parent folder (a file created, renamed or
- * removed there) durable: fsyncs the folder. Returns 0 or SX_EIO. */
+ * removed there) durable: fsyncs the folder. Returns 0 or SX_EIO (logged;
+ * also for a path too long). */
 int ldb_sync_parent(const char *path);
 
 /* Marker files beside a database (a state that must survive a crash, kept
  * out of leveldb so that it can be read before leveldb opens):
  * ldb_marker_set creates path durably (the file and its folder synced),
  * ldb_marker_clear removes it (not synced: a marker that comes back after
- * a crash must be harmless), ldb_marker_exists tells. set and clear return
- * 0 or SX_EIO (logged). */
+ * a crash must be harmless): both return 0 or SX_EIO (logged);
+ * ldb_marker_state returns 1 when path exists, 0 when it does not, SX_EIO
+ * (logged) when that cannot be told. */
 int ldb_marker_set(const char *path);
 int ldb_marker_clear(const char *path);
-bool ldb_marker_exists(const char *path);
+int ldb_marker_state(const char *path);
 
 /* Opens the existing database at dir once with leveldb's paranoid checks
  * off, so that its recovery skips what it cannot read in a log (a tail
- * torn by a machine crash while unsynced) instead of refusing to open,
- * writes what it recovered to a table and drops those logs; then closes
- * it. ldb_open afterwards finds clean logs. Returns 0 or SX_EIO. */
+ * torn by a machine crash while unsynced; records after a hole may be
+ * kept too) instead of refusing to open, writes what it recovered to a
+ * table and drops those logs (leveldb's own LOG file there says what it
+ * dropped); then closes it. ldb_open afterwards finds clean logs. A
+ * missing database is an error. Returns 0 or SX_EIO. */
 int ldb_recover_lenient(const char *dir);
 
 /* Ordered iteration over keys in [lo, hi) (hi_n == 0: to the end of the

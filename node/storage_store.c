@@ -126,8 +126,8 @@ int st_store_migrate(st_store *s, const char *old_dir, uint64_t id)
     /* durable before the partition takes writes: a rename lost in a crash
      * would copy the old records over newer ones at the next start */
     if (ldb_sync_parent(old_dir) != 0) {
-        LOG_ERROR("partition %llu: cannot sync the rename of %s: %s", (unsigned long long)id,
-                  old_dir, strerror(errno));
+        LOG_ERROR("partition %llu: cannot sync the rename of %s (see above)",
+                  (unsigned long long)id, old_dir);
         return SX_EIO;
     }
     LOG_INFO("partition %llu: copied %llu records; the old directory is now %s",

@@ -3,7 +3,8 @@
  * build's records, proto/PROTOCOL.md): a request whose upto is below the
  * partition's watermark for its source is refused whole (SX_EUNAVAIL) and
  * applies nothing, one at the watermark is applied, and neither moves the
- * watermark; one without seals = 1 is refused; the replies carry the
+ * watermark; one without seals = 1 is refused, and so is an older
+ * sender's, which lacks the field (it would never seal); the replies carry the
  * node's epoch (not 0, the same each time), and a seal (an I_BUILD without
  * records) is answered with it.
  *
@@ -42,11 +43,13 @@ static void check(int ok, const char *what)
         failures++;
 }
 
-/* Encodes request s of type t, calls it, and decodes the reply into rep.
- * Returns the reply's error (0 for success; errmsg gets its message) or
- * exits on a transport or encoding failure. */
-static int call(net_peer *peer, msg_type t, const void *s, void *rep, char *errmsg,
-                size_t errlen)
+/* Encodes request s of type as (with its type byte then changed to t when
+ * they differ: a frame of another message's fields), calls it, and
+ * decodes the reply (a t's) into rep. Returns the reply's error (0 for
+ * success; errmsg gets its message) or exits on a transport or encoding
+ * failure. */
+static int call_as(net_peer *peer, msg_type t, msg_type as, const void *s, void *rep,
+                   char *errmsg, size_t errlen)
 {
     mp_buf req;
     uint8_t *resp = NULL;
@@ -54,10 +57,13 @@ static int call(net_peer *peer, msg_type t, const void *s, void *rep, char *errm
     int rc;
 
     mp_buf_init(&req);
-    if (msg_encode_req(t, s, &req) != 0 || req.oom) {
-        fprintf(stderr, "sx-ibuild: cannot encode %s\n", msg_name(t));
+    /* [array, version, type, ...]: version and both types are fixints */
+    if (msg_encode_req(as, s, &req) != 0 || req.oom || req.sb.size < 3 ||
+        (uint8_t)req.sb.data[2] != (uint8_t)as || t > 127) {
+        fprintf(stderr, "sx-ibuild: cannot encode %s\n", msg_name(as));
         exit(2);
     }
+    req.sb.data[2] = (char)t;
     rc = net_peer_call_sync(peer, (const uint8_t *)req.sb.data, req.sb.size, TIMEOUT_MS,
                             &resp, &resp_n);
     mp_buf_free(&req);
@@ -69,6 +75,29 @@ static int call(net_peer *peer, msg_type t, const void *s, void *rep, char *errm
     rc = msg_decode_rep(t, resp, resp_n, rep, errmsg, errlen);
     free(resp);
     return rc;
+}
+
+static int call(net_peer *peer, msg_type t, const void *s, void *rep, char *errmsg,
+                size_t errlen)
+{
+    return call_as(peer, t, t, s, rep, errmsg, errlen);
+}
+
+/* An older sender's I_BUILD, before session 16: I_APPLY's fields only (no
+ * seals), one build record (key, VERSION) read at head upto. */
+static int build_old(net_peer *peer, uint64_t part, uint64_t source, uint64_t upto,
+                     const sx_bytes *key, char *err, size_t errlen)
+{
+    static const uint8_t nil = 0xc0;
+    uint64_t kind = 0, version = VERSION, hash = 42;
+    sx_buf k = { key->p, key->n }, proj = { &nil, 1 };
+    msg_I_APPLY_req rq = { .part = part, .source = source, .upto = upto,
+                           .kinds = { 1, &kind }, .versions = { 1, &version },
+                           .keys = { 1, &k }, .hashes = { 1, &hash },
+                           .projs = { 1, &proj } };
+    msg_I_BUILD_rep rep;
+
+    return call_as(peer, MSG_I_BUILD, MSG_I_APPLY, &rq, &rep, err, errlen);
 }
 
 /* The partition's watermark for source, or exits. */
@@ -183,6 +212,12 @@ int main(int argc, char **argv)
     printf("I_BUILD without seals = 1: %s%s%s\n", sx_strerror(rc), err[0] ? ": " : "", err);
     check(rc == SX_EINVAL && strstr(err, "seal") != NULL,
           "a build request whose sender does not promise to seal it is refused");
+    check(entries(peer, part, &key, &v) == 0, "and applies nothing");
+
+    rc = build_old(peer, part, source, wm, &key, err, sizeof(err));
+    printf("I_BUILD of an older sender (no seals field): %s%s%s\n", sx_strerror(rc),
+           err[0] ? ": " : "", err);
+    check(rc != 0, "an older sender's build request (it never seals) is refused");
     check(entries(peer, part, &key, &v) == 0, "and applies nothing");
 
     rc = build(peer, part, source, wm, &key, 1, &epoch, err, sizeof(err));

@@ -5,7 +5,8 @@
  * ldb_recover_lenient then opens it, every synced record is still there
  * and the records it kept of the torn tail are intact; afterwards the
  * usual open works. Also ldb_sync_logs (counts the logs it synced) and the
- * marker files (set, exists, clear, clear again).
+ * marker files (set, state, clear, clear again; a state that cannot be told
+ * is an error, not "absent").
  * Standalone: builds from node/ldb.c + sx_proto + leveldb (named
  * *_nodetest.c so the plain unit-test glob skips it).
  * Argument: a scratch dir (default: a fresh mkdtemp under /tmp).
@@ -155,12 +156,15 @@ int main(int argc, char **argv)
     snprintf(marker, sizeof(marker), "%s/db.unsealed", base);
 
     /* marker files */
-    CHECK(!ldb_marker_exists(marker));
+    CHECK(ldb_marker_state(marker) == 0);
     CHECK(ldb_marker_set(marker) == 0);
-    CHECK(ldb_marker_exists(marker));
+    CHECK(ldb_marker_state(marker) == 1);
+    snprintf(dir, sizeof(dir), "%s/db.unsealed/under-a-file", base);
+    CHECK(ldb_marker_state(dir) == SX_EIO);          /* cannot tell: not "absent" */
     CHECK(ldb_marker_clear(marker) == 0);
-    CHECK(!ldb_marker_exists(marker));
+    CHECK(ldb_marker_state(marker) == 0);
     CHECK(ldb_marker_clear(marker) == 0);            /* already gone: fine */
+    snprintf(dir, sizeof(dir), "%s/db", base);
 
     /* synced records, then an unsynced tail; ldb_sync_logs syncs the log */
     CHECK(ldb_open(dir, &d) == 0);
