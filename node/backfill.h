@@ -36,9 +36,9 @@
  *      are then durable; a destination whose node restarted since the
  *      build's first round there, seen by its epoch, may have lost some,
  *      and the build starts again), then persist, per index, the
- *      partition's outbox head ('M'
- *      'B' | index id): every write made during the build has its records
- *      at or below it, and the build's own records are applied already.
+ *      partition's outbox head ('M' 'B' | index id): every write made
+ *      during the build has its records at or below it, and the build's
+ *      own records are applied already.
  * While an index is `building` a write emits the records of its new state
  * even where they repeat the old one (storage_write.c: emit_one), since the
  * index may not hold the old entry yet: so "that later write emitted the

@@ -403,6 +403,14 @@ static int bf_gather(bf_scan *s, size_t from, size_t *next, uint64_t *sent,
     return rc;
 }
 
+/* The pause before the next attempt after one more failure: doubling from
+ * BF_RETRY_MIN_MS up to BF_RETRY_MAX_MS. */
+static int bf_next_pause(int pause)
+{
+    pause = pause ? pause * 2 : BF_RETRY_MIN_MS;
+    return pause > BF_RETRY_MAX_MS ? BF_RETRY_MAX_MS : pause;
+}
+
 /* Waits ms (in steps, so that a stop is seen). */
 static void bf_pause(int ms)
 {
@@ -420,6 +428,18 @@ static bool bf_dropped(st_part *p, uint32_t id)
     const sx_catalog *cat = NULL;
 
     return st_cat_peek(p->cc, 0, &cat) == 0 && cat_index_by_id(cat, id, NULL) == NULL;
+}
+
+/* Sets s->stop when the node stops or one of the indexes built was dropped
+ * (then s->dropped too); returns s->stop. */
+static bool bf_check_stop(bf_scan *s)
+{
+    if (node_should_stop())
+        s->stop = true;
+    for (uint32_t k = 0; k < s->nix && !s->stop; k++)
+        if (bf_dropped(s->p, s->ix[k]->id))
+            s->stop = s->dropped = true;
+    return s->stop;
 }
 
 /* Sorts the run and sends it to the index partitions chunk by chunk. Each
@@ -489,9 +509,7 @@ static int bf_emit(bf_scan *s)
         } else {
             s->fails++;
             hold = !unresponsive;
-            pause = pause ? pause * 2 : BF_RETRY_MIN_MS;
-            if (pause > BF_RETRY_MAX_MS)
-                pause = BF_RETRY_MAX_MS;
+            pause = bf_next_pause(pause);
             if ((s->fails & (s->fails - 1)) == 0 && s->fails > 1)
                 LOG_WARN("partition %llu: index build: sending records failed %u times in a "
                          "row, last: %s (retrying every %d ms at most)",
@@ -501,11 +519,7 @@ static int bf_emit(bf_scan *s)
             rc = 0;
         }
         bf_publish(s, true);
-        if (node_should_stop())
-            s->stop = true;
-        for (uint32_t k = 0; k < s->nix && !s->stop; k++)
-            if (bf_dropped(p, s->ix[k]->id))
-                s->stop = s->dropped = true;
+        bf_check_stop(s);
     }
     return rc;
 }
@@ -515,8 +529,9 @@ static int bf_emit(bf_scan *s)
  * it answered the first round with, every record of the build is durable
  * there (index_part.h). Retried like a round, without the write lock (a
  * seal checks nothing against the facts); gives up when the node stops or
- * an index is dropped (s->stop). Returns 0, or SX_EUNAVAIL with s->lost when an index node
- * restarted (the build starts again), or an error no retry mends. */
+ * an index is dropped (s->stop). Returns 0, or SX_EUNAVAIL with s->lost
+ * when an index node restarted (the build starts again), or an error no
+ * retry mends. */
 static int bf_seal(bf_scan *s)
 {
     uint64_t t = sx_mono_us();
@@ -531,14 +546,9 @@ static int bf_seal(bf_scan *s)
         if (rc == 0 || s->lost || (rc != SX_EUNAVAIL && rc != SX_ETIMEDOUT && rc != SX_ENET))
             break;
         s->fails++;
-        pause = pause ? pause * 2 : BF_RETRY_MIN_MS;
-        if (pause > BF_RETRY_MAX_MS)
-            pause = BF_RETRY_MAX_MS;
+        pause = bf_next_pause(pause);
         bf_pause(pause);
-        for (uint32_t k = 0; k < s->nix && !s->dropped; k++)
-            s->dropped = bf_dropped(s->p, s->ix[k]->id);
-        if (node_should_stop() || s->dropped) {
-            s->stop = true;
+        if (bf_check_stop(s)) {
             rc = 0;
             break;
         }

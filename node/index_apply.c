@@ -400,7 +400,8 @@ static int write_group(ix_part *p, leveldb_writebatch_t *b, bool lazy, bool seal
 }
 
 /* Applies the ops of group (n records in all) in one batch, synced unless
- * it holds build records only (write_group), and publishes the state. Sets every op's err. Takes apply_mu. The batch is
+ * it holds build records only (write_group), and publishes the state.
+ * Sets every op's err. Takes apply_mu. The batch is
  * *wb, created when NULL, else emptied: the committer keeps it across
  * large groups, so a build does not regrow (copy and fault in) a batch of
  * MiBs for every group. */

@@ -182,30 +182,15 @@ static int count_visit(void *arg, const uint8_t *k, size_t kn,
     return 0;
 }
 
-/* After a crash with the marker there (unsealed build records,
- * index_part.h): the counters are recounted and written synced, then the
- * marker goes. */
-static int recount_unsealed(ix_part *p)
+/* Counts the entries and tombstones by one scan into p's counters. */
+static int count_entries(ix_part *p)
 {
     uint8_t lo = IX_PFX_ENTRY, hi = IX_PFX_ENTRY + 1;
     count_load cl = { 0, 0 };
-    leveldb_writebatch_t *b;
     int rc = ldb_scan(p->db, NULL, &lo, 1, &hi, 1, false, count_visit, &cl);
 
-    if (rc != 0)
-        return rc;
-    if ((b = leveldb_writebatch_create()) == NULL)
-        return SX_ENOMEM;
-    rc = ix_put_counts(b, cl.live, cl.tomb);
-    if (rc == 0)
-        rc = ldb_write_sync(p->db, b);
-    leveldb_writebatch_destroy(b);
-    if (rc == 0)
-        rc = ldb_marker_clear(p->unsealed);
-    if (rc == 0)
-        LOG_INFO("index p%llu: a build was unsealed at the last stop: counted %llu "
-                 "entries, %llu tombstones again", (unsigned long long)p->id,
-                 (unsigned long long)cl.live, (unsigned long long)cl.tomb);
+    p->entries = cl.live;
+    p->tombstones = cl.tomb;
     return rc;
 }
 
@@ -227,14 +212,31 @@ static int load_counts(ix_part *p)
         free(v);
         return rc;
     }
-    if (rc == SX_ENOTFOUND) {
-        count_load cl = { 0, 0 };
-        uint8_t lo = IX_PFX_ENTRY, hi = IX_PFX_ENTRY + 1;
+    return rc == SX_ENOTFOUND ? count_entries(p) : rc;
+}
 
-        rc = ldb_scan(p->db, NULL, &lo, 1, &hi, 1, false, count_visit, &cl);
-        p->entries = cl.live;
-        p->tombstones = cl.tomb;
-    }
+/* After a crash with the marker there (unsealed build records,
+ * index_part.h): the counters are counted again (the record may count lost
+ * entries) and written synced, then the marker goes. */
+static int recount_unsealed(ix_part *p)
+{
+    leveldb_writebatch_t *b;
+    int rc = count_entries(p);
+
+    if (rc != 0)
+        return rc;
+    if ((b = leveldb_writebatch_create()) == NULL)
+        return SX_ENOMEM;
+    rc = ix_put_counts(b, p->entries, p->tombstones);
+    if (rc == 0)
+        rc = ldb_write_sync(p->db, b);
+    leveldb_writebatch_destroy(b);
+    if (rc == 0)
+        rc = ldb_marker_clear(p->unsealed);
+    if (rc == 0)
+        LOG_INFO("index p%llu: a build was unsealed at the last stop: counted %llu "
+                 "entries, %llu tombstones again", (unsigned long long)p->id,
+                 (unsigned long long)p->entries, (unsigned long long)p->tombstones);
     return rc;
 }
 
@@ -302,7 +304,7 @@ int ix_part_open(const sx_config *cfg, const cfg_part *cp, const char *data_dir,
 {
     ix_part *p = calloc(1, sizeof(*p));
     char path[4096];
-    int unsealed;
+    bool unsealed;
     int rc;
 
     if (p == NULL)
@@ -324,10 +326,8 @@ int ix_part_open(const sx_config *cfg, const cfg_part *cp, const char *data_dir,
         goto fail;
     }
     sprintf(p->unsealed, "%s.unsealed", path);
-    if ((unsealed = ldb_marker_state(p->unsealed)) < 0) {
-        rc = unsealed;
+    if ((rc = ldb_marker_state(p->unsealed, &unsealed)) != 0)
         goto fail;
-    }
     if (unsealed) {
         LOG_WARN("index p%llu: a build was unsealed at the last stop (%s): recovering "
                  "its logs leniently (what leveldb drops, its LOG says), then counting the "
@@ -342,9 +342,7 @@ int ix_part_open(const sx_config *cfg, const cfg_part *cp, const char *data_dir,
     rc = load_sources(p, cfg);
     if (rc != 0)
         goto fail;
-    rc = unsealed ? recount_unsealed(p) : 0;
-    if (rc == 0)
-        rc = load_counts(p);
+    rc = unsealed ? recount_unsealed(p) : load_counts(p);
     if (rc != 0)
         goto fail;
     filter_start(p);           /* optional: without it every apply reads */

@@ -332,13 +332,12 @@ int ldb_marker_clear(const char *path)
     return 0;
 }
 
-int ldb_marker_state(const char *path)
+int ldb_marker_state(const char *path, bool *exists)
 {
     struct stat st;
 
-    if (stat(path, &st) == 0)
-        return 1;
-    if (errno == ENOENT)
+    *exists = stat(path, &st) == 0;
+    if (*exists || errno == ENOENT)
         return 0;
     LOG_ERROR("marker %s: %s", path, strerror(errno));
     return SX_EIO;

@@ -68,12 +68,12 @@ int ldb_sync_parent(const char *path);
  * out of leveldb so that it can be read before leveldb opens):
  * ldb_marker_set creates path durably (the file and its folder synced),
  * ldb_marker_clear removes it (not synced: a marker that comes back after
- * a crash must be harmless): both return 0 or SX_EIO (logged);
- * ldb_marker_state returns 1 when path exists, 0 when it does not, SX_EIO
- * (logged) when that cannot be told. */
+ * a crash must be harmless), ldb_marker_state sets *exists; each returns
+ * 0 or SX_EIO (logged: for ldb_marker_state, whether path exists cannot be
+ * told). */
 int ldb_marker_set(const char *path);
 int ldb_marker_clear(const char *path);
-int ldb_marker_state(const char *path);
+int ldb_marker_state(const char *path, bool *exists);
 
 /* Opens the existing database at dir once with leveldb's paranoid checks
  * off, so that its recovery skips what it cannot read in a log (a tail

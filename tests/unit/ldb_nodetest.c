@@ -141,9 +141,10 @@ static int tear_log(const char *dir, off_t n)
 
 int main(int argc, char **argv)
 {
-    char tmpl[] = "/tmp/sx-ldb-XXXXXX", dir[4200], marker[4300];
+    char tmpl[] = "/tmp/sx-ldb-XXXXXX", dir[4200], marker[4200], inside[4200];
     const char *base = argc > 1 ? argv[1] : mkdtemp(tmpl);
     unsigned synced = 0;
+    bool exists = false;
     ldb *d = NULL;
     tally t;
     int rc;
@@ -152,19 +153,22 @@ int main(int argc, char **argv)
         perror("ldb_nodetest: mkdtemp");
         return 1;
     }
-    snprintf(dir, sizeof(dir), "%s/db", base);
-    snprintf(marker, sizeof(marker), "%s/db.unsealed", base);
+    if (snprintf(dir, sizeof(dir), "%s/db", base) >= (int)sizeof(dir) ||
+        snprintf(marker, sizeof(marker), "%s.unsealed", dir) >= (int)sizeof(marker) ||
+        snprintf(inside, sizeof(inside), "%s/x", marker) >= (int)sizeof(inside)) {
+        fprintf(stderr, "ldb_nodetest: scratch dir path too long: %s\n", base);
+        return 1;
+    }
 
     /* marker files */
-    CHECK(ldb_marker_state(marker) == 0);
+    CHECK(ldb_marker_state(marker, &exists) == 0 && !exists);
     CHECK(ldb_marker_set(marker) == 0);
-    CHECK(ldb_marker_state(marker) == 1);
-    snprintf(dir, sizeof(dir), "%s/db.unsealed/under-a-file", base);
-    CHECK(ldb_marker_state(dir) == SX_EIO);          /* cannot tell: not "absent" */
+    CHECK(ldb_marker_state(marker, &exists) == 0 && exists);
+    /* a path under the marker (a file): whether it exists cannot be told */
+    CHECK(ldb_marker_state(inside, &exists) == SX_EIO);
     CHECK(ldb_marker_clear(marker) == 0);
-    CHECK(ldb_marker_state(marker) == 0);
+    CHECK(ldb_marker_state(marker, &exists) == 0 && !exists);
     CHECK(ldb_marker_clear(marker) == 0);            /* already gone: fine */
-    snprintf(dir, sizeof(dir), "%s/db", base);
 
     /* synced records, then an unsynced tail; ldb_sync_logs syncs the log */
     CHECK(ldb_open(dir, &d) == 0);
