@@ -16,6 +16,12 @@
  *   shardex-rawbench leveldb --dir DIR [--items N] [--duration S]
  *       put (unsynced), get (random keys, 1 reader), synced single put,
  *       synced batch of 100 puts; 130-byte values.
+ *   shardex-rawbench leveldb-w6 --dir DIR [--items N]
+ *       the engine's floor under W6 with two indexes built after the load:
+ *       the leveldb writes and the scan that load-then-build makes, and
+ *       nothing else (no network, no encoding, no sort), on the daemons'
+ *       own leveldb settings (node/ldb.c), one thread per node of the
+ *       local cluster; see raw_w6.c.
  */
 #include <leveldb/c.h>
 #include <nng/nng.h>
@@ -28,13 +34,19 @@
 #include <unistd.h>
 #include "hist.h"
 #include "net.h"
+#include "raw_w6.h"
 
+/* One figure as a JSON line; the latencies are null when h is empty (a
+ * figure timed as a whole, not per operation). */
 static void emit(const char *name, const char *sys, int clients, double ops, const hist *h)
 {
-    printf("{\"name\":\"%s\",\"system\":\"%s\",\"clients\":%d,\"ops_per_s\":%.1f,"
-           "\"p50_us\":%.2f,\"p99_us\":%.2f,\"p999_us\":%.2f}\n",
-           name, sys, clients, ops, hist_quantile_us(h, 0.5), hist_quantile_us(h, 0.99),
-           hist_quantile_us(h, 0.999));
+    printf("{\"name\":\"%s\",\"system\":\"%s\",\"clients\":%d,\"ops_per_s\":%.1f,",
+           name, sys, clients, ops);
+    if (h->count == 0)
+        printf("\"p50_us\":null,\"p99_us\":null,\"p999_us\":null}\n");
+    else
+        printf("\"p50_us\":%.2f,\"p99_us\":%.2f,\"p999_us\":%.2f}\n",
+               hist_quantile_us(h, 0.5), hist_quantile_us(h, 0.99), hist_quantile_us(h, 0.999));
     fflush(stdout);
 }
 
@@ -367,7 +379,7 @@ int main(int argc, char **argv)
     if (argc < 2 || strcmp(argv[1], "--help") == 0) {
         fprintf(stderr, "usage: shardex-rawbench nng|link --clients N [--duration S] "
                         "[--warmup S] [--port P]\n       shardex-rawbench leveldb --dir DIR "
-                        "[--items N] [--duration S]\n");
+                        "[--items N] [--duration S]\n       shardex-rawbench leveldb-w6 --dir DIR [--items N]\n");
         return argc < 2 ? 2 : 0;
     }
     int clients = 1, port = 0;
@@ -396,6 +408,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "leveldb") == 0 && dir)
         return run_leveldb(dir, items, duration);
+    if (strcmp(argv[1], "leveldb-w6") == 0 && dir)
+        return raw_w6_run(dir, items, emit);
     fprintf(stderr, "rawbench: unknown mode or missing --dir\n");
     return 2;
 }
