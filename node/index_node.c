@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <sodium.h>
 #include "node.h"
 #include "catalog_cache.h"
 #include "index_part.h"
+#include "ix_epoch.h"
 #include "keyfilter_load.h"
 #include "log.h"
 #include "net.h"
@@ -36,7 +36,7 @@ typedef struct ix_node {
     catcache *cc;               /* the catalog, for dropped indexes (gc thread) */
     bool cat_failing;           /* gc thread only: log once per outage */
     uint64_t drop_last_ms;      /* gc thread only */
-    uint64_t epoch;             /* drawn at start, never 0: I_BUILD's reply */
+    uint64_t epoch;             /* never 0: I_BUILD's reply (ix_epoch.h) */
     bool drop_unfinished;       /* gc thread only: the last round ran out of
                                  * batches; the next runs at the next tick */
     uint64_t drop_catver;       /* catalog version of the last finished drop
@@ -390,13 +390,17 @@ static int open_parts(ix_node *nd, const node_opts *o)
     return 0;
 }
 
-static void close_parts(ix_node *nd)
+/* Closes every partition; true when each closed sealed (ix_part_close). */
+static bool close_parts(ix_node *nd)
 {
+    bool sealed = true;
     int i;
 
     for (i = 0; i < nd->nparts; i++)
-        ix_part_close(nd->parts[i]);
+        if (!ix_part_close(nd->parts[i]))
+            sealed = false;
     free(nd->parts);
+    return sealed;
 }
 
 static void sleep_ms(long ms)
@@ -492,15 +496,12 @@ int ix_node_run(const node_opts *o)
 {
     ix_node nd;
     net_server *srv = NULL;
-    bool gc_started = false;
+    bool gc_started = false, kept = false, stopping = false;
     int rc;
 
     memset(&nd, 0, sizeof(nd));
     nd.cfg = o->cfg;
     nd.self = &o->cfg->nodes[o->self];
-    do
-        randombytes_buf(&nd.epoch, sizeof(nd.epoch));   /* sodium_init: main */
-    while (nd.epoch == 0);
     pthread_mutex_init(&nd.gc_mu, NULL);
     pthread_cond_init(&nd.gc_cv, NULL);
     if (nd.self->role != SX_ROLE_INDEX) {
@@ -508,6 +509,13 @@ int ix_node_run(const node_opts *o)
         rc = SX_ECONFIG;
         goto out;
     }
+    rc = ix_epoch_take(o->data_dir, &nd.epoch, &kept);
+    if (rc != 0)
+        goto out;
+    LOG_INFO("index node %s: epoch %016llx (%s)", nd.self->name,
+             (unsigned long long)nd.epoch,
+             kept ? "kept from a clean stop: builds running meanwhile go on"
+                  : "new: builds running meanwhile start again");
     rc = open_parts(&nd, o);
     if (rc != 0)
         goto out;
@@ -535,6 +543,7 @@ int ix_node_run(const node_opts *o)
         sleep_ms(50);
     LOG_INFO("index node %s stopping", nd.self->name);
     net_shutdown_guard(NET_SHUTDOWN_GRACE_S);
+    stopping = true;
 out:
     net_server_stop(srv);
     if (gc_started) {
@@ -544,7 +553,10 @@ out:
         pthread_mutex_unlock(&nd.gc_mu);
         pthread_join(nd.gc_thread, NULL);
     }
-    close_parts(&nd);
+    /* the epoch is kept only by a clean stop that left nothing unsealed */
+    if (close_parts(&nd) && stopping && ix_epoch_keep(o->data_dir, nd.epoch) == 0)
+        LOG_INFO("index node %s: every partition sealed, epoch kept for the next start",
+                 nd.self->name);
     catcache_free(nd.cc);
     pthread_mutex_destroy(&nd.gc_mu);
     pthread_cond_destroy(&nd.gc_cv);

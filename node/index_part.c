@@ -361,19 +361,24 @@ fail:
     return rc;
 }
 
-void ix_part_close(ix_part *p)
+bool ix_part_close(ix_part *p)
 {
     unsigned synced = 0;
+    bool sealed;
 
     if (p == NULL)
-        return;
+        return true;
     ix_committer_stop(p);
     /* a clean stop seals what a build left unsealed: the next open then
-     * needs neither the lenient recovery nor the recount (the builds start
-     * again anyway: the node's epoch changes) */
+     * needs neither the lenient recovery nor the recount, and the node
+     * keeps its epoch, so the builds go on (ix_epoch.h) */
     if (p->build_open && !p->seal_broken && ldb_sync_logs(p->db, &synced) == 0 &&
         ldb_marker_clear(p->unsealed) == 0)
         p->build_open = false;
+    sealed = !p->build_open;
+    if (!sealed)
+        LOG_WARN("index p%llu: closed with build records unsealed: the node will not keep "
+                 "its epoch", (unsigned long long)p->id);
     kf_load_stop(p->kf_load);
     kf_destroy(p->kf);
     ldb_close(p->db);
@@ -390,4 +395,5 @@ void ix_part_close(ix_part *p)
     pthread_cond_destroy(&p->commit_cv);
     pthread_cond_destroy(&p->done_cv);
     free(p);
+    return sealed;
 }

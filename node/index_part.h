@@ -22,7 +22,8 @@
  * whole log), then recounts the counters (a later synced group may have
  * counted lost entries) and removes the marker; the sources see the
  * node's new epoch (I_BUILD's reply) and build again. A clean stop seals
- * what is unsealed (ix_part_close), so only a crash leads there. After a
+ * what is unsealed (ix_part_close), so only a crash leads there, and the
+ * node keeps its epoch across it (ix_epoch.h): the builds go on. After a
  * failed log sync every later seal fails, and build records are written
  * synced, until the node restarts (the kernel may have dropped the pages
  * it could not write: only a restart and the rebuilds it causes make that
@@ -121,9 +122,11 @@ typedef struct ix_entry {
 int ix_part_open(const sx_config *cfg, const cfg_part *cp, const char *data_dir,
                  ix_part **out);
 
-/* Stops the committer (answering every queued apply first), closes the
- * database and frees p; accepts NULL. No request may be running. */
-void ix_part_close(ix_part *p);
+/* Stops the committer (answering every queued apply first), seals what a
+ * build left unsealed, closes the database and frees p; accepts NULL. No
+ * request may be running. Returns true when nothing is left unsealed
+ * (every build record applied is durable), false when the seal failed. */
+bool ix_part_close(ix_part *p);
 
 /* The position of source id in p->src, or -1. Thread-safe (immutable). */
 int ix_part_src_index(const ix_part *p, uint64_t source);

@@ -47,6 +47,11 @@
 #   7. The same with SHARDEX_BACKFILL_HOLD_SEAL (index by_g5): the builds
 #      hold once every round is applied, before their seal; i2 is killed
 #      and restarted there, and the seal is what sees its new epoch.
+#   8. Index by_g6 is created with SHARDEX_BACKFILL_HOLD_RUN as in step 6,
+#      but i2 is stopped cleanly (`local-cluster stop`): it seals the
+#      unsealed rounds and keeps its epoch (DATA/epoch, taken and removed
+#      at its next start), so no build starts again, i2 does not recount,
+#      and by_g6 ends equal to the facts.
 # After step 1 both index nodes' status shows the build's unsynced groups,
 # its seals and the logs they synced.
 source "$(dirname "$0")/lib.sh" "$@"
@@ -336,6 +341,31 @@ check_index by_g3 grp
 
 # ---- 7. an index node restarted between a build's last round and its seal ----------
 i2_restart_held "$HOLD_SEAL" "before its seal" by_g5
+
+# ---- 8. an index node stopped cleanly while the builds hold unsealed rounds -----------
+restarts="$(slog_count 'an index node restarted during it')"
+held="$(slog_count "holds after a run")"
+kept="$(grep -c 'epoch kept for the next start' "$IT_DIR/logs/i2.log" || true)"
+recounts="$(grep -c 'unsealed at the last stop: counted' "$IT_DIR/logs/i2.log" || true)"
+touch "$HOLD_RUN"
+sx index create kv by_g6 --on grp --project keys
+wait_for "the by_g6 builds hold after a run" 60 slog_reaches "holds after a run" $((held + 3))
+lc stop i2 >/dev/null
+(($(grep -c 'epoch kept for the next start' "$IT_DIR/logs/i2.log") > kept)) ||
+    fail "i2 stopped cleanly but did not keep its epoch"
+[ -s "$IT_DIR/data/i2/epoch" ] || fail "i2 stopped cleanly but left no epoch file"
+lc start i2 >/dev/null
+[ ! -e "$IT_DIR/data/i2/epoch" ] || fail "i2 started but left its epoch file for a later start"
+[ "$(grep -c 'kept from a clean stop' "$IT_DIR/logs/i2.log")" -ge 1 ] ||
+    fail "i2 did not start with the epoch it kept"
+rm -f "$HOLD_RUN"
+wait_for "index by_g6 ready" 120 index_ready kv by_g6
+[ "$(slog_count 'an index node restarted during it')" -eq "$restarts" ] ||
+    fail "a by_g6 build started again though i2 only stopped cleanly"
+[ "$(grep -c 'unsealed at the last stop: counted' "$IT_DIR/logs/i2.log" || true)" -eq "$recounts" ] ||
+    fail "i2 recounted after a clean stop"
+check_index by_g6 grp
+pass "i2 stopped cleanly while the by_g6 builds held unsealed rounds: it sealed them, kept its epoch, and the builds went on"
 
 [ "$(lc status | grep -c running)" -eq 5 ] || fail "not every process is running"
 pass "all 5 processes running"

@@ -1,0 +1,35 @@
+/*
+ * ix_epoch.h — an index node's epoch (the number every I_BUILD reply
+ * carries, proto/PROTOCOL.md): kept across a clean stop, drawn anew after
+ * anything else.
+ *
+ * Why: a build whose destination answers with a new epoch starts again
+ * from the beginning, since a node that restarted may have lost the build
+ * records it applied without a sync. A clean stop seals them all
+ * (ix_part_close), so nothing is lost, and a rolling restart of the index
+ * nodes need not restart every build running meanwhile. The node writes
+ * its epoch to DATA/epoch once every partition has closed sealed; the next
+ * start takes it and removes the file durably before it applies anything,
+ * so a crash after that start can never find it again.
+ */
+#ifndef SX_IX_EPOCH_H
+#define SX_IX_EPOCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Sets *epoch (never 0) for a node starting on data_dir: the one a clean
+ * stop left in data_dir/epoch (*kept true), which is then removed with
+ * its removal synced, or a random one (*kept false: no file, or one that
+ * does not hold an epoch, logged). Returns 0, or SX_EIO (logged) when the
+ * file is there but cannot be read or removed durably: the node must not
+ * start, since a later start could reuse an epoch across a crash. */
+int ix_epoch_take(const char *data_dir, uint64_t *epoch, bool *kept);
+
+/* Leaves epoch for the next start in data_dir/epoch (written to a
+ * temporary file, synced, renamed, the folder synced). Call only after a
+ * clean stop in which every partition closed sealed. Returns 0 or SX_EIO
+ * (logged: the next start draws a new epoch). */
+int ix_epoch_keep(const char *data_dir, uint64_t epoch);
+
+#endif
