@@ -509,16 +509,22 @@ int ix_node_run(const node_opts *o)
         rc = SX_ECONFIG;
         goto out;
     }
-    rc = ix_epoch_take(o->data_dir, &nd.epoch, &kept);
+    ix_epoch_take(o->data_dir, &nd.epoch, &kept);
+    rc = open_parts(&nd, o);
     if (rc != 0)
         goto out;
+    for (int i = 0; kept && i < nd.nparts; i++)
+        if (nd.parts[i]->recovered) {   /* a marker though the stop was clean: a */
+            ix_epoch_draw(&nd.epoch);   /* copied folder, or a tool; unsealed records */
+            kept = false;               /* may be gone: the builds must start again */
+            LOG_WARN("index node %s: partition %llu held unsealed build records though the "
+                     "last stop kept the epoch: drawing a new one", nd.self->name,
+                     (unsigned long long)nd.parts[i]->id);
+        }
     LOG_INFO("index node %s: epoch %016llx (%s)", nd.self->name,
              (unsigned long long)nd.epoch,
              kept ? "kept from a clean stop: builds running meanwhile go on"
                   : "new: builds running meanwhile start again");
-    rc = open_parts(&nd, o);
-    if (rc != 0)
-        goto out;
     rc = catcache_new(o->cfg, &nd.cc);
     if (rc != 0)
         goto out;

@@ -328,6 +328,7 @@ int ix_part_open(const sx_config *cfg, const cfg_part *cp, const char *data_dir,
     sprintf(p->unsealed, "%s.unsealed", path);
     if ((rc = ldb_marker_state(p->unsealed, &unsealed)) != 0)
         goto fail;
+    p->recovered = unsealed;
     if (unsealed) {
         LOG_WARN("index p%llu: a build was unsealed at the last stop (%s): recovering "
                  "its logs leniently (what leveldb drops, its LOG says), then counting the "
@@ -375,10 +376,12 @@ bool ix_part_close(ix_part *p)
     if (p->build_open && !p->seal_broken && ldb_sync_logs(p->db, &synced) == 0 &&
         ldb_marker_clear(p->unsealed) == 0)
         p->build_open = false;
-    sealed = !p->build_open;
+    /* a failed write or sync may have lost unsealed records even where a
+     * later sync succeeded (the kernel reports a lost page once) */
+    sealed = !p->build_open && p->db != NULL && ldb_sound(p->db);
     if (!sealed)
-        LOG_WARN("index p%llu: closed with build records unsealed: the node will not keep "
-                 "its epoch", (unsigned long long)p->id);
+        LOG_WARN("index p%llu: closed with build records unsealed or after a failed write "
+                 "or sync: the node will not keep its epoch", (unsigned long long)p->id);
     kf_load_stop(p->kf_load);
     kf_destroy(p->kf);
     ldb_close(p->db);

@@ -88,6 +88,8 @@ typedef struct ix_part {
     bool build_open;           /* the marker exists (apply_mu): build
                                 * records may sit in unsynced logs */
     bool seal_broken;          /* a log sync failed (apply_mu): no more seals */
+    bool recovered;            /* opened with the marker there: unsealed
+                                * records may have been lost (immutable) */
     uint64_t lazy_groups, seals, logs_synced;  /* committer; atomic reads:
                                                 * NODE_STATUS "builds" */
 
@@ -124,8 +126,9 @@ int ix_part_open(const sx_config *cfg, const cfg_part *cp, const char *data_dir,
 
 /* Stops the committer (answering every queued apply first), seals what a
  * build left unsealed, closes the database and frees p; accepts NULL. No
- * request may be running. Returns true when nothing is left unsealed
- * (every build record applied is durable), false when the seal failed. */
+ * request may be running. Returns true when every build record applied is
+ * known durable: nothing left unsealed, and no write or sync of the
+ * database ever failed (ldb_sound); false otherwise. */
 bool ix_part_close(ix_part *p);
 
 /* The position of source id in p->src, or -1. Thread-safe (immutable). */

@@ -43,46 +43,55 @@ static uint64_t epoch_parse(const char *s, size_t n)
     return v;
 }
 
-int ix_epoch_take(const char *data_dir, uint64_t *epoch, bool *kept)
+void ix_epoch_draw(uint64_t *epoch)
 {
-    char path[4200], buf[EPOCH_TEXT + 1];
-    ssize_t n;
-    int fd;
-
-    *kept = false;
     do
         randombytes_buf(epoch, sizeof(*epoch));   /* sodium_init: main */
     while (*epoch == 0);
+}
+
+void ix_epoch_take(const char *data_dir, uint64_t *epoch, bool *kept)
+{
+    char path[4200], buf[EPOCH_TEXT + 1];
+    ssize_t n;
+    uint64_t v;
+    int fd;
+
+    *kept = false;
+    ix_epoch_draw(epoch);
     if (epoch_path(data_dir, "epoch", path, sizeof(path)) != 0)
-        return SX_EIO;
+        return;
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        if (errno == ENOENT)
-            return 0;
-        LOG_ERROR("index node epoch: open %s: %s", path, strerror(errno));
-        return SX_EIO;
+        if (errno != ENOENT)
+            LOG_ERROR("index node epoch: open %s: %s: drawing a new one", path, strerror(errno));
+        return;
     }
     n = read(fd, buf, sizeof(buf));
-    if (n < 0) {
-        LOG_ERROR("index node epoch: read %s: %s", path, strerror(errno));
-        close(fd);
-        return SX_EIO;
-    }
+    if (n < 0)
+        LOG_ERROR("index node epoch: read %s: %s: drawing a new one", path, strerror(errno));
     close(fd);
-    uint64_t v = epoch_parse(buf, (size_t)n);
-    if (unlink(path) != 0 || ldb_sync_parent(path) != 0) {
-        LOG_ERROR("index node epoch: cannot remove %s durably (%s): not starting, a later "
-                  "start could reuse it after a crash", path, strerror(errno));
-        return SX_EIO;
-    }
-    if (v == 0) {
+    v = n < 0 ? 0 : epoch_parse(buf, (size_t)n);
+    if (n >= 0 && v == 0)
         LOG_WARN("index node epoch: %s does not hold an epoch (%zd bytes): drawing a new one",
                  path, n);
-        return 0;
+    /* served only once its removal is durable: a crash must never find it
+     * again after this run served it (a file left behind is harmless while
+     * this run serves another epoch: all that was acknowledged under the
+     * kept one was sealed) */
+    if (unlink(path) != 0) {
+        LOG_ERROR("index node epoch: remove %s: %s: drawing a new one", path, strerror(errno));
+        return;
     }
-    *epoch = v;
-    *kept = true;
-    return 0;
+    if (ldb_sync_parent(path) != 0) {
+        LOG_ERROR("index node epoch: the removal of %s is not durable (see above): drawing "
+                  "a new one", path);
+        return;
+    }
+    if (v != 0) {
+        *epoch = v;
+        *kept = true;
+    }
 }
 
 /* Removes a temporary file left by a failed keep; one left behind is
@@ -107,8 +116,10 @@ int ix_epoch_keep(const char *data_dir, uint64_t epoch)
         LOG_ERROR("index node epoch: create %s: %s", tmp, strerror(errno));
         return SX_EIO;
     }
-    if (write(fd, text, EPOCH_TEXT) != EPOCH_TEXT || fsync(fd) != 0) {
-        LOG_ERROR("index node epoch: write %s: %s", tmp, strerror(errno));
+    ssize_t w = write(fd, text, EPOCH_TEXT);
+    if (w != EPOCH_TEXT || fsync(fd) != 0) {
+        LOG_ERROR("index node epoch: write %s: %s", tmp,
+                  w >= 0 && w != EPOCH_TEXT ? "short write" : strerror(errno));
         close(fd);
         discard(tmp);
         return SX_EIO;

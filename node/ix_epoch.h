@@ -18,18 +18,22 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* Sets *epoch to a new random epoch, never 0. */
+void ix_epoch_draw(uint64_t *epoch);
+
 /* Sets *epoch (never 0) for a node starting on data_dir: the one a clean
- * stop left in data_dir/epoch (*kept true), which is then removed with
- * its removal synced, or a random one (*kept false: no file, or one that
- * does not hold an epoch, logged). Returns 0, or SX_EIO (logged) when the
- * file is there but cannot be read or removed durably: the node must not
- * start, since a later start could reuse an epoch across a crash. */
-int ix_epoch_take(const char *data_dir, uint64_t *epoch, bool *kept);
+ * stop left in data_dir/epoch (*kept true) once that file has been
+ * removed and its removal synced; otherwise a new one (*kept false: no
+ * file, one that does not hold an epoch, or one that cannot be read or
+ * removed durably; logged). Never fails: a new epoch is always safe, it
+ * only makes the builds running meanwhile start again. */
+void ix_epoch_take(const char *data_dir, uint64_t *epoch, bool *kept);
 
 /* Leaves epoch for the next start in data_dir/epoch (written to a
  * temporary file, synced, renamed, the folder synced). Call only after a
- * clean stop in which every partition closed sealed. Returns 0 or SX_EIO
- * (logged: the next start draws a new epoch). */
+ * clean stop in which every partition closed sealed. Returns 0, or SX_EIO
+ * (logged; the file may or may not be there for the next start, which is
+ * safe either way: everything acknowledged under epoch is durable). */
 int ix_epoch_keep(const char *data_dir, uint64_t epoch);
 
 #endif

@@ -89,6 +89,7 @@ static int open_checked(const char *dir, bool create, bool paranoid, ldb **out)
 
     if (d == NULL)
         return SX_ENOMEM;
+    atomic_init(&d->failed, false);
     d->opts = leveldb_options_create();
     d->ropts = leveldb_readoptions_create();
     d->wsync = leveldb_writeoptions_create();
@@ -216,6 +217,7 @@ static int write_opts(ldb *d, const leveldb_writeoptions_t *o, leveldb_writebatc
     if (err != NULL) {
         LOG_ERROR("leveldb write: %s", err);
         leveldb_free(err);
+        atomic_store(&d->failed, true);
         return SX_EIO;
     }
     return 0;
@@ -259,6 +261,7 @@ int ldb_sync_logs(ldb *d, unsigned *synced)
 
     if (dir == NULL) {
         LOG_ERROR("leveldb %s: cannot list it to sync its logs: %s", d->dir, strerror(errno));
+        atomic_store(&d->failed, true);
         return SX_EIO;
     }
     for (;;) {
@@ -278,7 +281,23 @@ int ldb_sync_logs(ldb *d, unsigned *synced)
         rc = SX_EIO;
     }
     closedir(dir);
+    if (rc != 0)
+        atomic_store(&d->failed, true);
     return rc;
+}
+
+bool ldb_sound(ldb *d)
+{
+    leveldb_writebatch_t *b;
+    int rc;
+
+    if (atomic_load(&d->failed))
+        return false;
+    if ((b = leveldb_writebatch_create()) == NULL)
+        return false;
+    rc = ldb_write_sync(d, b);
+    leveldb_writebatch_destroy(b);
+    return rc == 0;
 }
 
 int ldb_sync_parent(const char *path)

@@ -6,6 +6,7 @@
 #ifndef SX_LDB_H
 #define SX_LDB_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stddef.h>
 #include <stdbool.h>
@@ -20,6 +21,7 @@ typedef struct ldb {
     char *dir;                       /* the database's folder */
     leveldb_cache_t *cache;
     leveldb_filterpolicy_t *filter;
+    atomic_bool failed;              /* a write or a log sync failed (sticky) */
 } ldb;
 
 /* Opens (creating if missing) the database at dir. Returns 0 or SX_EIO with
@@ -58,6 +60,15 @@ int ldb_write_lazy(ldb *d, leveldb_writebatch_t *b);
  * skipped for that reason). Returns 0 or SX_EIO (logged); *synced counts
  * the logs fsynced. */
 int ldb_sync_logs(ldb *d, unsigned *synced);
+
+/* Whether every write and log sync through d so far succeeded: false once
+ * one failed (the kernel may have dropped the pages it could not write,
+ * and reports that only once, to the descriptor that saw it), true
+ * otherwise — and then a synced write of nothing, which leveldb refuses
+ * once it met an error of its own (a failed log write or sync, or a
+ * compaction's), must succeed too. For a clean stop that wants to vouch
+ * for everything written before it. */
+bool ldb_sound(ldb *d);
 
 /* Makes a change to path's parent folder (a file created, renamed or
  * removed there) durable: fsyncs the folder. Returns 0 or SX_EIO (logged;

@@ -52,6 +52,9 @@
 #      unsealed rounds and keeps its epoch (DATA/epoch, taken and removed
 #      at its next start), so no build starts again, i2 does not recount,
 #      and by_g6 ends equal to the facts.
+#   9. Step 6 again (index by_g7, no tear) on that start, which took the
+#      kept epoch: killed, i2 comes back with a new one and the builds
+#      start again.
 # After step 1 both index nodes' status shows the build's unsynced groups,
 # its seals and the logs they synced.
 source "$(dirname "$0")/lib.sh" "$@"
@@ -343,6 +346,8 @@ check_index by_g3 grp
 i2_restart_held "$HOLD_SEAL" "before its seal" by_g5
 
 # ---- 8. an index node stopped cleanly while the builds hold unsealed rounds -----------
+# i2_epoch: the epoch i2 logged at its last start.
+i2_epoch() { grep -o 'epoch [0-9a-f]\{16\}' "$IT_DIR/logs/i2.log" | tail -n 1 | cut -d' ' -f2; }
 restarts="$(slog_count 'an index node restarted during it')"
 held="$(slog_count "holds after a run")"
 kept="$(grep -c 'epoch kept for the next start' "$IT_DIR/logs/i2.log" || true)"
@@ -350,14 +355,16 @@ recounts="$(grep -c 'unsealed at the last stop: counted' "$IT_DIR/logs/i2.log" |
 touch "$HOLD_RUN"
 sx index create kv by_g6 --on grp --project keys
 wait_for "the by_g6 builds hold after a run" 60 slog_reaches "holds after a run" $((held + 3))
+[ -e "$IT_DIR/data/i2/p102.unsealed" ] || fail "i2 held no unsealed rounds of by_g6 to stop with"
+before="$(i2_epoch)"
 lc stop i2 >/dev/null
 (($(grep -c 'epoch kept for the next start' "$IT_DIR/logs/i2.log") > kept)) ||
     fail "i2 stopped cleanly but did not keep its epoch"
+[ ! -e "$IT_DIR/data/i2/p102.unsealed" ] || fail "i2 stopped cleanly without sealing"
 [ -s "$IT_DIR/data/i2/epoch" ] || fail "i2 stopped cleanly but left no epoch file"
 lc start i2 >/dev/null
 [ ! -e "$IT_DIR/data/i2/epoch" ] || fail "i2 started but left its epoch file for a later start"
-[ "$(grep -c 'kept from a clean stop' "$IT_DIR/logs/i2.log")" -ge 1 ] ||
-    fail "i2 did not start with the epoch it kept"
+[ "$(i2_epoch)" = "$before" ] || fail "i2 started with epoch $(i2_epoch), not the $before it kept"
 rm -f "$HOLD_RUN"
 wait_for "index by_g6 ready" 120 index_ready kv by_g6
 [ "$(slog_count 'an index node restarted during it')" -eq "$restarts" ] ||
@@ -365,7 +372,11 @@ wait_for "index by_g6 ready" 120 index_ready kv by_g6
 [ "$(grep -c 'unsealed at the last stop: counted' "$IT_DIR/logs/i2.log" || true)" -eq "$recounts" ] ||
     fail "i2 recounted after a clean stop"
 check_index by_g6 grp
-pass "i2 stopped cleanly while the by_g6 builds held unsealed rounds: it sealed them, kept its epoch, and the builds went on"
+pass "i2 stopped cleanly while the by_g6 builds held unsealed rounds: it sealed them, kept its epoch ($before), and the builds went on"
+
+# ---- 9. killed after a start that took a kept epoch: the builds start again ------------
+i2_restart_held "$HOLD_RUN" "after a run" by_g7
+[ "$(i2_epoch)" != "$before" ] || fail "i2 kept epoch $before across a kill"
 
 [ "$(lc status | grep -c running)" -eq 5 ] || fail "not every process is running"
 pass "all 5 processes running"

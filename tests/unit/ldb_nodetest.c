@@ -4,7 +4,8 @@
  * overwriting it with garbage) makes leveldb's paranoid open fail;
  * ldb_recover_lenient then opens it, every synced record is still there
  * and the records it kept of the torn tail are intact; afterwards the
- * usual open works. Also ldb_sync_logs (counts the logs it synced) and the
+ * usual open works. Also ldb_sync_logs (counts the logs it synced), a
+ * failed one remembered by ldb_sound, and the
  * marker files (set, state, clear, clear again; a state that cannot be told
  * is an error, not "absent").
  * Standalone: builds from node/ldb.c + sx_proto + leveldb (named
@@ -141,7 +142,7 @@ static int tear_log(const char *dir, off_t n)
 
 int main(int argc, char **argv)
 {
-    char tmpl[] = "/tmp/sx-ldb-XXXXXX", dir[4200], marker[4200], inside[4200];
+    char tmpl[] = "/tmp/sx-ldb-XXXXXX", dir[4200], marker[4200], inside[4200], moved[4200];
     const char *base = argc > 1 ? argv[1] : mkdtemp(tmpl);
     unsigned synced = 0;
     bool exists = false;
@@ -155,7 +156,8 @@ int main(int argc, char **argv)
     }
     if (snprintf(dir, sizeof(dir), "%s/db", base) >= (int)sizeof(dir) ||
         snprintf(marker, sizeof(marker), "%s.unsealed", dir) >= (int)sizeof(marker) ||
-        snprintf(inside, sizeof(inside), "%s/x", marker) >= (int)sizeof(inside)) {
+        snprintf(inside, sizeof(inside), "%s/x", marker) >= (int)sizeof(inside) ||
+        snprintf(moved, sizeof(moved), "%s/moved", base) >= (int)sizeof(moved)) {
         fprintf(stderr, "ldb_nodetest: scratch dir path too long: %s\n", base);
         return 1;
     }
@@ -176,6 +178,7 @@ int main(int argc, char **argv)
     CHECK(write_recs(d, 'L', NLAZY, false) == 0);
     CHECK(ldb_sync_logs(d, &synced) == 0);
     CHECK(synced == 1);
+    CHECK(ldb_sound(d));
     ldb_close(d);
     d = NULL;
 
@@ -192,6 +195,15 @@ int main(int argc, char **argv)
     CHECK(count(d, 'L', &t) == 0);
     CHECK(t.n < NLAZY && t.n >= NLAZY / 4 && t.bad == 0);   /* the tail's head, intact */
     printf("after the torn tail: %u of %d unsynced records kept\n", (unsigned)t.n, NLAZY);
+
+    /* a failed log sync is remembered: the handle is no longer sound, even
+     * once the folder is back (its folder moved away: the listing fails) */
+    CHECK(ldb_sound(d));
+    CHECK(rename(dir, moved) == 0);
+    CHECK(ldb_sync_logs(d, &synced) == SX_EIO);
+    CHECK(rename(moved, dir) == 0);
+    CHECK(ldb_sync_logs(d, &synced) == 0);
+    CHECK(!ldb_sound(d));
     ldb_close(d);
 
     if (argc <= 1)      /* a scratch dir of our own: removed; one given: kept */
