@@ -11,8 +11,9 @@
  * opened as the daemons open theirs (node/ldb.c). Three phases, one after
  * the other:
  *   load   each storage thread writes its half of the facts in placement
- *          order (hashed keys), in synced batches of 2,000 (a storage
- *          group's size in W6);
+ *          order (hashed keys), in synced batches of 2,000 (what W6 keeps
+ *          in flight per storage node: 8 batches of 500 over 2 nodes; the
+ *          nodes' groups measure ~640, so this is the engine's best case);
  *   scan   each storage thread reads its facts back (the build's scan);
  *   write  each index thread writes its half of both indexes' entries,
  *          each index in ascending order (the build's best case), in
