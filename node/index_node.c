@@ -37,6 +37,7 @@ typedef struct ix_node {
     bool cat_failing;           /* gc thread only: log once per outage */
     uint64_t drop_last_ms;      /* gc thread only */
     uint64_t epoch;             /* never 0: I_BUILD's reply (ix_epoch.h) */
+    bool epoch_kept;            /* taken from the last clean stop */
     bool drop_unfinished;       /* gc thread only: the last round ran out of
                                  * batches; the next runs at the next tick */
     uint64_t drop_catver;       /* catalog version of the last finished drop
@@ -217,11 +218,12 @@ static int status_part(ix_part *p, mp_buf *b)
 static void do_status(ix_node *nd, mp_buf *out)
 {
     msg_NODE_STATUS_rep rep;
+    char epoch[17];
     mp_buf b;
     int i, rc = 0;
 
     mp_buf_init(&b);
-    mp_put_map(&b, 6);
+    mp_put_map(&b, 8);
     mp_put_cstr(&b, "name");
     mp_put_cstr(&b, nd->self->name);
     mp_put_cstr(&b, "role");
@@ -232,6 +234,11 @@ static void do_status(ix_node *nd, mp_buf *out)
     mp_put_u64(&b, __atomic_load_n(&nd->drop_catver, __ATOMIC_RELAXED));
     mp_put_cstr(&b, "dropped_collected");
     mp_put_u64(&b, __atomic_load_n(&nd->drop_collected, __ATOMIC_RELAXED));
+    snprintf(epoch, sizeof(epoch), "%016llx", (unsigned long long)nd->epoch);
+    mp_put_cstr(&b, "epoch");
+    mp_put_cstr(&b, epoch);
+    mp_put_cstr(&b, "epoch_kept");
+    mp_put_bool(&b, nd->epoch_kept);
     mp_put_cstr(&b, "partitions");
     mp_put_array(&b, (uint32_t)nd->nparts);
     for (i = 0; i < nd->nparts && rc == 0; i++)
@@ -521,6 +528,7 @@ int ix_node_run(const node_opts *o)
                      "last stop kept the epoch: drawing a new one", nd.self->name,
                      (unsigned long long)nd.parts[i]->id);
         }
+    nd.epoch_kept = kept;
     LOG_INFO("index node %s: epoch %016llx (%s)", nd.self->name,
              (unsigned long long)nd.epoch,
              kept ? "kept from a clean stop: builds running meanwhile go on"

@@ -365,6 +365,8 @@ lc stop i2 >/dev/null
 lc start i2 >/dev/null
 [ ! -e "$IT_DIR/data/i2/epoch" ] || fail "i2 started but left its epoch file for a later start"
 [ "$(i2_epoch)" = "$before" ] || fail "i2 started with epoch $(i2_epoch), not the $before it kept"
+st="$(sx status --json | jq -c '.nodes[] | select(.name == "i2") | .status | [.epoch, .epoch_kept]')"
+[ "$st" = "[\"$before\",true]" ] || fail "i2's status shows epoch and kept as $st, not [$before, true]"
 rm -f "$HOLD_RUN"
 wait_for "index by_g6 ready" 120 index_ready kv by_g6
 [ "$(slog_count 'an index node restarted during it')" -eq "$restarts" ] ||
