@@ -23,12 +23,15 @@
  * seconds) bounds what W6 can reach on this engine and this machine.
  * CPU seconds are the process's: these threads and leveldb's compactions. */
 
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include "hash.h"
 #include "ldb.h"
 #include "raw_w6.h"
 #include "sx_errors.h"
@@ -71,10 +74,16 @@ typedef struct w6_node {
     int rc;
 } w6_node;
 
-static void put_be64(uint8_t *p, uint64_t v)
+/* Writes batch b into d (synced or not), timing the write into w's
+ * histogram, and frees b. */
+static int w6_commit(w6_node *w, ldb *d, bool sync, leveldb_writebatch_t *b)
 {
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (56 - 8 * i));
+    uint64_t t = now_ns();
+    int rc = sync ? ldb_write_sync(d, b) : ldb_write_lazy(d, b);
+
+    hist_add(w->h, now_ns() - t);
+    leveldb_writebatch_destroy(b);
+    return rc;
 }
 
 static int w6_load(w6_node *w)
@@ -87,15 +96,12 @@ static int w6_load(w6_node *w)
             return SX_ENOMEM;
         for (uint64_t j = i; j < w->n && j < i + W6_LOAD_BATCH; j++) {
             uint64_t id = w->first + j;
-            put_be64(k + 5, id * 0x9E3779B97F4A7C15ULL);   /* the placement hash */
-            put_be64(k + 13, id);
+            sx_put_be64(k + 5, id * 0x9E3779B97F4A7C15ULL);   /* the placement hash */
+            sx_put_be64(k + 13, id);
             leveldb_writebatch_put(b, (const char *)k, sizeof k,
                                    (const char *)w6_vals[id % W6_POOL], W6_FACT_V);
         }
-        uint64_t t = now_ns();
-        int rc = ldb_write_sync(w->st, b);
-        hist_add(w->h, now_ns() - t);
-        leveldb_writebatch_destroy(b);
+        int rc = w6_commit(w, w->st, true, b);
         if (rc != 0)
             return rc;
     }
@@ -124,18 +130,15 @@ static int w6_write(w6_node *w)
             leveldb_writebatch_t *b = leveldb_writebatch_create();
             if (b == NULL)
                 return SX_ENOMEM;
-            put_be64(k + 1, (uint64_t)x + 1);
+            sx_put_be64(k + 1, (uint64_t)x + 1);
             for (uint64_t j = i; j < w->n && j < i + W6_IX_BATCH; j++) {
                 uint64_t id = w->first + j;
-                put_be64(k + 9, id);
+                sx_put_be64(k + 9, id);
                 leveldb_writebatch_put(b, (const char *)k, sizeof k,
                                        (const char *)w6_vals[(id + (uint64_t)x) % W6_POOL],
                                        x == 0 ? W6_TOWN_V : W6_LAST_V);
             }
-            uint64_t t = now_ns();
-            int rc = ldb_write_lazy(w->ix, b);
-            hist_add(w->h, now_ns() - t);
-            leveldb_writebatch_destroy(b);
+            int rc = w6_commit(w, w->ix, false, b);
             if (rc != 0)
                 return rc;
         }
@@ -164,6 +167,12 @@ static double cpu_s(void)
         return 0;
     return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
            (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+static void report(const char *name, double secs, double cpu, uint64_t items)
+{
+    fprintf(stderr, "rawbench: %s: %.2f s, %.2f CPU-s (%.2f us an item)\n", name, secs, cpu,
+            cpu * 1e6 / (double)items);
 }
 
 /* Runs one phase on every node's thread, batches timed into h; *secs is
@@ -195,6 +204,22 @@ static int w6_phase(w6_node *nodes, int phase, hist *h, double *secs, double *cp
     return rc;
 }
 
+/* True when folder dir holds nothing (or cannot be listed: mkdir then
+ * tells why). */
+static bool dir_empty(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    bool empty = true;
+
+    if (d == NULL)
+        return true;
+    while (empty && (e = readdir(d)) != NULL)
+        empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
+    closedir(d);
+    return empty;
+}
+
 int raw_w6_run(const char *dir, uint64_t items, raw_emit_fn emit)
 {
     static const char *phase_name[3] = {"leveldb-w6-load", "leveldb-w6-scan", "leveldb-w6-write"};
@@ -204,8 +229,10 @@ int raw_w6_run(const char *dir, uint64_t items, raw_emit_fn emit)
     int rc = 0;
 
     memset(nodes, 0, sizeof nodes);
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-        fprintf(stderr, "rawbench: leveldb-w6: cannot create %s: %s\n", dir, strerror(errno));
+    if (mkdir(dir, 0700) != 0 && (errno != EEXIST || !dir_empty(dir))) {
+        fprintf(stderr, "rawbench: leveldb-w6: %s must be a new or empty folder%s%s\n", dir,
+                errno != EEXIST ? ": " : " (a load into earlier databases measures overwrites)",
+                errno != EEXIST ? strerror(errno) : "");
         return 1;
     }
     w6_fill();
@@ -227,8 +254,7 @@ int raw_w6_run(const char *dir, uint64_t items, raw_emit_fn emit)
         if (rc != 0)
             break;
         emit(phase_name[p], "leveldb", W6_NODES, (double)items / secs[p], &all);
-        fprintf(stderr, "rawbench: %s: %.2f s, %.2f CPU-s (%.2f us an item)\n",
-                phase_name[p], secs[p], cpu[p], cpu[p] * 1e6 / (double)items);
+        report(phase_name[p], secs[p], cpu[p], items);
     }
     if (rc == 0) {
         uint64_t seen = 0;
@@ -245,9 +271,7 @@ int raw_w6_run(const char *dir, uint64_t items, raw_emit_fn emit)
         hist_init(&none);
         emit("leveldb-w6", "leveldb", W6_NODES, (double)items / (secs[0] + secs[1] + secs[2]),
              &none);
-        fprintf(stderr, "rawbench: leveldb-w6: %.2f s, %.2f CPU-s (%.2f us an item)\n",
-                secs[0] + secs[1] + secs[2], cpu[0] + cpu[1] + cpu[2],
-                (cpu[0] + cpu[1] + cpu[2]) * 1e6 / (double)items);
+        report("leveldb-w6", secs[0] + secs[1] + secs[2], cpu[0] + cpu[1] + cpu[2], items);
     } else {
         fprintf(stderr, "rawbench: leveldb-w6: %s\n", sx_strerror(rc));
     }

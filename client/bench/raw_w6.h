@@ -14,7 +14,8 @@ typedef void (*raw_emit_fn)(const char *name, const char *sys, int clients, doub
 
 /* Loads items facts into two storage databases, scans them back, writes
  * their two indexes' entries into two index databases, all under dir
- * (created if missing; the databases in it are created or added to), and
+ * (which must be new or empty: a load into earlier databases would measure
+ * overwrites; else an error), and
  * emits leveldb-w6-load, -scan, -write and leveldb-w6 (items per second
  * over the three phases); each phase's seconds and CPU seconds go to
  * stderr. Returns 0, or 1 after an error message on stderr. */

@@ -49,8 +49,10 @@ int main(void)
         return 1;
     }
     if (snprintf(path, sizeof(path), "%s/epoch", dir) >= (int)sizeof(path) ||
-        snprintf(missing, sizeof(missing), "%s/none", dir) >= (int)sizeof(missing))
+        snprintf(missing, sizeof(missing), "%s/none", dir) >= (int)sizeof(missing)) {
+        fprintf(stderr, "ix_epoch_nodetest: scratch dir path too long: %s\n", dir);
         return 1;
+    }
 
     /* no file: new epochs, never 0, not kept */
     ix_epoch_take(dir, &e1, &kept);
