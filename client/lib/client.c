@@ -189,19 +189,25 @@ static void call_order(sx_client *c, int *order)
     }
 }
 
+int cl_req_encode(msg_type t, const void *req, uint8_t **wire, size_t *n)
+{
+    mp_buf b;
+    mp_buf_init(&b);
+    int rc = msg_encode_req(t, req, &b);
+    if (!rc)
+        rc = mp_buf_take(&b, wire, n);
+    mp_buf_free(&b);
+    return rc;
+}
+
 int cl_call(sx_client *c, msg_type t, const void *req, void *rep,
             uint8_t **frame, int extra_ms)
 {
-    mp_buf b;
     uint8_t *wire = NULL;
     size_t wire_n = 0;
     c->errmsg[0] = '\0';
     *frame = NULL;
-    mp_buf_init(&b);
-    int rc = msg_encode_req(t, req, &b);
-    if (!rc)
-        rc = mp_buf_take(&b, &wire, &wire_n);
-    mp_buf_free(&b);
+    int rc = cl_req_encode(t, req, &wire, &wire_n);
     if (rc)
         return cl_fail(c, rc, "cannot encode %s request: %s", msg_name(t), sx_strerror(rc));
     if (wire_n > SX_MAX_FRAME) {

@@ -8,6 +8,7 @@
 #define SX_CLIENT_INTERNAL_H
 
 #include <stdbool.h>
+#include <string.h>
 #include <pthread.h>
 #include <nng/nng.h>
 #include "shardex.h"
@@ -73,6 +74,9 @@ struct sx_result {
 /* ---- item.c ---- */
 /* Appends the msgpack map of it to b. */
 void cl_item_encode(const sx_item *it, mp_buf *b);
+/* Encodes it into a malloc'd msgpack span (*p, *n; the caller frees *p).
+ * Returns 0 or SX_ENOMEM. */
+int cl_item_bytes(const sx_item *it, uint8_t **p, size_t *n);
 /* Appends a scalar/nested value view to b (caller-filled views: scalars;
  * library views: any). Returns 0 or SX_EINVAL. */
 int cl_value_encode(const sx_value *v, mp_buf *b);
@@ -81,6 +85,15 @@ int cl_value_encode(const sx_value *v, mp_buf *b);
 int cl_item_decode(const uint8_t *p, size_t n, sx_item **out);
 
 /* ---- client.c ---- */
+/* A view of C string s ("" for NULL); s must outlive the view. */
+static inline sx_buf cl_cstr_buf(const char *s)
+{
+    sx_buf b = { (const uint8_t *)(s ? s : ""), s ? strlen(s) : 0 };
+    return b;
+}
+/* Encodes request t from req into a malloc'd frame (*wire, *n; the caller
+ * frees *wire). Returns 0 or an sx_err (SX_ENOMEM, SX_EINVAL). */
+int cl_req_encode(msg_type t, const void *req, uint8_t **wire, size_t *n);
 /* Sets c's error message (printf style) and returns err. */
 int cl_fail(sx_client *c, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -524,6 +524,16 @@ void cl_item_encode(const sx_item *it, mp_buf *b)
     }
 }
 
+int cl_item_bytes(const sx_item *it, uint8_t **p, size_t *n)
+{
+    mp_buf b;
+    mp_buf_init(&b);
+    cl_item_encode(it, &b);
+    int rc = mp_buf_take(&b, p, n);
+    mp_buf_free(&b);
+    return rc;
+}
+
 static int item_decode_body(mp_cur *c, uint32_t count, sx_item *it, int depth);
 
 static int list_decode_body(mp_cur *c, uint32_t count, sx_list *l, int depth);

@@ -6,12 +6,6 @@
 #include <string.h>
 #include "internal.h"
 
-static sx_buf cstr_buf(const char *s)
-{
-    sx_buf b = { (const uint8_t *)(s ? s : ""), s ? strlen(s) : 0 };
-    return b;
-}
-
 /* Fills an allocated array of string views from C strings. */
 static int bufs_from(const char *const *v, size_t n, sx_bufs *out)
 {
@@ -27,21 +21,10 @@ static int bufs_from(const char *const *v, size_t n, sx_bufs *out)
     for (size_t k = 0; k < n; k++) {
         if (!v[k])
             return SX_EINVAL;
-        out->v[k] = cstr_buf(v[k]);
+        out->v[k] = cl_cstr_buf(v[k]);
     }
     out->n = (uint32_t)n;
     return SX_OK;
-}
-
-/* Encodes an item into a malloc'd msgpack span (*p, free()). */
-static int item_bytes(const sx_item *it, uint8_t **p, size_t *n)
-{
-    mp_buf b;
-    mp_buf_init(&b);
-    cl_item_encode(it, &b);
-    int rc = mp_buf_take(&b, p, n);
-    mp_buf_free(&b);
-    return rc;
 }
 
 int sx_table_create(sx_client *c, const char *table, const char *pk, const char *sk)
@@ -53,9 +36,9 @@ int sx_table_create(sx_client *c, const char *table, const char *pk, const char 
     msg_TABLE_CREATE_req req = {0};
     msg_TABLE_CREATE_rep rep = {0};
     uint8_t *frame;
-    req.table = cstr_buf(table);
-    req.pk = cstr_buf(pk);
-    req.sk = cstr_buf(sk);
+    req.table = cl_cstr_buf(table);
+    req.pk = cl_cstr_buf(pk);
+    req.sk = cl_cstr_buf(sk);
     int rc = cl_call(c, MSG_TABLE_CREATE, &req, &rep, &frame, 0);
     if (!rc)
         msg_free_rep(MSG_TABLE_CREATE, &rep);
@@ -74,8 +57,8 @@ int sx_index_create(sx_client *c, const char *table, const char *index,
     msg_INDEX_CREATE_req req = {0};
     msg_INDEX_CREATE_rep rep = {0};
     uint8_t *frame = NULL;
-    req.table = cstr_buf(table);
-    req.index = cstr_buf(index);
+    req.table = cl_cstr_buf(table);
+    req.index = cl_cstr_buf(index);
     req.proj = (uint64_t)proj;
     int rc = bufs_from(attrs, nattrs, &req.attrs);
     if (!rc && proj == SX_PROJ_LIST)
@@ -103,8 +86,8 @@ int sx_index_drop(sx_client *c, const char *table, const char *index)
     msg_INDEX_DROP_req req = {0};
     msg_INDEX_DROP_rep rep = {0};
     uint8_t *frame;
-    req.table = cstr_buf(table);
-    req.index = cstr_buf(index);
+    req.table = cl_cstr_buf(table);
+    req.index = cl_cstr_buf(index);
     int rc = cl_call(c, MSG_INDEX_DROP, &req, &rep, &frame, 0);
     if (!rc)
         msg_free_rep(MSG_INDEX_DROP, &rep);
@@ -211,7 +194,7 @@ int sx_index_list(sx_client *c, const char *table, sx_index_info **out, size_t *
     msg_INDEX_LIST_req req = {0};
     msg_INDEX_LIST_rep rep = {0};
     uint8_t *frame;
-    req.table = cstr_buf(table);
+    req.table = cl_cstr_buf(table);
     int rc = cl_call(c, MSG_INDEX_LIST, &req, &rep, &frame, 0);
     if (rc)
         return rc;
@@ -249,7 +232,7 @@ int sx_put_batch(sx_client *c, const char *table, const sx_item *const *items,
     msg_PUT_rep rep = {0};
     uint8_t *frame = NULL;
     int rc = SX_OK;
-    req.table = cstr_buf(table);
+    req.table = cl_cstr_buf(table);
     req.items.v = calloc(n, sizeof *req.items.v);
     if (!req.items.v)
         return cl_fail(c, SX_ENOMEM, "out of memory");
@@ -260,7 +243,7 @@ int sx_put_batch(sx_client *c, const char *table, const sx_item *const *items,
             rc = cl_fail(c, SX_EINVAL, "item %zu is NULL", k);
             goto out;
         }
-        rc = item_bytes(items[k], &p, &len);
+        rc = cl_item_bytes(items[k], &p, &len);
         if (rc) {
             cl_fail(c, rc, "out of memory");
             goto out;
@@ -301,10 +284,10 @@ int sx_get(sx_client *c, const char *table, const sx_item *key, sx_item **out)
     msg_GET_rep rep = {0};
     uint8_t *frame = NULL, *kb = NULL;
     size_t kn;
-    int rc = item_bytes(key, &kb, &kn);
+    int rc = cl_item_bytes(key, &kb, &kn);
     if (rc)
         return cl_fail(c, rc, "out of memory");
-    req.table = cstr_buf(table);
+    req.table = cl_cstr_buf(table);
     req.key.p = kb;
     req.key.n = kn;
     rc = cl_call(c, MSG_GET, &req, &rep, &frame, 0);
@@ -334,10 +317,10 @@ int sx_delete(sx_client *c, const char *table, const sx_item *key)
     msg_DELETE_rep rep = {0};
     uint8_t *frame = NULL, *kb = NULL;
     size_t kn;
-    int rc = item_bytes(key, &kb, &kn);
+    int rc = cl_item_bytes(key, &kb, &kn);
     if (rc)
         return cl_fail(c, rc, "out of memory");
-    req.table = cstr_buf(table);
+    req.table = cl_cstr_buf(table);
     req.key.p = kb;
     req.key.n = kn;
     rc = cl_call(c, MSG_DELETE, &req, &rep, &frame, 0);

@@ -9,35 +9,6 @@
 #include <string.h>
 #include "call_async.h"
 
-static sx_buf cstr_buf(const char *s)
-{
-    sx_buf b = { (const uint8_t *)(s ? s : ""), s ? strlen(s) : 0 };
-    return b;
-}
-
-/* Encodes request t from req into a malloc'd frame (*wire, *n). */
-static int encode(msg_type t, const void *req, uint8_t **wire, size_t *n)
-{
-    mp_buf b;
-    mp_buf_init(&b);
-    int rc = msg_encode_req(t, req, &b);
-    if (!rc)
-        rc = mp_buf_take(&b, wire, n);
-    mp_buf_free(&b);
-    return rc;
-}
-
-/* Encodes an item into a malloc'd msgpack span. */
-static int item_bytes(const sx_item *it, uint8_t **p, size_t *n)
-{
-    mp_buf b;
-    mp_buf_init(&b);
-    cl_item_encode(it, &b);
-    int rc = mp_buf_take(&b, p, n);
-    mp_buf_free(&b);
-    return rc;
-}
-
 int sx_put_batch_async(sx_client *c, const char *table, const sx_item *const *items,
                        size_t n, sx_done_fn cb, void *arg)
 {
@@ -47,7 +18,7 @@ int sx_put_batch_async(sx_client *c, const char *table, const sx_item *const *it
     uint8_t *wire = NULL;
     size_t wire_n = 0;
     int rc = SX_OK;
-    req.table = cstr_buf(table);
+    req.table = cl_cstr_buf(table);
     req.items.v = calloc(n, sizeof *req.items.v);
     if (!req.items.v)
         return SX_ENOMEM;
@@ -58,14 +29,14 @@ int sx_put_batch_async(sx_client *c, const char *table, const sx_item *const *it
             rc = SX_EINVAL;
             break;
         }
-        rc = item_bytes(items[k], &p, &len);
+        rc = cl_item_bytes(items[k], &p, &len);
         if (!rc) {
             req.items.v[k] = (sx_buf){ p, len };
             req.items.n = (uint32_t)k + 1;
         }
     }
     if (!rc)
-        rc = encode(MSG_PUT, &req, &wire, &wire_n);
+        rc = cl_req_encode(MSG_PUT, &req, &wire, &wire_n);
     for (uint32_t k = 0; k < req.items.n; k++)
         free((void *)req.items.v[k].p);
     free(req.items.v);
@@ -88,19 +59,19 @@ static int key_async(sx_client *c, msg_type t, const char *table, const sx_item 
         return SX_EINVAL;
     uint8_t *kb = NULL, *wire = NULL;
     size_t kn, wire_n = 0;
-    int rc = item_bytes(key, &kb, &kn);
+    int rc = cl_item_bytes(key, &kb, &kn);
     if (rc)
         return rc;
     if (t == MSG_GET) {
         msg_GET_req req = {0};
-        req.table = cstr_buf(table);
+        req.table = cl_cstr_buf(table);
         req.key = (sx_buf){ kb, kn };
-        rc = encode(t, &req, &wire, &wire_n);
+        rc = cl_req_encode(t, &req, &wire, &wire_n);
     } else {
         msg_DELETE_req req = {0};
-        req.table = cstr_buf(table);
+        req.table = cl_cstr_buf(table);
         req.key = (sx_buf){ kb, kn };
-        rc = encode(t, &req, &wire, &wire_n);
+        rc = cl_req_encode(t, &req, &wire, &wire_n);
     }
     free(kb);
     if (rc)
@@ -130,15 +101,15 @@ int sx_query_async(sx_client *c, const char *table, const char *index,
     msg_QUERY_req req = {0};
     uint8_t *tok = NULL, *wire = NULL;
     size_t wire_n = 0;
-    req.table = cstr_buf(table);
-    req.index = cstr_buf(index);
+    req.table = cl_cstr_buf(table);
+    req.index = cl_cstr_buf(index);
     /* cl_query_req_fill reports through a client's message: give it a
      * scratch client so c's (owned by its synchronous user) is untouched. */
     sx_client *scratch = calloc(1, sizeof *scratch);
     int rc = scratch ? cl_query_req_fill(scratch, o, &req, &tok) : SX_ENOMEM;
     free(scratch);
     if (!rc)
-        rc = encode(MSG_QUERY, &req, &wire, &wire_n);
+        rc = cl_req_encode(MSG_QUERY, &req, &wire, &wire_n);
     free((void *)req.eq.p);
     free((void *)req.from.p);
     free((void *)req.to.p);
@@ -168,7 +139,7 @@ int sx_scan_async(sx_client *c, const char *table, const sx_item *where,
     mp_buf_free(&b);
     if (rc)
         return rc;
-    req.table = cstr_buf(table);
+    req.table = cl_cstr_buf(table);
     req.where = (sx_buf){ wb, n };
     req.limit = limit;
     if (token && *token) {
@@ -176,7 +147,7 @@ int sx_scan_async(sx_client *c, const char *table, const sx_item *where,
         req.token = (sx_buf){ tok, tok ? n : 0 };
     }
     if (!rc)
-        rc = encode(MSG_SCAN, &req, &wire, &wire_n);
+        rc = cl_req_encode(MSG_SCAN, &req, &wire, &wire_n);
     free(wb);
     free(tok);
     if (rc)
