@@ -84,13 +84,15 @@ int cl_value_encode(const sx_value *v, mp_buf *b);
  * Returns 0, SX_EPROTO, SX_ENOMEM. */
 int cl_item_decode(const uint8_t *p, size_t n, sx_item **out);
 
-/* ---- client.c ---- */
+/* ---- shared helpers ---- */
 /* A view of C string s ("" for NULL); s must outlive the view. */
 static inline sx_buf cl_cstr_buf(const char *s)
 {
     sx_buf b = { (const uint8_t *)(s ? s : ""), s ? strlen(s) : 0 };
     return b;
 }
+
+/* ---- client.c ---- */
 /* Encodes request t from req into a malloc'd frame (*wire, *n; the caller
  * frees *wire). Returns 0 or an sx_err (SX_ENOMEM, SX_EINVAL). */
 int cl_req_encode(msg_type t, const void *req, uint8_t **wire, size_t *n);
