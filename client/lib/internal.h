@@ -74,8 +74,9 @@ struct sx_result {
 /* ---- item.c ---- */
 /* Appends the msgpack map of it to b. */
 void cl_item_encode(const sx_item *it, mp_buf *b);
-/* Encodes it into a malloc'd msgpack span (*p, *n; the caller frees *p).
- * Returns 0 or SX_ENOMEM. */
+/* Encodes it (NULL: msgpack nil, e.g. a scan without a filter) into a
+ * malloc'd msgpack span (*p, *n; the caller frees *p). Returns 0 or
+ * SX_ENOMEM. */
 int cl_item_bytes(const sx_item *it, uint8_t **p, size_t *n);
 /* Appends a scalar/nested value view to b (caller-filled views: scalars;
  * library views: any). Returns 0 or SX_EINVAL. */

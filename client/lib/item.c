@@ -528,7 +528,10 @@ int cl_item_bytes(const sx_item *it, uint8_t **p, size_t *n)
 {
     mp_buf b;
     mp_buf_init(&b);
-    cl_item_encode(it, &b);
+    if (it)
+        cl_item_encode(it, &b);
+    else
+        mp_put_nil(&b);
     int rc = mp_buf_take(&b, p, n);
     mp_buf_free(&b);
     return rc;

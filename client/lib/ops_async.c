@@ -129,14 +129,7 @@ int sx_scan_async(sx_client *c, const char *table, const sx_item *where,
     msg_SCAN_req req = {0};
     uint8_t *tok = NULL, *wb = NULL, *wire = NULL;
     size_t n, wire_n = 0;
-    mp_buf b;
-    mp_buf_init(&b);
-    if (where)
-        cl_item_encode(where, &b);
-    else
-        mp_put_nil(&b);
-    int rc = mp_buf_take(&b, &wb, &n);
-    mp_buf_free(&b);
+    int rc = cl_item_bytes(where, &wb, &n);
     if (rc)
         return rc;
     req.table = cl_cstr_buf(table);

@@ -288,19 +288,10 @@ int sx_scan(sx_client *c, const char *table, const sx_item *where,
     msg_SCAN_rep rep = {0};
     uint8_t *frame = NULL, *tok = NULL, *wb = NULL;
     size_t n;
-    int rc;
-    mp_buf b;
-    mp_buf_init(&b);
-    if (where)
-        cl_item_encode(where, &b);
-    else
-        mp_put_nil(&b);
-    rc = mp_buf_take(&b, &wb, &n);
-    mp_buf_free(&b);
+    int rc = cl_item_bytes(where, &wb, &n);
     if (rc)
         return cl_fail(c, rc, "out of memory");
-    req.table.p = (const uint8_t *)table;
-    req.table.n = strlen(table);
+    req.table = cl_cstr_buf(table);
     req.where.p = wb;
     req.where.n = n;
     req.limit = limit;
