@@ -4,27 +4,37 @@
  *
  * Fetches with CATALOG from the catalog node over one link (net_peer). Every
  * version ever handed out is kept (in `all`) until catcache_free, so
- * borrowed pointers never dangle. Two locks:
- *   mu       guards cur, all/nall/cap and gen (held only briefly);
- *   fetch_mu serialises fetches (held across the network call), so callers
- *            that need a newer catalog at the same moment share one fetch:
- *            after waiting for fetch_mu they re-check before fetching.
- * Lock order: fetch_mu before mu.
+ * borrowed pointers never dangle. One lock, mu, guards everything and is
+ * held only briefly, never across the network call: callers may be fibers
+ * (the router's), and a fiber that holds a mutex while its call parks it
+ * would block every other fiber of its thread that reaches for the mutex,
+ * itself included, for good (fiber.h). Callers that need a newer catalog
+ * while a fetch is in flight share it: they queue an sx_event (which parks
+ * a fiber, or blocks a plain thread) and take that fetch's outcome.
  */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include "catalog_cache.h"
+#include "fiber.h"
 #include "msg.h"
 #include "net.h"
 #include "sx_errors.h"
 
 #define CATCACHE_TIMEOUT_MS 2000
 
+/* A caller waiting for the fetch in flight; on the waiter's stack. */
+typedef struct cc_waiter {
+    sx_event done;
+    int rc;                  /* the fetch's outcome, set before done */
+    struct cc_waiter *next;
+} cc_waiter;
+
 struct catcache {
     net_peer *peer;
     pthread_mutex_t mu;
-    pthread_mutex_t fetch_mu;
+    bool fetching;           /* a fetch is in flight */
+    cc_waiter *waiters;      /* callers sharing it */
     const sx_catalog *cur;   /* newest version (one of all[]), or NULL */
     sx_catalog **all;        /* every version handed out (owned) */
     size_t nall, cap;
@@ -45,14 +55,8 @@ int catcache_new(const sx_config *cfg, catcache **out)
         free(cc);
         return SX_ENOMEM;
     }
-    if (pthread_mutex_init(&cc->fetch_mu, NULL) != 0) {
-        pthread_mutex_destroy(&cc->mu);
-        free(cc);
-        return SX_ENOMEM;
-    }
     rc = net_peer_open_link(cfg->nodes[cfg->catalog_node].url, 1, &cc->peer);
     if (rc != 0) {
-        pthread_mutex_destroy(&cc->fetch_mu);
         pthread_mutex_destroy(&cc->mu);
         free(cc);
         return rc;
@@ -71,7 +75,6 @@ void catcache_free(catcache *cc)
     for (i = 0; i < cc->nall; i++)
         cat_free(cc->all[i]);
     free(cc->all);
-    pthread_mutex_destroy(&cc->fetch_mu);
     pthread_mutex_destroy(&cc->mu);
     free(cc);
 }
@@ -136,31 +139,54 @@ static int catcache_publish(catcache *cc, sx_catalog *cat)
     return 0;
 }
 
-/* Fetches and publishes unless another fetch completed since seen_gen.
- * Takes fetch_mu, then mu briefly. */
+/* Fetches and publishes unless another fetch completed since seen_gen; a
+ * caller that finds a fetch in flight waits for it and takes its outcome
+ * (it started before this caller looked: catcache_get's second round
+ * fetches on its own behalf when that was not new enough). Never holds mu
+ * across the network call or the wait. */
 static int catcache_fetch_shared(catcache *cc, uint64_t seen_gen)
 {
     sx_catalog *cat = NULL;
+    cc_waiter me, *w, *next;
     int rc;
 
-    pthread_mutex_lock(&cc->fetch_mu);
     pthread_mutex_lock(&cc->mu);
     if (cc->gen != seen_gen) {
-        /* someone fetched while we waited: that result is fresh enough */
+        /* someone fetched since we looked: that result is fresh enough */
         pthread_mutex_unlock(&cc->mu);
-        pthread_mutex_unlock(&cc->fetch_mu);
         return 0;
     }
-    pthread_mutex_unlock(&cc->mu);
-    rc = catcache_fetch(cc, &cat);
-    if (rc == 0) {
-        pthread_mutex_lock(&cc->mu);
-        rc = catcache_publish(cc, cat);
-        if (rc == 0)
-            cc->gen++;
+    if (cc->fetching) {
+        if (ev_init(&me.done) != 0) {
+            pthread_mutex_unlock(&cc->mu);
+            return SX_ENOMEM;
+        }
+        me.rc = 0;
+        me.next = cc->waiters;
+        cc->waiters = &me;
         pthread_mutex_unlock(&cc->mu);
+        ev_wait(&me.done);
+        ev_destroy(&me.done);
+        return me.rc;
     }
-    pthread_mutex_unlock(&cc->fetch_mu);
+    cc->fetching = true;
+    pthread_mutex_unlock(&cc->mu);
+
+    rc = catcache_fetch(cc, &cat);
+    pthread_mutex_lock(&cc->mu);
+    if (rc == 0)
+        rc = catcache_publish(cc, cat);
+    if (rc == 0)
+        cc->gen++;
+    cc->fetching = false;
+    w = cc->waiters;
+    cc->waiters = NULL;
+    pthread_mutex_unlock(&cc->mu);
+    for (; w != NULL; w = next) {
+        next = w->next;         /* read before ev_set: w may be gone after it */
+        w->rc = rc;
+        ev_set(&w->done);
+    }
     return rc;
 }
 

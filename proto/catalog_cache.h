@@ -1,7 +1,7 @@
 /*
  * catalog_cache.h — a node's (or router's) cached copy of the catalog.
  *
- * Fetched with the CATALOG message from the catalog node over nng (the
+ * Fetched with the CATALOG message from the catalog node over a link (the
  * catalog node itself fetches from its own URL too: one path, no special
  * case). Catalog versions
  * are immutable once published: catcache_get returns a borrowed pointer

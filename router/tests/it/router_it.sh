@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # router/tests/it/router_it.sh — the router end to end with real processes:
-# runs rt_it (paging, tokens, conditions, consistency, scans, errors), then
+# runs rt_it's refresh storm (many clients at once make the router refresh
+# its catalog) and its main checks (paging, tokens, conditions,
+# consistency, scans, errors), then
 # freezes index node i2 (SIGSTOP) to check that a strong read gives up at
 # its deadline with SX_ETIMEDOUT, and thaws it to check that the write made
 # meanwhile is then seen by a strong read.
@@ -15,6 +17,9 @@ it_extra_cleanup() {
 }
 
 it_cluster_up
+# first, while the router has not fetched the catalog yet: concurrent refreshes
+"$RT_IT" "$IT_URL" refresh-storm || fail "rt_it refresh-storm"
+pass "concurrent catalog refreshes: every call answered"
 "$RT_IT" "$IT_URL" main || fail "rt_it main"
 pass "paging, tokens, conditions, consistency, scans, errors"
 

@@ -11,8 +11,15 @@
  *                               (the script has frozen an index node)
  *   rt_it URL strong-after      a strong query sees the write made while
  *                               the index node was frozen
+ *   rt_it URL refresh-storm     many clients at once ask for a table the
+ *                               router does not know, so that its fibers
+ *                               refresh the catalog concurrently: every
+ *                               call must answer SX_ENOTABLE in time (a
+ *                               mutex held across the fetch once hung the
+ *                               router's fiber threads for good)
  * Exit 0 when every check passed; failures are printed.
  */
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -617,20 +624,94 @@ static int strong_after(sx_client *c)
     return failures ? 1 : 0;
 }
 
+/* ---- concurrent catalog refreshes ---- */
+
+#define STORM_CLIENTS 16
+#define STORM_ROUNDS 25
+
+typedef struct storm_arg {
+    const char *url;
+    int bad;                    /* calls that did not answer SX_ENOTABLE */
+    char first[256];            /* the first of them */
+} storm_arg;
+
+/* One client: INDEX_LIST and GET on a missing table, alternately; each
+ * makes the router refresh its catalog before it answers "no table". */
+static void *storm_client(void *p)
+{
+    storm_arg *a = p;
+    sx_client *c = NULL;
+    int rc = sx_client_open(a->url, &c);
+
+    if (rc != 0) {
+        a->bad++;
+        snprintf(a->first, sizeof(a->first), "open: %s", sx_strerror(rc));
+        return NULL;
+    }
+    for (int i = 0; i < STORM_ROUNDS; i++) {
+        sx_item *k = sx_item_new(), *got = NULL;
+        sx_index_info *l = NULL;
+        size_t n = 0;
+
+        if (i % 2 == 0) {
+            rc = sx_index_list(c, "rt_no_such_table", &l, &n);
+            if (rc == 0)
+                sx_index_list_free(l, n);
+        } else {
+            rc = k == NULL ? SX_ENOMEM : sx_item_set_int(k, "id", i);
+            if (rc == 0)
+                rc = sx_get(c, "rt_no_such_table", k, &got);
+            sx_item_free(got);
+        }
+        sx_item_free(k);
+        if (rc != SX_ENOTABLE && a->bad++ == 0)
+            snprintf(a->first, sizeof(a->first), "round %d: %s (%s)", i, sx_strerror(rc),
+                     sx_client_errmsg(c));
+        if (rc == SX_ETIMEDOUT)
+            break;              /* the router hangs: one report is enough */
+    }
+    sx_client_close(c);
+    return NULL;
+}
+
+static int refresh_storm(const char *url)
+{
+    pthread_t th[STORM_CLIENTS];
+    storm_arg a[STORM_CLIENTS];
+    int started = 0;
+
+    memset(a, 0, sizeof(a));
+    for (int i = 0; i < STORM_CLIENTS; i++) {
+        a[i].url = url;
+        if (pthread_create(&th[i], NULL, storm_client, &a[i]) != 0)
+            break;
+        started++;
+    }
+    CHECK(started == STORM_CLIENTS, "only %d client threads started", started);
+    for (int i = 0; i < started; i++) {
+        pthread_join(th[i], NULL);
+        CHECK(a[i].bad == 0, "client %d: %d call(s) not answered SX_ENOTABLE; first: %s", i,
+              a[i].bad, a[i].first);
+    }
+    return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     sx_client *c = NULL;
     int rc;
 
     if (argc != 3) {
-        fprintf(stderr, "usage: rt_it URL main|strong-timeout|strong-after\n");
+        fprintf(stderr, "usage: rt_it URL main|strong-timeout|strong-after|refresh-storm\n");
         return 2;
     }
     if (sx_client_open(argv[1], &c) != 0) {
         fprintf(stderr, "cannot open a client for %s\n", argv[1]);
         return 1;
     }
-    if (strcmp(argv[2], "strong-timeout") == 0) {
+    if (strcmp(argv[2], "refresh-storm") == 0) {
+        rc = refresh_storm(argv[1]);
+    } else if (strcmp(argv[2], "strong-timeout") == 0) {
         rc = strong_timeout(c);
     } else if (strcmp(argv[2], "strong-after") == 0) {
         rc = strong_after(c);
