@@ -358,8 +358,8 @@ static int put_watermarks(group_ctx *g)
  * group and the marker there) every log is then fsynced and the marker
  * removed, *seal_rc telling how that went: a seal that fails does not fail
  * the group's other requests, whose batch is durable. After a failed log
- * sync (p->seal_broken) build groups are written synced and every seal
- * fails until the node restarts. */
+ * sync (p->seal_broken) every seal fails, and ldb refuses every later
+ * write, until the node restarts (index_part.h). */
 static int write_group(ix_part *p, leveldb_writebatch_t *b, bool lazy, bool seal,
                        int *seal_rc)
 {

@@ -24,11 +24,13 @@
  * node's new epoch (I_BUILD's reply) and build again. A clean stop seals
  * what is unsealed (ix_part_close), so only a crash leads there, and the
  * node keeps its epoch across it (ix_epoch.h): the builds go on. After a
- * failed log sync every later seal fails, and build records are written
- * synced, until the node restarts (the kernel may have dropped the pages
- * it could not write: only a restart and the rebuilds it causes make that
- * safe); a seal that fails fails alone, not the other requests of its
- * group, whose batch was written synced.
+ * failed log sync (or any failed write) the partition's leveldb refuses
+ * every later write, seals included, until the node restarts (ldb.h: the
+ * kernel may have dropped the pages it could not write, and a failed
+ * write may have left a torn record that nothing may follow; only a
+ * restart and the rebuilds it causes make that safe); a seal that fails
+ * fails alone, not the other requests of its group, whose batch was
+ * written synced before the logs' sync.
  *
  * Locking: apply_mu serialises writers (the committer and the collectors
  * of tombstones and of dropped indexes); state_mu guards the published watermarks, hw_seen

@@ -90,6 +90,7 @@ static int open_checked(const char *dir, bool create, bool paranoid, ldb **out)
     if (d == NULL)
         return SX_ENOMEM;
     atomic_init(&d->failed, false);
+    atomic_init(&d->refusing, false);
     d->opts = leveldb_options_create();
     d->ropts = leveldb_readoptions_create();
     d->wsync = leveldb_writeoptions_create();
@@ -209,10 +210,25 @@ int ldb_get_snap(ldb *d, const leveldb_snapshot_t *snap, const void *key, size_t
     return 0;
 }
 
+/* Writes b with options o; refuses once any write or log sync through d
+ * failed. leveldb 1.23 stops writing by itself only after a failed sync:
+ * after a failed log write (a full disk, an I/O error) it carries on, the
+ * torn record stays in the log and every later record follows it at an
+ * offset its reader will not find, so writes acknowledged after it would
+ * be lost at the next open. Refusing them keeps the log ending at the torn
+ * record, which the next open reads as the end of the log; the node must
+ * be restarted to write to this database again. */
 static int write_opts(ldb *d, const leveldb_writeoptions_t *o, leveldb_writebatch_t *b)
 {
     char *err = NULL;
 
+    if (atomic_load(&d->failed)) {
+        if (!atomic_exchange(&d->refusing, true))
+            LOG_ERROR("leveldb %s: an earlier write or log sync failed; refusing every "
+                      "write to it until the node restarts (what was acknowledged is safe)",
+                      d->dir);
+        return SX_EIO;
+    }
     leveldb_write(d->db, o, b, &err);
     if (err != NULL) {
         LOG_ERROR("leveldb write: %s", err);

@@ -21,7 +21,9 @@ typedef struct ldb {
     char *dir;                       /* the database's folder */
     leveldb_cache_t *cache;
     leveldb_filterpolicy_t *filter;
-    atomic_bool failed;              /* a write or a log sync failed (sticky) */
+    atomic_bool failed;              /* a write or a log sync failed (sticky):
+                                      * every later write is refused */
+    atomic_bool refusing;            /* that has been logged */
 } ldb;
 
 /* Opens (creating if missing) the database at dir. Returns 0 or SX_EIO with
@@ -42,13 +44,17 @@ int ldb_get(ldb *d, const void *key, size_t kn, uint8_t **val, size_t *vn);
 int ldb_get_snap(ldb *d, const leveldb_snapshot_t *snap, const void *key, size_t kn,
                  uint8_t **val, size_t *vn);
 
-/* Writes the batch durably (fsync'd before returning). Returns 0 or SX_EIO. */
+/* Writes the batch durably (fsync'd before returning). Returns 0 or SX_EIO:
+ * a failed write, or any write once one write or log sync through d has
+ * failed (fail-stop: the log may end in a torn record, after which nothing
+ * may be appended; the node must restart to write here again). */
 int ldb_write_sync(ldb *d, leveldb_writebatch_t *b);
 
 /* Writes the batch without a sync: once this returns its bytes are in the
  * kernel (leveldb flushes its log writer after every record), so they
  * survive the process's crash but not the machine's until ldb_sync_logs
- * or a later synced write covers them. Returns 0 or SX_EIO. */
+ * or a later synced write covers them. Returns 0 or SX_EIO (refused after
+ * a failure, as ldb_write_sync). */
 int ldb_write_lazy(ldb *d, leveldb_writebatch_t *b);
 
 /* Makes every write made so far durable, including the unsynced ones:

@@ -567,7 +567,6 @@ static void write_end_marker(st_part *p, uint64_t dest)
 {
     leveldb_writebatch_t *b = leveldb_writebatch_create();
     uint8_t k[17];
-    char *err = NULL;
 
     if (b == NULL) {
         LOG_WARN("shipper: writing the queue end marker: out of memory");
@@ -577,12 +576,10 @@ static void write_end_marker(st_part *p, uint64_t dest)
     sx_put_be64(k + 1, dest);
     sx_put_be64(k + 9, UINT64_MAX);
     st_kput(p, b, k, sizeof(k), "", 0);
-    leveldb_write(p->store->db->db, p->store->wnosync, b, &err);
+    if (ldb_write_lazy(p->store->db, b) != 0)   /* logged; the store refuses writes now */
+        LOG_WARN("shipper: the queue end marker of destination %llu was not written",
+                 (unsigned long long)dest);
     leveldb_writebatch_destroy(b);
-    if (err != NULL) {
-        LOG_WARN("shipper: writing the queue end marker: %s", err);
-        leveldb_free(err);
-    }
 }
 
 static void *ship_main(void *arg)

@@ -320,14 +320,9 @@ int st_outbox_append(st_part *p, leveldb_writebatch_t *b, int kind, uint64_t v,
 /* Writes deletion batch dels (taken off p) unsynced and destroys it. */
 static void shipped_write(st_part *p, leveldb_writebatch_t *dels)
 {
-    char *err = NULL;
-
-    leveldb_write(p->store->db->db, p->store->wnosync, dels, &err);
-    if (err != NULL) {
-        LOG_WARN("partition %llu: deleting shipped outbox records: %s",
-                 (unsigned long long)p->id, err);
-        leveldb_free(err);
-    }
+    if (ldb_write_lazy(p->store->db, dels) != 0)    /* logged by ldb */
+        LOG_WARN("partition %llu: shipped outbox records not deleted (shipped again "
+                 "after a restart: harmless)", (unsigned long long)p->id);
     leveldb_writebatch_destroy(dels);
 }
 

@@ -22,11 +22,6 @@ int st_store_open(const char *dir, st_store **out)
         return SX_ENOMEM;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
-    s->wnosync = leveldb_writeoptions_create();
-    if (s->wnosync == NULL) {
-        st_store_close(s);
-        return SX_ENOMEM;
-    }
     rc = ldb_open(dir, &s->db);
     if (rc != 0) {
         st_store_close(s);
@@ -41,8 +36,6 @@ void st_store_close(st_store *s)
     if (s == NULL)
         return;
     ldb_close(s->db);
-    if (s->wnosync)
-        leveldb_writeoptions_destroy(s->wnosync);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
     free(s);

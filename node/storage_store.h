@@ -32,8 +32,7 @@ struct st_part;
 #define ST_PFX_LEN 8
 
 typedef struct st_store {
-    ldb *db;
-    leveldb_writeoptions_t *wnosync;   /* unsynced writes (deletions, markers) */
+    ldb *db;                           /* unsynced writes: ldb_write_lazy */
 
     /* the committer (storage_write.c) */
     struct st_part **parts;            /* borrowed, set by st_store_start */

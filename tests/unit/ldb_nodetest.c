@@ -7,7 +7,11 @@
  * usual open works. Also ldb_sync_logs (counts the logs it synced), a
  * failed one remembered by ldb_sound, and the
  * marker files (set, state, clear, clear again; a state that cannot be told
- * is an error, not "absent").
+ * is an error, not "absent"). And fail-stop after a failed log write (the
+ * file size limit, RLIMIT_FSIZE, makes leveldb's write fail half-way): every
+ * later write is refused, and after a reopen every acknowledged record is
+ * there (leveldb itself would have carried on after the torn record, and
+ * the records acknowledged after it would have been lost).
  * Standalone: builds from node/ldb.c + sx_proto + leveldb (named
  * *_nodetest.c so the plain unit-test glob skips it).
  * Argument: a scratch dir (default: a fresh mkdtemp under /tmp).
@@ -19,6 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "check.h"
@@ -140,9 +146,79 @@ static int tear_log(const char *dir, off_t n)
     return rc;
 }
 
+/* The size of the database's one log, or -1 when there is not exactly one. */
+static off_t log_size(const char *dir)
+{
+    char path[4200];
+    int logs = 0;
+    off_t size = -1;
+    struct dirent *e;
+    struct stat st;
+    DIR *d = opendir(dir);
+
+    if (d == NULL)
+        return -1;
+    while ((e = readdir(d)) != NULL) {
+        size_t l = strlen(e->d_name);
+
+        if (l > 4 && strcmp(e->d_name + l - 4, ".log") == 0 &&
+            snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) < (int)sizeof(path) &&
+            stat(path, &st) == 0) {
+            size = st.st_size;
+            logs++;
+        }
+    }
+    closedir(d);
+    return logs == 1 ? size : -1;
+}
+
+/* A log write that fails half-way: writes to d are refused from then on,
+ * and a reopen finds every record that was acknowledged. */
+static void failed_write(const char *dir)
+{
+    struct rlimit old, lim;
+    off_t size;
+    ldb *d = NULL;
+    tally t;
+    int acked = 0;
+
+    CHECK(ldb_open(dir, &d) == 0);
+    if (d == NULL)
+        return;
+    CHECK(write_recs(d, 'A', 20, true) == 0);
+    size = log_size(dir);
+    CHECK(size > 0);
+    CHECK(getrlimit(RLIMIT_FSIZE, &old) == 0);
+    CHECK(signal(SIGXFSZ, SIG_IGN) != SIG_ERR);     /* EFBIG instead of the signal */
+    lim = old;
+    lim.rlim_cur = (rlim_t)size + VLEN / 2;         /* the next record tears */
+    CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+    CHECK(write_recs(d, 'B', 1, true) == SX_EIO);
+    CHECK(setrlimit(RLIMIT_FSIZE, &old) == 0);      /* the disk has room again */
+    for (uint32_t i = 0; i < 10; i++) {             /* refused, every one */
+        int rc = write_recs(d, 'C', 1, i % 2 == 0);
+
+        CHECK(rc == SX_EIO);
+        acked += rc == 0;
+    }
+    CHECK(!ldb_sound(d));
+    ldb_close(d);
+    d = NULL;
+    CHECK(ldb_open(dir, &d) == 0);                  /* the torn record ends the log */
+    if (d == NULL)
+        return;
+    CHECK(count(d, 'A', &t) == 0);
+    CHECK(t.n == 20 && t.bad == 0);
+    CHECK(count(d, 'C', &t) == 0);
+    CHECK((int)t.n == acked && t.bad == 0);         /* nothing acknowledged lost */
+    CHECK(write_recs(d, 'D', 1, true) == 0);        /* a restart writes again */
+    ldb_close(d);
+}
+
 int main(int argc, char **argv)
 {
     char tmpl[] = "/tmp/sx-ldb-XXXXXX", dir[4200], marker[4200], inside[4200], moved[4200];
+    char dir2[4200];
     const char *base = argc > 1 ? argv[1] : mkdtemp(tmpl);
     unsigned synced = 0;
     bool exists = false;
@@ -157,7 +233,8 @@ int main(int argc, char **argv)
     if (snprintf(dir, sizeof(dir), "%s/db", base) >= (int)sizeof(dir) ||
         snprintf(marker, sizeof(marker), "%s.unsealed", dir) >= (int)sizeof(marker) ||
         snprintf(inside, sizeof(inside), "%s/x", marker) >= (int)sizeof(inside) ||
-        snprintf(moved, sizeof(moved), "%s/moved", base) >= (int)sizeof(moved)) {
+        snprintf(moved, sizeof(moved), "%s/moved", base) >= (int)sizeof(moved) ||
+        snprintf(dir2, sizeof(dir2), "%s/db2", base) >= (int)sizeof(dir2)) {
         fprintf(stderr, "ldb_nodetest: scratch dir path too long: %s\n", base);
         return 1;
     }
@@ -204,7 +281,10 @@ int main(int argc, char **argv)
     CHECK(rename(moved, dir) == 0);
     CHECK(ldb_sync_logs(d, &synced) == 0);
     CHECK(!ldb_sound(d));
+    CHECK(write_recs(d, 'X', 1, true) == SX_EIO);   /* and refuses writes */
     ldb_close(d);
+
+    failed_write(dir2);
 
     if (argc <= 1)      /* a scratch dir of our own: removed; one given: kept */
         nftw(base, rm_one, 16, FTW_DEPTH | FTW_PHYS);
