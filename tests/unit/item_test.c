@@ -2,6 +2,7 @@
  * item_test.c — items as msgpack maps: validation, primary keys, sparse
  * index tuples, projections, coverage and equality filters.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "check.h"
@@ -27,6 +28,40 @@ static void item(mp_buf *b, int64_t id, const char *town, const char *ln)
     mp_put_array(b, 2);
     mp_put_u64(b, 1);
     mp_put_u64(b, 2);
+}
+
+/* An item of n attributes "a0", "a1", ...; with dup, the last one is named
+ * as the first. */
+static void wide_item(mp_buf *b, uint32_t n, bool dup)
+{
+    char name[16];
+
+    mp_buf_init(b);
+    mp_put_map(b, n);
+    for (uint32_t i = 0; i < n; i++) {
+        snprintf(name, sizeof(name), "a%u", dup && i == n - 1 ? 0u : i);
+        mp_put_cstr(b, name);
+        mp_put_u64(b, i);
+    }
+}
+
+/* The most attributes an item may have, names checked for repeats. */
+static void wide_items(void)
+{
+    mp_buf w;
+
+    wide_item(&w, 4096, false);
+    CHECK(!w.oom && item_validate((const uint8_t *)w.sb.data, w.sb.size) == 0);
+    mp_buf_free(&w);
+    wide_item(&w, 4096, true);              /* "a0" first and last */
+    CHECK(!w.oom && item_validate((const uint8_t *)w.sb.data, w.sb.size) == SX_EPROTO);
+    mp_buf_free(&w);
+    wide_item(&w, 4097, false);
+    CHECK(!w.oom && item_validate((const uint8_t *)w.sb.data, w.sb.size) == SX_ETOOBIG);
+    mp_buf_free(&w);
+    wide_item(&w, 2, true);                 /* {"a0", "a0"} */
+    CHECK(!w.oom && item_validate((const uint8_t *)w.sb.data, w.sb.size) == SX_EPROTO);
+    mp_buf_free(&w);
 }
 
 int main(void)
@@ -92,6 +127,7 @@ int main(void)
     CHECK(item_validate(dup, sizeof(dup)) == SX_EPROTO);
     CHECK(item_validate(notmap, sizeof(notmap)) == SX_EPROTO);
     CHECK(item_validate(numkey, sizeof(numkey)) == SX_EPROTO);
+    wide_items();
     /* a list as a key attribute is refused */
     mp_buf l;
     mp_buf_init(&l);
