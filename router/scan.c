@@ -169,10 +169,11 @@ static int next_pos(const scan_st *s, router *rt, const cat_table *t, int ci,
     return 0;
 }
 
-/* Encodes the items of every call (in partition order, up to the byte
- * budget) and the next token. */
-static int scan_reply(scan_st *s, router *rt, const cat_table *t,
-                      const rt_tokctx *ctx, mp_buf *out, rt_err *e)
+/* Encodes the items of every call (in partition order, up to limit items
+ * and the byte budget: each partition was asked for its share rounded up,
+ * so together they may return a few more) and the next token. */
+static int scan_reply(scan_st *s, router *rt, const cat_table *t, const rt_tokctx *ctx,
+                      uint32_t limit, mp_buf *out, rt_err *e)
 {
     msg_SCAN_rep rep;
     sx_buf *items = NULL, *pos = NULL;
@@ -196,7 +197,7 @@ static int scan_reply(scan_st *s, router *rt, const cat_table *t,
     for (i = 0; i < s->ncalls; i++) {
         const sx_bufs *v = &s->reps[i].items;
         for (j = 0; j < v->n && !full; j++) {
-            if (k > 0 && bytes + v->v[j].n > RT_REPLY_BYTES) {
+            if (k == limit || (k > 0 && bytes + v->v[j].n > RT_REPLY_BYTES)) {
                 full = true;
                 break;
             }
@@ -271,7 +272,7 @@ int rt_h_scan(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e)
     if (rc == 0)
         rc = scan_run(&s, rt, t, q.where, limit, e);
     if (rc == 0)
-        rc = scan_reply(&s, rt, t, &ctx, out, e);
+        rc = scan_reply(&s, rt, t, &ctx, limit, out, e);
 out:
     scan_free(&s);
     msg_free_req(MSG_SCAN, &q);

@@ -330,8 +330,9 @@ SX_API int sx_query(sx_client *c, const char *table, const char *index,
                     const sx_query_opts *opts, sx_result **out);
 
 /* Scans a table (all partitions) keeping items whose attributes equal every
- * attribute of where (NULL = all). limit 0 = the server's page. token as for
- * queries. *out as for sx_query. */
+ * attribute of where (NULL = all). A page holds at most limit items (0 = the
+ * server's page; fewer when the reply's byte budget is reached). token as
+ * for queries. *out as for sx_query. */
 SX_API int sx_scan(sx_client *c, const char *table, const sx_item *where,
                    uint64_t limit, const char *token, sx_result **out);
 
