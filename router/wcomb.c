@@ -228,7 +228,9 @@ static void batch_finish(wc_batch *b)
         if (msg_encode_rep(MSG_PUT, &rep, &out) != 0 || out.oom) {
             mp_buf_free(&out);
             mp_buf_init(&out);
-            msg_encode_err(MSG_PUT, SX_ENOMEM, "out of memory encoding the reply", &out);
+            if (msg_encode_err(MSG_PUT, SX_ENOMEM, "out of memory encoding the reply",
+                               &out) != 0 || out.oom)
+                LOG_ERROR("router: cannot encode an error reply to PUT");
             atomic_fetch_add_explicit(&b->rt->nerr, 1, memory_order_relaxed);
         } else {
             atomic_fetch_add_explicit(&b->rt->comb_puts, 1, memory_order_relaxed);
