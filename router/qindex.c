@@ -45,17 +45,32 @@ out:
     return rc;
 }
 
-/* Checks an I_RANGE reply's lists are parallel and its keys belong to the
- * index. */
-static int page_check(const rt_query *qc, const msg_I_RANGE_rep *r, rt_err *e)
+/* Checks an I_RANGE reply's lists are parallel, its keys belong to the
+ * index, lie in the range asked, [lo, hi) (hi empty: open), and move in the
+ * query's direction: a faulty node's page could otherwise answer for
+ * entries outside the query, or move the read back over ground covered. */
+static int page_check(const rt_query *qc, const msg_I_RANGE_rep *r, const sx_bytes *lo,
+                      const sx_bytes *hi, rt_err *e)
 {
     uint32_t i, n = r->keys.n;
 
     if (r->hashes.n != n || r->versions.n != n || r->projs.n != n)
         return rt_errf(e, SX_EPROTO, "index node sent a malformed range page");
-    for (i = 0; i < n; i++)
-        if (r->keys.v[i].n <= 4 || sx_get_be32(r->keys.v[i].p) != qc->ix->id)
+    for (i = 0; i < n; i++) {
+        const sx_buf *k = &r->keys.v[i];
+
+        if (k->n <= 4 || sx_get_be32(k->p) != qc->ix->id)
             return rt_errf(e, SX_EPROTO, "index node sent a key of another index");
+        if (sx_keycmp(k->p, k->n, lo->p, lo->n) < 0 ||
+            (hi->n > 0 && sx_keycmp(k->p, k->n, hi->p, hi->n) >= 0))
+            return rt_errf(e, SX_EPROTO, "index node sent a key outside the range asked");
+        if (i > 0) {
+            int c = sx_keycmp(r->keys.v[i - 1].p, r->keys.v[i - 1].n, k->p, k->n);
+
+            if (qc->desc ? c <= 0 : c >= 0)
+                return rt_errf(e, SX_EPROTO, "index node sent keys out of order");
+        }
+    }
     return 0;
 }
 
@@ -146,7 +161,7 @@ static int read_page(rt_query *qc, const cfg_part *part, bool covering,
             page_fresh(qc, &rep, heads))
             covering = true;
     }
-    if ((rc = page_check(qc, &rep, e)) != 0)
+    if ((rc = page_check(qc, &rep, lo, hi, e)) != 0)
         goto out;
     n = rep.keys.n;
     if (n > ask) {
