@@ -430,7 +430,10 @@ static void group_done(part_grp *g, int wrc)
         LOG_ERROR("partition %llu: group of %zu ops failed: %s",
                   (unsigned long long)p->id, g->nops, sx_strerror(g->rc));
         for (st_wreq *r = g->list; r; r = r->next)
-            fail_req(r, g->rc, "storage write failed");
+            fail_req(r, g->rc, g->rc == SX_EIO
+                     ? "storage write failed: a disk error on the storage node (this write "
+                       "may or may not survive; the node refuses writes until it restarts)"
+                     : "storage write failed");
     }
     if (g->b)
         leveldb_writebatch_destroy(g->b);

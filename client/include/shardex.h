@@ -248,7 +248,11 @@ SX_API void sx_index_list_free(sx_index_info *list, size_t n);
 
 /* Stores item (it must hold the table's key attributes as scalars). The
  * item stays the caller's. *version (may be NULL) receives the version the
- * store assigned. Returns 0, SX_ENOTABLE, SX_EKEY, SX_ETOOBIG, ... */
+ * store assigned. Returns 0, SX_ENOTABLE, SX_EKEY, SX_ETOOBIG, ...
+ * SX_EIO (here and from sx_delete): the storage node met a disk error
+ * while writing; the write may or may not have been made durable (a
+ * failed sync can leave it in the log), which is known once that node
+ * has restarted: it refuses writes until then (reads go on). */
 SX_API int sx_put(sx_client *c, const char *table, const sx_item *item, uint64_t *version);
 
 /* Stores n items in one request (they may land in different partitions; the
