@@ -8,9 +8,13 @@
  * held only briefly, never across the network call: callers may be fibers
  * (the router's), and a fiber that holds a mutex while its call parks it
  * would block every other fiber of its thread that reaches for the mutex,
- * itself included, for good (fiber.h). Callers that need a newer catalog
- * while a fetch is in flight share it: they queue an sx_event (which parks
- * a fiber, or blocks a plain thread) and take that fetch's outcome.
+ * itself included, for good (fiber.h). One fetch is in flight at a time;
+ * fetches are numbered as they start. A caller that wants the catalog as
+ * of its call needs a fetch numbered above the count when it came in (one
+ * that started earlier may have been answered before a version the caller
+ * was told of): it takes the outcome of a later fetch in flight, waits out
+ * an earlier one and then starts or joins another. Waiting is an sx_event
+ * (it parks a fiber, or blocks a plain thread).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -26,19 +30,21 @@
 /* A caller waiting for the fetch in flight; on the waiter's stack. */
 typedef struct cc_waiter {
     sx_event done;
-    int rc;                  /* the fetch's outcome, set before done */
+    int rc;                  /* the fetch's outcome and number, set before */
+    uint64_t seq;            /* done */
     struct cc_waiter *next;
 } cc_waiter;
 
 struct catcache {
     net_peer *peer;
     pthread_mutex_t mu;
-    bool fetching;           /* a fetch is in flight */
-    cc_waiter *waiters;      /* callers sharing it */
+    bool fetching;           /* fetch number `started` is in flight */
+    uint64_t started;        /* fetches started */
+    uint64_t fresh;          /* the number of the last that succeeded (0: none) */
+    cc_waiter *waiters;      /* callers waiting for the one in flight */
     const sx_catalog *cur;   /* newest version (one of all[]), or NULL */
     sx_catalog **all;        /* every version handed out (owned) */
     size_t nall, cap;
-    uint64_t gen;            /* completed successful fetches */
 };
 
 int catcache_new(const sx_config *cfg, catcache **out)
@@ -139,45 +145,36 @@ static int catcache_publish(catcache *cc, sx_catalog *cat)
     return 0;
 }
 
-/* Fetches and publishes unless another fetch completed since seen_gen; a
- * caller that finds a fetch in flight waits for it and takes its outcome
- * (it started before this caller looked: catcache_get's second round
- * fetches on its own behalf when that was not new enough). Never holds mu
- * across the network call or the wait. */
-static int catcache_fetch_shared(catcache *cc, uint64_t seen_gen)
+/* Waits, without mu, for the fetch in flight; returns with mu held and
+ * its outcome and number in *w. Needs mu. */
+static int wait_fetch(catcache *cc, cc_waiter *w)
+{
+    if (ev_init(&w->done) != 0)
+        return SX_ENOMEM;
+    w->rc = 0;
+    w->seq = 0;
+    w->next = cc->waiters;
+    cc->waiters = w;
+    pthread_mutex_unlock(&cc->mu);
+    ev_wait(&w->done);
+    ev_destroy(&w->done);
+    pthread_mutex_lock(&cc->mu);
+    return 0;
+}
+
+/* Runs fetch number n (mu not held) and publishes it; answers the callers
+ * that waited for it. Returns its outcome. */
+static int run_fetch(catcache *cc, uint64_t n)
 {
     sx_catalog *cat = NULL;
-    cc_waiter me, *w, *next;
-    int rc;
+    cc_waiter *w, *next;
+    int rc = catcache_fetch(cc, &cat);
 
-    pthread_mutex_lock(&cc->mu);
-    if (cc->gen != seen_gen) {
-        /* someone fetched since we looked: that result is fresh enough */
-        pthread_mutex_unlock(&cc->mu);
-        return 0;
-    }
-    if (cc->fetching) {
-        if (ev_init(&me.done) != 0) {
-            pthread_mutex_unlock(&cc->mu);
-            return SX_ENOMEM;
-        }
-        me.rc = 0;
-        me.next = cc->waiters;
-        cc->waiters = &me;
-        pthread_mutex_unlock(&cc->mu);
-        ev_wait(&me.done);
-        ev_destroy(&me.done);
-        return me.rc;
-    }
-    cc->fetching = true;
-    pthread_mutex_unlock(&cc->mu);
-
-    rc = catcache_fetch(cc, &cat);
     pthread_mutex_lock(&cc->mu);
     if (rc == 0)
         rc = catcache_publish(cc, cat);
     if (rc == 0)
-        cc->gen++;
+        cc->fresh = n;
     cc->fetching = false;
     w = cc->waiters;
     cc->waiters = NULL;
@@ -185,6 +182,7 @@ static int catcache_fetch_shared(catcache *cc, uint64_t seen_gen)
     for (; w != NULL; w = next) {
         next = w->next;         /* read before ev_set: w may be gone after it */
         w->rc = rc;
+        w->seq = n;
         ev_set(&w->done);
     }
     return rc;
@@ -192,24 +190,41 @@ static int catcache_fetch_shared(catcache *cc, uint64_t seen_gen)
 
 int catcache_refresh(catcache *cc)
 {
-    uint64_t gen;
+    cc_waiter me;
+    uint64_t after, n;
+    int rc;
 
     pthread_mutex_lock(&cc->mu);
-    gen = cc->gen;
+    after = cc->started;        /* fetches numbered above this start after us */
+    for (;;) {
+        if (cc->fresh > after) {
+            pthread_mutex_unlock(&cc->mu);
+            return 0;
+        }
+        if (!cc->fetching)
+            break;
+        if ((rc = wait_fetch(cc, &me)) != 0) {
+            pthread_mutex_unlock(&cc->mu);
+            return rc;
+        }
+        if (me.rc != 0 && me.seq > after) {     /* one on our behalf failed */
+            pthread_mutex_unlock(&cc->mu);
+            return me.rc;
+        }
+    }
+    n = ++cc->started;
+    cc->fetching = true;
     pthread_mutex_unlock(&cc->mu);
-    return catcache_fetch_shared(cc, gen);
+    return run_fetch(cc, n);
 }
 
-/* Returns the newest catalog if it is at least min_version, else NULL.
- * Also reports the fetch generation it saw. */
-static const sx_catalog *catcache_current(catcache *cc, uint64_t min_version,
-                                          uint64_t *gen)
+/* Returns the newest catalog if it is at least min_version, else NULL. */
+static const sx_catalog *catcache_current(catcache *cc, uint64_t min_version)
 {
     const sx_catalog *cat;
 
     pthread_mutex_lock(&cc->mu);
     cat = cc->cur;
-    *gen = cc->gen;
     pthread_mutex_unlock(&cc->mu);
     if (cat != NULL && cat->version >= min_version)
         return cat;
@@ -218,29 +233,37 @@ static const sx_catalog *catcache_current(catcache *cc, uint64_t min_version,
 
 int catcache_peek(catcache *cc, uint64_t min_version, const sx_catalog **cat)
 {
-    uint64_t gen;
-
-    *cat = catcache_current(cc, min_version, &gen);
+    *cat = catcache_current(cc, min_version);
     return *cat != NULL ? 0 : SX_ESTALECAT;
 }
 
 /* Beyond the header's codes: SX_ESTALECAT when the catalog node answered
- * but its catalog is still older than min_version. */
+ * but its catalog is still older than min_version. One refresh is enough:
+ * its fetch started after this call, so it saw every version published
+ * before it. */
 int catcache_get(catcache *cc, uint64_t min_version, const sx_catalog **cat)
 {
-    uint64_t gen;
-    int attempt, rc = 0;
+    int rc;
 
-    /* two rounds: a shared fetch may have started before min_version was
-     * published; the second round then fetches on our own behalf */
-    for (attempt = 0; attempt < 2; attempt++) {
-        if ((*cat = catcache_current(cc, min_version, &gen)) != NULL)
-            return 0;
-        rc = catcache_fetch_shared(cc, gen);
-        if (rc != 0)
-            return rc;
-    }
-    if ((*cat = catcache_current(cc, min_version, &gen)) != NULL)
+    if ((*cat = catcache_current(cc, min_version)) != NULL)
+        return 0;
+    if ((rc = catcache_refresh(cc)) != 0)
+        return rc;
+    if ((*cat = catcache_current(cc, min_version)) != NULL)
         return 0;
     return SX_ESTALECAT;
+}
+
+void catcache_counts(catcache *cc, uint64_t *started, unsigned *waiting)
+{
+    unsigned n = 0;
+
+    pthread_mutex_lock(&cc->mu);
+    for (const cc_waiter *w = cc->waiters; w != NULL; w = w->next)
+        n++;
+    if (started != NULL)
+        *started = cc->started;
+    if (waiting != NULL)
+        *waiting = n;
+    pthread_mutex_unlock(&cc->mu);
 }

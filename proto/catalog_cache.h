@@ -35,7 +35,15 @@ int catcache_get(catcache *cc, uint64_t min_version, const sx_catalog **cat);
  * is at least min_version. */
 int catcache_peek(catcache *cc, uint64_t min_version, const sx_catalog **cat);
 
-/* Fetches the catalog now; returns 0 or an sx_err. Thread-safe. */
+/* Brings the cache up to at least the catalog the catalog node held when
+ * the call began: returns once a fetch started after that has succeeded
+ * (its own, or another caller's it shares). Returns 0 or an sx_err (that
+ * fetch's). Thread-safe; a fiber is parked, not its thread, while it
+ * waits. */
 int catcache_refresh(catcache *cc);
+
+/* Fetches started so far and callers waiting for the one in flight (for
+ * tests); either pointer may be NULL. Thread-safe. */
+void catcache_counts(catcache *cc, uint64_t *started, unsigned *waiting);
 
 #endif
