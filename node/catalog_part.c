@@ -18,9 +18,16 @@
 #include "catalog_part.h"
 #include "ldb.h"
 #include "log.h"
+#include "net.h"
 #include "sx_errors.h"
 
 #define CATP_KEY "catalog"
+/* The largest encoded catalog stored: every process fetches it whole in one
+ * CATALOG reply, which must fit a frame (SX_MAX_FRAME); a change past this
+ * is refused before it is stored, since a stored catalog that no reply can
+ * carry would stop every router and node from refreshing, for good.
+ * SHARDEX_CATALOG_MAX_KB (1 .. the default) lowers it, for tests. */
+#define CATP_MAX_KB ((long)(SX_MAX_FRAME / 2 / 1024))
 #define CATP_ERRLEN 512
 
 struct catp {
@@ -31,6 +38,7 @@ struct catp {
     size_t enc_n;
     uint64_t *parts;     /* every storage partition id (from the config) */
     uint32_t nparts;
+    size_t max_bytes;    /* the largest encoding stored (CATP_MAX_KB) */
 };
 
 /* A name copied out of a frame as a C string. */
@@ -303,7 +311,9 @@ static int catp_mutate_backfilled(const catp *c, sx_catalog *next, const uint8_t
     return rc;
 }
 
-/* Encodes cat and writes it durably. On success *enc (of *enc_n bytes) owns its encoding. */
+/* Encodes cat and writes it durably. On success *enc (of *enc_n bytes) owns
+ * its encoding. Returns 0, SX_ETOOBIG (past c->max_bytes: nothing written),
+ * SX_EIO or SX_ENOMEM. */
 static int catp_store(catp *c, const sx_catalog *cat, uint8_t **enc, size_t *enc_n)
 {
     mp_buf b;
@@ -317,6 +327,10 @@ static int catp_store(catp *c, const sx_catalog *cat, uint8_t **enc, size_t *enc
     mp_buf_free(&b);
     if (rc != 0)
         return rc;
+    if (*enc_n > c->max_bytes) {
+        free(*enc);
+        return SX_ETOOBIG;
+    }
     wb = leveldb_writebatch_create();
     if (wb == NULL) {
         free(*enc);
@@ -357,6 +371,18 @@ static int catp_apply(catp *c, msg_type t, const uint8_t *req, size_t n,
     if (rc != 0 || next->version == c->cat->version)
         goto out;
     rc = catp_store(c, next, &enc, &enc_n);
+    if (rc == SX_ETOOBIG) {
+        snprintf(err, errlen, "the catalog would grow past %zu KiB (every table and index "
+                 "of the cluster travel in one reply): nothing was changed",
+                 c->max_bytes >> 10);
+        goto out;
+    }
+    if (rc == SX_EIO) {
+        snprintf(err, errlen, "catalog write failed: a disk error on the catalog node "
+                 "(this change may or may not survive; the node refuses writes until it "
+                 "restarts)");
+        goto out;
+    }
     if (rc != 0) {
         snprintf(err, errlen, "catalog write failed: %s", sx_strerror(rc));
         goto out;
@@ -428,6 +454,8 @@ int catp_open(const char *dir, const sx_config *cfg, catp **out)
     for (i = 0; i < cfg->nstorage; i++)
         c->parts[i] = cfg->storage[i].id;
     c->nparts = (uint32_t)cfg->nstorage;
+    c->max_bytes = (size_t)sx_env_long("SHARDEX_CATALOG_MAX_KB", 1, CATP_MAX_KB, CATP_MAX_KB)
+                   << 10;
     if ((rc = ldb_open(dir, &c->db)) != 0 || (rc = catp_load(c)) != 0)
         goto fail;
     LOG_INFO("catalog partition open at %s: version %llu, %u tables", dir,

@@ -3,7 +3,9 @@
  * over a real nng socket, read through the catalog cache
  * (proto/catalog_cache.c): create table/index, errors with reasons,
  * backfill → ready, idempotent repeats, persistence across reopen, borrowed
- * versions staying valid, concurrent cache readers.
+ * versions staying valid, concurrent cache readers, a change that would
+ * make the catalog too large to fetch refused (its bound lowered through
+ * SHARDEX_CATALOG_MAX_KB).
  * Standalone: builds from node/catalog_part.c + node/ldb.c + sx_proto +
  * leveldb (named *_nodetest.c so the plain unit-test glob, which links
  * sx_proto only, skips it); main() returns non-zero on failure. Argument: a scratch dir
@@ -305,6 +307,46 @@ static void test_reopen(const char *dir, const sx_config *cfg)
     catp_close(c);
 }
 
+/* A catalog bounded to 2 KiB: tables are created until one would cross it;
+ * that one is refused with a reason, nothing changes, and the stored
+ * catalog still opens. */
+static void test_too_big(const char *dir, const char *url, const sx_config *cfg)
+{
+    net_server_opts so = { .workers = 2 };
+    net_server *srv = NULL;
+    uint64_t v = 0, last = 0;
+    char name[64];
+    sx_catalog *snap;
+    catp *c = NULL;
+    int i, rc = 0;
+
+    CHECK(setenv("SHARDEX_CATALOG_MAX_KB", "2", 1) == 0);
+    CHECK_RC(catp_open(dir, cfg, &g_catp), 0);
+    CHECK_RC(net_server_open_link(url, &so, handler, NULL, &srv), 0);
+    CHECK_RC(net_peer_open_link(url, 1, &g_cli), 0);
+    for (i = 0; i < 200 && rc == 0; i++) {
+        snprintf(name, sizeof(name), "a_table_with_a_long_name_%03d", i);
+        rc = create_table(name, "id", "", &v);
+        if (rc == 0)
+            last = v;
+    }
+    CHECK_RC(rc, SX_ETOOBIG);
+    CHECK(i > 5 && i < 200);                         /* some fit, then one did not */
+    CHECK(err_has("would grow past 2 KiB"));
+    CHECK(v == last);                                /* nothing changed */
+    net_server_stop(srv);
+    catp_close(g_catp);
+    g_catp = NULL;
+    net_peer_close(g_cli);
+    g_cli = NULL;
+    CHECK(unsetenv("SHARDEX_CATALOG_MAX_KB") == 0);
+    CHECK_RC(catp_open(dir, cfg, &c), 0);
+    snap = c ? catp_snapshot(c) : NULL;
+    CHECK(snap != NULL && snap->version == last && snap->ntables == (uint32_t)(i - 1));
+    cat_free(snap);
+    catp_close(c);
+}
+
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *f)
 {
     (void)st;
@@ -344,6 +386,9 @@ int main(int argc, char **argv)
 
     test_served(dir, url, &cfg);
     test_reopen(dir, &cfg);
+    snprintf(dir, sizeof(dir), "%s/catalog-small", base);
+    snprintf(url, sizeof(url), "ipc://%s/cat-small.sock", base);
+    test_too_big(dir, url, &cfg);
     if (failures != 0) {
         fprintf(stderr, "catalog_part_nodetest: %d check(s) failed (data in %s)\n",
                 failures, base);
