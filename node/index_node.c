@@ -186,8 +186,14 @@ static int status_part(ix_part *p, mp_buf *b)
 
     if (wm == NULL)
         return SX_ENOMEM;
+    bool refused = ldb_failed(p->db);
+
     ix_part_state(p, &entries, &tombs, wm, NULL);
-    mp_put_map(b, 7);
+    mp_put_map(b, refused ? 8 : 7);
+    if (refused) {                       /* a disk error: ldb.h */
+        mp_put_cstr(b, "writes_refused");
+        mp_put_bool(b, true);
+    }
     kf_status(p->kf, b);
     cstats_put(&p->commits, b);
     mp_put_cstr(b, "builds");            /* index_part.h: unsealed groups, seals */

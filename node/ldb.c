@@ -316,6 +316,11 @@ bool ldb_sound(ldb *d)
     return rc == 0;
 }
 
+bool ldb_failed(ldb *d)
+{
+    return atomic_load(&d->failed);
+}
+
 int ldb_sync_parent(const char *path)
 {
     char parent[4200];

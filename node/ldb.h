@@ -76,6 +76,10 @@ int ldb_sync_logs(ldb *d, unsigned *synced);
  * for everything written before it. */
 bool ldb_sound(ldb *d);
 
+/* True once a write or a log sync through d has failed: d refuses every
+ * write from then on (ldb_write_sync). For status. */
+bool ldb_failed(ldb *d);
+
 /* Makes a change to path's parent folder (a file created, renamed or
  * removed there) durable: fsyncs the folder. Returns 0 or SX_EIO (logged;
  * also for a path too long). */

@@ -111,7 +111,11 @@ static int install_signals(void)
     if (sigaction(SIGTERM, &sa, NULL) != 0 || sigaction(SIGINT, &sa, NULL) != 0)
         return -1;
     sa.sa_handler = SIG_IGN;
-    return sigaction(SIGPIPE, &sa, NULL);
+    /* SIGXFSZ too: a file past the size limit is a write error (EFBIG),
+     * which the stores handle (ldb.h: refused until a restart), not a kill */
+    if (sigaction(SIGPIPE, &sa, NULL) != 0)
+        return -1;
+    return sigaction(SIGXFSZ, &sa, NULL);
 }
 
 /* Creates dir and any missing parents (like mkdir -p). Returns 0 or -1

@@ -113,13 +113,18 @@ static void do_status(st_node *n, mp_buf *out)
     mp_put_cstr(&st, me->url);
     mp_put_cstr(&st, "partitions");
     mp_put_array(&st, (uint32_t)n->nparts);
+    bool refused = ldb_failed(n->store->db);    /* one store for every partition */
     for (int i = 0; i < n->nparts; i++) {
         uint64_t head, hw, items, outbox;
         st_build b;
 
         st_part_stats(n->parts[i], &head, &hw, &items, &outbox);
         st_part_build(n->parts[i], &b);
-        mp_put_map(&st, b.active ? 9 : 5);
+        mp_put_map(&st, (b.active ? 9 : 5) + (refused ? 1 : 0));
+        if (refused) {                   /* a disk error: ldb.h */
+            mp_put_cstr(&st, "writes_refused");
+            mp_put_bool(&st, true);
+        }
         mp_put_cstr(&st, "id");
         mp_put_u64(&st, n->parts[i]->id);
         mp_put_cstr(&st, "items");

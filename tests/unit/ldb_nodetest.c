@@ -193,7 +193,9 @@ static void failed_write(const char *dir)
     lim = old;
     lim.rlim_cur = (rlim_t)size + VLEN / 2;         /* the next record tears */
     CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+    CHECK(!ldb_failed(d));
     CHECK(write_recs(d, 'B', 1, true) == SX_EIO);
+    CHECK(ldb_failed(d));                           /* status says so */
     CHECK(setrlimit(RLIMIT_FSIZE, &old) == 0);      /* the disk has room again */
     for (uint32_t i = 0; i < 10; i++) {             /* refused, every one */
         int rc = write_recs(d, 'C', 1, i % 2 == 0);
