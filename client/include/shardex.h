@@ -171,12 +171,21 @@ SX_API int sx_list_at(const sx_list *l, size_t i, sx_value *v);
  * URLs ("tcp://127.0.0.1:7100,tcp://127.0.0.1:7200"). Dialing happens in the
  * background (and reconnects by itself), so an unreachable router is
  * detected at a call. Each call goes to the router that answered last;
- * when it fails with SX_EUNAVAIL, SX_ETIMEDOUT or SX_ENET the call is
- * retried on the next router until each was tried once. With several
- * routers, those with a live connection are tried before the others (a
- * call to an unconnected router only fails at its timeout). A retried put
- * or delete may already have been applied through the router that failed:
- * a put then stores the same item again, a delete may report SX_ENOTFOUND.
+ * with several routers, those with a live connection are tried before the
+ * others (a call to an unconnected router only fails at its timeout).
+ * Failover: a call is retried on the next router, until each was tried
+ * once, when its router cannot be reached (SX_ENET) or answers SX_EUNAVAIL
+ * (e.g. it is stopping, and ran nothing); after SX_ETIMEDOUT a read is
+ * retried, but a write (put, delete, table or index create, index drop)
+ * only when its router's connection is gone (it crashed, or the network
+ * failed). A router that is still connected but slow may yet run a write
+ * that timed out, even after the caller's next writes: such a call returns
+ * SX_ETIMEDOUT, and the write may or may not be applied, now or later —
+ * read it back, or write it again once the router answers, before relying
+ * on it. A retried put or delete may already have been applied through the
+ * router that failed: a put then stores the same item again, a delete may
+ * report SX_ENOTFOUND, a table or index create SX_EEXIST and an index drop
+ * SX_ENOINDEX for the change the first attempt made.
  * On success *out is owned by the caller
  * (sx_client_close). Returns 0, SX_EINVAL (empty list), SX_ENET (bad URL),
  * SX_ENOMEM. */

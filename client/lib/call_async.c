@@ -160,6 +160,19 @@ static void op_clear(sx_op *op)
     op->nversions = 0;
 }
 
+/* Drops what decoding a reply left in op (before it is sent again). */
+static void op_clear_reply(sx_op *op)
+{
+    free(op->versions);
+    sx_item_free(op->item);
+    sx_result_free(op->result);
+    op->versions = NULL;
+    op->item = NULL;
+    op->result = NULL;
+    op->nversions = 0;
+    op->rc = SX_OK;
+}
+
 /* Runs the user's callback, then recycles op. */
 static void op_finish(sx_op *op)
 {
@@ -188,18 +201,21 @@ static int op_send(sx_op *op)
     return net_peer_submit(c->peers[op->k], op->wire, op->wire_n, timeout, op_done, op);
 }
 
-static bool failover_err(int rc)
-{
-    return rc == SX_EUNAVAIL || rc == SX_ETIMEDOUT || rc == SX_ENET;
-}
-
-/* A transport failure on router op->k: resend to the next router when
- * allowed, else finish with rc. */
-static void op_failed(sx_op *op, int rc)
+/* A failure on router op->k (a transport error, or an SX_EUNAVAIL reply
+ * whose message is already in op->errmsg): resend to the next router when
+ * cl_may_failover allows, else finish with rc. */
+static void op_failed(sx_op *op, int rc, bool replied)
 {
     sx_client *c = op->c;
-    snprintf(op->errmsg, sizeof op->errmsg, "router %s: %s", c->urls[op->k], sx_strerror(rc));
-    while (failover_err(rc) && ++op->tries < c->nrouters) {
+    if (!replied)
+        snprintf(op->errmsg, sizeof op->errmsg, "router %s: %s", c->urls[op->k],
+                 sx_strerror(rc));
+    if (!replied && rc == SX_ETIMEDOUT && !cl_may_failover(c, op->k, op->t, rc))
+        snprintf(op->errmsg, sizeof op->errmsg, "router %s: timed out; the write may or "
+                 "may not have been applied, and may still be (not retried elsewhere)",
+                 c->urls[op->k]);
+    while (cl_may_failover(c, op->k, op->t, rc) && ++op->tries < c->nrouters) {
+        op_clear_reply(op);
         op->k = (op->k + 1) % c->nrouters;
         __atomic_store_n(&c->acur, op->k, __ATOMIC_RELAXED);
         rc = op_send(op);
@@ -216,11 +232,51 @@ static void op_done(void *arg, int err, const uint8_t *resp, size_t n)
 {
     sx_op *op = arg;
     if (err) {
-        op_failed(op, err);
+        op_failed(op, err, false);
         return;
     }
     cl_async_decode(op, resp, n);
+    if (op->rc == SX_EUNAVAIL && op->tries + 1 < op->c->nrouters) {
+        op_failed(op, op->rc, true);    /* e.g. the router is stopping: it ran nothing */
+        return;
+    }
     op_finish(op);
+}
+
+/* How often the router an operation starts on is checked for a live
+ * connection (reading nng's statistics for every operation would cost
+ * more than the operation). */
+#define CL_ALIVE_RECHECK_MS 200
+
+/* The router an operation starts on: the current one, or with several the
+ * first one from it with a live connection, as the synchronous calls do
+ * (an unconnected router would only fail the operation at its timeout). */
+static int first_router(sx_client *c)
+{
+    int k = __atomic_load_n(&c->acur, __ATOMIC_RELAXED) % c->nrouters;
+    struct timespec ts;
+    unsigned long long now;
+
+    if (c->nrouters == 1)
+        return k;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    now = (unsigned long long)ts.tv_sec * 1000 + (unsigned long long)ts.tv_nsec / 1000000;
+    pthread_mutex_lock(&c->alock);
+    if (c->alive_at == 0 || c->alive_from != k || now - c->alive_at >= CL_ALIVE_RECHECK_MS) {
+        c->alive_from = k;
+        c->alive_k = k;
+        for (int t = 0; t < c->nrouters; t++) {
+            int j = (k + t) % c->nrouters;
+            if (cl_router_connected(c, j)) {
+                c->alive_k = j;
+                break;
+            }
+        }
+        c->alive_at = now ? now : 1;
+    }
+    k = c->alive_k;
+    pthread_mutex_unlock(&c->alock);
+    return k;
 }
 
 int cl_async_start(sx_client *c, msg_type t, uint8_t *wire, size_t wire_n,
@@ -245,7 +301,7 @@ int cl_async_start(sx_client *c, msg_type t, uint8_t *wire, size_t wire_n,
     op->tries = 0;
     op->rc = SX_OK;
     op->errmsg[0] = '\0';
-    op->k = __atomic_load_n(&c->acur, __ATOMIC_RELAXED) % c->nrouters;
+    op->k = first_router(c);
     int rc = op_send(op);
     if (rc == SX_OK)
         return SX_OK;

@@ -117,10 +117,6 @@ void sx_free(void *p)
     free(p);
 }
 
-static bool failover_err(int rc)
-{
-    return rc == SX_EUNAVAIL || rc == SX_ETIMEDOUT || rc == SX_ENET;
-}
 
 /* The child of stat s named name, or NULL. */
 static nng_stat *stat_child(nng_stat *s, const char *name)
@@ -153,6 +149,31 @@ static int pipes_of(nng_socket s)
     }
     nng_stats_free(all);
     return n;
+}
+
+bool cl_router_connected(sx_client *c, int k)
+{
+    return pipes_of(c->socks[k]) != 0;     /* unknown (-1) counts as connected */
+}
+
+/* Calls that change data (the items or the catalog). */
+static bool is_write(msg_type t)
+{
+    return t == MSG_PUT || t == MSG_DELETE || t == MSG_TABLE_CREATE ||
+           t == MSG_INDEX_CREATE || t == MSG_INDEX_DROP;
+}
+
+bool cl_may_failover(sx_client *c, int k, msg_type t, int rc)
+{
+    if (rc == SX_ENET || rc == SX_EUNAVAIL)
+        return true;
+    if (rc != SX_ETIMEDOUT)
+        return false;
+    /* A read may always be asked again. A write that timed out may still
+     * be run by its router later — after a retry elsewhere and after the
+     * caller's next writes, which it would then undo — unless that router
+     * is gone (no connection left: it crashed or the network failed). */
+    return !is_write(t) || pipes_of(c->socks[k]) == 0;
 }
 
 /* Orders the routers for one call into order[]: the current one first,
@@ -228,8 +249,12 @@ int cl_call(sx_client *c, msg_type t, const void *req, void *rep,
         rc = net_call(c->socks[k], wire, wire_n, c->timeout_ms + extra_ms, &resp, &resp_n);
         if (rc) {
             cl_fail(c, rc, "router %s: %s", c->urls[k], sx_strerror(rc));
-            if (failover_err(rc))
+            if (cl_may_failover(c, k, t, rc))
                 continue;
+            if (rc == SX_ETIMEDOUT)
+                cl_fail(c, rc, "router %s: timed out; the %s may or may not have been "
+                        "applied, and may still be (not retried elsewhere)", c->urls[k],
+                        t == MSG_PUT ? "put" : t == MSG_DELETE ? "delete" : "change");
             break;
         }
         c->cur = k;   /* stick with the router that answered */
@@ -239,15 +264,20 @@ int cl_call(sx_client *c, msg_type t, const void *req, void *rep,
         if (rc) {
             msg_free_rep(t, rep);
             free(resp);
+            if (msg[0])
+                cl_fail(c, rc, "%s", msg);
+            else
+                cl_fail(c, rc, "%s", sx_strerror(rc));
+            if (rc == SX_EUNAVAIL && tries + 1 < c->nrouters)
+                continue;       /* e.g. the router is stopping: it ran nothing */
             free(order);
             free(wire);
-            if (msg[0])
-                return cl_fail(c, rc, "%s", msg);
-            return cl_fail(c, rc, "%s", sx_strerror(rc));
+            return rc;
         }
         *frame = resp;
         free(order);
         free(wire);
+        c->errmsg[0] = '\0';   /* a failover's message is not this call's */
         return SX_OK;
     }
     free(order);

@@ -57,6 +57,9 @@ struct sx_client {
     struct sx_op *aall;         /* every operation ever made (for close) */
     size_t ainflight;
     int acur;                   /* router tried first (atomic access) */
+    int alive_from, alive_k;    /* with several routers: the first connected
+                                 * one from alive_from, as last checked */
+    unsigned long long alive_at;    /* when (ms, monotonic; 0: never) */
 };
 
 struct sx_result {
@@ -97,6 +100,14 @@ static inline sx_buf cl_cstr_buf(const char *s)
 /* Encodes request t from req into a malloc'd frame (*wire, *n; the caller
  * frees *wire). Returns 0 or an sx_err (SX_ENOMEM, SX_EINVAL). */
 int cl_req_encode(msg_type t, const void *req, uint8_t **wire, size_t *n);
+/* Whether router k has a live connection (true when nng cannot tell).
+ * Reads nng's statistics: not free. */
+bool cl_router_connected(sx_client *c, int k);
+/* Whether a call of type t that failed on router k with rc (a transport
+ * error, or an SX_EUNAVAIL reply) may be sent to the next router: on
+ * SX_ENET and SX_EUNAVAIL, and on SX_ETIMEDOUT for a read, or for a write
+ * (put, delete, a catalog change) when router k's connection is gone. */
+bool cl_may_failover(sx_client *c, int k, msg_type t, int rc);
 /* Sets c's error message (printf style) and returns err. */
 int cl_fail(sx_client *c, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

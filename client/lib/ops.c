@@ -226,8 +226,10 @@ int sx_put_batch(sx_client *c, const char *table, const sx_item *const *items,
         return SX_EINVAL;
     if (!table || (n && !items) || n > MSG_MAX_LIST)
         return cl_fail(c, SX_EINVAL, "bad put arguments");
-    if (n == 0)
+    if (n == 0) {
+        c->errmsg[0] = '\0';
         return SX_OK;
+    }
     msg_PUT_req req = {0};
     msg_PUT_rep rep = {0};
     uint8_t *frame = NULL;

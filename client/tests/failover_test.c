@@ -10,18 +10,119 @@
  * and restart routers meanwhile (run_failover_test.sh). Every call must
  * succeed: the library retries on the next router when one fails. Exits 0
  * when no call failed, 1 otherwise.
+ *
+ *   failover_test ROUTERS --stall PID
+ *
+ * A write to a router that is connected but stalled (PID, the first of
+ * ROUTERS, stopped with SIGSTOP) must not be sent again to the next router:
+ * the stalled one may still run it later, after the caller's next writes.
+ * The put returns SX_ETIMEDOUT, a get meanwhile fails over and still reads
+ * the value before; once PID continues, the put it held is applied (what
+ * the header warns of). Exits 0 when all of that holds.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "shardex.h"
 
+/* Puts {"id": 9999, "v": v}. */
+static int put_v(sx_client *c, int64_t v)
+{
+    sx_item *it = sx_item_new();
+    int rc = !it ? SX_ENOMEM : sx_item_set_int(it, "id", 9999);
+
+    if (!rc)
+        rc = sx_item_set_int(it, "v", v);
+    if (!rc)
+        rc = sx_put(c, "fo", it, NULL);
+    sx_item_free(it);
+    return rc;
+}
+
+/* Reads v of id 9999 into *v. */
+static int get_v(sx_client *c, int64_t *v)
+{
+    sx_item *k = sx_item_new(), *got = NULL;
+    int rc = !k ? SX_ENOMEM : sx_item_set_int(k, "id", 9999);
+
+    if (!rc)
+        rc = sx_get(c, "fo", k, &got);
+    if (!rc)
+        rc = sx_item_get_int(got, "v", v);
+    sx_item_free(got);
+    sx_item_free(k);
+    return rc;
+}
+
+#define STALL_CHECK(cond, ...)                                                \
+    do {                                                                      \
+        if (!(cond)) {                                                        \
+            fprintf(stderr, "failover_test --stall: " __VA_ARGS__);           \
+            fprintf(stderr, "\n");                                            \
+            kill(pid, SIGCONT);                                               \
+            return 1;                                                         \
+        }                                                                     \
+    } while (0)
+
+static int stall(sx_client *c, pid_t pid)
+{
+    int64_t v = 0;
+    int rc;
+
+    sx_client_set_timeout(c, 1000);
+    rc = put_v(c, 1);
+    STALL_CHECK(rc == SX_OK, "first put: %s (%s)", sx_strerror(rc), sx_client_errmsg(c));
+    STALL_CHECK(kill(pid, SIGSTOP) == 0, "cannot stop %d", (int)pid);
+    rc = put_v(c, 2);
+    STALL_CHECK(rc == SX_ETIMEDOUT, "a put to the stalled router returned %s (%s), not "
+                "SX_ETIMEDOUT: it was sent again elsewhere", sx_strerror(rc),
+                sx_client_errmsg(c));
+    STALL_CHECK(strstr(sx_client_errmsg(c), "may or may not") != NULL,
+                "the timed-out put's message does not say its outcome is unknown: %s",
+                sx_client_errmsg(c));
+    rc = get_v(c, &v);
+    STALL_CHECK(rc == SX_OK && v == 1, "a get during the stall: %s, v=%" PRId64 " (%s)",
+                sx_strerror(rc), v, sx_client_errmsg(c));
+    STALL_CHECK(kill(pid, SIGCONT) == 0, "cannot continue %d", (int)pid);
+    for (int i = 0; i < 200 && v != 2; i++) {   /* the held put lands, once */
+        struct timespec ts = { 0, 50 * 1000 * 1000 };
+        nanosleep(&ts, NULL);                   /* poll the condition */
+        rc = get_v(c, &v);
+        STALL_CHECK(rc == SX_OK, "a get after the stall: %s (%s)", sx_strerror(rc),
+                    sx_client_errmsg(c));
+    }
+    STALL_CHECK(v == 2, "the put the stalled router held never landed (v=%" PRId64 ")", v);
+    printf("failover_test --stall: the put timed out (not sent elsewhere); the stalled "
+           "router ran it once continued\n");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 4 && strcmp(argv[2], "--stall") == 0) {
+        sx_client *c = NULL;
+        int rc = sx_client_open(argv[1], &c);
+        if (rc) {
+            fprintf(stderr, "failover_test: open: %s\n", sx_strerror(rc));
+            return 1;
+        }
+        rc = sx_table_create(c, "fo", "id", NULL);
+        if (rc && rc != SX_EEXIST) {
+            fprintf(stderr, "failover_test: table create: %s\n", sx_client_errmsg(c));
+            sx_client_close(c);
+            return 1;
+        }
+        rc = stall(c, (pid_t)atol(argv[3]));
+        sx_client_close(c);
+        return rc;
+    }
     if (argc != 3) {
-        fprintf(stderr, "usage: failover_test ROUTERS STOPFILE\n");
+        fprintf(stderr, "usage: failover_test ROUTERS STOPFILE | ROUTERS --stall PID\n");
         return 2;
     }
     sx_client *c = NULL;

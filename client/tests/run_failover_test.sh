@@ -3,8 +3,9 @@
 # the generated config); failover_test writes through "r1,r2" while this
 # script kills r1, waits until writes progress, restarts r1 and kills r2,
 # waits for progress again, restarts r2 and stops the writer. Passes when no
-# client call failed. Always stops the cluster. Exits 77 when the programs
-# are not built.
+# client call failed, and when a write to a stalled router (SIGSTOP) times
+# out instead of being sent again to the other one (failover_test --stall).
+# Always stops the cluster. Exits 77 when the programs are not built.
 set -uo pipefail
 
 bindir="${1:?usage: run_failover_test.sh BINDIR}"
@@ -70,4 +71,10 @@ writer=""
 cat "$dir/writer.err" >&2
 tail -n 1 "$dir/writer.out"
 [ "$rc" -eq 0 ] || fail "the writer saw failed calls"
+echo "ok   [failover]: no call failed while the routers were killed in turn"
+
+# a stalled (not dead) router: its write times out and is not sent again
+"$bindir/failover_test" "$r1,$r2" --stall "$(cat "$dir/pids/r1.pid")" ||
+    fail "a write to a stalled router"
+echo "ok   [failover]: a write to a stalled router is not sent again elsewhere"
 status=0
