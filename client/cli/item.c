@@ -104,20 +104,46 @@ typedef struct load_state {
     size_t n;
     size_t bytes;        /* JSON bytes of the queued lines */
     long stored;
-    int failed;          /* the store refused a batch: stop sending */
+    long refused;        /* lines the store refused (bad items) */
+    long stopped_at;     /* > 0: the first line of the batch that could not be
+                          * sent (the store or the cluster failed): stop */
 } load_state;
 
+/* Errors that are an item's own (its key, its size, its form): the other
+ * items of its batch can still be stored. */
+static bool item_error(int rc)
+{
+    return rc == SX_EKEY || rc == SX_EPROTO || rc == SX_ETOOBIG || rc == SX_EINVAL;
+}
+
+/* Sends the queued items: in one batch, or, when the store refuses an item
+ * of it, one by one, so that each refused line is reported with its number
+ * and the others are stored. Any other failure stops the load. */
 static void load_flush(load_state *ls)
 {
-    if (ls->n && !ls->failed) {
-        int rc = sx_put_batch(ls->ctx->client, ls->table,
-                              (const sx_item *const *)ls->items, ls->n, NULL);
-        if (rc) {
-            cli_error("lines %ld-%ld: %s", ls->lines[0], ls->lines[ls->n - 1],
-                      sx_client_errmsg(ls->ctx->client));
-            ls->failed = 1;
-        } else {
+    sx_client *c = ls->ctx->client;
+
+    if (ls->n && !ls->stopped_at) {
+        int rc = sx_put_batch(c, ls->table, (const sx_item *const *)ls->items, ls->n, NULL);
+        if (rc == SX_OK) {
             ls->stored += (long)ls->n;
+        } else if (!item_error(rc)) {
+            cli_error("lines %ld-%ld: %s", ls->lines[0], ls->lines[ls->n - 1],
+                      sx_client_errmsg(c));
+            ls->stopped_at = ls->lines[0];
+        } else {
+            for (size_t k = 0; k < ls->n && !ls->stopped_at; k++) {
+                rc = sx_put(c, ls->table, ls->items[k], NULL);
+                if (rc == SX_OK) {
+                    ls->stored++;
+                } else if (item_error(rc)) {
+                    cli_error("line %ld: %s", ls->lines[k], sx_client_errmsg(c));
+                    ls->refused++;
+                } else {
+                    cli_error("line %ld: %s", ls->lines[k], sx_client_errmsg(c));
+                    ls->stopped_at = ls->lines[k];
+                }
+            }
         }
     }
     for (size_t k = 0; k < ls->n; k++)
@@ -178,7 +204,7 @@ int cli_load(cli_ctx *ctx)
     char *line = NULL;
     size_t cap = 0;
     long lineno = 0, bad = 0;
-    while (!ls.failed && getline(&line, &cap, f) >= 0)
+    while (!ls.stopped_at && getline(&line, &cap, f) >= 0)
         bad += load_line(&ls, line, ++lineno);
     load_flush(&ls);
     int read_err = ferror(f);
@@ -186,9 +212,14 @@ int cli_load(cli_ctx *ctx)
     if (f != stdin)
         fclose(f);
     printf("%ld\n", ls.stored);
+    bad += ls.refused;
     if (read_err)
         return cli_error("read error after line %ld; %ld items stored", lineno, ls.stored);
-    if (bad || ls.failed)
+    if (ls.stopped_at)
+        return cli_error("load stopped at line %ld: %ld items stored before it, %ld bad "
+                         "line%s; the lines from %ld on were not all stored", ls.stopped_at,
+                         ls.stored, bad, bad == 1 ? "" : "s", ls.stopped_at);
+    if (bad)
         return cli_error("%ld bad line%s; %ld items stored", bad, bad == 1 ? "" : "s",
                          ls.stored);
     return CLI_OK;

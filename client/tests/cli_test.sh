@@ -100,6 +100,19 @@ run 3 load people < "$dir/bad.jsonl"
 grep -q 'line 121' <<<"$ERR" && grep -q 'line 122' <<<"$ERR" || fail "bad line numbers missing: $ERR"
 grep -q '250 items stored' <<<"$ERR" || fail "load should say how many were stored: $ERR"
 pass "load: count printed, bad lines 121 and 122 reported, exit 3"
+# a line that parses but the store refuses (no key), inside a batch: the
+# other lines of the batch and of the file are still stored
+for i in $(seq 1 300); do
+    if [ "$i" -eq 150 ]; then echo '{"town":"Nowhere"}'; continue; fi
+    echo "{\"id\":$((1000 + i)),\"town\":\"Kent\",\"n\":$i}"
+done > "$dir/nokey.jsonl"
+run 0 table create loadnk --key id
+run 3 load loadnk "$dir/nokey.jsonl"
+[ "$OUT" = "299" ] || fail "load with a keyless line printed '$OUT', expected 299: $ERR"
+grep -q 'line 150' <<<"$ERR" || fail "the refused line's number is missing: $ERR"
+grep -q '1 bad line; 299 items stored' <<<"$ERR" || fail "load's summary: $ERR"
+run 0 get loadnk '{"id":1300}'
+pass "load: a line the store refuses is reported with its number, the others stored"
 
 # ---- queries: all pages, limits, explain ----
 deadline=$((SECONDS + 30))   # the indexes answer once their backfill is done
