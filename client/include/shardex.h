@@ -307,7 +307,8 @@ typedef enum sx_consistency {
  *  attrs, nattrs return only the keys and these attributes (0 = whole items)
  *  consistency   see sx_consistency
  *  token         continuation token from sx_result_token, or NULL
- *  timeout_ms    bound on a strong query's wait; 0 = server default (5 s) */
+ *  timeout_ms    bound on a strong query's wait; 0 = server default (5 s);
+ *                at most 60 s (the router's bound) */
 typedef struct sx_query_opts {
     const sx_value *eq;
     size_t neq;
@@ -394,10 +395,16 @@ SX_API int sx_status(sx_client *c, char **json);
  *  - Return value: 0 when the operation was started (its callback will run
  *    exactly once), or an error (SX_EINVAL, SX_ENOMEM, SX_ETOOBIG, ...)
  *    when it was not (the callback will not run).
- *  - Failover: an operation failing with SX_EUNAVAIL, SX_ETIMEDOUT or
- *    SX_ENET is resent to the next router, each router at most once (as
- *    for the synchronous calls, a resent put may already have been
- *    applied).
+ *  - Failover: as for the synchronous calls (sx_client_open): an
+ *    operation is resent to the next router, each router at most once, on
+ *    SX_ENET or SX_EUNAVAIL, and on SX_ETIMEDOUT when it is a read or its
+ *    router's connection is gone; it starts on a router with a live
+ *    connection.
+ *  - A callback usually runs on one of nng's threads; when a request
+ *    cannot be sent at all (its connection just failed), the callback may
+ *    run before the *_async call that started it returns, on the caller's
+ *    thread: do not hold, around an *_async call, a lock the callback
+ *    takes.
  *  - The sx_op is the library's: it is valid only inside the callback and
  *    freed when the callback returns; take what you keep (sx_op_take_*).
  *  - sx_client_close waits for every operation in flight (each is bounded

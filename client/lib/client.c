@@ -3,6 +3,7 @@
  * with router failover, and the last-error message.
  */
 #include <stdarg.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -246,7 +247,9 @@ int cl_call(sx_client *c, msg_type t, const void *req, void *rep,
         int k = order[tries];
         uint8_t *resp = NULL;
         size_t resp_n = 0;
-        rc = net_call(c->socks[k], wire, wire_n, c->timeout_ms + extra_ms, &resp, &resp_n);
+        long long ms = (long long)c->timeout_ms + extra_ms;
+        rc = net_call(c->socks[k], wire, wire_n, ms > INT_MAX ? INT_MAX : (int)ms, &resp,
+                      &resp_n);
         if (rc) {
             cl_fail(c, rc, "router %s: %s", c->urls[k], sx_strerror(rc));
             if (cl_may_failover(c, k, t, rc))

@@ -130,6 +130,10 @@ void cl_async_fini(sx_client *c);
 int cl_async_peers(sx_client *c);
 
 /* ---- query helpers (query.c), shared with query_async.c ---- */
+/* What a query adds to its call's timeout: the wait a strong query may
+ * spend in the router (its timeout_ms, 5 s when 0, at most the router's
+ * 60 s), else 0. */
+int cl_query_wait_ms(const sx_query_opts *o);
 /* Fills a QUERY request from options; on failure c's message is set.
  * The caller frees req->eq.p, from.p, to.p, attrs.v and *tok. */
 int cl_query_req_fill(sx_client *c, const sx_query_opts *o, msg_QUERY_req *req,

@@ -117,8 +117,7 @@ int sx_query_async(sx_client *c, const char *table, const char *index,
     free(tok);
     if (rc)
         return rc;
-    int wait = o->consistency == SX_STRONG ? (o->timeout_ms ? (int)o->timeout_ms : 5000) : 0;
-    return cl_async_start(c, MSG_QUERY, wire, wire_n, wait, 0, cb, arg);
+    return cl_async_start(c, MSG_QUERY, wire, wire_n, cl_query_wait_ms(o), 0, cb, arg);
 }
 
 int sx_scan_async(sx_client *c, const char *table, const sx_item *where,

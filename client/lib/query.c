@@ -247,8 +247,7 @@ int sx_query(sx_client *c, const char *table, const char *index,
     int rc = cl_query_req_fill(c, o, &req, &tok);
     if (rc)
         goto out;
-    int wait = o->consistency == SX_STRONG ? (o->timeout_ms ? (int)o->timeout_ms : 5000) : 0;
-    rc = cl_call(c, MSG_QUERY, &req, &rep, &frame, wait);
+    rc = cl_call(c, MSG_QUERY, &req, &rep, &frame, cl_query_wait_ms(o));
     if (rc)
         goto out;
     sx_result *r = NULL;
@@ -315,4 +314,13 @@ out:
     free(tok);
     free(frame);
     return rc;
+}
+
+int cl_query_wait_ms(const sx_query_opts *o)
+{
+    if (o->consistency != SX_STRONG)
+        return 0;
+    if (o->timeout_ms == 0)
+        return 5000;
+    return o->timeout_ms > 60000 ? 60000 : (int)o->timeout_ms;   /* router/query.h */
 }
