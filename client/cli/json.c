@@ -174,14 +174,43 @@ int cli_json_to_item(const json_t *obj, sx_item **out, char *err, size_t errlen)
     return SX_OK;
 }
 
-/* Writes a JSON string literal (control characters escaped; other bytes,
- * UTF-8 included, as they are). */
+/* Length of the well-formed UTF-8 sequence at s (n bytes left) that starts
+ * with a byte >= 0x80, or 0 when it is not one (RFC 3629: no overlong
+ * forms, no surrogates, nothing above U+10FFFF). */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0];
+    size_t len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
+               : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+
+    if (len == 0 || len > n)
+        return 0;
+    for (size_t k = 1; k < len; k++)
+        if ((s[k] & 0xc0) != 0x80)
+            return 0;
+    if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] > 0x9f) ||
+        (c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] > 0x8f))
+        return 0;
+    return len;
+}
+
+/* Writes s as a JSON string literal: control characters escaped, UTF-8 as
+ * it is, and bytes that are not UTF-8 (the library takes any bytes in a
+ * string) as U+FFFD, so that the line stays JSON. */
 static void emit_str(FILE *f, const char *s, size_t n)
 {
     fputc('"', f);
     for (size_t k = 0; k < n; k++) {
         unsigned char ch = (unsigned char)s[k];
-        if (ch == '"' || ch == '\\')
+        if (ch >= 0x80) {
+            size_t len = utf8_len((const unsigned char *)s + k, n - k);
+            if (len == 0) {
+                fputs("\\ufffd", f);
+            } else {
+                fwrite(s + k, 1, len, f);
+                k += len - 1;
+            }
+        } else if (ch == '"' || ch == '\\')
             fprintf(f, "\\%c", ch);
         else if (ch == '\n')
             fputs("\\n", f);
