@@ -70,8 +70,7 @@ int net_dial(const char *url, nng_socket *out)
         rv = nng_socket_set_ms(*out, NNG_OPT_RECONNMAXT, 500);
     if (rv == 0)
         rv = nng_dial(*out, url, NULL, NNG_FLAG_NONBLOCK);
-    if (rv != 0) {
-        LOG_ERROR("dial %s: %s", url, nng_strerror(rv));
+    if (rv != 0) {          /* not logged: the client library's caller reports it */
         nng_close(*out);
         return SX_ENET;
     }

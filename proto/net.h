@@ -25,7 +25,8 @@ int net_map_nng(int rv);
 int net_listen(const char *url, nng_socket *out);
 
 /* Opens a REQ socket dialing url in the background (the peer may come up
- * later). Returns 0 or SX_ENET. */
+ * later). Returns 0 or SX_ENET (a malformed url); logs nothing, since the
+ * client library, which must not write to its host's stderr, uses it. */
 int net_dial(const char *url, nng_socket *out);
 
 /* One request/reply on its own context. On success *resp (owned by the
