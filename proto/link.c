@@ -12,10 +12,12 @@
  * waits and leaves in one write once the last frame was handled.
  *
  * Back-pressure: a server counts the requests of a link it has not
- * answered yet (link_hold / link_release); once they reach the listener's
- * limit the link reads no more (what one receive brought is still handed
- * out) until they are down to half, so a peer that sends faster than the
- * server answers fills its own socket buffer, not the server's memory.
+ * answered yet (link_hold / link_release), and the reply bytes it has not
+ * sent yet; once either reaches its limit (the listener's count, or
+ * LINK_UNSENT_MAX bytes) the link reads no more (what one receive brought
+ * is still handed out) until both are down to half, so a peer that sends
+ * faster than the server answers, or does not read its replies, fills its
+ * own socket buffers, not the server's memory.
  *
  * Closing: link_close (or an error on either aio) closes the stream, which
  * fails whatever aio is pending. Once neither aio is pending, the closed
@@ -38,6 +40,9 @@
 #include "sx_errors.h"
 
 #define LINK_RBUF_MIN (64u * 1024u)   /* free room a receive is offered, at least */
+/* Reply bytes a server's link may hold unsent before it reads no more:
+ * two frames of the largest size. */
+#define LINK_UNSENT_MAX (2u * (size_t)SX_MAX_FRAME)
 #define LINK_RBUF_MAX (4u << 20)       /* ... and at most, unless a frame needs more */
 #define LINK_ACCEPT_PAUSE_MS 10        /* after a failed accept (no file descriptor left) */
 #define LINK_SBUF_KEEP (1u << 20)      /* send buffers above this are freed when idle */
@@ -57,7 +62,8 @@ struct sx_link {
     /* receive */
     nng_aio *rx;
     bool rx_busy;
-    bool rx_paused;     /* held reached limit: no receive until half that */
+    bool rx_paused;     /* held or unsent bytes reached their limit: no
+                         * receive until both are down to half */
     int held, limit;    /* unanswered requests (link_hold), and their cap */
     uint8_t *rbuf;
     size_t rcap, rlen;
@@ -277,6 +283,29 @@ static int rx_frames(sx_link *l)
     return rc;
 }
 
+/* Bytes queued or being written (caller holds l->mu). */
+static size_t unsent(const sx_link *l)
+{
+    return l->out_n + (l->tx_busy ? l->cur_n - l->cur_off : 0);
+}
+
+/* A server's link that must read no more for now (caller holds l->mu). */
+static bool link_full(const sx_link *l)
+{
+    return l->limit > 0 && (l->held >= l->limit || unsent(l) >= LINK_UNSENT_MAX);
+}
+
+/* Reads again on a paused link once it is down to half of both limits
+ * (caller holds l->mu). */
+static void link_resume(sx_link *l)
+{
+    if (l->rx_paused && !l->closing && l->held <= l->limit / 2 &&
+        unsent(l) <= LINK_UNSENT_MAX / 2) {
+        l->rx_paused = false;
+        rx_start(l);
+    }
+}
+
 static void rx_cb(void *arg)
 {
     sx_link *l = arg;
@@ -312,8 +341,8 @@ static void rx_cb(void *arg)
         settle_unlock(l);
         return;
     }
-    if (l->limit > 0 && l->held >= l->limit) {
-        l->rx_busy = false;     /* link_release reads on */
+    if (link_full(l)) {
+        l->rx_busy = false;     /* link_release or tx_cb reads on */
         l->rx_paused = true;
         pthread_mutex_unlock(&l->mu);
         return;
@@ -333,10 +362,7 @@ void link_release(sx_link *l)
 {
     pthread_mutex_lock(&l->mu);
     l->held--;
-    if (l->rx_paused && l->held <= l->limit / 2 && !l->closing) {
-        l->rx_paused = false;
-        rx_start(l);
-    }
+    link_resume(l);
     pthread_mutex_unlock(&l->mu);
 }
 
@@ -401,6 +427,7 @@ static void tx_cb(void *arg)
         tx_start(l);
     else
         tx_next(l);
+    link_resume(l);
     settle_unlock(l);
 }
 

@@ -5,7 +5,9 @@
  * malformed length closing the connection on the server (a whole frame
  * just before it handed over as the burst's last), a listener's close
  * reaching the dialed side, a link that holds its cap of unanswered
- * requests reading no more until half are answered, and dial errors.
+ * requests reading no more until half are answered, a link whose peer
+ * does not read its replies reading no more until they have left, and
+ * dial errors.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -494,6 +496,99 @@ static void backpressure_case(const char *url)
     link_unref(l);
 }
 
+/* ---- back-pressure: a peer that does not read its replies ---- */
+
+#define BIG_REPLY (1u << 20)
+#define BIG_ASKS 64             /* 64 MiB of replies: past the link's unsent cap */
+
+static sx_link *g_big_link;     /* the server's side, kept by big_frame */
+static pthread_mutex_t g_big_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* Answers every request at once with BIG_REPLY bytes. */
+static void big_frame(void *arg, sx_link *l, uint64_t id, uint8_t *frame, size_t n, bool more)
+{
+    static uint8_t reply[BIG_REPLY];
+
+    (void)arg;
+    (void)n;
+    (void)more;
+    free(frame);
+    pthread_mutex_lock(&g_big_mu);
+    if (g_big_link == NULL) {
+        link_ref(l);
+        g_big_link = l;
+    }
+    pthread_mutex_unlock(&g_big_mu);
+    (void)link_send(l, id, reply, sizeof(reply));
+}
+
+/* A raw client asks for BIG_ASKS large replies and reads none: the server's
+ * link stops reading (its unsent replies, not its memory, hold the peer
+ * back); once the client reads them all, the link reads again. */
+static void unread_case(const char *url)
+{
+    link_listener *ls = NULL;
+    nng_stream_dialer *d = NULL;
+    nng_aio *aio = NULL;
+    nng_stream *s = NULL;
+
+    CHECK_INT(link_listen(url, big_frame, NULL, NULL, 1024, &ls), 0);
+    CHECK_INT(nng_stream_dialer_alloc(&d, url), 0);
+    CHECK_INT(nng_aio_alloc(&aio, NULL, NULL), 0);
+    if (ls == NULL || d == NULL || aio == NULL)
+        goto out;
+    nng_aio_set_timeout(aio, 20000);
+    nng_stream_dialer_dial(d, aio);
+    nng_aio_wait(aio);
+    CHECK_INT(nng_aio_result(aio), 0);
+    s = nng_aio_get_output(aio, 0);
+    if (s == NULL)
+        goto out;
+    uint8_t asks[BIG_ASKS][LINK_HDR + 1];
+    for (int i = 0; i < BIG_ASKS; i++) {
+        sx_put_be32(asks[i], 9);
+        sx_put_be64(asks[i] + 4, (uint64_t)i + 1);
+        asks[i][LINK_HDR] = 'x';
+    }
+    nng_iov iov = { asks, sizeof(asks) };
+    nng_aio_set_iov(aio, 1, &iov);
+    nng_stream_send(s, aio);
+    nng_aio_wait(aio);
+    CHECK_INT(nng_aio_result(aio), 0);
+    for (int i = 0; i < 20000 && g_big_link == NULL; i++) {
+        struct timespec ms = { 0, 1000000L };
+        nanosleep(&ms, NULL);                       /* poll: the first request in */
+    }
+    CHECK(g_big_link != NULL);
+    if (g_big_link != NULL)
+        CHECK(wait_reading(g_big_link, false));     /* replies unsent: stopped */
+    /* read every reply; the link then reads again */
+    size_t want = (size_t)BIG_ASKS * (LINK_HDR + BIG_REPLY), got = 0;
+    uint8_t *buf = malloc(1u << 20);
+    int rv = 0;
+    while (buf != NULL && got < want && rv == 0) {
+        nng_iov riov = { buf, 1u << 20 };
+        nng_aio_set_iov(aio, 1, &riov);
+        nng_stream_recv(s, aio);
+        nng_aio_wait(aio);
+        rv = nng_aio_result(aio);
+        if (rv == 0)
+            got += nng_aio_count(aio);
+    }
+    free(buf);
+    CHECK(got == want);
+    if (g_big_link != NULL) {
+        CHECK(wait_reading(g_big_link, true));
+        link_unref(g_big_link);
+        g_big_link = NULL;
+    }
+    nng_stream_free(s);
+out:
+    nng_aio_free(aio);
+    nng_stream_dialer_free(d);
+    link_listener_close(ls);
+}
+
 int main(void)
 {
     char base[] = "/tmp/sx-link-test.XXXXXX";
@@ -511,6 +606,8 @@ int main(void)
     bad_length_case(url);
     snprintf(url, sizeof(url), "ipc://%s/hold.sock", base);
     backpressure_case(url);
+    snprintf(url, sizeof(url), "ipc://%s/unread.sock", base);
+    unread_case(url);
 
     /* TCP: find a free port by listening on 0 is not offered by
      * link_listen, so pick one from the pid and retry on a busy one. */
