@@ -174,11 +174,12 @@ SX_API int sx_list_at(const sx_list *l, size_t i, sx_value *v);
  * with several routers, those with a live connection are tried before the
  * others (a call to an unconnected router only fails at its timeout).
  * Failover: a call is retried on the next router, until each was tried
- * once, when its router cannot be reached (SX_ENET) or answers SX_EUNAVAIL
- * (e.g. it is stopping, and ran nothing); after SX_ETIMEDOUT a read is
- * retried, but a write (put, delete, table or index create, index drop)
+ * once, when its router cannot be reached (SX_ENET); a read also when the
+ * router answers SX_EUNAVAIL (e.g. it is stopping) or SX_ETIMEDOUT, but a
+ * write (put, delete, table or index create, index drop) after a timeout
  * only when its router's connection is gone (it crashed, or the network
- * failed). A router that is still connected but slow may yet run a write
+ * failed), and never after an SX_EUNAVAIL answer (the router's link to a
+ * node may have broken after the write was applied). A router that is still connected but slow may yet run a write
  * that timed out, even after the caller's next writes: such a call returns
  * SX_ETIMEDOUT, and the write may or may not be applied, now or later —
  * read it back, or write it again once the router answers, before relying
@@ -395,10 +396,8 @@ SX_API int sx_status(sx_client *c, char **json);
  *  - Return value: 0 when the operation was started (its callback will run
  *    exactly once), or an error (SX_EINVAL, SX_ENOMEM, SX_ETOOBIG, ...)
  *    when it was not (the callback will not run).
- *  - Failover: as for the synchronous calls (sx_client_open): an
- *    operation is resent to the next router, each router at most once, on
- *    SX_ENET or SX_EUNAVAIL, and on SX_ETIMEDOUT when it is a read or its
- *    router's connection is gone; it starts on a router with a live
+ *  - Failover: as for the synchronous calls (sx_client_open), each
+ *    router at most once; an operation starts on a router with a live
  *    connection.
  *  - A callback usually runs on one of nng's threads; when a request
  *    cannot be sent at all (its connection just failed), the callback may

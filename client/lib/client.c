@@ -157,8 +157,7 @@ bool cl_router_connected(sx_client *c, int k)
     return pipes_of(c->socks[k]) != 0;     /* unknown (-1) counts as connected */
 }
 
-/* Calls that change data (the items or the catalog). */
-static bool is_write(msg_type t)
+bool cl_is_write(msg_type t)
 {
     return t == MSG_PUT || t == MSG_DELETE || t == MSG_TABLE_CREATE ||
            t == MSG_INDEX_CREATE || t == MSG_INDEX_DROP;
@@ -174,7 +173,7 @@ bool cl_may_failover(sx_client *c, int k, msg_type t, int rc)
      * be run by its router later — after a retry elsewhere and after the
      * caller's next writes, which it would then undo — unless that router
      * is gone (no connection left: it crashed or the network failed). */
-    return !is_write(t) || pipes_of(c->socks[k]) == 0;
+    return !cl_is_write(t) || pipes_of(c->socks[k]) == 0;
 }
 
 /* Orders the routers for one call into order[]: the current one first,
@@ -271,8 +270,12 @@ int cl_call(sx_client *c, msg_type t, const void *req, void *rep,
                 cl_fail(c, rc, "%s", msg);
             else
                 cl_fail(c, rc, "%s", sx_strerror(rc));
-            if (rc == SX_EUNAVAIL && tries + 1 < c->nrouters)
-                continue;       /* e.g. the router is stopping: it ran nothing */
+            /* a read answered "unavailable" (e.g. the router is stopping)
+             * is asked again elsewhere; a write is not: the router also
+             * says so when its link to a node broke mid-call, and the
+             * write may then have been applied */
+            if (rc == SX_EUNAVAIL && !cl_is_write(t) && tries + 1 < c->nrouters)
+                continue;
             free(order);
             free(wire);
             return rc;

@@ -103,10 +103,12 @@ int cl_req_encode(msg_type t, const void *req, uint8_t **wire, size_t *n);
 /* Whether router k has a live connection (true when nng cannot tell).
  * Reads nng's statistics: not free. */
 bool cl_router_connected(sx_client *c, int k);
-/* Whether a call of type t that failed on router k with rc (a transport
- * error, or an SX_EUNAVAIL reply) may be sent to the next router: on
- * SX_ENET and SX_EUNAVAIL, and on SX_ETIMEDOUT for a read, or for a write
- * (put, delete, a catalog change) when router k's connection is gone. */
+/* Calls that change data: put, delete, a catalog change. */
+bool cl_is_write(msg_type t);
+/* Whether a call of type t that failed on router k with transport error
+ * rc may be sent to the next router: on SX_ENET and SX_EUNAVAIL, and on
+ * SX_ETIMEDOUT for a read, or for a write when router k's connection is
+ * gone. (An SX_EUNAVAIL reply is retried elsewhere for reads only.) */
 bool cl_may_failover(sx_client *c, int k, msg_type t, int rc);
 /* Sets c's error message (printf style) and returns err. */
 int cl_fail(sx_client *c, int err, const char *fmt, ...)
