@@ -146,20 +146,6 @@ static void op_put(sx_op *op)
     pthread_mutex_unlock(&c->alock);
 }
 
-/* Clears what a finished operation held. */
-static void op_clear(sx_op *op)
-{
-    free(op->wire);
-    free(op->versions);
-    sx_item_free(op->item);
-    sx_result_free(op->result);
-    op->wire = NULL;
-    op->versions = NULL;
-    op->item = NULL;
-    op->result = NULL;
-    op->nversions = 0;
-}
-
 /* Drops what decoding a reply left in op (before it is sent again). */
 static void op_clear_reply(sx_op *op)
 {
@@ -171,6 +157,14 @@ static void op_clear_reply(sx_op *op)
     op->result = NULL;
     op->nversions = 0;
     op->rc = SX_OK;
+}
+
+/* Clears what a finished operation held. */
+static void op_clear(sx_op *op)
+{
+    op_clear_reply(op);
+    free(op->wire);
+    op->wire = NULL;
 }
 
 /* Runs the user's callback, then recycles op. */

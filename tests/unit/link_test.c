@@ -290,6 +290,22 @@ static void echo_case(const char *url)
 }
 
 /* A malformed length closes the connection on the server (SX_EPROTO). */
+/* Dials url as a raw stream (no link on this side: the test writes and
+ * reads bytes itself). Sets *d, *aio (timeout ms) and returns the stream,
+ * or NULL with what was made left in *d and *aio for the caller to free. */
+static nng_stream *raw_dial(const char *url, int ms, nng_stream_dialer **d, nng_aio **aio)
+{
+    CHECK_INT(nng_stream_dialer_alloc(d, url), 0);
+    CHECK_INT(nng_aio_alloc(aio, NULL, NULL), 0);
+    if (*d == NULL || *aio == NULL)
+        return NULL;
+    nng_aio_set_timeout(*aio, ms);
+    nng_stream_dialer_dial(*d, *aio);
+    nng_aio_wait(*aio);
+    CHECK_INT(nng_aio_result(*aio), 0);
+    return nng_aio_get_output(*aio, 0);
+}
+
 static void bad_length_case(const char *url)
 {
     srv_state ss = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
@@ -301,13 +317,7 @@ static void bad_length_case(const char *url)
     CHECK_INT(link_listen(url, echo_frame, srv_closed, &ss, 0, &ls), 0);
     if (ls == NULL)
         return;
-    CHECK_INT(nng_stream_dialer_alloc(&d, url), 0);
-    CHECK_INT(nng_aio_alloc(&aio, NULL, NULL), 0);
-    nng_aio_set_timeout(aio, 5000);
-    nng_stream_dialer_dial(d, aio);
-    nng_aio_wait(aio);
-    CHECK_INT(nng_aio_result(aio), 0);
-    s = nng_aio_get_output(aio, 0);
+    s = raw_dial(url, 5000, &d, &aio);
     if (s != NULL) {
         /* a whole frame (id 41, 2 bytes), then a header too short for
          * its own id, in one write */
@@ -533,16 +543,7 @@ static void unread_case(const char *url)
     nng_stream *s = NULL;
 
     CHECK_INT(link_listen(url, big_frame, NULL, NULL, 1024, &ls), 0);
-    CHECK_INT(nng_stream_dialer_alloc(&d, url), 0);
-    CHECK_INT(nng_aio_alloc(&aio, NULL, NULL), 0);
-    if (ls == NULL || d == NULL || aio == NULL)
-        goto out;
-    nng_aio_set_timeout(aio, 20000);
-    nng_stream_dialer_dial(d, aio);
-    nng_aio_wait(aio);
-    CHECK_INT(nng_aio_result(aio), 0);
-    s = nng_aio_get_output(aio, 0);
-    if (s == NULL)
+    if (ls == NULL || (s = raw_dial(url, 20000, &d, &aio)) == NULL)
         goto out;
     uint8_t asks[BIG_ASKS][LINK_HDR + 1];
     for (int i = 0; i < BIG_ASKS; i++) {
