@@ -21,6 +21,7 @@
  * the header warns of). Exits 0 when all of that holds.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -59,6 +60,42 @@ static int get_v(sx_client *c, int64_t *v)
     return rc;
 }
 
+/*
+ * 1 when every thread of pid is in the stopped state ('T' in
+ * /proc/PID/task/TID/stat), 0 while one still runs, -1 when it cannot tell.
+ * kill(SIGSTOP) returns before the threads stop: one running on another
+ * core can still take a request and forward it.
+ */
+static int all_stopped(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return -1;
+    int rc = 1;
+    struct dirent *e;
+    while (rc == 1 && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char stat[512], file[128];
+        snprintf(file, sizeof file, "%s/%.32s/stat", path, e->d_name);
+        FILE *f = fopen(file, "r");
+        if (!f)
+            continue;                   /* the thread has exited */
+        size_t n = fread(stat, 1, sizeof stat - 1, f);
+        fclose(f);
+        stat[n] = '\0';
+        const char *close = strrchr(stat, ')');
+        if (!close || close[1] != ' ')
+            rc = -1;
+        else if (close[2] != 'T' && close[2] != 't')
+            rc = 0;
+    }
+    closedir(d);
+    return rc;
+}
+
 #define STALL_CHECK(cond, ...)                                                \
     do {                                                                      \
         if (!(cond)) {                                                        \
@@ -78,6 +115,12 @@ static int stall(sx_client *c, pid_t pid)
     rc = put_v(c, 1);
     STALL_CHECK(rc == SX_OK, "first put: %s (%s)", sx_strerror(rc), sx_client_errmsg(c));
     STALL_CHECK(kill(pid, SIGSTOP) == 0, "cannot stop %d", (int)pid);
+    int stopped = 0;
+    for (int i = 0; i < 2000 && (stopped = all_stopped(pid)) == 0; i++) {
+        struct timespec ts = { 0, 1000 * 1000 };
+        nanosleep(&ts, NULL);                   /* poll the condition */
+    }
+    STALL_CHECK(stopped == 1, "router %d did not stop (%d)", (int)pid, stopped);
     rc = put_v(c, 2);
     STALL_CHECK(rc == SX_ETIMEDOUT, "a put to the stalled router returned %s (%s), not "
                 "SX_ETIMEDOUT: it was sent again elsewhere", sx_strerror(rc),
