@@ -17,6 +17,7 @@
 #include <sys/types.h>
 #include "config.h"
 #include "hash.h"
+#include "link_auth.h"
 #include "log.h"
 #include "node.h"
 #include "sx_errors.h"
@@ -153,6 +154,8 @@ static int load_config(const cli *c, sx_config **cfg, int *self)
                 err[0] ? err : sx_strerror(rc));
         return 2;
     }
+    /* links to and from the other processes: authenticated with the key */
+    link_auth_set_key((*cfg)->has_link_key ? (*cfg)->link_key : NULL);
     *self = cfg_node_by_name(*cfg, c->name);
     if (*self < 0) {
         fprintf(stderr, "shardex-node: no node named '%s' in %s\n", c->name, c->config);

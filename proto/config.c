@@ -2,7 +2,9 @@
  * config.c — loads and validates the cluster config file (see config.h and
  * deploy/README.md for the format).
  */
+#include <arpa/inet.h>
 #include <jansson.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -205,6 +207,55 @@ static int check_coverage(sx_config *c, cfg_err *e)
     return 0;
 }
 
+bool cfg_url_is_local(const char *url)
+{
+    static const char *const local_schemes[] = { "ipc://", "inproc://", "abstract://" };
+    for (size_t i = 0; i < sizeof local_schemes / sizeof local_schemes[0]; i++)
+        if (strncmp(url, local_schemes[i], strlen(local_schemes[i])) == 0)
+            return true;
+    const char *h = strstr(url, "://");
+    if (h == NULL)
+        return false;
+    h += 3;
+    char host[128];
+    size_t n;
+    if (*h == '[') {                    /* [IPv6]:port */
+        const char *end = strchr(++h, ']');
+        if (end == NULL)
+            return false;
+        n = (size_t)(end - h);
+    } else {
+        const char *end = strrchr(h, ':');
+        n = end ? (size_t)(end - h) : strlen(h);
+    }
+    if (n == 0 || n >= sizeof host)
+        return false;                   /* no host: every interface */
+    memcpy(host, h, n);
+    host[n] = '\0';
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (inet_pton(AF_INET, host, &a4) == 1)
+        return (ntohl(a4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, host, &a6) == 1)
+        return IN6_IS_ADDR_LOOPBACK(&a6);
+    return strcmp(host, "localhost") == 0;
+}
+
+/* A cluster whose processes listen beyond this host must have a link key:
+ * anyone who can reach an inter-node port could otherwise write and read
+ * as a router does (DESIGN.md, "Security"). */
+static int check_link_key(const sx_config *c, cfg_err *e)
+{
+    if (c->has_link_key)
+        return 0;
+    for (int i = 0; i < c->nnodes; i++)
+        if (!cfg_url_is_local(c->nodes[i].url))
+            return fail(e, "node '%s' listens on %s, not on loopback: a cluster that spans "
+                        "hosts needs \"link_key\" (64 hex digits, 32 random bytes) so that its "
+                        "processes authenticate each other", c->nodes[i].name, c->nodes[i].url);
+    return 0;
+}
+
 static int load_nodes(sx_config *c, json_t *root, const char *key, int role, cfg_err *e)
 {
     json_t *arr = json_object_get(root, key), *jn;
@@ -251,10 +302,14 @@ int cfg_load(const char *path, sx_config **out, char *err, size_t errlen)
     else if (hex_decode(json_string_value(json_object_get(root, "token_key")), c->token_key,
                         sizeof(c->token_key)))
         rc = fail(&e, "\"token_key\" must be 64 hex digits (32 random bytes)");
+    else if ((c->has_link_key = json_object_get(root, "link_key") != NULL) &&
+             hex_decode(json_string_value(json_object_get(root, "link_key")), c->link_key,
+                        sizeof(c->link_key)))
+        rc = fail(&e, "\"link_key\" must be 64 hex digits (32 random bytes)");
     else if ((rc = load_nodes(c, root, "routers", SX_ROLE_ROUTER, &e)) == 0 &&
              (rc = load_nodes(c, root, "storage", SX_ROLE_STORAGE, &e)) == 0 &&
              (rc = load_nodes(c, root, "index", SX_ROLE_INDEX, &e)) == 0 &&
-             (rc = check_coverage(c, &e)) == 0) {
+             (rc = check_coverage(c, &e)) == 0 && (rc = check_link_key(c, &e)) == 0) {
         s = json_string_value(json_object_get(root, "catalog_node"));
         c->catalog_node = s ? cfg_node_by_name(c, s) : -1;
         if (c->catalog_node < 0 || c->nodes[c->catalog_node].role != SX_ROLE_STORAGE)

@@ -12,6 +12,7 @@
 #ifndef SX_CONFIG_H
 #define SX_CONFIG_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
 #include "hash.h"
@@ -41,6 +42,8 @@ typedef struct sx_config {
     char *cluster;
     uint8_t hash_key[SX_HASH_KEY_BYTES];
     uint8_t token_key[32];
+    bool has_link_key;    /* "link_key" given: links are authenticated with it */
+    uint8_t link_key[32]; /* (proto/link_auth.h); required beyond loopback */
     int catalog_node;     /* index into nodes of the storage node holding the catalog */
     int nnodes;
     cfg_node *nodes;
@@ -54,6 +57,11 @@ typedef struct sx_config {
  * the caller (cfg_free). On failure returns SX_ECONFIG (or SX_ENOMEM) and,
  * if err is not NULL, writes a one-line reason into err[errlen]. */
 int cfg_load(const char *path, sx_config **out, char *err, size_t errlen);
+
+/* True when url (an nng URL) can only be reached from this host: ipc://,
+ * or tcp:// (tcp4, tcp6, tls+tcp ...) on a loopback address or localhost.
+ * An empty host (every interface) or any other name is not. */
+bool cfg_url_is_local(const char *url);
 
 /* Frees a config; accepts NULL. */
 void cfg_free(sx_config *cfg);

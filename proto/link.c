@@ -32,8 +32,10 @@
 #include <time.h>
 #include <nng/nng.h>
 #include <nng/supplemental/util/platform.h>
+#include <sodium.h>
 
 #include "link.h"
+#include "link_auth.h"
 #include "hash.h"
 #include "log.h"
 #include "net.h"
@@ -58,6 +60,8 @@ struct sx_link {
     link_closed_fn on_closed;
     void *arg;
     link_listener *ls;  /* accepted links: their listener */
+    link_auth *au;      /* authenticated links (a key is set): their state */
+    bool au_ready;      /* the peer's hello came: frames can be sealed */
     sx_link *next, *prev;   /* in ls->links */
     /* receive */
     nng_aio *rx;
@@ -94,6 +98,8 @@ struct link_listener {
     link_closed_fn on_closed;
     void *arg;
     int limit;              /* each accepted link's cap on held requests */
+    bool keyed;             /* accepted links are authenticated with key */
+    uint8_t key[LINK_KEY_BYTES];
 };
 
 static void rx_cb(void *arg);
@@ -109,6 +115,7 @@ static void link_free(sx_link *l)
     if (l->s)
         nng_stream_free(l->s);
     pthread_mutex_destroy(&l->mu);
+    la_free(l->au);
     free(l->rbuf);
     free(l->out);
     free(l->cur);
@@ -231,32 +238,76 @@ static int rbuf_room(sx_link *l, size_t need)
     return 0;
 }
 
+/* Takes the peer's hello from the front of rbuf, once it is all there
+ * (authenticated links); returns the bytes taken (0: not yet), or -1 when
+ * the peer did not send one (the link must close). */
+static long rx_hello(sx_link *l)
+{
+    if (l->au_ready)
+        return 0;
+    /* a peer without the key sends a frame: refused at its first bytes,
+     * not after waiting for a hello's worth */
+    bool not_hello = memcmp(l->rbuf, LINK_MAGIC, l->rlen < 4 ? l->rlen : 4) != 0;
+    if (!not_hello && l->rlen < LINK_HELLO)
+        return 0;
+    if (not_hello || la_hello(l->au, l->rbuf) != 0) {
+        LOG_WARN("link: the peer did not authenticate (no \"link_key\" in its config, or "
+                 "not a shardex process); closing the connection");
+        return -1;
+    }
+    pthread_mutex_lock(&l->mu);
+    l->au_ready = true;         /* rx_cb's tx_next sends what waited for it */
+    pthread_mutex_unlock(&l->mu);
+    return LINK_HELLO;
+}
+
 /* Hands every whole frame of rbuf to the frame callback and keeps the
- * rest; returns 0, or SX_EPROTO / SX_ENOMEM (the link must close). Each
- * frame is handed over once the next one is known: with more = true only
- * when that next one will be handed over too, so a burst's last frame
- * always says so, whatever stops the burst (a partial frame, a bad length,
- * no memory). */
+ * rest; returns 0, or SX_EPROTO / SX_ENOMEM (the link must close). On an
+ * authenticated link the peer's hello comes first, and a frame whose tag
+ * fails closes the link before it is handed over. Each frame is handed
+ * over once the next one is known: with more = true only when that next
+ * one will be handed over too, so a burst's last frame always says so,
+ * whatever stops the burst (a partial frame, a bad length or tag, no
+ * memory). */
 static int rx_frames(sx_link *l)
 {
-    size_t off = 0;
+    size_t off = 0, tag = l->au ? LINK_TAG : 0;
     uint8_t *held = NULL;       /* the frame waiting for its successor */
     size_t held_n = 0;
     uint64_t held_id = 0;
     int rc = 0;
 
+    if (l->au) {
+        long took = rx_hello(l);
+        if (took < 0)
+            return SX_EPROTO;
+        off = (size_t)took;
+        if (!l->au_ready)
+            return rbuf_room(l, LINK_HELLO);
+    }
     while (l->rlen - off >= LINK_HDR) {
         const uint8_t *h = l->rbuf + off;
         uint32_t len = sx_get_be32(h);
         uint8_t *frame;
 
         if (len < 8 || len > 8u + SX_MAX_FRAME) {
-            LOG_WARN("link: frame length %u out of bounds; closing the connection", len);
+            if (!l->au && memcmp(h, LINK_MAGIC, 4) == 0)
+                LOG_WARN("link: the peer authenticates its links but this process has no "
+                         "\"link_key\" (every process needs the same one); closing the "
+                         "connection");
+            else
+                LOG_WARN("link: frame length %u out of bounds; closing the connection", len);
             rc = SX_EPROTO;
             break;
         }
-        if (l->rlen - off < 4u + (size_t)len)
+        if (l->rlen - off < 4u + (size_t)len + tag)
             break;
+        if (l->au && la_open(l->au, h, 4u + (size_t)len, h + 4u + len) != 0) {
+            LOG_WARN("link: a frame failed authentication (the peer's \"link_key\" differs, "
+                     "or the frame was altered); closing the connection");
+            rc = SX_EPROTO;
+            break;
+        }
         frame = malloc(len > 8 ? len - 8 : 1);
         if (frame == NULL) {
             rc = SX_ENOMEM;
@@ -268,7 +319,7 @@ static int rx_frames(sx_link *l)
         held = frame;
         held_n = len - 8;
         held_id = sx_get_be64(h + 4);
-        off += 4u + (size_t)len;
+        off += 4u + (size_t)len + tag;
     }
     if (held != NULL)
         l->on_frame(l->arg, l, held_id, held, held_n, false);
@@ -277,7 +328,7 @@ static int rx_frames(sx_link *l)
         l->rlen -= off;
     }
     if (rc == 0 && l->rlen >= LINK_HDR)
-        rc = rbuf_room(l, 4u + (size_t)sx_get_be32(l->rbuf));
+        rc = rbuf_room(l, 4u + (size_t)sx_get_be32(l->rbuf) + tag);
     if (rc == 0)
         rc = rbuf_room(l, 0);
     return rc;
@@ -384,14 +435,27 @@ static void tx_start(sx_link *l)
     nng_stream_send(l->s, l->tx);
 }
 
-/* Swaps out into cur and starts writing it, if anything is queued; else
+/* Writes the tag of every frame in out, in order (caller holds l->mu):
+ * each frame left room for it after its payload. */
+static void seal_out(sx_link *l)
+{
+    for (size_t o = 0; o < l->out_n;) {
+        size_t n = 4u + (size_t)sx_get_be32(l->out + o);
+
+        la_seal(l->au, l->out + o, n, l->out + o + n);
+        o += n + LINK_TAG;
+    }
+}
+
+/* Swaps out into cur and starts writing it, if anything is queued and may
+ * leave (an authenticated link's frames wait for the peer's hello); else
  * marks the sender idle (caller holds l->mu). */
 static void tx_next(sx_link *l)
 {
     uint8_t *b = l->cur;
     size_t cap = l->cur_cap;
 
-    if (l->out_n == 0 || l->closing) {
+    if (l->out_n == 0 || l->closing || (l->au && !l->au_ready)) {
         tx_busy_set(l, false);
         if (l->cur_cap > LINK_SBUF_KEEP) {  /* a burst's buffer, not kept */
             free(l->cur);
@@ -400,6 +464,8 @@ static void tx_next(sx_link *l)
         }
         return;
     }
+    if (l->au)
+        seal_out(l);
     l->cur = l->out;
     l->cur_cap = l->out_cap;
     l->cur_n = l->out_n;
@@ -433,12 +499,12 @@ static void tx_cb(void *arg)
 
 int link_sendv(sx_link *l, const link_out *v, int n)
 {
-    size_t need, add = 0;
+    size_t need, add = 0, tag = l->au ? LINK_TAG : 0;
 
     for (int i = 0; i < n; i++) {
         if (v[i].n > SX_MAX_FRAME)
             return SX_ETOOBIG;
-        add += LINK_HDR + v[i].n;
+        add += LINK_HDR + v[i].n + tag;
     }
     pthread_mutex_lock(&l->mu);
     if (l->closing) {
@@ -464,7 +530,7 @@ int link_sendv(sx_link *l, const link_out *v, int n)
         sx_put_be64(o + 4, v[i].id);
         if (v[i].n > 0)
             memcpy(o + LINK_HDR, v[i].p, v[i].n);
-        l->out_n += LINK_HDR + v[i].n;
+        l->out_n += LINK_HDR + v[i].n + tag;    /* the tag: seal_out */
     }
     if (!l->tx_busy && !l->corked)
         tx_next(l);
@@ -479,9 +545,11 @@ int link_send(sx_link *l, uint64_t id, const uint8_t *p, size_t n)
     return link_sendv(l, &o, 1);
 }
 
-/* A link on stream s (taken: freed with the link on failure too). */
-static int link_new(nng_stream *s, link_frame_fn on_frame, link_closed_fn on_closed,
-                    void *arg, sx_link **out)
+/* A link on stream s (taken: freed with the link on failure too), that
+ * this side dialed or accepted; with a key (LINK_KEY_BYTES, else NULL) it
+ * is authenticated, and its hello waits in cur for link_start. */
+static int link_new(nng_stream *s, const uint8_t *key, bool dialer, link_frame_fn on_frame,
+                    link_closed_fn on_closed, void *arg, sx_link **out)
 {
     sx_link *l = calloc(1, sizeof(*l));
 
@@ -500,8 +568,18 @@ static int link_new(nng_stream *s, link_frame_fn on_frame, link_closed_fn on_clo
         free(l);
         return SX_ENOMEM;
     }
-    if (nng_aio_alloc(&l->rx, rx_cb, l) != 0 || nng_aio_alloc(&l->tx, tx_cb, l) != 0 ||
-        rbuf_room(l, 0) != 0) {
+    uint8_t hello[LINK_HELLO];
+    int err = 0;
+    l->au = la_new(key, dialer, hello, &err);
+    if (l->au != NULL) {
+        l->cur = malloc(LINK_HELLO);
+        if (l->cur != NULL) {
+            memcpy(l->cur, hello, LINK_HELLO);
+            l->cur_n = l->cur_cap = LINK_HELLO;
+        }
+    }
+    if (err != 0 || (l->au != NULL && l->cur == NULL) || nng_aio_alloc(&l->rx, rx_cb, l) != 0 ||
+        nng_aio_alloc(&l->tx, tx_cb, l) != 0 || rbuf_room(l, 0) != 0) {
         link_free(l);
         return SX_ENOMEM;
     }
@@ -509,6 +587,15 @@ static int link_new(nng_stream *s, link_frame_fn on_frame, link_closed_fn on_clo
     (void)nng_stream_set_bool(s, NNG_OPT_TCP_NODELAY, true);
     *out = l;
     return 0;
+}
+
+/* Starts a new link: its hello out, if it has one, and its first receive
+ * (caller holds l->mu). */
+static void link_start(sx_link *l)
+{
+    if (l->au != NULL)
+        tx_start(l);
+    rx_start(l);
 }
 
 static int url_err(int rv)
@@ -551,13 +638,16 @@ int link_wrap(nng_stream *s, link_frame_fn on_frame, link_closed_fn on_closed, v
               sx_link **out)
 {
     sx_link *l;
-    int rc = link_new(s, on_frame, on_closed, arg, &l);
+    uint8_t key[LINK_KEY_BYTES];
+    int rc = link_new(s, link_auth_key(key) ? key : NULL, true, on_frame, on_closed, arg, &l);
+
+    sodium_memzero(key, sizeof key);
 
     if (rc != 0)
         return rc;
     pthread_mutex_lock(&l->mu);
     l->refs++;          /* the caller's */
-    rx_start(l);
+    link_start(l);
     pthread_mutex_unlock(&l->mu);
     *out = l;
     return 0;
@@ -600,7 +690,8 @@ static void acc_cb(void *arg)
         pthread_mutex_unlock(&ls->mu);
         return;
     }
-    if (link_new(nng_aio_get_output(ls->acc, 0), ls->on_frame, ls->on_closed, ls->arg, &l) != 0) {
+    if (link_new(nng_aio_get_output(ls->acc, 0), ls->keyed ? ls->key : NULL, false,
+                 ls->on_frame, ls->on_closed, ls->arg, &l) != 0) {
         LOG_WARN("link: out of memory for an accepted connection; dropped it");
     } else {
         l->ls = ls;
@@ -610,7 +701,7 @@ static void acc_cb(void *arg)
             ls->links->prev = l;
         ls->links = l;
         pthread_mutex_lock(&l->mu);
-        rx_start(l);
+        link_start(l);
         pthread_mutex_unlock(&l->mu);
     }
     accept_next(ls, false);
@@ -626,6 +717,7 @@ int link_listen(const char *url, link_frame_fn on_frame, link_closed_fn on_close
     if (ls == NULL)
         return SX_ENOMEM;
     ls->limit = max_held > 0 ? max_held : 0;
+    ls->keyed = link_auth_key(ls->key);
     ls->on_frame = on_frame;
     ls->on_closed = on_closed;
     ls->arg = arg;
@@ -711,6 +803,7 @@ void link_listener_close(link_listener *ls)
     pthread_mutex_destroy(&ls->dmu);
     pthread_cond_destroy(&ls->cv);
     pthread_mutex_destroy(&ls->mu);
+    sodium_memzero(ls->key, sizeof ls->key);
     free(ls);
 }
 

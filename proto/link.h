@@ -17,6 +17,13 @@
  * L − 8 bytes of payload (a msgpack frame). A reply carries its request's
  * id. A frame whose length is out of bounds closes the link.
  *
+ * Authentication (proto/link_auth.h): with a link key set
+ * (link_auth_set_key: the config's "link_key"), each side first sends a
+ * hello and every frame carries a 16-byte tag after its payload; a link
+ * whose peer sends no hello, or a frame whose tag fails, is closed before
+ * the frame is handed over, and frames sent before the peer's hello came
+ * wait for it. Callers see the same frames either way.
+ *
  * Threads: frame callbacks run on an nng thread, one at a time per link,
  * in the order received. link_send may be called from any thread.
  */
@@ -77,7 +84,8 @@ void link_close(sx_link *l);
 void link_ref(sx_link *l);
 void link_unref(sx_link *l);
 
-/* Dials url and waits at most timeout_ms for the connection. On success
+/* Dials url and waits at most timeout_ms for the connection (the link is
+ * authenticated with the key set now, if any, as is link_wrap's). On success
  * *out is a link (one reference the caller's) whose frames go to on_frame
  * and whose close goes to on_closed. Returns 0, SX_EUNAVAIL (refused or unreachable),
  * SX_ETIMEDOUT, SX_EINVAL (bad url), SX_ENOMEM. */
@@ -91,7 +99,7 @@ int link_wrap(nng_stream *s, link_frame_fn on_frame, link_closed_fn on_closed, v
               sx_link **out);
 
 /* Listens on url; every accepted connection becomes a link served by
- * on_frame / on_closed. max_held > 0 caps each link's held requests
+ * on_frame / on_closed, authenticated with the key set now, if any. max_held > 0 caps each link's held requests
  * (link_hold): at the cap the link stops reading until they are down to
  * half; 0: no cap. Returns 0, SX_EINVAL (bad url), SX_ENET (address busy
  * or not listenable), SX_ENOMEM. */

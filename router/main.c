@@ -18,6 +18,7 @@
 #include "router.h"
 #include "config.h"
 #include "hash.h"
+#include "link_auth.h"
 #include "log.h"
 #include "net.h"
 #include "sx_errors.h"
@@ -97,6 +98,8 @@ static int load_config(const rt_opts *o, sx_config **cfg, int *self)
         fprintf(stderr, "shardex-router: %s: %s\n", o->config, err);
         return 1;
     }
+    /* links to and from the other processes: authenticated with the key */
+    link_auth_set_key((*cfg)->has_link_key ? (*cfg)->link_key : NULL);
     *self = cfg_node_by_name(*cfg, o->name);
     if (*self < 0 || (*cfg)->nodes[*self].role != SX_ROLE_ROUTER) {
         fprintf(stderr, "shardex-router: %s: no router named '%s'\n", o->config,

@@ -13,6 +13,9 @@
  *       speak to each other: the child serves it with 16 workers
  *       (net_server_open_link), the client keeps N calls in flight on one
  *       link peer, each its own frame (no batch window).
+ *   shardex-rawbench link-auth --clients N [...]
+ *       the same hop over an authenticated link (a random link key, as a
+ *       local-cluster has one: hellos, a tag on every frame).
  *   shardex-rawbench leveldb --dir DIR [--items N] [--duration S]
  *       put (unsynced), get (random keys, 1 reader), synced single put,
  *       synced batch of 100 puts; 130-byte values.
@@ -32,7 +35,10 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <sodium.h>
+#include "hash.h"
 #include "hist.h"
+#include "link_auth.h"
 #include "net.h"
 #include "raw_w6.h"
 
@@ -264,7 +270,7 @@ static void lhop_send(lhop *x)
     }
 }
 
-static int run_link(int clients, double duration, double warmup, int port)
+static int run_link(int clients, double duration, double warmup, int port, const char *name)
 {
     char url[64];
     snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
@@ -287,7 +293,7 @@ static int run_link(int clients, double duration, double warmup, int port)
     net_peer_close(p);
     kill(pid, SIGTERM);
     waitpid(pid, NULL, 0);
-    emit("link-hop", "nng", clients, (double)hb.ops / duration, &hb.h);
+    emit(name, "nng", clients, (double)hb.ops / duration, &hb.h);
     free(x);
     return hb.errors ? 1 : 0;
 }
@@ -377,7 +383,7 @@ static int run_leveldb(const char *dir, uint64_t items, double duration)
 int main(int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "--help") == 0) {
-        fprintf(stderr, "usage: shardex-rawbench nng|link --clients N [--duration S] "
+        fprintf(stderr, "usage: shardex-rawbench nng|link|link-auth --clients N [--duration S] "
                         "[--warmup S] [--port P]\n       shardex-rawbench leveldb --dir DIR "
                         "[--items N] [--duration S]\n       shardex-rawbench leveldb-w6 --dir DIR [--items N]\n");
         return argc < 2 ? 2 : 0;
@@ -400,11 +406,20 @@ int main(int argc, char **argv)
     }
     if (clients < 1 || duration <= 0 || items < 1)
         return 2;
-    if (strcmp(argv[1], "nng") == 0 || strcmp(argv[1], "link") == 0) {
+    if (strcmp(argv[1], "nng") == 0 || strcmp(argv[1], "link") == 0 ||
+        strcmp(argv[1], "link-auth") == 0) {
         if (port <= 0)
             port = 20000 + (int)(getpid() % 10000);
-        return argv[1][0] == 'n' ? run_nng(clients, duration, warmup, port)
-                                 : run_link(clients, duration, warmup, port);
+        if (strcmp(argv[1], "nng") == 0)
+            return run_nng(clients, duration, warmup, port);
+        if (strcmp(argv[1], "link") == 0)
+            return run_link(clients, duration, warmup, port, "link-hop");
+        uint8_t key[LINK_KEY_BYTES];
+        if (sx_proto_init() != 0)
+            return 1;
+        randombytes_buf(key, sizeof key);
+        link_auth_set_key(key);     /* the forked server inherits it */
+        return run_link(clients, duration, warmup, port, "link-auth-hop");
     }
     if (strcmp(argv[1], "leveldb") == 0 && dir)
         return run_leveldb(dir, items, duration);

@@ -249,8 +249,7 @@ check_index by_grp grp
 # still arrive after later writes' records, and must then be refused whole
 # (sx-ibuild: read below the watermark -> refused, nothing applied; at it ->
 # applied; no watermark moved).
-i2_url="$(jq -r '.index[] | select(.name == "i2") | .url' "$IT_DIR/cluster.json")"
-"$IT_BUILD/bin/sx-ibuild" "$i2_url" 102 1 "Mzz-ibuild" >"$W/ibuild.out" 2>&1 ||
+"$IT_BUILD/bin/sx-ibuild" "$IT_DIR/cluster.json" i2 102 1 "Mzz-ibuild" >"$W/ibuild.out" 2>&1 ||
     { cat "$W/ibuild.out"; fail "sx-ibuild: the index node's I_BUILD rule does not hold"; }
 pass "a build request read below the source's watermark is refused, one at it applied"
 

@@ -4,15 +4,19 @@
  * process answers with an error reply (or, for a frame over the 16 MiB
  * limit, drops it) and still answers PING afterwards.
  *
- * Usage: sx-badframe URL [URL...]       e.g. tcp://127.0.0.1:7100
+ * Usage: sx-badframe [--link-key HEX] URL [URL...]   e.g. tcp://127.0.0.1:7100
  *   A URL prefixed "link+" (link+tcp://127.0.0.1:7101) is a storage or index
  *   node's port, which speaks links (proto/PROTOCOL.md, "Links": a u32
  *   big-endian length, a u64 id, the frame) instead of nng's REQ/REP.
+ *   With --link-key (the cluster's "link_key") links start with the hello
+ *   exchange and carry tags (rawlink.c), and each link port must also drop
+ *   a stranger's PING: one without a hello, one with a forged tag.
  * Exit status: 0 when every case behaved at every URL, 1 otherwise.
  *
  * Frames are msgpack arrays [version=1, type, fields...]; replies are
  * [1, type|0x80, err, ...] (see proto/msg.h). This program deliberately does
- * not use proto/: it speaks the wire format from scratch, as a stranger would.
+ * not use proto/: it speaks the wire format from scratch, as a stranger
+ * would (holding the key, as a compromised peer would).
  *
  * Frames over the size limit are sent over a raw TCP connection speaking nng's
  * SP-over-TCP framing by hand (8-byte handshake, then an 8-byte big-endian
@@ -34,10 +38,10 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
+#include "rawlink.h"
 
 #define REPLY_TIMEOUT_MS 10000   /* generous: the suite also runs under ASan */
 #define BIG_FRAME (17u * 1024u * 1024u)
-#define RAW_TIMEOUT_S 10
 
 /* One test case: a frame the server must answer with an error reply, or
  * (EXPECT_REPLY) with any reply frame, a MULTI's success reply included. */
@@ -313,9 +317,6 @@ static int open_req(const char *url, nng_socket *s, int timeout_ms)
     return rv;
 }
 
-static int raw_connect(const char *url);
-static int read_full(int fd, uint8_t *p, size_t n);
-
 #define LINK_PREFIX "link+"
 
 /* url without its "link+" prefix when it has one (*link set), else url. */
@@ -331,49 +332,37 @@ static void put_be(uint8_t *p, uint64_t v, int bytes)
         p[i] = (uint8_t)(v >> (8 * (bytes - 1 - i)));
 }
 
-static uint64_t get_be(const uint8_t *p, int bytes)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < bytes; i++)
-        v = v << 8 | p[i];
-    return v;
-}
-
-/* exchange() over a link, on a plain TCP socket: one frame with id 7, and
- * the reply that carries id 7. */
+/* exchange() over a link, on a plain TCP socket (authenticated when a key
+ * is set): one frame with id 7, and the reply that carries id 7. */
 static int link_exchange(const char *url, const uint8_t *p, size_t n, uint8_t **got,
                          size_t *gotn)
 {
-    uint8_t hdr[12];
-    int fd = raw_connect(url), rv = 0;
+    rawlink l;
+    uint8_t *b = NULL;
+    size_t bn = 0;
+    uint64_t id = 0;
+    int rv = 0;
 
-    if (fd < 0)
+    if (rawlink_open(&l, url) != 0)
         return NNG_ECONNREFUSED;
-    put_be(hdr, 8 + (uint64_t)n, 4);
-    put_be(hdr + 4, 7, 8);
-    if (send(fd, hdr, sizeof hdr, MSG_NOSIGNAL) != (ssize_t)sizeof hdr ||
-        send(fd, p, n, MSG_NOSIGNAL) != (ssize_t)n) {
-        close(fd);
+    if (rawlink_send(&l, 7, p, n, false) != 0) {
+        rawlink_close(&l);
         return NNG_ECONNRESET;
     }
-    if (read_full(fd, hdr, sizeof hdr) == 0) {     /* else: no reply in time */
-        uint64_t len = get_be(hdr, 4);
-        if (len < 8 || len > 8 + 64u * 1024u * 1024u || get_be(hdr + 4, 8) != 7) {
-            rv = NNG_EPROTO;
+    int r = rawlink_recv(&l, &id, &b, &bn);     /* -1: no reply in time */
+    if (r == -2 || (r == 0 && id != 7)) {
+        rv = NNG_EPROTO;
+    } else if (r == 0) {
+        *got = nng_alloc(bn ? bn : 1);
+        if (*got == NULL) {
+            rv = NNG_ENOMEM;
         } else {
-            uint8_t *b = nng_alloc(len - 8 ? len - 8 : 1);
-            if (b == NULL) {
-                rv = NNG_ENOMEM;
-            } else if (read_full(fd, b, len - 8) != 0) {
-                nng_free(b, len - 8 ? len - 8 : 1);
-                rv = NNG_ECONNRESET;
-            } else {
-                *got = b;
-                *gotn = len - 8;
-            }
+            memcpy(*got, b, bn);
+            *gotn = bn;
         }
     }
-    close(fd);
+    free(b);
+    rawlink_close(&l);
     return rv;
 }
 
@@ -521,47 +510,6 @@ static int run_case(const char *url, const frame *f)
 
 /* ---- oversized frames over a raw SP/TCP connection ---------------------- */
 
-/* Connects to tcp://HOST:PORT (IPv4 literal) with send/receive timeouts.
- * Returns the fd or -1. */
-static int raw_connect(const char *url)
-{
-    char host[64];
-    unsigned port;
-    struct sockaddr_in sa;
-    struct timeval tv = { RAW_TIMEOUT_S, 0 };
-
-    if (sscanf(url, "tcp://%63[^:]:%u", host, &port) != 2 || port > 65535)
-        return -1;
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons((uint16_t)port);
-    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
-        return -1;
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0)
-        return -1;
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-/* Reads exactly n bytes; returns 0, or -1 on EOF/error/timeout. */
-static int read_full(int fd, uint8_t *p, size_t n)
-{
-    while (n) {
-        ssize_t r = recv(fd, p, n, 0);
-        if (r <= 0)
-            return -1;
-        p += r;
-        n -= (size_t)r;
-    }
-    return 0;
-}
-
 /* Outcome after sending: the peer closed (1), answered (2), or neither
  * within the timeout (0). */
 static int raw_outcome(int fd)
@@ -585,8 +533,10 @@ static int raw_oversized(const char *url, const char *name, uint64_t claim,
 {
     const uint8_t hello[8] = {0x00, 'S', 'P', 0x00, 0x00, 0x30, 0x00, 0x00};
     uint8_t peer[8], hdr[12];
-    int link;
-    int fd = raw_connect(link_url(url, &link)), rc = -1, outcome;
+    int link, rc = -1, outcome;
+    const char *real = link_url(url, &link);
+    rawlink rl = { .fd = -1 };
+    int fd = link ? (rawlink_open(&rl, real) == 0 ? rl.fd : -1) : raw_connect(real);
     uint8_t *body = NULL;
 
     if (fd < 0) {
@@ -645,6 +595,46 @@ out:
     return rc;
 }
 
+/* A stranger's frame on an authenticated link port: a PING with no hello
+ * first (bad_tag false), or after the hellos with a tag that does not
+ * hold. The node must drop the connection without answering. 0 when it
+ * did, -1 otherwise. */
+static int stranger(const char *url, bool bad_tag)
+{
+    const uint8_t ping[] = {0x92, 0x01, 0x01};
+    const char *name = bad_tag ? "PING with a forged tag" : "PING without a hello";
+    rawlink l = { .fd = -1 };
+    int outcome = 0;
+
+    if (bad_tag) {
+        if (rawlink_open(&l, url) != 0) {
+            fprintf(stderr, "FAIL %s: '%s': no hello back\n", url, name);
+            return -1;
+        }
+    } else {
+        uint8_t theirs[36];             /* the node's hello comes anyway */
+        l.fd = raw_connect(url);        /* keyed stays false: no hello, no tag */
+        if (l.fd < 0 || read_full(l.fd, theirs, sizeof theirs) != 0 ||
+            memcmp(theirs, "SXL1", 4) != 0) {
+            fprintf(stderr, "FAIL %s: '%s': cannot connect, or no hello\n", url, name);
+            rawlink_close(&l);
+            return -1;
+        }
+    }
+    if (rawlink_send(&l, 7, ping, sizeof ping, bad_tag) == 0)
+        outcome = raw_outcome(l.fd);
+    else
+        outcome = 1;                    /* already dropped */
+    rawlink_close(&l);
+    if (outcome != 1) {
+        fprintf(stderr, "FAIL %s: '%s': %s\n", url, name,
+                outcome == 2 ? "answered" : "neither dropped nor answered in time");
+        return -1;
+    }
+    printf("ok   %s: %-28s -> dropped\n", url, name);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     frame fs[32];
@@ -652,11 +642,21 @@ int main(int argc, char **argv)
 
     signal(SIGPIPE, SIG_IGN);
 
+    if (argc >= 3 && strcmp(argv[1], "--link-key") == 0) {
+        if (rawlink_set_key(argv[2]) != 0) {
+            fprintf(stderr, "sx-badframe: --link-key needs 64 hex digits\n");
+            return 2;
+        }
+        argv += 2;
+        argc -= 2;
+    }
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        printf("usage: sx-badframe URL [URL...]\n"
+        printf("usage: sx-badframe [--link-key HEX] URL [URL...]\n"
                "Sends malformed frames to each shardex port; each must get an\n"
                "error reply (a frame over 16 MiB may be dropped instead) and the\n"
-               "process must answer PING afterwards. Exit 0 when all behaved.\n");
+               "process must answer PING afterwards. Exit 0 when all behaved.\n"
+               "--link-key: the cluster's link_key; link ports are then spoken to\n"
+               "with it, and must drop a frame without a hello or a good tag.\n");
         return argc < 2 ? 2 : 0;
     }
     int nf = build_frames(fs, (int)(sizeof fs / sizeof fs[0]));
@@ -681,6 +681,11 @@ int main(int argc, char **argv)
         if (raw_oversized(argv[u], "length 1 GiB, 64 kB sent", 1ull << 30, 65536) ||
             check_ping(argv[u], "length 1 GiB, 64 kB sent"))
             failures++;
+        int link;
+        const char *real = link_url(argv[u], &link);
+        for (int bad = 0; link && rawlink_keyed() && bad < 2; bad++)
+            if (stranger(real, bad) || check_ping(argv[u], "a stranger's frame"))
+                failures++;
     }
     for (int i = 0; i < nf; i++)
         free(fs[i].p);

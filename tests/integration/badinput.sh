@@ -23,8 +23,10 @@ before_q="$(sx query customers town_lastname --eq '["Redmond"]' --consistency st
 # ---- frames straight to every port ------------------------------------------------
 # (storage and index nodes speak links: sx-badframe's "link+" URLs)
 urls="$(jq -r '(.routers[] | .url), ((.storage[], .index[]) | "link+" + .url)' "$IT_DIR/cluster.json")"
+lkey="$(jq -r .link_key "$IT_DIR/cluster.json")"
+[[ "$lkey" =~ ^[0-9a-f]{64}$ ]] || fail "local-cluster wrote no link_key"
 # shellcheck disable=SC2086
-"$BADFRAME" $urls || fail "sx-badframe reported failures"
+"$BADFRAME" --link-key "$lkey" $urls || fail "sx-badframe reported failures"
 pass "every port answered every bad frame and still answers PING"
 
 # ---- the CLI: exit codes 2 (usage) or 3 (other error), a message, no crash -----
@@ -90,7 +92,7 @@ st="$(lc status)"
 [ "$(grep -c running <<<"$st")" -eq 5 ] || fail "a process died: $st"
 pass "all 5 processes still running"
 # shellcheck disable=SC2086
-"$BADFRAME" $urls >/dev/null || fail "second sx-badframe round failed"
+"$BADFRAME" --link-key "$lkey" $urls >/dev/null || fail "second sx-badframe round failed"
 after_scan="$(sx scan customers | jq -cS . | sort)"
 expect_eq "scan after the bad input equals the scan before" "$before_scan" "$after_scan"
 after_q="$(sx query customers town_lastname --eq '["Redmond"]' --consistency strong | jq -cS .)"

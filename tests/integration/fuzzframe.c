@@ -7,8 +7,9 @@
  *   sx-fuzzframe --config FILE --read TABLE --write TABLE
  *                [--count N] [--seed S] [--timeout-ms MS] [--port NAME] [-v]
  *   sx-fuzzframe --config FILE --ping          every port answers PING
- *   sx-fuzzframe --send URL HEX                one frame (URL "link+tcp://..."
+ *   sx-fuzzframe [--config FILE] --send URL HEX  one frame (URL "link+tcp://..."
  *                                              for a node), its reply, a PING
+ *                                              (--config: for its link_key)
  *
  * For every process of the config (routers over nng REQ/REP, storage and
  * index nodes over links, proto/PROTOCOL.md "Transport") it builds VALID
@@ -32,7 +33,10 @@
  * reply (a MULTI's: one reply per inner frame, each checked the same way).
  * Then the port must answer PING. A port that stops answering is given up.
  *
- * Data safety. Nodes do not authenticate their peers yet, so a mutated
+ * Links are authenticated with the config's link_key when it has one: the
+ * fuzzer holds the key, as a router would, so its mutants reach the nodes'
+ * decoders (what a compromised or buggy peer could send; a stranger's
+ * frames stop at the tag, link_test checks that). Data safety: a mutated
  * inter-node write that decodes may really write. Before sending, each
  * frame (and each frame inside a MULTI) is decoded exactly as the server
  * will (msg_decode_req) and withheld, counted as such, when it could touch
@@ -65,6 +69,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "config.h"
+#include "link_auth.h"
 #include "msg.h"
 #include "fz.h"
 
@@ -233,7 +238,7 @@ static void print_report(fz_port *ports, int np)
                 pt->conn.link ? "link" : "REQ/REP", pt->fseed, pt->fmut, pt->fcase,
                 pt->x->seed, pt->fdesc, pt->fwhy, pt->fframe.n);
         hex_print(stderr, pt->fframe.p, pt->fframe.n);
-        fprintf(stderr, "\n  replay: sx-fuzzframe --send %s%s ",
+        fprintf(stderr, "\n  replay: sx-fuzzframe --config %s --send %s%s ", pt->x->config,
                 pt->conn.link ? LINK_PREFIX : "", pt->conn.url);
         hex_print(stderr, pt->fframe.p, pt->fframe.n);
         fprintf(stderr, "\n");
@@ -323,7 +328,8 @@ static void usage(FILE *f)
             "usage: sx-fuzzframe --config FILE --read TABLE --write TABLE\n"
             "                    [--count N] [--seed S] [--timeout-ms MS] [--port NAME] [-v]\n"
             "       sx-fuzzframe --config FILE --ping\n"
-            "       sx-fuzzframe --send URL HEX   (URL link+tcp://... for a node)\n"
+            "       sx-fuzzframe [--config FILE] --send URL HEX   (URL link+tcp://... for a\n"
+            "                    node; FILE gives the link_key, if the cluster has one)\n"
             "Sends N mutants of every seed frame (default %d) to every port of the\n"
             "cluster; each must get a well-formed reply and the port must answer PING\n"
             "afterwards. TABLE --read is read only; mutated writes go to --write.\n",
@@ -363,15 +369,23 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (send_url)
-        return send_mode(send_url, hex, x.timeout_ms);
-    if (config == NULL || (!ping && (rname == NULL || wname == NULL))) {
+    if ((!send_url && config == NULL) ||
+        (!send_url && !ping && (rname == NULL || wname == NULL))) {
         usage(stderr);
         return 2;
     }
-    if (sx_proto_init() != 0 || cfg_load(config, &x.cfg, err, sizeof err) != 0) {
-        fprintf(stderr, "sx-fuzzframe: %s: %s\n", config, err);
+    if (sx_proto_init() != 0 ||
+        (config != NULL && cfg_load(config, &x.cfg, err, sizeof err) != 0)) {
+        fprintf(stderr, "sx-fuzzframe: %s: %s\n", config ? config : "libsodium", err);
         return 2;
+    }
+    if (x.cfg != NULL)      /* as a router, the cluster's links' key */
+        link_auth_set_key(x.cfg->has_link_key ? x.cfg->link_key : NULL);
+    x.config = config;
+    if (send_url) {
+        int rc = send_mode(send_url, hex, x.timeout_ms);
+        cfg_free(x.cfg);
+        return rc;
     }
     if (ping) {
         bad = ping_mode(x.cfg, x.timeout_ms);

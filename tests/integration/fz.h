@@ -101,6 +101,7 @@ typedef struct fz_conn {
     nng_socket sock;      /* REQ/REP (router) */
     bool open;
     int fd;               /* link */
+    struct link_auth *au; /* its hellos and tags, with a link key */
     uint64_t next_id;
     int timeout_ms;
 } fz_conn;
@@ -137,6 +138,7 @@ typedef struct fz_wm { uint64_t part, source, wm; } fz_wm;
  * (fz_setup). */
 typedef struct fz_ctx {
     sx_config *cfg;
+    const char *config;         /* its file, for the replay line */
     sx_catalog *cat;
     const cat_table *rt;          /* --read: real data, read only */
     const cat_index *rix;         /* its first index */

@@ -2,8 +2,10 @@
  * fz_wire.c — sx-fuzzframe's transports and judge: a frame sent to a port
  * over nng REQ/REP (routers) or a link (storage and index nodes: a 4-byte
  * length and an 8-byte id before each frame, proto/PROTOCOL.md
- * "Transport"), its reply awaited until a deadline, and the check that a
- * reply is a well-formed answer to the request it answers.
+ * "Transport"; with the cluster's link key, hellos first and a tag after
+ * each frame, by proto/link_auth.h), its reply awaited until a deadline,
+ * and the check that a reply is a well-formed answer to the request it
+ * answers.
  */
 #include <inttypes.h>
 #include <poll.h>
@@ -11,15 +13,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
+#include "link.h"
+#include "link_auth.h"
 #include "sx_errors.h"
 #include "fz.h"
+#include "rawlink.h"
 
 /* ---- clock ----------------------------------------------------------------------- */
 
@@ -33,33 +35,10 @@ uint64_t fz_now_ms(void)
 
 /* ---- transports ---------------------------------------------------------------- */
 
-static int tcp_connect(const char *url)
-{
-    char host[64];
-    unsigned port;
-    struct sockaddr_in sa;
-    int fd, one = 1;
-
-    if (sscanf(url, "tcp://%63[^:]:%u", host, &port) != 2 || port > 65535)
-        return -1;
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons((uint16_t)port);
-    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
-        return -1;
-    fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0)
-        return -1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 void fz_conn_close(fz_conn *c)
 {
+    la_free(c->au);
+    c->au = NULL;
     if (c->link && c->fd >= 0)
         close(c->fd);
     if (!c->link && c->open)
@@ -68,12 +47,34 @@ void fz_conn_close(fz_conn *c)
     c->open = false;
 }
 
+static int read_by(int fd, uint8_t *p, size_t n, uint64_t deadline);
+
+/* Exchanges hellos on c's new link when a link key is set. 0 or -1. */
+static int link_hello(fz_conn *c)
+{
+    uint8_t key[LINK_KEY_BYTES], mine[LINK_HELLO], theirs[LINK_HELLO];
+    int err = 0;
+
+    if (!link_auth_key(key))
+        return 0;
+    c->au = la_new(key, true, mine, &err);
+    if (c->au == NULL)
+        fz_die_oom();
+    if (send(c->fd, mine, sizeof mine, MSG_NOSIGNAL) != (ssize_t)sizeof mine ||
+        read_by(c->fd, theirs, sizeof theirs, fz_now_ms() + (uint64_t)c->timeout_ms) != 0 ||
+        la_hello(c->au, theirs) != 0)
+        return -1;
+    return 0;
+}
+
 /* (Re)connects c. Returns 0 or -1. */
 int fz_conn_open(fz_conn *c)
 {
     fz_conn_close(c);
     if (c->link) {
-        c->fd = tcp_connect(c->url);
+        c->fd = raw_connect(c->url);
+        if (c->fd >= 0 && link_hello(c) != 0)
+            fz_conn_close(c);
         return c->fd >= 0 ? 0 : -1;
     }
     if (nng_req0_open(&c->sock) != 0)
@@ -111,46 +112,77 @@ static int read_by(int fd, uint8_t *p, size_t n, uint64_t deadline)
     return 0;
 }
 
+/* Sends p..n with id as one frame (and its tag) on c's link. 0 or -1. */
+static int link_put(fz_conn *c, uint64_t id, const uint8_t *p, size_t n)
+{
+    size_t all = LINK_HDR + n + (c->au ? LINK_TAG : 0);
+    uint8_t *b = malloc(all);
+
+    if (b == NULL)
+        fz_die_oom();
+    fz_be_put(b, 8 + (uint64_t)n, 4);
+    fz_be_put(b + 4, id, 8);
+    memcpy(b + LINK_HDR, p, n);
+    if (c->au)
+        la_seal(c->au, b, LINK_HDR + n, b + LINK_HDR + n);
+    int rc = 0;
+    for (size_t off = 0; off < all && rc == 0;) {
+        ssize_t w = send(c->fd, b + off, all - off, MSG_NOSIGNAL);
+        if (w <= 0)
+            rc = -1;
+        else
+            off += (size_t)w;
+    }
+    free(b);
+    return rc;
+}
+
 static fz_outcome link_call(fz_conn *c, const uint8_t *p, size_t n, sx_bytes *reply)
 {
-    uint8_t hdr[12];
     uint64_t id = ++c->next_id, deadline = fz_now_ms() + (uint64_t)c->timeout_ms;
 
-    fz_be_put(hdr, 8 + (uint64_t)n, 4);
-    fz_be_put(hdr + 4, id, 8);
-    if (send(c->fd, hdr, sizeof hdr, MSG_NOSIGNAL) != (ssize_t)sizeof hdr)
+    if (link_put(c, id, p, n) != 0)
         return R_BROKEN;
-    for (size_t off = 0; off < n;) {
-        ssize_t w = send(c->fd, p + off, n - off, MSG_NOSIGNAL);
-        if (w <= 0)
-            return R_BROKEN;
-        off += (size_t)w;
-    }
     for (;;) {      /* late replies of earlier (timed out) calls are skipped */
         uint64_t len, rid;
-        int rc = read_by(c->fd, hdr, sizeof hdr, deadline);
+        uint8_t tag[LINK_TAG];
+        /* reply->p holds the frame's header and payload while it is read
+         * (the tag covers both), then the payload alone */
+        if (reply->cap < LINK_HDR) {
+            uint8_t *q = realloc(reply->p, LINK_HDR);
+            if (q == NULL)
+                fz_die_oom();
+            reply->p = q;
+            reply->cap = LINK_HDR;
+        }
+        reply->n = 0;
+        int rc = read_by(c->fd, reply->p, LINK_HDR, deadline);
 
         if (rc)
             return rc == -2 ? R_TIMEOUT : R_BROKEN;
         len = 0;
         for (int i = 0; i < 4; i++)
-            len = len << 8 | hdr[i];
+            len = len << 8 | reply->p[i];
         rid = 0;
         for (int i = 4; i < 12; i++)
-            rid = rid << 8 | hdr[i];
+            rid = rid << 8 | reply->p[i];
         if (len < 8 || len > 8 + 64u * 1024u * 1024u)
             return R_BROKEN;
-        reply->n = 0;
-        if (reply->cap < len - 8) {
-            uint8_t *q = realloc(reply->p, len - 8);
+        if (reply->cap < 4 + len) {
+            uint8_t *q = realloc(reply->p, 4 + len);
             if (q == NULL)
                 fz_die_oom();
             reply->p = q;
-            reply->cap = len - 8;
+            reply->cap = 4 + len;
         }
-        rc = read_by(c->fd, reply->p, len - 8, deadline);
+        rc = read_by(c->fd, reply->p + LINK_HDR, len - 8, deadline);
+        if (rc == 0 && c->au)
+            rc = read_by(c->fd, tag, sizeof tag, deadline);
         if (rc)
             return rc == -2 ? R_TIMEOUT : R_BROKEN;
+        if (c->au && la_open(c->au, reply->p, 4 + len, tag) != 0)
+            return R_BROKEN;        /* a reply whose tag fails: the node's fault */
+        memmove(reply->p, reply->p + LINK_HDR, len - 8);
         reply->n = len - 8;
         if (rid == id)
             return R_REPLY;

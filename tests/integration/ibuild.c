@@ -8,8 +8,9 @@
  * node's epoch (not 0, the same each time), and a seal (an I_BUILD without
  * records) is answered with it.
  *
- * Usage: sx-ibuild URL PART SOURCE VALUE
- *   URL     the index node's URL (tcp://...; spoken as a link)
+ * Usage: sx-ibuild CONFIG NODE PART SOURCE VALUE
+ *   CONFIG  the cluster's config (the node's URL, the links' key)
+ *   NODE    an index node's name (spoken to as a link)
  *   PART    an index partition of that node
  *   SOURCE  a storage partition whose records it has applied (watermark >= 1)
  *   VALUE   a string inside PART's range: the entry's one-value tuple
@@ -24,7 +25,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "config.h"
 #include "hash.h"
+#include "link_auth.h"
 #include "msg.h"
 #include "net.h"
 #include "sx_errors.h"
@@ -175,19 +178,37 @@ int main(int argc, char **argv)
     sx_bytes key = { 0 };
     uint64_t part, source, wm, v = 0, epoch = 0, epoch2 = 0;
     uint8_t id[4];
-    char err[200];
+    char err[256] = "";
     int rc;
 
-    if (argc != 5) {
-        fprintf(stderr, "usage: sx-ibuild URL PART SOURCE VALUE\n");
+    if (argc != 6) {
+        fprintf(stderr, "usage: sx-ibuild CONFIG NODE PART SOURCE VALUE\n");
         return 2;
     }
-    part = strtoull(argv[2], NULL, 10);
-    source = strtoull(argv[3], NULL, 10);
+    sx_config *cfg = NULL;
+    if (sx_proto_init() != 0 || cfg_load(argv[1], &cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "sx-ibuild: %s: %s\n", argv[1], err);
+        return 2;
+    }
+    int node = cfg_node_by_name(cfg, argv[2]);
+    if (node < 0) {
+        fprintf(stderr, "sx-ibuild: no node '%s' in %s\n", argv[2], argv[1]);
+        cfg_free(cfg);
+        return 2;
+    }
+    link_auth_set_key(cfg->has_link_key ? cfg->link_key : NULL);
+    part = strtoull(argv[3], NULL, 10);
+    source = strtoull(argv[4], NULL, 10);
     sx_put_be32(id, FAKE_INDEX);
-    if (bytes_append(&key, id, 4) != 0 || tup_encode_str(&key, argv[4], strlen(argv[4])) != 0 ||
-        net_peer_open_link(argv[1], 1, &peer) != 0) {
+    rc = bytes_append(&key, id, 4);
+    if (!rc)
+        rc = tup_encode_str(&key, argv[5], strlen(argv[5]));
+    if (!rc)
+        rc = net_peer_open_link(cfg->nodes[node].url, 1, &peer);
+    cfg_free(cfg);
+    if (rc != 0) {
         fprintf(stderr, "sx-ibuild: cannot set up (key or link)\n");
+        bytes_free(&key);
         return 2;
     }
     wm = watermark(peer, part, source);

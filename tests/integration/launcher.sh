@@ -18,6 +18,7 @@ jq -e '[.. | .url? // empty] | all(startswith("tcp://127.0.0.1:"))' "$cfg" >/dev
     || fail "a URL is not on loopback"
 [[ "$(jq -r .hash_key "$cfg")" =~ ^[0-9a-f]{32}$ ]] || fail "hash_key is not 32 hex digits"
 [[ "$(jq -r .token_key "$cfg")" =~ ^[0-9a-f]{64}$ ]] || fail "token_key is not 64 hex digits"
+[[ "$(jq -r .link_key "$cfg")" =~ ^[0-9a-f]{64}$ ]] || fail "link_key is not 64 hex digits"
 [ "$(stat -c %a "$cfg")" = 600 ] || fail "the config (it holds secrets) is not mode 600"
 pass "generated topology: 1 router, 2 storage x 2 partitions, 2 index partitions, loopback, secrets"
 
@@ -88,3 +89,15 @@ lc up >/dev/null
 wait_for "get after down/up" 60 sx get one '{"id": 1}'
 [ "$(sx get one '{"id": 1}' | jq -r .where)" = first ] || fail "item changed across down/up"
 pass "data kept across down and up"
+
+# ---- a cluster that spans hosts needs its link key ----------------------------------
+# (DESIGN.md, "Security"): with one process listening beyond loopback and no
+# link_key, neither kind of process starts, and each says why
+jq 'del(.link_key) | .storage[0].url = "tcp://0.0.0.0:1"' "$cfg" >"$IT_DIR/remote.json"
+for b in "shardex-node --name s2 --data $IT_DIR/remote-data" "shardex-router --name r1"; do
+    # shellcheck disable=SC2086
+    out="$("$IT_BUILD/bin/"$b --config "$IT_DIR/remote.json" 2>&1)" && fail "$b started"
+    grep -q "link_key" <<<"$out" || fail "$b did not name link_key: $out"
+done
+[ ! -e "$IT_DIR/remote-data" ] || fail "the refused node made its data folder"
+pass "a config listening beyond loopback without link_key is refused: $out"

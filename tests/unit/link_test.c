@@ -7,7 +7,8 @@
  * reaching the dialed side, a link that holds its cap of unanswered
  * requests reading no more until half are answered, a link whose peer
  * does not read its replies reading no more until they have left, and
- * dial errors.
+ * dial errors; the echo and the cap again on authenticated links (a link
+ * key set; link_auth_test checks what they refuse).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include "check.h"
 #include "hash.h"
 #include "link.h"
+#include "link_auth.h"
 #include "net.h"
 #include "sx_errors.h"
 
@@ -609,6 +611,19 @@ int main(void)
     backpressure_case(url);
     snprintf(url, sizeof(url), "ipc://%s/unread.sock", base);
     unread_case(url);
+
+    /* authenticated: hellos first, a tag after every frame, the same
+     * frames handed over (1 MiB ones, four senders at once, the cap) */
+    uint8_t key[LINK_KEY_BYTES];
+    for (size_t i = 0; i < sizeof key; i++)
+        key[i] = (uint8_t)(i * 29 + 3);
+    CHECK_INT(sx_proto_init(), 0);
+    link_auth_set_key(key);
+    snprintf(url, sizeof(url), "ipc://%s/echo-auth.sock", base);
+    echo_case(url);
+    snprintf(url, sizeof(url), "ipc://%s/hold-auth.sock", base);
+    backpressure_case(url);
+    link_auth_set_key(NULL);
 
     /* TCP: find a free port by listening on 0 is not offered by
      * link_listen, so pick one from the pid and retry on a busy one. */

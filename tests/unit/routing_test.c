@@ -1,7 +1,9 @@
 /*
  * routing_test.c — the cluster map: config validation errors, hash-range
  * lookup at partition boundaries, index-range lookup for point tuples and
- * for query ranges, and the keyed shard hash (deterministic, key-dependent).
+ * for query ranges, the keyed shard hash (deterministic, key-dependent),
+ * and the link key: optional on loopback, required when a process listens
+ * beyond it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +40,68 @@ static int load(const char *text, sx_config **c, char *err, size_t n)
     rc = cfg_load(path, c, err, n);
     unlink(path);
     return rc;
+}
+
+/* text with its first `from` replaced by `to` (malloc'd). */
+static char *subst(const char *text, const char *from, const char *to)
+{
+    const char *at = strstr(text, from);
+    size_t n = strlen(text) - strlen(from) + strlen(to) + 1;
+    char *out = malloc(n);
+
+    if (out == NULL || at == NULL) {
+        free(out);
+        return strdup(text);
+    }
+    snprintf(out, n, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+    return out;
+}
+
+#define LKEY "\"link_key\":\"" \
+    "f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff000102030405060708090a0b0c0d0e0f\","
+
+/* The link key's rules (DESIGN.md, "Security"). */
+static void link_key_cases(void)
+{
+    sx_config *c = NULL;
+    char err[256] = "";
+
+    CHECK(load(GOOD, &c, err, sizeof(err)) == 0 && c && !c->has_link_key);
+    cfg_free(c);
+    c = NULL;
+
+    char *remote = subst(GOOD, "tcp://127.0.0.1:2", "tcp://10.1.2.3:7101");
+    CHECK(load(remote, &c, err, sizeof(err)) == SX_ECONFIG && c == NULL);
+    CHECK(strstr(err, "link_key") != NULL && strstr(err, "'s1'") != NULL);
+    char *keyed = subst(remote, "\"catalog_node\"", LKEY "\"catalog_node\"");
+    CHECK(load(keyed, &c, err, sizeof(err)) == 0 && c && c->has_link_key);
+    CHECK(c && c->link_key[0] == 0xf0 && c->link_key[31] == 0x0f);
+    cfg_free(c);
+    c = NULL;
+    char *badkey = subst(keyed, "f0f1f2", "zzz");
+    CHECK(load(badkey, &c, err, sizeof(err)) == SX_ECONFIG && strstr(err, "link_key"));
+    free(badkey);
+    free(keyed);
+    free(remote);
+    char *any = subst(GOOD, "tcp://127.0.0.1:1", "tcp://0.0.0.0:7100");   /* a router */
+    CHECK(load(any, &c, err, sizeof(err)) == SX_ECONFIG && strstr(err, "'r1'"));
+    free(any);
+
+    static const struct { const char *url; bool local; } urls[] = {
+        { "ipc:///tmp/x.sock", true },      { "tcp://127.0.0.1:1", true },
+        { "tcp://127.9.8.7:1", true },      { "tcp://localhost:5", true },
+        { "tcp://[::1]:5", true },          { "tls+tcp://127.0.0.1:5", true },
+        { "tcp4://127.0.0.1:5", true },     { "tcp://:5", false },
+        { "tcp://0.0.0.0:5", false },       { "tcp://10.0.0.1:5", false },
+        { "tcp://127.evil.example:5", false }, { "tcp://example.com:5", false },
+        { "tcp://[::]:5", false },          { "tcp://[fe80::1]:5", false },
+        { "nonsense", false },
+    };
+    for (size_t i = 0; i < sizeof urls / sizeof urls[0]; i++)
+        if (cfg_url_is_local(urls[i].url) != urls[i].local) {
+            fprintf(stderr, "cfg_url_is_local(%s) is not %d\n", urls[i].url, urls[i].local);
+            CHECK(false);
+        }
 }
 
 static sx_bytes str_tuple(const char *s)
@@ -100,5 +164,6 @@ int main(void)
     free(bad);
     CHECK(load("{\"hash_key\":\"zz\"}", &c, err, sizeof(err)) == SX_ECONFIG && strstr(err, "hash_key"));
     CHECK(load("{not json", &c, err, sizeof(err)) == SX_ECONFIG);
+    link_key_cases();
     return CHECK_DONE();
 }

@@ -1,0 +1,315 @@
+/*
+ * link_auth_test.c — what authenticated links (proto/link_auth.h) refuse,
+ * over real IPC sockets: a dialer with another key, a dialer without a
+ * key, a keyed dialer to a listener without one (each: the connection
+ * closes and the server is handed no frame); and, speaking the protocol
+ * by hand on a raw stream, a frame with a good tag echoed (the reply's own
+ * tag checked), then an altered frame, a replayed frame and a frame sealed
+ * out of sequence each closing the link before the server sees it. The
+ * happy paths (large frames, many senders, the cap) run in link_test.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <nng/nng.h>
+
+#include "check.h"
+#include "hash.h"
+#include "link.h"
+#include "link_auth.h"
+#include "sx_errors.h"
+
+/* ---- a server that echoes and counts, a client that counts ---- */
+
+typedef struct side {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int frames;         /* handed over */
+    int closed;         /* closed callbacks */
+    int err;            /* the last close's reason */
+} side;
+
+static void side_init(side *s)
+{
+    memset(s, 0, sizeof *s);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+}
+
+static void count_frame(side *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->frames++;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void echo_frame(void *arg, sx_link *l, uint64_t id, uint8_t *frame, size_t n, bool more)
+{
+    (void)more;
+    count_frame(arg);
+    (void)link_send(l, id, frame, n);
+    free(frame);
+}
+
+static void cli_frame(void *arg, sx_link *l, uint64_t id, uint8_t *frame, size_t n, bool more)
+{
+    (void)l, (void)id, (void)n, (void)more;
+    free(frame);
+    count_frame(arg);
+}
+
+static void on_closed(void *arg, sx_link *l, int err)
+{
+    side *s = arg;
+
+    (void)l;
+    pthread_mutex_lock(&s->mu);
+    s->closed++;
+    s->err = err;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Waits (20 s at most) until s has frames frames and closed closes. */
+static bool wait_side(side *s, int frames, int closed)
+{
+    struct timespec ts;
+    int rv = 0;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 20;
+    pthread_mutex_lock(&s->mu);
+    while ((s->frames < frames || s->closed < closed) && rv == 0)
+        rv = pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+    bool ok = s->frames >= frames && s->closed >= closed;
+    pthread_mutex_unlock(&s->mu);
+    return ok;
+}
+
+static const uint8_t *key_a(void)
+{
+    static uint8_t k[LINK_KEY_BYTES];
+    for (size_t i = 0; i < sizeof k; i++)
+        k[i] = (uint8_t)(i + 1);
+    return k;
+}
+
+static const uint8_t *key_b(void)
+{
+    static uint8_t k[LINK_KEY_BYTES];
+    for (size_t i = 0; i < sizeof k; i++)
+        k[i] = (uint8_t)(i + 1);
+    k[31] ^= 0x80;              /* one bit apart from key_a */
+    return k;
+}
+
+/* The listener opened with lkey, the dialer with dkey (either NULL: no
+ * key): dkey == lkey echoes a frame; otherwise the connection closes on
+ * both sides and the server was handed nothing. */
+static void pair_case(const char *url, const uint8_t *lkey, const uint8_t *dkey)
+{
+    side srv, cli;
+    link_listener *ls = NULL;
+    sx_link *l = NULL;
+    bool same = lkey == dkey;
+
+    side_init(&srv);
+    side_init(&cli);
+    link_auth_set_key(lkey);
+    CHECK_INT(link_listen(url, echo_frame, on_closed, &srv, 0, &ls), 0);
+    link_auth_set_key(dkey);
+    if (ls != NULL)
+        CHECK_INT(link_dial(url, 5000, cli_frame, on_closed, &cli, &l), 0);
+    link_auth_set_key(NULL);
+    if (l == NULL) {
+        link_listener_close(ls);
+        return;
+    }
+    CHECK_INT(link_send(l, 7, (const uint8_t *)"hello", 5), 0);
+    if (same) {
+        CHECK(wait_side(&cli, 1, 0));
+        CHECK_INT(srv.frames, 1);
+        CHECK_INT(cli.closed, 0);
+    } else {
+        CHECK(wait_side(&cli, 0, 1));
+        CHECK(wait_side(&srv, 0, 1));
+        CHECK_INT(srv.frames, 0);
+        CHECK_INT(cli.frames, 0);
+        CHECK(srv.err != 0);
+        CHECK_INT(link_send(l, 8, (const uint8_t *)"x", 1), SX_EUNAVAIL);
+    }
+    link_unref(l);
+    link_listener_close(ls);
+}
+
+/* ---- the protocol by hand on a raw stream ---- */
+
+/* Writes or reads exactly n bytes on s; 0 or an nng error. */
+static int raw_io(nng_stream *s, nng_aio *aio, uint8_t *p, size_t n, bool write)
+{
+    while (n > 0) {
+        nng_iov iov = { p, n };
+        nng_aio_set_iov(aio, 1, &iov);
+        if (write)
+            nng_stream_send(s, aio);
+        else
+            nng_stream_recv(s, aio);
+        nng_aio_wait(aio);
+        int rv = nng_aio_result(aio);
+        if (rv != 0)
+            return rv;
+        size_t got = nng_aio_count(aio);
+        p += got;
+        n -= got;
+    }
+    return 0;
+}
+
+/* A frame (id, payload) with its tag, sealed by a, into out; its size. */
+static size_t sealed(link_auth *a, uint64_t id, const char *payload, uint8_t *out)
+{
+    size_t n = strlen(payload);
+
+    sx_put_be32(out, (uint32_t)(8 + n));
+    sx_put_be64(out + 4, id);
+    memcpy(out + LINK_HDR, payload, n);
+    la_seal(a, out, LINK_HDR + n, out + LINK_HDR + n);
+    return LINK_HDR + n + LINK_TAG;
+}
+
+/* What one bad frame after a good one does: bad(0) alters a byte, bad(1)
+ * replays the good frame, bad(2) seals a frame with a skipped sequence
+ * number. The good one is echoed with a tag that holds; the bad one is
+ * not handed to the server, and the server closes the connection. */
+static void raw_case(const char *url, int bad)
+{
+    side srv;
+    link_listener *ls = NULL;
+    nng_stream_dialer *d = NULL;
+    nng_aio *aio = NULL;
+    nng_stream *s = NULL;
+    uint8_t hello[LINK_HELLO], theirs[LINK_HELLO], good[64], other[64], back[64];
+    int err = 0;
+
+    side_init(&srv);
+    link_auth_set_key(key_a());
+    CHECK_INT(link_listen(url, echo_frame, on_closed, &srv, 0, &ls), 0);
+    link_auth_set_key(NULL);
+    link_auth *a = la_new(key_a(), true, hello, &err);
+    CHECK(a != NULL);
+    CHECK_INT(nng_stream_dialer_alloc(&d, url), 0);
+    CHECK_INT(nng_aio_alloc(&aio, NULL, NULL), 0);
+    if (ls == NULL || a == NULL || d == NULL || aio == NULL)
+        goto out;
+    nng_aio_set_timeout(aio, 10000);
+    nng_stream_dialer_dial(d, aio);
+    nng_aio_wait(aio);
+    CHECK_INT(nng_aio_result(aio), 0);
+    s = nng_aio_get_output(aio, 0);
+    if (s == NULL)
+        goto out;
+    CHECK_INT(raw_io(s, aio, hello, sizeof hello, true), 0);
+    CHECK_INT(raw_io(s, aio, theirs, sizeof theirs, false), 0);
+    CHECK_INT(la_hello(a, theirs), 0);
+
+    size_t n = sealed(a, 41, "good", good);
+    CHECK_INT(raw_io(s, aio, good, n, true), 0);
+    CHECK_INT(raw_io(s, aio, back, n, false), 0);           /* the echo */
+    CHECK(memcmp(back, good, LINK_HDR + 4) == 0);
+    CHECK_INT(la_open(a, back, LINK_HDR + 4, back + LINK_HDR + 4), 0);
+    CHECK(wait_side(&srv, 1, 0));
+
+    size_t m = n;
+    if (bad == 0) {
+        m = sealed(a, 42, "evil", other);
+        other[LINK_HDR + 1] ^= 1;
+    } else if (bad == 1) {
+        memcpy(other, good, n);
+    } else {
+        (void)sealed(a, 42, "skip", other);                 /* sequence 1, not sent */
+        m = sealed(a, 43, "late", other);                   /* sequence 2 */
+    }
+    CHECK_INT(raw_io(s, aio, other, m, true), 0);
+    CHECK(wait_side(&srv, 1, 1));
+    CHECK_INT(srv.frames, 1);
+    CHECK_INT(srv.err, SX_EPROTO);
+    CHECK(raw_io(s, aio, back, 1, false) != 0);             /* closed: no reply */
+out:
+    if (s != NULL)
+        nng_stream_free(s);
+    nng_aio_free(aio);
+    nng_stream_dialer_free(d);
+    la_free(a);
+    link_listener_close(ls);
+}
+
+/* A peer that sends something else than a hello to a keyed listener: the
+ * link closes, nothing is handed over. */
+static void no_hello_case(const char *url)
+{
+    side srv;
+    link_listener *ls = NULL;
+    nng_stream_dialer *d = NULL;
+    nng_aio *aio = NULL;
+    uint8_t junk[LINK_HELLO];
+
+    memset(junk, 'x', sizeof junk);
+    side_init(&srv);
+    link_auth_set_key(key_a());
+    CHECK_INT(link_listen(url, echo_frame, on_closed, &srv, 0, &ls), 0);
+    link_auth_set_key(NULL);
+    CHECK_INT(nng_stream_dialer_alloc(&d, url), 0);
+    CHECK_INT(nng_aio_alloc(&aio, NULL, NULL), 0);
+    if (ls != NULL && d != NULL && aio != NULL) {
+        nng_aio_set_timeout(aio, 10000);
+        nng_stream_dialer_dial(d, aio);
+        nng_aio_wait(aio);
+        CHECK_INT(nng_aio_result(aio), 0);
+        nng_stream *s = nng_aio_get_output(aio, 0);
+        if (s != NULL) {
+            CHECK_INT(raw_io(s, aio, junk, sizeof junk, true), 0);
+            CHECK(wait_side(&srv, 0, 1));
+            CHECK_INT(srv.frames, 0);
+            CHECK_INT(srv.err, SX_EPROTO);
+            nng_stream_free(s);
+        }
+    }
+    nng_aio_free(aio);
+    nng_stream_dialer_free(d);
+    link_listener_close(ls);
+}
+
+int main(void)
+{
+    char base[] = "/tmp/sx-link-auth.XXXXXX";
+    char url[256];
+
+    if (sx_proto_init() != 0 || mkdtemp(base) == NULL) {
+        perror("set-up");
+        return 1;
+    }
+    const struct { const char *name; const uint8_t *lkey, *dkey; } pairs[] = {
+        { "same", key_a(), key_a() },       /* the control: echoed */
+        { "other", key_a(), key_b() },
+        { "nokey", key_a(), NULL },
+        { "nolisten", NULL, key_a() },
+    };
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+        snprintf(url, sizeof url, "ipc://%s/%s.sock", base, pairs[i].name);
+        pair_case(url, pairs[i].lkey, pairs[i].dkey);
+        unlink(url + 6);
+    }
+    for (int bad = 0; bad < 3; bad++) {
+        snprintf(url, sizeof url, "ipc://%s/raw%d.sock", base, bad);
+        raw_case(url, bad);
+        unlink(url + 6);
+    }
+    snprintf(url, sizeof url, "ipc://%s/junk.sock", base);
+    no_hello_case(url);
+    unlink(url + 6);
+    rmdir(base);
+    return CHECK_DONE();
+}
