@@ -8,20 +8,33 @@
  * swap it in and reply. The request frame is the unit a replicated log
  * would later carry: apply(frame) is deterministic given the catalog.
  *
- * Locking: one mutex (catp.mu) guards cat, enc/enc_n and serialises
- * mutations (including their synced write); catalog changes are rare.
+ * A CAT_UPDATE may carry its client's request id (rid): the ids of the last
+ * CATP_RIDS changes made, with the version each made, are stored beside
+ * the catalog (key "rids", written in the change's own batch), and a
+ * request whose id is among them is answered with that version instead of
+ * being applied again: a client that lost the reply (its router died, the
+ * connection broke) and asks again learns that its change was made.
+ *
+ * Locking: one mutex (catp.mu) guards cat, enc/enc_n, the ids and
+ * serialises mutations (including their synced write); catalog changes
+ * are rare.
  */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "catalog_part.h"
+#include "hash.h"
 #include "ldb.h"
 #include "log.h"
 #include "net.h"
 #include "sx_errors.h"
 
 #define CATP_KEY "catalog"
+#define CATP_RIDS_KEY "rids"
+#define CATP_RIDS 256           /* request ids remembered, the newest */
+#define CATP_RID_BYTES 16
+#define CATP_RID_REC (CATP_RID_BYTES + 8)   /* stored: id, u64 BE version */
 /* The largest encoded catalog stored: every process fetches it whole in one
  * CATALOG reply, which must fit a frame (SX_MAX_FRAME); a change past this
  * is refused before it is stored, since a stored catalog that no reply can
@@ -39,6 +52,8 @@ struct catp {
     uint64_t *parts;     /* every storage partition id (from the config) */
     uint32_t nparts;
     size_t max_bytes;    /* the largest encoding stored (CATP_MAX_KB) */
+    uint8_t *rids;       /* nrids records of CATP_RID_REC bytes, oldest first */
+    uint32_t nrids;
 };
 
 /* A name copied out of a frame as a C string. */
@@ -246,27 +261,47 @@ static int catp_drop_index(sx_catalog *next, const msg_CAT_UPDATE_req *r,
     return rc;
 }
 
-/* Decodes a CAT_UPDATE frame and applies it to next. */
-static int catp_mutate_update(sx_catalog *next, const uint8_t *req, size_t n,
-                              char *err, size_t errlen)
+/* Applies a decoded CAT_UPDATE to next. */
+static int catp_mutate_update(sx_catalog *next, const msg_CAT_UPDATE_req *r, char *err,
+                              size_t errlen)
 {
-    msg_CAT_UPDATE_req r;
-    int rc = msg_decode_req(MSG_CAT_UPDATE, req, n, &r);
-
-    if (rc != 0) {
-        snprintf(err, errlen, "malformed CAT_UPDATE request");
-        return rc;
-    }
-    switch (r.op) {
-    case CATOP_CREATE_TABLE: rc = catp_create_table(next, &r, err, errlen); break;
-    case CATOP_CREATE_INDEX: rc = catp_create_index(next, &r, err, errlen); break;
-    case CATOP_DROP_INDEX: rc = catp_drop_index(next, &r, err, errlen); break;
+    switch (r->op) {
+    case CATOP_CREATE_TABLE: return catp_create_table(next, r, err, errlen);
+    case CATOP_CREATE_INDEX: return catp_create_index(next, r, err, errlen);
+    case CATOP_DROP_INDEX: return catp_drop_index(next, r, err, errlen);
     default:
-        snprintf(err, errlen, "unknown catalog operation %llu", (unsigned long long)r.op);
-        rc = SX_EINVAL;
+        snprintf(err, errlen, "unknown catalog operation %llu", (unsigned long long)r->op);
+        return SX_EINVAL;
     }
-    msg_free_req(MSG_CAT_UPDATE, &r);
-    return rc;
+}
+
+/* The stored record of request id rid (CATP_RID_BYTES), or NULL when it
+ * is not among the remembered ones (caller holds c->mu). */
+static const uint8_t *catp_rid_find(const catp *c, const uint8_t *rid)
+{
+    for (uint32_t i = c->nrids; i-- > 0;)
+        if (memcmp(c->rids + (size_t)i * CATP_RID_REC, rid, CATP_RID_BYTES) == 0)
+            return c->rids + (size_t)i * CATP_RID_REC;
+    return NULL;
+}
+
+/* The remembered ids with (rid, version) added as the newest, the oldest
+ * dropped past CATP_RIDS: a new array of *n records, or NULL (no memory). */
+static uint8_t *catp_rids_with(const catp *c, const uint8_t *rid, uint64_t version,
+                               uint32_t *n)
+{
+    uint32_t keep = c->nrids < CATP_RIDS ? c->nrids : CATP_RIDS - 1;
+    uint8_t *v = malloc((size_t)(keep + 1) * CATP_RID_REC);
+
+    if (v == NULL)
+        return NULL;
+    if (keep > 0)
+        memcpy(v, c->rids + (size_t)(c->nrids - keep) * CATP_RID_REC,
+               (size_t)keep * CATP_RID_REC);
+    memcpy(v + (size_t)keep * CATP_RID_REC, rid, CATP_RID_BYTES);
+    sx_put_be64(v + (size_t)keep * CATP_RID_REC + CATP_RID_BYTES, version);
+    *n = keep + 1;
+    return v;
 }
 
 /* Decodes a CAT_BACKFILLED frame and applies it to next. A repeated report
@@ -311,10 +346,12 @@ static int catp_mutate_backfilled(const catp *c, sx_catalog *next, const uint8_t
     return rc;
 }
 
-/* Encodes cat and writes it durably. On success *enc (of *enc_n bytes) owns
- * its encoding. Returns 0, SX_ETOOBIG (past c->max_bytes: nothing written),
- * SX_EIO or SX_ENOMEM. */
-static int catp_store(catp *c, const sx_catalog *cat, uint8_t **enc, size_t *enc_n)
+/* Encodes cat and writes it durably, with the request ids rids (nrids
+ * records) when rids is not NULL, in one batch. On success *enc (of
+ * *enc_n bytes) owns its encoding. Returns 0, SX_ETOOBIG (past
+ * c->max_bytes: nothing written), SX_EIO or SX_ENOMEM. */
+static int catp_store(catp *c, const sx_catalog *cat, const uint8_t *rids, uint32_t nrids,
+                      uint8_t **enc, size_t *enc_n)
 {
     mp_buf b;
     leveldb_writebatch_t *wb;
@@ -337,6 +374,9 @@ static int catp_store(catp *c, const sx_catalog *cat, uint8_t **enc, size_t *enc
         return SX_ENOMEM;
     }
     leveldb_writebatch_put(wb, CATP_KEY, strlen(CATP_KEY), (const char *)*enc, *enc_n);
+    if (rids != NULL)
+        leveldb_writebatch_put(wb, CATP_RIDS_KEY, strlen(CATP_RIDS_KEY), (const char *)rids,
+                               (size_t)nrids * CATP_RID_REC);
     rc = ldb_write_sync(c->db, wb);
     leveldb_writebatch_destroy(wb);
     if (rc != 0)
@@ -346,18 +386,45 @@ static int catp_store(catp *c, const sx_catalog *cat, uint8_t **enc, size_t *enc
 
 /* The one mutation path: decode frame (CAT_UPDATE or CAT_BACKFILLED) →
  * mutate a clone → encode → synced write → swap in. Sets *version to the
- * catalog version after the call (unchanged on error or a no-op). Returns
- * 0 or an sx_err with a reason in err. Takes c->mu. */
+ * catalog version after the call (unchanged on error or a no-op), or, for
+ * a CAT_UPDATE whose request id was already applied, to the version that
+ * made it (nothing is applied). Returns 0 or an sx_err with a reason in
+ * err. Takes c->mu. */
 static int catp_apply(catp *c, msg_type t, const uint8_t *req, size_t n,
                       uint64_t *version, char *err, size_t errlen)
 {
-    sx_catalog *next;
-    uint8_t *enc = NULL;
+    sx_catalog *next = NULL;
+    msg_CAT_UPDATE_req upd;
+    bool decoded = false;
+    uint8_t *enc = NULL, *rids = NULL;
+    uint32_t nrids = 0;
+    const uint8_t *seen = NULL;
     size_t enc_n = 0;
     int rc;
 
     err[0] = '\0';
     pthread_mutex_lock(&c->mu);
+    if (t == MSG_CAT_UPDATE) {
+        rc = msg_decode_req(MSG_CAT_UPDATE, req, n, &upd);
+        if (rc != 0) {
+            snprintf(err, errlen, "malformed CAT_UPDATE request");
+            goto out;
+        }
+        decoded = true;
+        if (upd.rid.n != 0 && upd.rid.n != CATP_RID_BYTES) {
+            snprintf(err, errlen, "a request id is %d bytes, not %zu", CATP_RID_BYTES,
+                     upd.rid.n);
+            rc = SX_EINVAL;
+            goto out;
+        }
+        if (upd.rid.n != 0 && (seen = catp_rid_find(c, upd.rid.p)) != NULL) {
+            LOG_INFO("catalog: a CAT_UPDATE asked again (request id known): answered with "
+                     "the version it made, %llu",
+                     (unsigned long long)sx_get_be64(seen + CATP_RID_BYTES));
+            rc = 0;
+            goto out;
+        }
+    }
     next = cat_clone(c->cat);
     if (next == NULL) {
         rc = SX_ENOMEM;
@@ -365,12 +432,18 @@ static int catp_apply(catp *c, msg_type t, const uint8_t *req, size_t n,
         goto out;
     }
     if (t == MSG_CAT_UPDATE)
-        rc = catp_mutate_update(next, req, n, err, errlen);
+        rc = catp_mutate_update(next, &upd, err, errlen);
     else
         rc = catp_mutate_backfilled(c, next, req, n, err, errlen);
     if (rc != 0 || next->version == c->cat->version)
         goto out;
-    rc = catp_store(c, next, &enc, &enc_n);
+    if (decoded && upd.rid.n != 0 &&
+        (rids = catp_rids_with(c, upd.rid.p, next->version, &nrids)) == NULL) {
+        rc = SX_ENOMEM;
+        snprintf(err, errlen, "catalog partition out of memory");
+        goto out;
+    }
+    rc = catp_store(c, next, rids, nrids, &enc, &enc_n);
     if (rc == SX_ETOOBIG) {
         snprintf(err, errlen, "the catalog would grow past %zu KiB (every table and index "
                  "of the cluster travel in one reply): nothing was changed",
@@ -393,13 +466,46 @@ static int catp_apply(catp *c, msg_type t, const uint8_t *req, size_t n,
     c->enc = enc;
     c->enc_n = enc_n;
     next = NULL;
+    if (rids != NULL) {
+        free(c->rids);
+        c->rids = rids;
+        c->nrids = nrids;
+        rids = NULL;
+    }
     LOG_INFO("catalog now at version %llu (%s)",
              (unsigned long long)c->cat->version, msg_name(t));
 out:
-    *version = c->cat->version;
+    *version = seen != NULL ? sx_get_be64(seen + CATP_RID_BYTES) : c->cat->version;
     pthread_mutex_unlock(&c->mu);
+    if (decoded)
+        msg_free_req(MSG_CAT_UPDATE, &upd);
+    free(rids);
     cat_free(next);
     return rc;
+}
+
+/* Loads the remembered request ids; a record that does not parse is
+ * logged and dropped (they only spare retries an error). */
+static int catp_load_rids(catp *c)
+{
+    uint8_t *v = NULL;
+    size_t vn = 0;
+    int rc = ldb_get(c->db, CATP_RIDS_KEY, strlen(CATP_RIDS_KEY), &v, &vn);
+
+    if (rc == SX_ENOTFOUND)
+        return 0;
+    if (rc != 0)
+        return rc;
+    if (vn % CATP_RID_REC != 0 || vn / CATP_RID_REC > CATP_RIDS) {
+        LOG_WARN("catalog partition: stored request ids are %zu bytes, not whole records; "
+                 "dropped them (a client retrying a change made before may be told it "
+                 "exists)", vn);
+        free(v);
+        return 0;
+    }
+    c->rids = v;
+    c->nrids = (uint32_t)(vn / CATP_RID_REC);
+    return 0;
 }
 
 /* Loads the stored catalog, or starts an empty one. */
@@ -456,7 +562,8 @@ int catp_open(const char *dir, const sx_config *cfg, catp **out)
     c->nparts = (uint32_t)cfg->nstorage;
     c->max_bytes = (size_t)sx_env_long("SHARDEX_CATALOG_MAX_KB", 1, CATP_MAX_KB, CATP_MAX_KB)
                    << 10;
-    if ((rc = ldb_open(dir, &c->db)) != 0 || (rc = catp_load(c)) != 0)
+    if ((rc = ldb_open(dir, &c->db)) != 0 || (rc = catp_load(c)) != 0 ||
+        (rc = catp_load_rids(c)) != 0)
         goto fail;
     LOG_INFO("catalog partition open at %s: version %llu, %u tables", dir,
              (unsigned long long)c->cat->version, c->cat->ntables);
@@ -475,6 +582,7 @@ void catp_close(catp *c)
     cat_free(c->cat);
     free(c->enc);
     free(c->parts);
+    free(c->rids);
     pthread_mutex_destroy(&c->mu);
     free(c);
 }

@@ -13,7 +13,8 @@
 #include "msg.h"
 #include "sx_errors.h"
 
-typedef enum { K_U64, K_STR, K_BIN, K_RAW, K_U64S, K_STRS, K_BINS, K_RAWS } field_kind;
+/* (the lists last: struct_size and free_fields test kind >= K_STRS) */
+typedef enum { K_U64, K_STR, K_BIN, K_OBIN, K_RAW, K_U64S, K_STRS, K_BINS, K_RAWS } field_kind;
 
 typedef struct field_desc {
     field_kind kind;
@@ -90,7 +91,9 @@ static void encode_fields(const field_desc *f, int n, const void *s, mp_buf *out
         switch (f[i].kind) {
         case K_U64: mp_put_u64(out, *(const uint64_t *)fp); break;
         case K_STR: mp_put_str(out, ((const sx_buf *)fp)->p, ((const sx_buf *)fp)->n); break;
-        case K_BIN: mp_put_bin(out, ((const sx_buf *)fp)->p, ((const sx_buf *)fp)->n); break;
+        case K_BIN: case K_OBIN:
+            mp_put_bin(out, ((const sx_buf *)fp)->p, ((const sx_buf *)fp)->n);
+            break;
         case K_RAW:
             if (((const sx_buf *)fp)->n == 0)
                 mp_put_nil(out);
@@ -219,17 +222,30 @@ static int read_list(mp_cur *c, field_kind kind, void *fp)
     return 0;
 }
 
-static int decode_fields(mp_cur *c, const field_desc *f, int n, void *s)
+/* Fields of f[1..n] a frame must hold: all but the optional ones (OBIN),
+ * which only end a list. */
+static int required_fields(const field_desc *f, int n)
+{
+    while (n > 0 && f[n].kind == K_OBIN)
+        n--;
+    return n;
+}
+
+/* Decodes f[1..n] from c, whose array holds avail of them (the optional
+ * ones beyond it stay empty). */
+static int decode_fields(mp_cur *c, const field_desc *f, int n, uint32_t avail, void *s)
 {
     char *base = s;
     int rc = 0;
 
     for (int i = 1; i <= n && rc == 0; i++) {
         void *fp = base + f[i].off;
+        if (f[i].kind == K_OBIN && (uint32_t)i > avail)
+            break;
         switch (f[i].kind) {
         case K_U64: rc = mp_read_u64(c, fp); break;
         case K_STR: rc = mp_read_str(c, fp); break;
-        case K_BIN: rc = mp_read_bin(c, fp); break;
+        case K_BIN: case K_OBIN: rc = mp_read_bin(c, fp); break;
         case K_RAW: rc = mp_read_raw(c, fp); break;
         case K_U64S: case K_STRS: case K_BINS: case K_RAWS:
             rc = read_list(c, f[i].kind, fp);
@@ -285,9 +301,9 @@ int msg_decode_req(msg_type t, const uint8_t *p, size_t n, void *s)
     rc = read_header(&c, &count, &type);
     if (rc)
         return rc;
-    if (type != (uint64_t)t || count < (uint32_t)(2 + d->nreq))
+    if (type != (uint64_t)t || count < (uint32_t)(2 + required_fields(d->req, d->nreq)))
         return SX_EPROTO;
-    rc = decode_fields(&c, d->req, d->nreq, s);
+    rc = decode_fields(&c, d->req, d->nreq, count - 2, s);
     if (rc)
         free_fields(d->req, d->nreq, s);
     return rc;
@@ -326,9 +342,9 @@ int msg_decode_rep(msg_type t, const uint8_t *p, size_t n, void *s,
         }
         return err < SX__ERR_LIMIT ? (int)err : SX_EINTERNAL;
     }
-    if (count < (uint32_t)(3 + d->nrep))
+    if (count < (uint32_t)(3 + required_fields(d->rep, d->nrep)))
         return SX_EPROTO;
-    rc = decode_fields(&c, d->rep, d->nrep, s);
+    rc = decode_fields(&c, d->rep, d->nrep, count - 3, s);
     if (rc)
         free_fields(d->rep, d->nrep, s);
     return rc;

@@ -15,6 +15,10 @@
  *   U64  uint64_t          msgpack non-negative int
  *   STR  sx_buf            msgpack str (borrowed from the frame)
  *   BIN  sx_buf            msgpack bin (borrowed)
+ *   OBIN sx_buf            msgpack bin, optional: only at the end of a list,
+ *                          and a frame that ends before it decodes with it
+ *                          empty (senders always send it; what an older
+ *                          sender did not know of)
  *   RAW  sx_buf            any one msgpack value, raw bytes (borrowed)
  *   U64S sx_u64s           array of non-negative ints (allocated)
  *   STRS sx_bufs           array of str (allocated array, borrowed items)
@@ -38,6 +42,7 @@ typedef struct sx_bufs { uint32_t n; sx_buf *v; } sx_bufs;
 #define MSG_CT_U64 uint64_t
 #define MSG_CT_STR sx_buf
 #define MSG_CT_BIN sx_buf
+#define MSG_CT_OBIN sx_buf
 #define MSG_CT_RAW sx_buf
 #define MSG_CT_U64S sx_u64s
 #define MSG_CT_STRS sx_bufs
@@ -54,14 +59,18 @@ enum { OUT_PUT = 0, OUT_DEL = 1 };
 #define MSG_PING_REQ(F, T)
 #define MSG_PING_REP(F, T) F(T, STR, role) F(T, STR, name)
 
-#define MSG_TABLE_CREATE_REQ(F, T) F(T, STR, table) F(T, STR, pk) F(T, STR, sk)
+/* rid: the caller's request id (16 random bytes, the same on every retry):
+ * a catalog change the catalog node already made under that id is answered
+ * with the version it made, not made again (so a retry after a lost reply
+ * does not fail with "already exists" or "no such index"). */
+#define MSG_TABLE_CREATE_REQ(F, T) F(T, STR, table) F(T, STR, pk) F(T, STR, sk) F(T, OBIN, rid)
 #define MSG_TABLE_CREATE_REP(F, T) F(T, U64, catver)
 
 #define MSG_INDEX_CREATE_REQ(F, T) F(T, STR, table) F(T, STR, index) F(T, STRS, attrs) \
-    F(T, U64, proj) F(T, STRS, proj_attrs)
+    F(T, U64, proj) F(T, STRS, proj_attrs) F(T, OBIN, rid)
 #define MSG_INDEX_CREATE_REP(F, T) F(T, U64, catver)
 
-#define MSG_INDEX_DROP_REQ(F, T) F(T, STR, table) F(T, STR, index)
+#define MSG_INDEX_DROP_REQ(F, T) F(T, STR, table) F(T, STR, index) F(T, OBIN, rid)
 #define MSG_INDEX_DROP_REP(F, T) F(T, U64, catver)
 
 #define MSG_INDEX_LIST_REQ(F, T) F(T, STR, table)
@@ -93,7 +102,8 @@ enum { OUT_PUT = 0, OUT_DEL = 1 };
 
 /* ---- inter-node port ---- */
 #define MSG_CAT_UPDATE_REQ(F, T) F(T, U64, op) F(T, STR, table) F(T, STR, index)        \
-    F(T, STR, pk) F(T, STR, sk) F(T, STRS, attrs) F(T, U64, proj) F(T, STRS, proj_attrs)
+    F(T, STR, pk) F(T, STR, sk) F(T, STRS, attrs) F(T, U64, proj) F(T, STRS, proj_attrs) \
+    F(T, OBIN, rid)
 #define MSG_CAT_UPDATE_REP(F, T) F(T, U64, version)
 
 #define MSG_CAT_BACKFILLED_REQ(F, T) F(T, U64, index_id) F(T, U64, part)

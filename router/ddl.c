@@ -1,7 +1,8 @@
 /*
  * ddl.c — catalog requests from clients: TABLE_CREATE, INDEX_CREATE and
  * INDEX_DROP are forwarded as CAT_UPDATE to the catalog node (which checks
- * names and applies durably), after which the router's cache is brought up
+ * names and applies durably, once per request id: a client's retry of a
+ * change already made is answered with its version), after which the router's cache is brought up
  * to the new version; INDEX_LIST answers from the cache; CATALOG is
  * forwarded as is.
  */
@@ -72,6 +73,7 @@ int rt_h_table_create(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_er
     upd.table = q.table;
     upd.pk = q.pk;
     upd.sk = q.sk;
+    upd.rid = q.rid;
     rc = cat_update(rt, MSG_TABLE_CREATE, &upd, out, e);
     msg_free_req(MSG_TABLE_CREATE, &q);
     return rc;
@@ -102,6 +104,7 @@ int rt_h_index_create(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_er
     upd.attrs = q.attrs;
     upd.proj = q.proj;
     upd.proj_attrs = q.proj_attrs;
+    upd.rid = q.rid;
     rc = cat_update(rt, MSG_INDEX_CREATE, &upd, out, e);
 out:
     msg_free_req(MSG_INDEX_CREATE, &q);
@@ -121,6 +124,7 @@ int rt_h_index_drop(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err 
     upd.op = CATOP_DROP_INDEX;
     upd.table = q.table;
     upd.index = q.index;
+    upd.rid = q.rid;
     rc = cat_update(rt, MSG_INDEX_DROP, &upd, out, e);
     msg_free_req(MSG_INDEX_DROP, &q);
     return rc;

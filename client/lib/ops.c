@@ -4,7 +4,12 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sodium.h>
 #include "internal.h"
+
+/* A catalog change's request id (msg.h: rid): random, and the same bytes on
+ * every retry of the call (cl_call sends one encoding to each router). */
+#define RID_BYTES 16
 
 /* Fills an allocated array of string views from C strings. */
 static int bufs_from(const char *const *v, size_t n, sx_bufs *out)
@@ -35,7 +40,9 @@ int sx_table_create(sx_client *c, const char *table, const char *pk, const char 
         return cl_fail(c, SX_EINVAL, "table name and partition key are required");
     msg_TABLE_CREATE_req req = {0};
     msg_TABLE_CREATE_rep rep = {0};
-    uint8_t *frame;
+    uint8_t *frame, rid[RID_BYTES];
+    randombytes_buf(rid, sizeof rid);
+    req.rid = (sx_buf){ rid, sizeof rid };
     req.table = cl_cstr_buf(table);
     req.pk = cl_cstr_buf(pk);
     req.sk = cl_cstr_buf(sk);
@@ -56,7 +63,9 @@ int sx_index_create(sx_client *c, const char *table, const char *index,
         return cl_fail(c, SX_EINVAL, "table, index and at least one attribute are required");
     msg_INDEX_CREATE_req req = {0};
     msg_INDEX_CREATE_rep rep = {0};
-    uint8_t *frame = NULL;
+    uint8_t *frame = NULL, rid[RID_BYTES];
+    randombytes_buf(rid, sizeof rid);
+    req.rid = (sx_buf){ rid, sizeof rid };
     req.table = cl_cstr_buf(table);
     req.index = cl_cstr_buf(index);
     req.proj = (uint64_t)proj;
@@ -85,7 +94,9 @@ int sx_index_drop(sx_client *c, const char *table, const char *index)
         return cl_fail(c, SX_EINVAL, "table and index are required");
     msg_INDEX_DROP_req req = {0};
     msg_INDEX_DROP_rep rep = {0};
-    uint8_t *frame;
+    uint8_t *frame, rid[RID_BYTES];
+    randombytes_buf(rid, sizeof rid);
+    req.rid = (sx_buf){ rid, sizeof rid };
     req.table = cl_cstr_buf(table);
     req.index = cl_cstr_buf(index);
     int rc = cl_call(c, MSG_INDEX_DROP, &req, &rep, &frame, 0);

@@ -2,7 +2,8 @@
 # tests/integration/dropindex.sh — dropping an index frees its entries on the
 # index nodes: also on an index node that was down when the index was
 # dropped; the other indexes, and an index re-created under the same name
-# (a new id), are left whole; the counters survive kill -9.
+# (a new id), are left whole; the counters survive kill -9. A catalog change
+# asked again under its request id is answered with the version it made.
 source "$(dirname "$0")/lib.sh" "$@"
 
 it_cluster_up
@@ -74,3 +75,26 @@ lc start i1 >/dev/null
 lc start i2 >/dev/null
 wait_for "400 entries after kill -9 and restart" 60 entries_are 400
 pass "entry counters survive kill -9"
+
+# ---- catalog changes asked again under their request id (a lost reply) -----------
+# The same TABLE_CREATE frame, request id and all, sent twice straight to
+# the router (as libshardex resends it after a failover): both succeed with
+# the same catalog version, also after the catalog node's kill -9; the same
+# change under another id is "already exists".
+FUZZ="$IT_BUILD/bin/sx-fuzzframe"
+ddl() { # ddl RIDHEX: TABLE_CREATE of "ddl" (key id) with that 16-byte id
+    "$FUZZ" --config "$IT_DIR/cluster.json" --send "$IT_URL" \
+        "960102a364646ca26964a0c410$1" | sed -n '1,2p' | tr '\n' ' '
+}
+rid1=00112233445566778899aabbccddeeff
+first="$(ddl $rid1)"
+grep -q "ok 0" <<<"$first" || fail "TABLE_CREATE with a request id: $first"
+again="$(ddl $rid1)"
+expect_eq "the same request again: the same reply (catalog version)" "$first" "$again"
+lc kill s1 >/dev/null
+lc start s1 >/dev/null
+wait_for "the catalog node back" 60 sx get people '{"id": 1}'
+expect_eq "the same request after kill -9 of the catalog node" "$first" "$(ddl $rid1)"
+other="$(ddl ffeeddccbbaa99887766554433221100)"
+grep -q "error 11" <<<"$other" || fail "the same change under another id: $other"
+pass "a catalog change asked again under its request id is answered, not refused"

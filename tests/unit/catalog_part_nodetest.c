@@ -5,7 +5,9 @@
  * backfill → ready, idempotent repeats, persistence across reopen, borrowed
  * versions staying valid, concurrent cache readers, a change that would
  * make the catalog too large to fetch refused (its bound lowered through
- * SHARDEX_CATALOG_MAX_KB).
+ * SHARDEX_CATALOG_MAX_KB), and request ids: a change asked again under its
+ * id answered with the version it made, not applied twice, across a
+ * reopen too, the oldest ids forgotten past 256.
  * Standalone: builds from node/catalog_part.c + node/ldb.c + sx_proto +
  * leveldb (named *_nodetest.c so the plain unit-test glob, which links
  * sx_proto only, skips it); main() returns non-zero on failure. Argument: a scratch dir
@@ -99,12 +101,15 @@ static sx_buf S(const char *s)
     return b;
 }
 
+static sx_buf g_rid;    /* the request id the helpers below send (none: empty) */
+
 static int create_table(const char *name, const char *pk, const char *sk, uint64_t *v)
 {
     msg_CAT_UPDATE_req r;
 
     memset(&r, 0, sizeof(r));
     r.op = CATOP_CREATE_TABLE;
+    r.rid = g_rid;
     r.table = S(name);
     r.pk = S(pk);
     r.sk = S(sk);
@@ -124,6 +129,7 @@ static int create_index(const char *table, const char *name, const char **attrs,
     for (uint32_t i = 0; i < np; i++)
         p[i] = S(pa[i]);
     r.op = CATOP_CREATE_INDEX;
+    r.rid = g_rid;
     r.table = S(table);
     r.index = S(name);
     r.attrs.n = na;
@@ -150,6 +156,7 @@ static int drop_index(const char *table, const char *name, uint64_t *v)
 
     memset(&r, 0, sizeof(r));
     r.op = CATOP_DROP_INDEX;
+    r.rid = g_rid;
     r.table = S(table);
     r.index = S(name);
     return call(MSG_CAT_UPDATE, &r, v);
@@ -347,6 +354,84 @@ static void test_too_big(const char *dir, const char *url, const sx_config *cfg)
     catp_close(c);
 }
 
+/* Sets g_rid to 16 bytes derived from k (rid_buf holds them). */
+static uint8_t rid_buf[16];
+static void use_rid(unsigned k)
+{
+    memset(rid_buf, 0, sizeof rid_buf);
+    memcpy(rid_buf, &k, sizeof k);
+    rid_buf[15] = 0x5a;
+    g_rid = (sx_buf){ rid_buf, sizeof rid_buf };
+}
+
+/* Request ids (CAT_UPDATE's rid). */
+static void test_rids(const char *dir, const char *url, const sx_config *cfg)
+{
+    net_server_opts so = { .workers = 2 };
+    net_server *srv = NULL;
+    uint64_t v1 = 0, v2 = 0, v3 = 0, v = 0;
+    const char *attrs[] = { "town" };
+    sx_catalog *snap;
+    char name[32];
+
+    CHECK_RC(catp_open(dir, cfg, &g_catp), 0);
+    CHECK_RC(net_server_open_link(url, &so, handler, NULL, &srv), 0);
+    CHECK_RC(net_peer_open_link(url, 1, &g_cli), 0);
+    use_rid(1);
+    CHECK_RC(create_table("t", "id", "", &v1), 0);
+    CHECK_RC(create_table("t", "id", "", &v), 0);           /* asked again */
+    CHECK(v == v1);
+    snap = catp_snapshot(g_catp);
+    CHECK(snap != NULL && snap->version == v1);             /* not applied twice */
+    cat_free(snap);
+    use_rid(2);
+    CHECK_RC(create_table("t", "id", "", &v), SX_EEXIST);   /* another request */
+    use_rid(3);
+    CHECK_RC(create_index("t", "ix", attrs, 1, 0, NULL, 0, &v2), 0);
+    CHECK_RC(create_index("t", "ix", attrs, 1, 0, NULL, 0, &v), 0);
+    CHECK(v == v2 && v2 == v1 + 1);
+    use_rid(4);
+    CHECK_RC(drop_index("t", "ix", &v3), 0);
+    CHECK_RC(drop_index("t", "ix", &v), 0);                 /* not "no such index" */
+    CHECK(v == v3 && v3 == v2 + 1);
+    g_rid = (sx_buf){ rid_buf, 5 };
+    CHECK_RC(create_table("u", "id", "", &v), SX_EINVAL);
+    CHECK(err_has("request id"));
+    g_rid = (sx_buf){ NULL, 0 };
+    CHECK_RC(drop_index("t", "ix", &v), SX_ENOINDEX);       /* no id: as before */
+    net_server_stop(srv);
+    catp_close(g_catp);
+    g_catp = NULL;
+    net_peer_close(g_cli);
+    g_cli = NULL;
+
+    /* reopened: the ids are remembered; past 256 newer ones, the oldest not */
+    CHECK_RC(catp_open(dir, cfg, &g_catp), 0);
+    CHECK_RC(net_server_open_link(url, &so, handler, NULL, &srv), 0);
+    CHECK_RC(net_peer_open_link(url, 1, &g_cli), 0);
+    use_rid(4);
+    CHECK_RC(drop_index("t", "ix", &v), 0);
+    CHECK(v == v3);
+    use_rid(1);
+    CHECK_RC(create_table("t", "id", "", &v), 0);
+    CHECK(v == v1);
+    for (unsigned k = 100; k < 100 + 256; k++) {
+        use_rid(k);
+        snprintf(name, sizeof name, "t%u", k);
+        CHECK_RC(create_table(name, "id", "", &v), 0);
+    }
+    use_rid(1);
+    CHECK_RC(create_table("t", "id", "", &v), SX_EEXIST);   /* forgotten */
+    use_rid(355);
+    CHECK_RC(create_table("t355", "id", "", &v), 0);        /* the newest: kept */
+    g_rid = (sx_buf){ NULL, 0 };
+    net_server_stop(srv);
+    catp_close(g_catp);
+    g_catp = NULL;
+    net_peer_close(g_cli);
+    g_cli = NULL;
+}
+
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *f)
 {
     (void)st;
@@ -389,6 +474,9 @@ int main(int argc, char **argv)
     snprintf(dir, sizeof(dir), "%s/catalog-small", base);
     snprintf(url, sizeof(url), "ipc://%s/cat-small.sock", base);
     test_too_big(dir, url, &cfg);
+    snprintf(dir, sizeof(dir), "%s/catalog-rids", base);
+    snprintf(url, sizeof(url), "ipc://%s/cat-rids.sock", base);
+    test_rids(dir, url, &cfg);
     if (failures != 0) {
         fprintf(stderr, "catalog_part_nodetest: %d check(s) failed (data in %s)\n",
                 failures, base);
