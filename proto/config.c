@@ -3,7 +3,9 @@
  * deploy/README.md for the format).
  */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <jansson.h>
+#include <nng/nng.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -40,13 +42,16 @@ static char *dupstr(const char *s)
     return d;
 }
 
+/* n bytes from exactly 2n hex digits (sscanf's %2x alone would take "fz"
+ * as 0x0f). */
 static int hex_decode(const char *hex, uint8_t *out, size_t n)
 {
     if (hex == NULL || strlen(hex) != n * 2)
         return -1;
     for (size_t i = 0; i < n; i++) {
         unsigned v;
-        if (sscanf(hex + 2 * i, "%2x", &v) != 1)
+        if (!isxdigit((unsigned char)hex[2 * i]) || !isxdigit((unsigned char)hex[2 * i + 1]) ||
+            sscanf(hex + 2 * i, "%2x", &v) != 1)
             return -1;
         out[i] = (uint8_t)v;
     }
@@ -209,36 +214,29 @@ static int check_coverage(sx_config *c, cfg_err *e)
 
 bool cfg_url_is_local(const char *url)
 {
-    static const char *const local_schemes[] = { "ipc://", "inproc://", "abstract://" };
-    for (size_t i = 0; i < sizeof local_schemes / sizeof local_schemes[0]; i++)
-        if (strncmp(url, local_schemes[i], strlen(local_schemes[i])) == 0)
-            return true;
-    const char *h = strstr(url, "://");
-    if (h == NULL)
+    nng_url *u = NULL;
+
+    if (nng_url_parse(&u, url) != 0)
         return false;
-    h += 3;
-    char host[128];
-    size_t n;
-    if (*h == '[') {                    /* [IPv6]:port */
-        const char *end = strchr(++h, ']');
-        if (end == NULL)
-            return false;
-        n = (size_t)(end - h);
-    } else {
-        const char *end = strrchr(h, ':');
-        n = end ? (size_t)(end - h) : strlen(h);
+    /* nng's own parse, as the listener will read it (a "user@" part
+     * before the host is not the host) */
+    bool local = false;
+    const char *h = u->u_hostname;
+    if (strcmp(u->u_scheme, "ipc") == 0 || strcmp(u->u_scheme, "inproc") == 0 ||
+        strcmp(u->u_scheme, "abstract") == 0) {
+        local = true;
+    } else if ((u->u_userinfo == NULL || u->u_userinfo[0] == '\0') && h != NULL && h[0]) {
+        struct in_addr a4;
+        struct in6_addr a6;
+        if (inet_pton(AF_INET, h, &a4) == 1)
+            local = (ntohl(a4.s_addr) >> 24) == 127;
+        else if (inet_pton(AF_INET6, h, &a6) == 1)
+            local = IN6_IS_ADDR_LOOPBACK(&a6);
+        else
+            local = strcmp(h, "localhost") == 0;
     }
-    if (n == 0 || n >= sizeof host)
-        return false;                   /* no host: every interface */
-    memcpy(host, h, n);
-    host[n] = '\0';
-    struct in_addr a4;
-    struct in6_addr a6;
-    if (inet_pton(AF_INET, host, &a4) == 1)
-        return (ntohl(a4.s_addr) >> 24) == 127;
-    if (inet_pton(AF_INET6, host, &a6) == 1)
-        return IN6_IS_ADDR_LOOPBACK(&a6);
-    return strcmp(host, "localhost") == 0;
+    nng_url_free(u);
+    return local;
 }
 
 /* A cluster whose processes listen beyond this host must have a link key:

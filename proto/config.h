@@ -58,9 +58,10 @@ typedef struct sx_config {
  * if err is not NULL, writes a one-line reason into err[errlen]. */
 int cfg_load(const char *path, sx_config **out, char *err, size_t errlen);
 
-/* True when url (an nng URL) can only be reached from this host: ipc://,
- * or tcp:// (tcp4, tcp6, tls+tcp ...) on a loopback address or localhost.
- * An empty host (every interface) or any other name is not. */
+/* True when url (an nng URL, parsed as nng does) can only be reached from
+ * this host: ipc://, or tcp:// (tcp4, tcp6, tls+tcp ...) on a loopback
+ * address or localhost. An empty host (every interface), any other name,
+ * a "user@" part or a URL nng cannot parse is not. */
 bool cfg_url_is_local(const char *url);
 
 /* Frees a config; accepts NULL. */

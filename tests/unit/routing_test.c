@@ -78,7 +78,7 @@ static void link_key_cases(void)
     CHECK(c && c->link_key[0] == 0xf0 && c->link_key[31] == 0x0f);
     cfg_free(c);
     c = NULL;
-    char *badkey = subst(keyed, "f0f1f2", "zzz");
+    char *badkey = subst(keyed, "f0f1f2", "f0fzf2");      /* 64 digits, one not hex */
     CHECK(load(badkey, &c, err, sizeof(err)) == SX_ECONFIG && strstr(err, "link_key"));
     free(badkey);
     free(keyed);
@@ -95,7 +95,9 @@ static void link_key_cases(void)
         { "tcp://0.0.0.0:5", false },       { "tcp://10.0.0.1:5", false },
         { "tcp://127.evil.example:5", false }, { "tcp://example.com:5", false },
         { "tcp://[::]:5", false },          { "tcp://[fe80::1]:5", false },
-        { "nonsense", false },
+        { "nonsense", false },              { "tcp://[::1]@0.0.0.0:7101", false },
+        { "tcp://127.0.0.1@10.0.0.1:5", false }, { "TCP://127.0.0.1:5", true },
+        { "tcp://[::ffff:127.0.0.1]:5", false }, { "tcp://localhost.:5", false },
     };
     for (size_t i = 0; i < sizeof urls / sizeof urls[0]; i++)
         if (cfg_url_is_local(urls[i].url) != urls[i].local) {
