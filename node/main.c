@@ -155,7 +155,7 @@ static int load_config(const cli *c, sx_config **cfg, int *self)
         return 2;
     }
     /* links to and from the other processes: authenticated with the key */
-    link_auth_set_key((*cfg)->has_link_key ? (*cfg)->link_key : NULL);
+    link_auth_set_key((*cfg)->has_link_key ? (*cfg)->link_key : NULL, (*cfg)->cluster);
     *self = cfg_node_by_name(*cfg, c->name);
     if (*self < 0) {
         fprintf(stderr, "shardex-node: no node named '%s' in %s\n", c->name, c->config);

@@ -62,6 +62,8 @@ struct sx_link {
     link_listener *ls;  /* accepted links: their listener */
     link_auth *au;      /* authenticated links (a key is set): their state */
     bool au_ready;      /* the peer's hello came: frames can be sealed */
+    bool au_proven;     /* (accepted links) the dialer's proof frame came */
+    bool dialed;        /* this side dialed */
     sx_link *next, *prev;   /* in ls->links */
     /* receive */
     nng_aio *rx;
@@ -100,6 +102,7 @@ struct link_listener {
     int limit;              /* each accepted link's cap on held requests */
     bool keyed;             /* accepted links are authenticated with key */
     uint8_t key[LINK_KEY_BYTES];
+    char *url;              /* what it listens on (the links' keys cover it) */
 };
 
 static void rx_cb(void *arg);
@@ -300,13 +303,26 @@ static int rx_frames(sx_link *l)
             rc = SX_EPROTO;
             break;
         }
+        /* an accepted link's first frame is the dialer's proof: anything
+         * else is refused at its header, before it is buffered */
+        if (l->au && !l->dialed && !l->au_proven && (len != 8 || sx_get_be64(h + 4) != 0)) {
+            LOG_WARN("link: the peer sent a frame before proving it holds the \"link_key\"; "
+                     "closing the connection");
+            rc = SX_EPROTO;
+            break;
+        }
         if (l->rlen - off < 4u + (size_t)len + tag)
             break;
         if (l->au && la_open(l->au, h, 4u + (size_t)len, h + 4u + len) != 0) {
-            LOG_WARN("link: a frame failed authentication (the peer's \"link_key\" differs, "
-                     "or the frame was altered); closing the connection");
+            LOG_WARN("link: a frame failed authentication (the peer's \"link_key\" or cluster "
+                     "name differs, or the frame was altered); closing the connection");
             rc = SX_EPROTO;
             break;
+        }
+        if (l->au && !l->dialed && !l->au_proven) {
+            l->au_proven = true;        /* the proof: not handed over */
+            off += 4u + (size_t)len + tag;
+            continue;
         }
         frame = malloc(len > 8 ? len - 8 : 1);
         if (frame == NULL) {
@@ -546,10 +562,12 @@ int link_send(sx_link *l, uint64_t id, const uint8_t *p, size_t n)
 }
 
 /* A link on stream s (taken: freed with the link on failure too), that
- * this side dialed or accepted; with a key (LINK_KEY_BYTES, else NULL) it
- * is authenticated, and its hello waits in cur for link_start. */
-static int link_new(nng_stream *s, const uint8_t *key, bool dialer, link_frame_fn on_frame,
-                    link_closed_fn on_closed, void *arg, sx_link **out)
+ * this side dialed or accepted, to or on url; with a key (LINK_KEY_BYTES,
+ * else NULL) it is authenticated: its hello waits in cur for link_start,
+ * and a dialer's proof frame is the first in out. */
+static int link_new(nng_stream *s, const uint8_t *key, bool dialer, const char *url,
+                    link_frame_fn on_frame, link_closed_fn on_closed, void *arg,
+                    sx_link **out)
 {
     sx_link *l = calloc(1, sizeof(*l));
 
@@ -570,15 +588,24 @@ static int link_new(nng_stream *s, const uint8_t *key, bool dialer, link_frame_f
     }
     uint8_t hello[LINK_HELLO];
     int err = 0;
-    l->au = la_new(key, dialer, hello, &err);
+    l->dialed = dialer;
+    l->au = la_new(key, dialer, url, hello, &err);
     if (l->au != NULL) {
         l->cur = malloc(LINK_HELLO);
         if (l->cur != NULL) {
             memcpy(l->cur, hello, LINK_HELLO);
             l->cur_n = l->cur_cap = LINK_HELLO;
         }
+        l->out = dialer ? malloc(4096) : NULL;
+        if (l->out != NULL) {               /* the proof: empty, id 0 */
+            l->out_cap = 4096;
+            sx_put_be32(l->out, 8);
+            sx_put_be64(l->out + 4, 0);
+            l->out_n = LINK_HDR + LINK_TAG;
+        }
     }
-    if (err != 0 || (l->au != NULL && l->cur == NULL) || nng_aio_alloc(&l->rx, rx_cb, l) != 0 ||
+    if (err != 0 || (l->au != NULL && (l->cur == NULL || (dialer && l->out == NULL))) ||
+        nng_aio_alloc(&l->rx, rx_cb, l) != 0 ||
         nng_aio_alloc(&l->tx, tx_cb, l) != 0 || rbuf_room(l, 0) != 0) {
         link_free(l);
         return SX_ENOMEM;
@@ -628,18 +655,19 @@ int link_dial(const char *url, int timeout_ms, link_frame_fn on_frame,
         nng_stream_dialer_free(d);
         return net_map_nng(rv);
     }
-    rc = link_wrap(nng_aio_get_output(aio, 0), on_frame, on_closed, arg, out);
+    rc = link_wrap(nng_aio_get_output(aio, 0), url, on_frame, on_closed, arg, out);
     nng_aio_free(aio);
     nng_stream_dialer_free(d);     /* established streams outlive it */
     return rc;
 }
 
-int link_wrap(nng_stream *s, link_frame_fn on_frame, link_closed_fn on_closed, void *arg,
-              sx_link **out)
+int link_wrap(nng_stream *s, const char *url, link_frame_fn on_frame, link_closed_fn on_closed,
+              void *arg, sx_link **out)
 {
     sx_link *l;
     uint8_t key[LINK_KEY_BYTES];
-    int rc = link_new(s, link_auth_key(key) ? key : NULL, true, on_frame, on_closed, arg, &l);
+    int rc = link_new(s, link_auth_key(key) ? key : NULL, true, url, on_frame, on_closed, arg,
+                      &l);
 
     sodium_memzero(key, sizeof key);
 
@@ -690,7 +718,7 @@ static void acc_cb(void *arg)
         pthread_mutex_unlock(&ls->mu);
         return;
     }
-    if (link_new(nng_aio_get_output(ls->acc, 0), ls->keyed ? ls->key : NULL, false,
+    if (link_new(nng_aio_get_output(ls->acc, 0), ls->keyed ? ls->key : NULL, false, ls->url,
                  ls->on_frame, ls->on_closed, ls->arg, &l) != 0) {
         LOG_WARN("link: out of memory for an accepted connection; dropped it");
     } else {
@@ -718,15 +746,18 @@ int link_listen(const char *url, link_frame_fn on_frame, link_closed_fn on_close
         return SX_ENOMEM;
     ls->limit = max_held > 0 ? max_held : 0;
     ls->keyed = link_auth_key(ls->key);
+    ls->url = strdup(url);
     ls->on_frame = on_frame;
     ls->on_closed = on_closed;
     ls->arg = arg;
-    if (pthread_mutex_init(&ls->mu, NULL) != 0) {
+    if (ls->url == NULL || pthread_mutex_init(&ls->mu, NULL) != 0) {
+        free(ls->url);
         free(ls);
         return SX_ENOMEM;
     }
     if (pthread_cond_init(&ls->cv, NULL) != 0) {
         pthread_mutex_destroy(&ls->mu);
+        free(ls->url);
         free(ls);
         return SX_ENOMEM;
     }
@@ -734,6 +765,7 @@ int link_listen(const char *url, link_frame_fn on_frame, link_closed_fn on_close
     if (pthread_mutex_init(&ls->dmu, NULL) != 0 || pthread_cond_init(&ls->dcv, NULL) != 0) {
         pthread_cond_destroy(&ls->cv);
         pthread_mutex_destroy(&ls->mu);
+        free(ls->url);
         free(ls);       /* (a failed init leaves nothing to destroy) */
         return SX_ENOMEM;
     }
@@ -804,6 +836,7 @@ void link_listener_close(link_listener *ls)
     pthread_cond_destroy(&ls->cv);
     pthread_mutex_destroy(&ls->mu);
     sodium_memzero(ls->key, sizeof ls->key);
+    free(ls->url);
     free(ls);
 }
 

@@ -19,10 +19,11 @@
  *
  * Authentication (proto/link_auth.h): with a link key set
  * (link_auth_set_key: the config's "link_key"), each side first sends a
- * hello and every frame carries a 16-byte tag after its payload; a link
- * whose peer sends no hello, or a frame whose tag fails, is closed before
- * the frame is handed over, and frames sent before the peer's hello came
- * wait for it. Callers see the same frames either way.
+ * hello and every frame carries a 16-byte tag after its payload, the
+ * dialer's first being an empty proof; a link whose peer sends no hello,
+ * or no proof first, or a frame whose tag fails, is closed before the
+ * frame is handed over, and frames sent before the peer's hello came wait
+ * for it. Callers see the same frames either way.
  *
  * Threads: frame callbacks run on an nng thread, one at a time per link,
  * in the order received. link_send may be called from any thread.
@@ -92,11 +93,12 @@ void link_unref(sx_link *l);
 int link_dial(const char *url, int timeout_ms, link_frame_fn on_frame,
               link_closed_fn on_closed, void *arg, sx_link **out);
 
-/* A link on stream s, an established connection (taken, freed on
- * failure too), with one reference the caller's; as link_dial. Returns 0
- * or SX_ENOMEM. */
-int link_wrap(nng_stream *s, link_frame_fn on_frame, link_closed_fn on_closed, void *arg,
-              sx_link **out);
+/* A link on stream s, a connection this side dialed to url (taken, freed
+ * on failure too; url is what the peer listens on: an authenticated
+ * link's keys cover it), with one reference the caller's; as link_dial.
+ * Returns 0 or SX_ENOMEM. */
+int link_wrap(nng_stream *s, const char *url, link_frame_fn on_frame, link_closed_fn on_closed,
+              void *arg, sx_link **out);
 
 /* Listens on url; every accepted connection becomes a link served by
  * on_frame / on_closed, authenticated with the key set now, if any. max_held > 0 caps each link's held requests

@@ -16,6 +16,7 @@ _Static_assert(LINK_TAG == crypto_aead_chacha20poly1305_ietf_ABYTES, "a tag is t
 struct link_auth {
     bool dialer;
     uint8_t key[LINK_KEY_BYTES];
+    uint8_t where[32];      /* BLAKE2b-256 of the listener's URL */
     uint8_t mine[NONCE_BYTES];
     uint8_t ktx[crypto_aead_chacha20poly1305_ietf_KEYBYTES];
     uint8_t krx[crypto_aead_chacha20poly1305_ietf_KEYBYTES];
@@ -25,13 +26,20 @@ struct link_auth {
 static uint8_t g_key[LINK_KEY_BYTES];
 static bool g_keyed;
 
-void link_auth_set_key(const uint8_t *key)
+void link_auth_set_key(const uint8_t *link_key, const char *cluster)
 {
-    g_keyed = key != NULL;
-    if (key)
-        memcpy(g_key, key, LINK_KEY_BYTES);
-    else
+    static const char label[] = "sx-link-v1";   /* with its NUL */
+    crypto_generichash_state st;
+
+    g_keyed = link_key != NULL;
+    if (link_key == NULL) {
         sodium_memzero(g_key, sizeof g_key);
+        return;
+    }
+    crypto_generichash_init(&st, link_key, LINK_KEY_BYTES, sizeof g_key);
+    crypto_generichash_update(&st, (const uint8_t *)label, sizeof label);
+    crypto_generichash_update(&st, (const uint8_t *)cluster, strlen(cluster));
+    crypto_generichash_final(&st, g_key, sizeof g_key);
 }
 
 bool link_auth_key(uint8_t *key)
@@ -41,7 +49,8 @@ bool link_auth_key(uint8_t *key)
     return g_keyed;
 }
 
-link_auth *la_new(const uint8_t *key, bool dialer, uint8_t hello[LINK_HELLO], int *err)
+link_auth *la_new(const uint8_t *key, bool dialer, const char *url, uint8_t hello[LINK_HELLO],
+                  int *err)
 {
     *err = 0;
     if (key == NULL)
@@ -53,6 +62,7 @@ link_auth *la_new(const uint8_t *key, bool dialer, uint8_t hello[LINK_HELLO], in
     }
     a->dialer = dialer;
     memcpy(a->key, key, LINK_KEY_BYTES);
+    crypto_generichash(a->where, sizeof a->where, (const uint8_t *)url, strlen(url), NULL, 0);
     randombytes_buf(a->mine, sizeof a->mine);
     memcpy(hello, LINK_MAGIC, 4);
     memcpy(hello + 4, a->mine, NONCE_BYTES);
@@ -68,7 +78,7 @@ void la_free(link_auth *a)
 }
 
 /* out = BLAKE2b-256 keyed with the link key over label, the dialer's
- * nonce, then the listener's. */
+ * nonce, the listener's, then the hash of the listener's URL. */
 static void derive(const link_auth *a, uint8_t *out, const char *label, const uint8_t *nd,
                    const uint8_t *nl)
 {
@@ -79,6 +89,7 @@ static void derive(const link_auth *a, uint8_t *out, const char *label, const ui
     crypto_generichash_update(&st, (const uint8_t *)label, 4);
     crypto_generichash_update(&st, nd, NONCE_BYTES);
     crypto_generichash_update(&st, nl, NONCE_BYTES);
+    crypto_generichash_update(&st, a->where, sizeof a->where);
     crypto_generichash_final(&st, out, crypto_aead_chacha20poly1305_ietf_KEYBYTES);
 }
 

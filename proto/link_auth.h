@@ -3,17 +3,22 @@
  * processes of one cluster, with the cluster's link key (config
  * "link_key", 32 secret bytes every process holds).
  *
- * Each side of a new connection first sends a hello: the 4 bytes "SXL1"
- * and 32 random bytes (its nonce). From the two nonces and the key each
- * side derives two keys, one per direction (BLAKE2b keyed with the link
- * key over the direction's label and both nonces). Every frame is then
- * followed by a 16-byte tag: ChaCha20-Poly1305 (IETF) over the frame's
- * length, id and payload as additional data, with no ciphertext, the
- * direction's key, and the frame's sequence number in that direction
- * (0, 1, 2 ...) as the nonce. So a frame is accepted only from a holder of
- * the key, unaltered, once, in its place, on its own connection: a
- * replayed, reordered, reflected or spliced frame fails its tag. Frames
- * are authenticated, not encrypted.
+ * The key a process uses is bound to its cluster: K = BLAKE2b-256 keyed
+ * with link_key over "sx-link-v1\0" and the cluster's name (two clusters
+ * that share a link_key still do not talk). Each side of a new connection
+ * first sends a hello: the 4 bytes "SXL1" and 32 random bytes (its nonce).
+ * From the two nonces, K and the URL the listener listens on (the one the
+ * dialer dialed: a connection redirected to another node fails) each side
+ * derives two keys, one per direction. Every frame is then followed by a
+ * 16-byte tag: ChaCha20-Poly1305 (IETF) over the frame's length, id and
+ * payload as additional data, with no ciphertext, the direction's key, and
+ * the frame's sequence number in that direction (0, 1, 2 ...) as the
+ * nonce. The dialer's first frame is an empty proof (length 8, id 0),
+ * which the listener requires before it takes any other: a stranger never
+ * gets a frame of its choosing buffered. So a frame is accepted only from
+ * a holder of the key, unaltered, once, in its place, on its own
+ * connection: a replayed, reordered, reflected or spliced frame fails its
+ * tag. Frames are authenticated, not encrypted.
  *
  * Why not TLS: nng's tls+tcp needs certificates on every host and nng
  * built with mbedTLS; the design asks for authentication with a shared
@@ -33,22 +38,25 @@
 
 typedef struct link_auth link_auth;
 
-/* Sets this process's link key (LINK_KEY_BYTES bytes, copied), or with
- * NULL, none: links dialed and listeners opened afterwards are
- * authenticated with it (both ends must agree). Call at start-up, once the
- * config is read, before making links (not thread-safe against them).
- * Needs sx_proto_init. */
-void link_auth_set_key(const uint8_t *key);
+/* Sets this process's link key from link_key (LINK_KEY_BYTES bytes) and
+ * the cluster's name, or with link_key NULL, none: links dialed and
+ * listeners opened afterwards are authenticated with it (both ends must
+ * agree). Call at start-up, once the config is read, before making links
+ * (not thread-safe against them). Needs sx_proto_init. */
+void link_auth_set_key(const uint8_t *link_key, const char *cluster);
 
-/* Copies the key set into key[LINK_KEY_BYTES]; false when none is. */
+/* Copies the key set (bound to the cluster) into key[LINK_KEY_BYTES];
+ * false when none is. */
 bool link_auth_key(uint8_t *key);
 
-/* A new connection's authentication state with key (LINK_KEY_BYTES,
- * copied), with this side's hello in hello[LINK_HELLO] to send first;
- * NULL when key is NULL (the link is not authenticated) and, with *err =
- * SX_ENOMEM, when out of memory. dialer: this side dialed (the two sides'
- * keys differ by direction). */
-link_auth *la_new(const uint8_t *key, bool dialer, uint8_t hello[LINK_HELLO], int *err);
+/* A new connection's authentication state with key (LINK_KEY_BYTES, as
+ * link_auth_key gives it; copied) on the listener's url, with this side's
+ * hello in hello[LINK_HELLO] to send first; NULL when key is NULL (the
+ * link is not authenticated) and, with *err = SX_ENOMEM, when out of
+ * memory. dialer: this side dialed (the two sides' keys differ by
+ * direction; the dialer's first frame is the proof, la_proof). */
+link_auth *la_new(const uint8_t *key, bool dialer, const char *url, uint8_t hello[LINK_HELLO],
+                  int *err);
 
 /* Frees a; accepts NULL. */
 void la_free(link_auth *a);

@@ -318,7 +318,8 @@ static void dial_cb(void *arg)
         pthread_mutex_unlock(&p->mu);
         return;
     }
-    if (rv == 0 && link_wrap(nng_aio_get_output(p->dial, 0), on_frame, on_closed, p, &l) == 0) {
+    if (rv == 0 &&
+        link_wrap(nng_aio_get_output(p->dial, 0), p->url, on_frame, on_closed, p, &l) == 0) {
         p->dial_busy = false;
         p->link = l;
         p->links_open++;

@@ -99,7 +99,7 @@ static int load_config(const rt_opts *o, sx_config **cfg, int *self)
         return 1;
     }
     /* links to and from the other processes: authenticated with the key */
-    link_auth_set_key((*cfg)->has_link_key ? (*cfg)->link_key : NULL);
+    link_auth_set_key((*cfg)->has_link_key ? (*cfg)->link_key : NULL, (*cfg)->cluster);
     *self = cfg_node_by_name(*cfg, o->name);
     if (*self < 0 || (*cfg)->nodes[*self].role != SX_ROLE_ROUTER) {
         fprintf(stderr, "shardex-router: %s: no router named '%s'\n", o->config,

@@ -418,7 +418,7 @@ int main(int argc, char **argv)
         if (sx_proto_init() != 0)
             return 1;
         randombytes_buf(key, sizeof key);
-        link_auth_set_key(key);     /* the forked server inherits it */
+        link_auth_set_key(key, "rawbench");     /* the forked server inherits it */
         return run_link(clients, duration, warmup, port, "link-auth-hop");
     }
     if (strcmp(argv[1], "leveldb") == 0 && dir)

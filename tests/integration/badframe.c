@@ -4,13 +4,14 @@
  * process answers with an error reply (or, for a frame over the 16 MiB
  * limit, drops it) and still answers PING afterwards.
  *
- * Usage: sx-badframe [--link-key HEX] URL [URL...]   e.g. tcp://127.0.0.1:7100
+ * Usage: sx-badframe [--link-key HEX CLUSTER] URL [URL...]   e.g. tcp://127.0.0.1:7100
  *   A URL prefixed "link+" (link+tcp://127.0.0.1:7101) is a storage or index
  *   node's port, which speaks links (proto/PROTOCOL.md, "Links": a u32
  *   big-endian length, a u64 id, the frame) instead of nng's REQ/REP.
- *   With --link-key (the cluster's "link_key") links start with the hello
- *   exchange and carry tags (rawlink.c), and each link port must also drop
- *   a stranger's PING: one without a hello, one with a forged tag.
+ *   With --link-key (the cluster's "link_key" and "cluster" name) links start
+ *   with the hello exchange and the proof and carry tags (rawlink.c), and
+ *   each link port must also drop a stranger's PING: one without a hello,
+ *   one with a forged tag.
  * Exit status: 0 when every case behaved at every URL, 1 otherwise.
  *
  * Frames are msgpack arrays [version=1, type, fields...]; replies are
@@ -642,20 +643,20 @@ int main(int argc, char **argv)
 
     signal(SIGPIPE, SIG_IGN);
 
-    if (argc >= 3 && strcmp(argv[1], "--link-key") == 0) {
-        if (rawlink_set_key(argv[2]) != 0) {
-            fprintf(stderr, "sx-badframe: --link-key needs 64 hex digits\n");
+    if (argc >= 4 && strcmp(argv[1], "--link-key") == 0) {
+        if (rawlink_set_key(argv[2], argv[3]) != 0) {
+            fprintf(stderr, "sx-badframe: --link-key needs 64 hex digits and a cluster name\n");
             return 2;
         }
-        argv += 2;
-        argc -= 2;
+        argv += 3;
+        argc -= 3;
     }
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        printf("usage: sx-badframe [--link-key HEX] URL [URL...]\n"
+        printf("usage: sx-badframe [--link-key HEX CLUSTER] URL [URL...]\n"
                "Sends malformed frames to each shardex port; each must get an\n"
                "error reply (a frame over 16 MiB may be dropped instead) and the\n"
                "process must answer PING afterwards. Exit 0 when all behaved.\n"
-               "--link-key: the cluster's link_key; link ports are then spoken to\n"
+               "--link-key: the cluster's link_key and name; link ports are then spoken to\n"
                "with it, and must drop a frame without a hello or a good tag.\n");
         return argc < 2 ? 2 : 0;
     }

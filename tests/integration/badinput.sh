@@ -24,9 +24,10 @@ before_q="$(sx query customers town_lastname --eq '["Redmond"]' --consistency st
 # (storage and index nodes speak links: sx-badframe's "link+" URLs)
 urls="$(jq -r '(.routers[] | .url), ((.storage[], .index[]) | "link+" + .url)' "$IT_DIR/cluster.json")"
 lkey="$(jq -r .link_key "$IT_DIR/cluster.json")"
+cname="$(jq -r .cluster "$IT_DIR/cluster.json")"
 [[ "$lkey" =~ ^[0-9a-f]{64}$ ]] || fail "local-cluster wrote no link_key"
 # shellcheck disable=SC2086
-"$BADFRAME" --link-key "$lkey" $urls || fail "sx-badframe reported failures"
+"$BADFRAME" --link-key "$lkey" "$cname" $urls || fail "sx-badframe reported failures"
 pass "every port answered every bad frame and still answers PING"
 
 # ---- the CLI: exit codes 2 (usage) or 3 (other error), a message, no crash -----
@@ -92,7 +93,7 @@ st="$(lc status)"
 [ "$(grep -c running <<<"$st")" -eq 5 ] || fail "a process died: $st"
 pass "all 5 processes still running"
 # shellcheck disable=SC2086
-"$BADFRAME" --link-key "$lkey" $urls >/dev/null || fail "second sx-badframe round failed"
+"$BADFRAME" --link-key "$lkey" "$cname" $urls >/dev/null || fail "second sx-badframe round failed"
 after_scan="$(sx scan customers | jq -cS . | sort)"
 expect_eq "scan after the bad input equals the scan before" "$before_scan" "$after_scan"
 after_q="$(sx query customers town_lastname --eq '["Redmond"]' --consistency strong | jq -cS .)"

@@ -380,7 +380,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (x.cfg != NULL)      /* as a router, the cluster's links' key */
-        link_auth_set_key(x.cfg->has_link_key ? x.cfg->link_key : NULL);
+        link_auth_set_key(x.cfg->has_link_key ? x.cfg->link_key : NULL, x.cfg->cluster);
     x.config = config;
     if (send_url) {
         int rc = send_mode(send_url, hex, x.timeout_ms);

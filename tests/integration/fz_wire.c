@@ -48,8 +48,10 @@ void fz_conn_close(fz_conn *c)
 }
 
 static int read_by(int fd, uint8_t *p, size_t n, uint64_t deadline);
+static int link_put(fz_conn *c, uint64_t id, const uint8_t *p, size_t n);
 
-/* Exchanges hellos on c's new link when a link key is set. 0 or -1. */
+/* Exchanges hellos on c's new link and sends the proof (an empty frame,
+ * id 0) when a link key is set. 0 or -1. */
 static int link_hello(fz_conn *c)
 {
     uint8_t key[LINK_KEY_BYTES], mine[LINK_HELLO], theirs[LINK_HELLO];
@@ -57,12 +59,12 @@ static int link_hello(fz_conn *c)
 
     if (!link_auth_key(key))
         return 0;
-    c->au = la_new(key, true, mine, &err);
+    c->au = la_new(key, true, c->url, mine, &err);
     if (c->au == NULL)
         fz_die_oom();
     if (send(c->fd, mine, sizeof mine, MSG_NOSIGNAL) != (ssize_t)sizeof mine ||
         read_by(c->fd, theirs, sizeof theirs, fz_now_ms() + (uint64_t)c->timeout_ms) != 0 ||
-        la_hello(c->au, theirs) != 0)
+        la_hello(c->au, theirs) != 0 || link_put(c, 0, NULL, 0) != 0)
         return -1;
     return 0;
 }
@@ -122,7 +124,8 @@ static int link_put(fz_conn *c, uint64_t id, const uint8_t *p, size_t n)
         fz_die_oom();
     fz_be_put(b, 8 + (uint64_t)n, 4);
     fz_be_put(b + 4, id, 8);
-    memcpy(b + LINK_HDR, p, n);
+    if (n > 0)
+        memcpy(b + LINK_HDR, p, n);
     if (c->au)
         la_seal(c->au, b, LINK_HDR + n, b + LINK_HDR + n);
     int rc = 0;

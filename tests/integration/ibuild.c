@@ -196,7 +196,7 @@ int main(int argc, char **argv)
         cfg_free(cfg);
         return 2;
     }
-    link_auth_set_key(cfg->has_link_key ? cfg->link_key : NULL);
+    link_auth_set_key(cfg->has_link_key ? cfg->link_key : NULL, cfg->cluster);
     part = strtoull(argv[3], NULL, 10);
     source = strtoull(argv[4], NULL, 10);
     sx_put_be32(id, FAKE_INDEX);

@@ -20,7 +20,7 @@
 #define HELLO 36
 #define TAG 16
 
-static uint8_t g_key[32];
+static uint8_t g_key[32];       /* bound to the cluster (rawlink_set_key) */
 static bool g_keyed;
 
 int raw_connect(const char *url)
@@ -75,13 +75,20 @@ static int send_full(int fd, const uint8_t *p, size_t n)
     return 0;
 }
 
-int rawlink_set_key(const char *hex)
+int rawlink_set_key(const char *hex, const char *cluster)
 {
+    uint8_t link_key[32];
     size_t got = 0;
+    crypto_generichash_state st;
 
     if (sodium_init() < 0 || hex == NULL || strlen(hex) != 64 ||
-        sodium_hex2bin(g_key, sizeof g_key, hex, 64, NULL, &got, NULL) != 0 || got != 32)
+        sodium_hex2bin(link_key, sizeof link_key, hex, 64, NULL, &got, NULL) != 0 || got != 32)
         return -1;
+    /* K = BLAKE2b-256(key = link_key, "sx-link-v1\0" || cluster) */
+    crypto_generichash_init(&st, link_key, sizeof link_key, sizeof g_key);
+    crypto_generichash_update(&st, (const uint8_t *)"sx-link-v1", 11);
+    crypto_generichash_update(&st, (const uint8_t *)cluster, strlen(cluster));
+    crypto_generichash_final(&st, g_key, sizeof g_key);
     g_keyed = true;
     return 0;
 }
@@ -91,15 +98,17 @@ bool rawlink_keyed(void)
     return g_keyed;
 }
 
-/* BLAKE2b-256 keyed with the link key over a 4-byte label ("d2l\0" or
- * "l2d\0"), the dialer's nonce, the listener's. */
-static void derive(uint8_t out[32], const char *label, const uint8_t *nd, const uint8_t *nl)
+/* BLAKE2b-256 keyed with K over a 4-byte label ("d2l\0" or "l2d\0"),
+ * the dialer's nonce, the listener's, BLAKE2b-256 of the URL dialed. */
+static void derive(uint8_t out[32], const char *label, const uint8_t *nd, const uint8_t *nl,
+                   const char *url)
 {
-    uint8_t msg[4 + 32 + 32];
+    uint8_t msg[4 + 32 + 32 + 32];
 
     memcpy(msg, label, 4);
     memcpy(msg + 4, nd, 32);
     memcpy(msg + 36, nl, 32);
+    crypto_generichash(msg + 68, 32, (const uint8_t *)url, strlen(url), NULL, 0);
     crypto_generichash(out, 32, msg, sizeof msg, g_key, sizeof g_key);
 }
 
@@ -121,8 +130,12 @@ int rawlink_open(rawlink *l, const char *url)
         rawlink_close(l);
         return -1;
     }
-    derive(l->ktx, "d2l", mine + 4, theirs + 4);
-    derive(l->krx, "l2d", mine + 4, theirs + 4);
+    derive(l->ktx, "d2l", mine + 4, theirs + 4, url);
+    derive(l->krx, "l2d", mine + 4, theirs + 4, url);
+    if (rawlink_send(l, 0, NULL, 0, false) != 0) {     /* the proof */
+        rawlink_close(l);
+        return -1;
+    }
     return 0;
 }
 

@@ -3,8 +3,8 @@
  * TCP socket, for sx-badframe: it deliberately does not use proto/, so
  * that the wire as documented is what is checked. With a link key set
  * (the cluster's "link_key") a connection starts with the hello exchange
- * and every frame carries its tag, computed here from the page's
- * description with libsodium.
+ * and the dialer's proof, and every frame carries its tag, computed here
+ * from the page's description with libsodium.
  */
 #ifndef SX_RAWLINK_H
 #define SX_RAWLINK_H
@@ -23,8 +23,9 @@ int raw_connect(const char *url);
 /* Reads exactly n bytes; 0, or -1 on end of stream, error or timeout. */
 int read_full(int fd, uint8_t *p, size_t n);
 
-/* Sets the link key from 64 hex digits; 0, or -1 when hex is not that. */
-int rawlink_set_key(const char *hex);
+/* Sets the link key from 64 hex digits and the cluster's name; 0, or -1
+ * when hex is not that. */
+int rawlink_set_key(const char *hex, const char *cluster);
 
 /* True once a key is set. */
 bool rawlink_keyed(void);
@@ -36,8 +37,9 @@ typedef struct rawlink {
     uint64_t txseq, rxseq;
 } rawlink;
 
-/* Connects to url and, with a key set, exchanges hellos. 0, or -1 (no
- * connection, or no hello back: the descriptor is closed). */
+/* Connects to url and, with a key set, exchanges hellos and sends the
+ * proof. 0, or -1 (no connection, or no hello back: the descriptor is
+ * closed). */
 int rawlink_open(rawlink *l, const char *url);
 
 /* Sends one frame (id, p..n), with its tag when keyed; bad_tag sends a

@@ -1,12 +1,17 @@
 /*
  * link_auth_test.c — what authenticated links (proto/link_auth.h) refuse,
- * over real IPC sockets: a dialer with another key, a dialer without a
- * key, a keyed dialer to a listener without one (each: the connection
- * closes and the server is handed no frame); and, speaking the protocol
- * by hand on a raw stream, a frame with a good tag echoed (the reply's own
- * tag checked), then an altered frame, a replayed frame and a frame sealed
- * out of sequence each closing the link before the server sees it. The
- * happy paths (large frames, many senders, the cap) run in link_test.
+ * over real IPC sockets: a dialer with another key, or the same key in
+ * another cluster, a dialer without a key, a keyed dialer to a listener
+ * without one (each: the connection closes and the server is handed no
+ * frame); speaking the protocol by hand as a dialer on a raw stream, a
+ * frame with a good tag echoed (the reply's own tag checked), then an
+ * altered frame, a replayed frame and a frame sealed out of sequence each
+ * closing the link before the server sees it, and a frame sent without
+ * the proof first, or keys derived for another URL (a redirected
+ * connection), refused; as a listener by hand, the dialer's proof and
+ * frame checked, a reply handed to it, and its own frame reflected back
+ * refused. The happy paths (large frames, many senders, the cap) run in
+ * link_test.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -106,24 +111,25 @@ static const uint8_t *key_b(void)
     return k;
 }
 
-/* The listener opened with lkey, the dialer with dkey (either NULL: no
- * key): dkey == lkey echoes a frame; otherwise the connection closes on
- * both sides and the server was handed nothing. */
-static void pair_case(const char *url, const uint8_t *lkey, const uint8_t *dkey)
+/* The listener opened with lkey in cluster lc, the dialer with dkey in dc
+ * (a key NULL: none): the same key and cluster echo a frame; otherwise the
+ * connection closes on both sides and the server was handed nothing. */
+static void pair_case(const char *url, const uint8_t *lkey, const char *lc, const uint8_t *dkey,
+                      const char *dc)
 {
     side srv, cli;
     link_listener *ls = NULL;
     sx_link *l = NULL;
-    bool same = lkey == dkey;
+    bool same = lkey == dkey && strcmp(lc, dc) == 0;
 
     side_init(&srv);
     side_init(&cli);
-    link_auth_set_key(lkey);
+    link_auth_set_key(lkey, lc);
     CHECK_INT(link_listen(url, echo_frame, on_closed, &srv, 0, &ls), 0);
-    link_auth_set_key(dkey);
+    link_auth_set_key(dkey, dc);
     if (ls != NULL)
         CHECK_INT(link_dial(url, 5000, cli_frame, on_closed, &cli, &l), 0);
-    link_auth_set_key(NULL);
+    link_auth_set_key(NULL, NULL);
     if (l == NULL) {
         link_listener_close(ls);
         return;
@@ -180,10 +186,21 @@ static size_t sealed(link_auth *a, uint64_t id, const char *payload, uint8_t *ou
     return LINK_HDR + n + LINK_TAG;
 }
 
+/* The key link_auth_set_key makes of key_a() in cluster "test" (what a
+ * process of that cluster dials with), into k. */
+static void cluster_key(uint8_t *k)
+{
+    link_auth_set_key(key_a(), "test");
+    CHECK(link_auth_key(k));
+    link_auth_set_key(NULL, NULL);
+}
+
 /* What one bad frame after a good one does: bad(0) alters a byte, bad(1)
  * replays the good frame, bad(2) seals a frame with a skipped sequence
  * number. The good one is echoed with a tag that holds; the bad one is
- * not handed to the server, and the server closes the connection. */
+ * not handed to the server, and the server closes the connection. bad(3)
+ * sends the good frame without the proof before it, bad(4) derives the
+ * keys for another URL: both refused before anything is handed over. */
 static void raw_case(const char *url, int bad)
 {
     side srv;
@@ -194,11 +211,13 @@ static void raw_case(const char *url, int bad)
     uint8_t hello[LINK_HELLO], theirs[LINK_HELLO], good[64], other[64], back[64];
     int err = 0;
 
+    uint8_t key[LINK_KEY_BYTES];
+    cluster_key(key);
     side_init(&srv);
-    link_auth_set_key(key_a());
+    link_auth_set_key(key_a(), "test");
     CHECK_INT(link_listen(url, echo_frame, on_closed, &srv, 0, &ls), 0);
-    link_auth_set_key(NULL);
-    link_auth *a = la_new(key_a(), true, hello, &err);
+    link_auth_set_key(NULL, NULL);
+    link_auth *a = la_new(key, true, bad == 4 ? "ipc:///elsewhere" : url, hello, &err);
     CHECK(a != NULL);
     CHECK_INT(nng_stream_dialer_alloc(&d, url), 0);
     CHECK_INT(nng_aio_alloc(&aio, NULL, NULL), 0);
@@ -214,6 +233,16 @@ static void raw_case(const char *url, int bad)
     CHECK_INT(raw_io(s, aio, hello, sizeof hello, true), 0);
     CHECK_INT(raw_io(s, aio, theirs, sizeof theirs, false), 0);
     CHECK_INT(la_hello(a, theirs), 0);
+    if (bad >= 3) {
+        size_t m = bad == 3 ? sealed(a, 41, "good", good) : sealed(a, 0, "", good);
+        CHECK_INT(raw_io(s, aio, good, m, true), 0);
+        CHECK(wait_side(&srv, 0, 1));
+        CHECK_INT(srv.frames, 0);
+        CHECK_INT(srv.err, SX_EPROTO);
+        goto out;
+    }
+    size_t pn = sealed(a, 0, "", other);                    /* the proof */
+    CHECK_INT(raw_io(s, aio, other, pn, true), 0);
 
     size_t n = sealed(a, 41, "good", good);
     CHECK_INT(raw_io(s, aio, good, n, true), 0);
@@ -229,8 +258,8 @@ static void raw_case(const char *url, int bad)
     } else if (bad == 1) {
         memcpy(other, good, n);
     } else {
-        (void)sealed(a, 42, "skip", other);                 /* sequence 1, not sent */
-        m = sealed(a, 43, "late", other);                   /* sequence 2 */
+        (void)sealed(a, 42, "skip", other);                 /* sequence 2, not sent */
+        m = sealed(a, 43, "late", other);                   /* sequence 3 */
     }
     CHECK_INT(raw_io(s, aio, other, m, true), 0);
     CHECK(wait_side(&srv, 1, 1));
@@ -246,6 +275,77 @@ out:
     link_listener_close(ls);
 }
 
+/* A listener spoken by hand to a link_dial'ed link: the dialer's hello,
+ * proof and frame arrive with tags that hold; then, reflect false, a reply
+ * sealed as the listener's is handed to the dialer; reflect true, the
+ * dialer's own frame sent back is refused (its keys differ by direction):
+ * the dialer closes and is handed nothing. */
+static void dialer_case(const char *url, bool reflect)
+{
+    side cli;
+    nng_stream_listener *sl = NULL;
+    nng_aio *acc = NULL, *aio = NULL;
+    nng_stream *s = NULL;
+    sx_link *l = NULL;
+    uint8_t key[LINK_KEY_BYTES], mine[LINK_HELLO], theirs[LINK_HELLO];
+    uint8_t proof[LINK_HDR + LINK_TAG], frame[LINK_HDR + 4 + LINK_TAG], reply[64];
+    int err = 0;
+
+    cluster_key(key);
+    side_init(&cli);
+    link_auth *a = la_new(key, false, url, mine, &err);
+    CHECK(a != NULL);
+    CHECK_INT(nng_stream_listener_alloc(&sl, url), 0);
+    CHECK_INT(nng_aio_alloc(&acc, NULL, NULL), 0);
+    CHECK_INT(nng_aio_alloc(&aio, NULL, NULL), 0);
+    if (a == NULL || sl == NULL || acc == NULL || aio == NULL ||
+        nng_stream_listener_listen(sl) != 0)
+        goto out;
+    nng_aio_set_timeout(acc, 10000);
+    nng_aio_set_timeout(aio, 10000);
+    nng_stream_listener_accept(sl, acc);
+    link_auth_set_key(key_a(), "test");
+    CHECK_INT(link_dial(url, 5000, cli_frame, on_closed, &cli, &l), 0);
+    link_auth_set_key(NULL, NULL);
+    nng_aio_wait(acc);
+    CHECK_INT(nng_aio_result(acc), 0);
+    s = nng_aio_get_output(acc, 0);
+    if (l == NULL || s == NULL)
+        goto out;
+    CHECK_INT(link_send(l, 9, (const uint8_t *)"ping", 4), 0);   /* waits for the hello */
+    CHECK_INT(raw_io(s, aio, mine, sizeof mine, true), 0);
+    CHECK_INT(raw_io(s, aio, theirs, sizeof theirs, false), 0);
+    CHECK_INT(la_hello(a, theirs), 0);
+    CHECK_INT(raw_io(s, aio, proof, sizeof proof, false), 0);
+    CHECK(sx_get_be32(proof) == 8 && sx_get_be64(proof + 4) == 0);
+    CHECK_INT(la_open(a, proof, LINK_HDR, proof + LINK_HDR), 0);
+    CHECK_INT(raw_io(s, aio, frame, sizeof frame, false), 0);
+    CHECK(sx_get_be64(frame + 4) == 9 && memcmp(frame + LINK_HDR, "ping", 4) == 0);
+    CHECK_INT(la_open(a, frame, LINK_HDR + 4, frame + LINK_HDR + 4), 0);
+    if (reflect) {
+        CHECK_INT(raw_io(s, aio, frame, sizeof frame, true), 0);
+        CHECK(wait_side(&cli, 0, 1));
+        CHECK_INT(cli.frames, 0);
+        CHECK_INT(cli.err, SX_EPROTO);
+    } else {
+        size_t n = sealed(a, 9, "pong", reply);
+        CHECK_INT(raw_io(s, aio, reply, n, true), 0);
+        CHECK(wait_side(&cli, 1, 0));
+        CHECK_INT(cli.closed, 0);
+    }
+out:
+    if (l != NULL) {
+        link_close(l);
+        link_unref(l);
+    }
+    if (s != NULL)
+        nng_stream_free(s);
+    nng_aio_free(aio);
+    nng_aio_free(acc);
+    nng_stream_listener_free(sl);
+    la_free(a);
+}
+
 /* A peer that sends something else than a hello to a keyed listener: the
  * link closes, nothing is handed over. */
 static void no_hello_case(const char *url)
@@ -258,9 +358,9 @@ static void no_hello_case(const char *url)
 
     memset(junk, 'x', sizeof junk);
     side_init(&srv);
-    link_auth_set_key(key_a());
+    link_auth_set_key(key_a(), "test");
     CHECK_INT(link_listen(url, echo_frame, on_closed, &srv, 0, &ls), 0);
-    link_auth_set_key(NULL);
+    link_auth_set_key(NULL, NULL);
     CHECK_INT(nng_stream_dialer_alloc(&d, url), 0);
     CHECK_INT(nng_aio_alloc(&aio, NULL, NULL), 0);
     if (ls != NULL && d != NULL && aio != NULL) {
@@ -291,18 +391,24 @@ int main(void)
         perror("set-up");
         return 1;
     }
-    const struct { const char *name; const uint8_t *lkey, *dkey; } pairs[] = {
-        { "same", key_a(), key_a() },       /* the control: echoed */
-        { "other", key_a(), key_b() },
-        { "nokey", key_a(), NULL },
-        { "nolisten", NULL, key_a() },
+    const struct { const char *name; const uint8_t *lkey, *dkey; const char *dc; } pairs[] = {
+        { "same", key_a(), key_a(), "c1" },     /* the control: echoed */
+        { "other", key_a(), key_b(), "c1" },
+        { "cluster", key_a(), key_a(), "c2" },
+        { "nokey", key_a(), NULL, "c1" },
+        { "nolisten", NULL, key_a(), "c1" },
     };
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
         snprintf(url, sizeof url, "ipc://%s/%s.sock", base, pairs[i].name);
-        pair_case(url, pairs[i].lkey, pairs[i].dkey);
+        pair_case(url, pairs[i].lkey, "c1", pairs[i].dkey, pairs[i].dc);
         unlink(url + 6);
     }
-    for (int bad = 0; bad < 3; bad++) {
+    for (int reflect = 0; reflect < 2; reflect++) {
+        snprintf(url, sizeof url, "ipc://%s/dialer%d.sock", base, reflect);
+        dialer_case(url, reflect);
+        unlink(url + 6);
+    }
+    for (int bad = 0; bad < 5; bad++) {
         snprintf(url, sizeof url, "ipc://%s/raw%d.sock", base, bad);
         raw_case(url, bad);
         unlink(url + 6);

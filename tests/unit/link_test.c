@@ -618,12 +618,12 @@ int main(void)
     for (size_t i = 0; i < sizeof key; i++)
         key[i] = (uint8_t)(i * 29 + 3);
     CHECK_INT(sx_proto_init(), 0);
-    link_auth_set_key(key);
+    link_auth_set_key(key, "test");
     snprintf(url, sizeof(url), "ipc://%s/echo-auth.sock", base);
     echo_case(url);
     snprintf(url, sizeof(url), "ipc://%s/hold-auth.sock", base);
     backpressure_case(url);
-    link_auth_set_key(NULL);
+    link_auth_set_key(NULL, NULL);
 
     /* TCP: find a free port by listening on 0 is not offered by
      * link_listen, so pick one from the pid and retry on a busy one. */
