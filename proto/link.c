@@ -48,6 +48,10 @@
 #define LINK_RBUF_MAX (4u << 20)       /* ... and at most, unless a frame needs more */
 #define LINK_ACCEPT_PAUSE_MS 10        /* after a failed accept (no file descriptor left) */
 #define LINK_SBUF_KEEP (1u << 20)      /* send buffers above this are freed when idle */
+/* An accepted authenticated link's peer must send its hello and proof
+ * within this (SHARDEX_LINK_PROOF_MS lowers it, for tests), or the
+ * connection is closed: a stranger cannot hold connections open. */
+#define LINK_PROOF_MS 10000
 
 struct sx_link {
     nng_stream *s;
@@ -64,6 +68,7 @@ struct sx_link {
     bool au_ready;      /* the peer's hello came: frames can be sealed */
     bool au_proven;     /* (accepted links) the dialer's proof frame came */
     bool dialed;        /* this side dialed */
+    nng_time au_deadline;   /* (accepted authenticated links) the proof's */
     sx_link *next, *prev;   /* in ls->links */
     /* receive */
     nng_aio *rx;
@@ -103,6 +108,7 @@ struct link_listener {
     bool keyed;             /* accepted links are authenticated with key */
     uint8_t key[LINK_KEY_BYTES];
     char *url;              /* what it listens on (the links' keys cover it) */
+    int proof_ms;           /* LINK_PROOF_MS, or the environment's */
 };
 
 static void rx_cb(void *arg);
@@ -209,12 +215,25 @@ static void tx_busy_set(sx_link *l, bool busy)
     }
 }
 
+/* Whether l is an accepted authenticated link whose peer has not proved
+ * the key yet (its receives run against the proof's deadline). */
+static bool awaiting_proof(const sx_link *l)
+{
+    return l->au != NULL && !l->dialed && !l->au_proven;
+}
+
 /* Starts a receive into the free room of rbuf (caller holds l->mu). */
 static void rx_start(sx_link *l)
 {
     nng_iov iov = { l->rbuf + l->rlen, l->rcap - l->rlen };
+    nng_duration wait = NNG_DURATION_INFINITE;
 
+    if (awaiting_proof(l)) {
+        nng_time now = nng_clock();
+        wait = l->au_deadline > now ? (nng_duration)(l->au_deadline - now) : 1;
+    }
     l->rx_busy = true;
+    nng_aio_set_timeout(l->rx, wait);
     nng_aio_set_iov(l->rx, 1, &iov);
     nng_stream_recv(l->s, l->rx);
 }
@@ -380,9 +399,12 @@ static void rx_cb(void *arg)
     int rc;
 
     if (rv != 0) {
+        if (rv == NNG_ETIMEDOUT && awaiting_proof(l))
+            LOG_WARN("link: the peer sent no hello and proof within %d ms; closing the "
+                     "connection", l->ls ? l->ls->proof_ms : LINK_PROOF_MS);
         pthread_mutex_lock(&l->mu);
         l->rx_busy = false;
-        close_locked(l, net_map_nng(rv));
+        close_locked(l, rv == NNG_ETIMEDOUT ? SX_EPROTO : net_map_nng(rv));
         settle_unlock(l);
         return;
     }
@@ -724,6 +746,7 @@ static void acc_cb(void *arg)
     } else {
         l->ls = ls;
         l->limit = ls->limit;
+        l->au_deadline = nng_clock() + (nng_time)ls->proof_ms;
         l->next = ls->links;
         if (ls->links)
             ls->links->prev = l;
@@ -747,6 +770,7 @@ int link_listen(const char *url, link_frame_fn on_frame, link_closed_fn on_close
     ls->limit = max_held > 0 ? max_held : 0;
     ls->keyed = link_auth_key(ls->key);
     ls->url = strdup(url);
+    ls->proof_ms = (int)sx_env_long("SHARDEX_LINK_PROOF_MS", 1, LINK_PROOF_MS, LINK_PROOF_MS);
     ls->on_frame = on_frame;
     ls->on_closed = on_closed;
     ls->arg = arg;

@@ -10,8 +10,9 @@
  * the proof first, or keys derived for another URL (a redirected
  * connection), refused; as a listener by hand, the dialer's proof and
  * frame checked, a reply handed to it, and its own frame reflected back
- * refused. The happy paths (large frames, many senders, the cap) run in
- * link_test.
+ * refused; a peer stalled in its hello closed at the proof's deadline, a
+ * proved link left open past it. The happy paths (large frames, many
+ * senders, the cap) run in link_test.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -94,6 +95,17 @@ static bool wait_side(side *s, int frames, int closed)
     return ok;
 }
 
+/* Closes l, waits for its closed callback (which writes to s: s must
+ * outlive it) and drops the caller's reference. */
+static void close_wait(sx_link *l, side *s)
+{
+    if (l == NULL)
+        return;
+    link_close(l);
+    CHECK(wait_side(s, 0, 1));
+    link_unref(l);
+}
+
 static const uint8_t *key_a(void)
 {
     static uint8_t k[LINK_KEY_BYTES];
@@ -134,7 +146,8 @@ static void pair_case(const char *url, const uint8_t *lkey, const char *lc, cons
         link_listener_close(ls);
         return;
     }
-    CHECK_INT(link_send(l, 7, (const uint8_t *)"hello", 5), 0);
+    int sent = link_send(l, 7, (const uint8_t *)"hello", 5);
+    CHECK(sent == 0 || (!same && sent == SX_EUNAVAIL));  /* (a refusal may be quicker) */
     if (same) {
         CHECK(wait_side(&cli, 1, 0));
         CHECK_INT(srv.frames, 1);
@@ -147,7 +160,7 @@ static void pair_case(const char *url, const uint8_t *lkey, const char *lc, cons
         CHECK(srv.err != 0);
         CHECK_INT(link_send(l, 8, (const uint8_t *)"x", 1), SX_EUNAVAIL);
     }
-    link_unref(l);
+    close_wait(l, &cli);
     link_listener_close(ls);
 }
 
@@ -334,10 +347,7 @@ static void dialer_case(const char *url, bool reflect)
         CHECK_INT(cli.closed, 0);
     }
 out:
-    if (l != NULL) {
-        link_close(l);
-        link_unref(l);
-    }
+    close_wait(l, &cli);
     if (s != NULL)
         nng_stream_free(s);
     nng_aio_free(aio);
@@ -382,6 +392,56 @@ static void no_hello_case(const char *url)
     link_listener_close(ls);
 }
 
+/* An accepted link whose peer sends part of a hello and stalls is closed
+ * at the proof's deadline (SHARDEX_LINK_PROOF_MS, 300 ms here); one that
+ * proved the key stays open however long it idles past it. */
+static void deadline_case(const char *url)
+{
+    side srv, cli;
+    link_listener *ls = NULL;
+    sx_link *l = NULL;
+    nng_stream_dialer *d = NULL;
+    nng_aio *aio = NULL;
+    uint8_t part[3] = { 'S', 'X', 'L' };
+
+    side_init(&srv);
+    side_init(&cli);
+    CHECK_INT(setenv("SHARDEX_LINK_PROOF_MS", "300", 1), 0);
+    link_auth_set_key(key_a(), "test");
+    CHECK_INT(link_listen(url, echo_frame, on_closed, &srv, 0, &ls), 0);
+    CHECK_INT(unsetenv("SHARDEX_LINK_PROOF_MS"), 0);
+    CHECK_INT(link_dial(url, 5000, cli_frame, on_closed, &cli, &l), 0);
+    link_auth_set_key(NULL, NULL);
+    CHECK_INT(nng_stream_dialer_alloc(&d, url), 0);
+    CHECK_INT(nng_aio_alloc(&aio, NULL, NULL), 0);
+    if (ls == NULL || l == NULL || d == NULL || aio == NULL)
+        goto out;
+    CHECK_INT(link_send(l, 1, (const uint8_t *)"a", 1), 0);
+    CHECK(wait_side(&cli, 1, 0));                   /* proved and answered */
+    nng_aio_set_timeout(aio, 10000);
+    nng_stream_dialer_dial(d, aio);
+    nng_aio_wait(aio);
+    CHECK_INT(nng_aio_result(aio), 0);
+    nng_stream *s = nng_aio_get_output(aio, 0);
+    if (s != NULL) {
+        CHECK_INT(raw_io(s, aio, part, sizeof part, true), 0);
+        CHECK(wait_side(&srv, 1, 1));               /* the stalled one closed */
+        CHECK_INT(srv.err, SX_EPROTO);
+        nng_stream_free(s);
+    }
+    /* the deadline passes three times over for the proved link: it stays */
+    struct timespec ts = { 0, 900 * 1000 * 1000 };
+    nanosleep(&ts, NULL);
+    CHECK_INT(link_send(l, 2, (const uint8_t *)"b", 1), 0);
+    CHECK(wait_side(&cli, 2, 0));
+    CHECK_INT(srv.closed, 1);
+out:
+    close_wait(l, &cli);
+    nng_aio_free(aio);
+    nng_stream_dialer_free(d);
+    link_listener_close(ls);
+}
+
 int main(void)
 {
     char base[] = "/tmp/sx-link-auth.XXXXXX";
@@ -415,6 +475,9 @@ int main(void)
     }
     snprintf(url, sizeof url, "ipc://%s/junk.sock", base);
     no_hello_case(url);
+    unlink(url + 6);
+    snprintf(url, sizeof url, "ipc://%s/deadline.sock", base);
+    deadline_case(url);
     unlink(url + 6);
     rmdir(base);
     return CHECK_DONE();
