@@ -13,13 +13,16 @@
  * the catalog (key "rids", written in the change's own batch), and a
  * request whose id is among them is answered with that version instead of
  * being applied again: a client that lost the reply (its router died, the
- * connection broke) and asks again learns that its change was made.
+ * connection broke) and asks again learns that its change was made. Each
+ * id keeps a hash of the change it asked for: the same id with another
+ * change (a client's bug) is refused, not answered as made.
  *
  * Locking: one mutex (catp.mu) guards cat, enc/enc_n, the ids and
  * serialises mutations (including their synced write); catalog changes
  * are rare.
  */
 #include <pthread.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +37,9 @@
 #define CATP_RIDS_KEY "rids"
 #define CATP_RIDS 256           /* request ids remembered, the newest */
 #define CATP_RID_BYTES 16
-#define CATP_RID_REC (CATP_RID_BYTES + 8)   /* stored: id, u64 BE version */
+#define CATP_RID_SUM 16         /* a hash of the change an id asked for */
+/* stored: id, u64 BE version, the change's hash */
+#define CATP_RID_REC (CATP_RID_BYTES + 8 + CATP_RID_SUM)
 /* The largest encoded catalog stored: every process fetches it whole in one
  * CATALOG reply, which must fit a frame (SX_MAX_FRAME); a change past this
  * is refused before it is stored, since a stored catalog that no reply can
@@ -285,10 +290,28 @@ static const uint8_t *catp_rid_find(const catp *c, const uint8_t *rid)
     return NULL;
 }
 
-/* The remembered ids with (rid, version) added as the newest, the oldest
- * dropped past CATP_RIDS: a new array of *n records, or NULL (no memory). */
+/* sum = a hash of the change r asks for (every field but its id); 0, or
+ * SX_ENOMEM. */
+static int catp_rid_sum(const msg_CAT_UPDATE_req *r, uint8_t *sum)
+{
+    msg_CAT_UPDATE_req q = *r;
+    mp_buf b;
+    int rc;
+
+    q.rid = (sx_buf){ NULL, 0 };
+    mp_buf_init(&b);
+    rc = msg_encode_req(MSG_CAT_UPDATE, &q, &b);
+    if (rc == 0)
+        crypto_generichash(sum, CATP_RID_SUM, (const uint8_t *)b.sb.data, b.sb.size, NULL, 0);
+    mp_buf_free(&b);
+    return rc;
+}
+
+/* The remembered ids with (rid, version, sum) added as the newest, the
+ * oldest dropped past CATP_RIDS: a new array of *n records, or NULL (no
+ * memory). */
 static uint8_t *catp_rids_with(const catp *c, const uint8_t *rid, uint64_t version,
-                               uint32_t *n)
+                               const uint8_t *sum, uint32_t *n)
 {
     uint32_t keep = c->nrids < CATP_RIDS ? c->nrids : CATP_RIDS - 1;
     uint8_t *v = malloc((size_t)(keep + 1) * CATP_RID_REC);
@@ -300,6 +323,7 @@ static uint8_t *catp_rids_with(const catp *c, const uint8_t *rid, uint64_t versi
                (size_t)keep * CATP_RID_REC);
     memcpy(v + (size_t)keep * CATP_RID_REC, rid, CATP_RID_BYTES);
     sx_put_be64(v + (size_t)keep * CATP_RID_REC + CATP_RID_BYTES, version);
+    memcpy(v + (size_t)keep * CATP_RID_REC + CATP_RID_BYTES + 8, sum, CATP_RID_SUM);
     *n = keep + 1;
     return v;
 }
@@ -396,7 +420,7 @@ static int catp_apply(catp *c, msg_type t, const uint8_t *req, size_t n,
     sx_catalog *next = NULL;
     msg_CAT_UPDATE_req upd;
     bool decoded = false;
-    uint8_t *enc = NULL, *rids = NULL;
+    uint8_t *enc = NULL, *rids = NULL, sum[CATP_RID_SUM];
     uint32_t nrids = 0;
     const uint8_t *seen = NULL;
     size_t enc_n = 0;
@@ -417,7 +441,18 @@ static int catp_apply(catp *c, msg_type t, const uint8_t *req, size_t n,
             rc = SX_EINVAL;
             goto out;
         }
+        if (upd.rid.n != 0 && (rc = catp_rid_sum(&upd, sum)) != 0) {
+            snprintf(err, errlen, "catalog partition out of memory");
+            goto out;
+        }
         if (upd.rid.n != 0 && (seen = catp_rid_find(c, upd.rid.p)) != NULL) {
+            if (memcmp(seen + CATP_RID_BYTES + 8, sum, CATP_RID_SUM) != 0) {
+                seen = NULL;
+                snprintf(err, errlen, "this request id was used for another catalog change: "
+                         "nothing was changed (ids must be random, one per change)");
+                rc = SX_EINVAL;
+                goto out;
+            }
             LOG_INFO("catalog: a CAT_UPDATE asked again (request id known): answered with "
                      "the version it made, %llu",
                      (unsigned long long)sx_get_be64(seen + CATP_RID_BYTES));
@@ -438,7 +473,7 @@ static int catp_apply(catp *c, msg_type t, const uint8_t *req, size_t n,
     if (rc != 0 || next->version == c->cat->version)
         goto out;
     if (decoded && upd.rid.n != 0 &&
-        (rids = catp_rids_with(c, upd.rid.p, next->version, &nrids)) == NULL) {
+        (rids = catp_rids_with(c, upd.rid.p, next->version, sum, &nrids)) == NULL) {
         rc = SX_ENOMEM;
         snprintf(err, errlen, "catalog partition out of memory");
         goto out;

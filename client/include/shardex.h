@@ -174,24 +174,23 @@ SX_API int sx_list_at(const sx_list *l, size_t i, sx_value *v);
  * with several routers, those with a live connection are tried before the
  * others (a call to an unconnected router only fails at its timeout).
  * Failover: a call is retried on the next router, until each was tried
- * once, when its router cannot be reached (SX_ENET); a read or a catalog
- * change (table or index create, index drop) also when the router answers
- * SX_EUNAVAIL (e.g. it is stopping) or SX_ETIMEDOUT — a catalog change
- * carries a request id, and the catalog node answers a change it already
- * made under that id with the version it made, whichever router asks —
- * but a put or delete after a timeout only when its router's connection is
- * gone (it crashed, or the network failed), and never after an SX_EUNAVAIL
- * answer (the router's link to a node may have broken after the write was
- * applied). A router that is still connected but slow may yet run a put or
- * delete that timed out, even after the caller's next writes: such a call
- * returns SX_ETIMEDOUT, and the write may or may not be applied, now or
- * later — read it back, or write it again once the router answers, before
- * relying on it. A retried put or delete may already have been applied
- * through the router that failed: a put then stores the same item again, a
- * delete may report SX_ENOTFOUND. A catalog change that failed on every
- * router (SX_ETIMEDOUT, SX_ENET) may or may not have been made; a new call
- * is a new request: it reports SX_EEXIST (SX_ENOINDEX for a drop) if the
- * first was made.
+ * once, when its router cannot be reached (SX_ENET); a read also when the
+ * router answers SX_EUNAVAIL (e.g. it is stopping) or SX_ETIMEDOUT, but a
+ * write (put, delete, table or index create, index drop) after a timeout
+ * only when its router's connection is gone (it crashed, or the network
+ * failed), and never after an SX_EUNAVAIL answer (the router's link to a
+ * node may have broken after the write was applied). A router that is
+ * still connected but slow may yet run a write that timed out, even after
+ * the caller's next writes: such a call returns SX_ETIMEDOUT, and the
+ * write may or may not be applied, now or later — read it back, or write
+ * it again once the router answers, before relying on it. A retried put or
+ * delete may already have been applied through the router that failed: a
+ * put then stores the same item again, a delete may report SX_ENOTFOUND.
+ * A retried catalog change is not made twice: each call carries a request
+ * id, and the catalog node answers a change it already made under that id
+ * with the version it made (it remembers the last 256 changes' ids). A
+ * new call after a failed one is a new request: SX_EEXIST (SX_ENOINDEX
+ * for a drop) then tells that the first was made.
  * On success *out is owned by the caller
  * (sx_client_close). Returns 0, SX_EINVAL (empty list), SX_ENET (bad URL),
  * SX_ENOMEM. */

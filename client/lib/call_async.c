@@ -230,7 +230,7 @@ static void op_done(void *arg, int err, const uint8_t *resp, size_t n)
         return;
     }
     cl_async_decode(op, resp, n);
-    if (op->rc == SX_EUNAVAIL && !cl_no_resend(op->t) && op->tries + 1 < op->c->nrouters) {
+    if (op->rc == SX_EUNAVAIL && !cl_is_write(op->t) && op->tries + 1 < op->c->nrouters) {
         op_failed(op, op->rc, true);    /* a read: see cl_call */
         return;
     }

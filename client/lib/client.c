@@ -157,9 +157,10 @@ bool cl_router_connected(sx_client *c, int k)
     return pipes_of(c->socks[k]) != 0;     /* unknown (-1) counts as connected */
 }
 
-bool cl_no_resend(msg_type t)
+bool cl_is_write(msg_type t)
 {
-    return t == MSG_PUT || t == MSG_DELETE;
+    return t == MSG_PUT || t == MSG_DELETE || t == MSG_TABLE_CREATE ||
+           t == MSG_INDEX_CREATE || t == MSG_INDEX_DROP;
 }
 
 bool cl_may_failover(sx_client *c, int k, msg_type t, int rc)
@@ -168,12 +169,11 @@ bool cl_may_failover(sx_client *c, int k, msg_type t, int rc)
         return true;
     if (rc != SX_ETIMEDOUT)
         return false;
-    /* A read or a catalog change may always be asked again. A put or
-     * delete that timed out may still be run by its router later — after a
-     * retry elsewhere and after the caller's next writes, which it would
-     * then undo — unless that router is gone (no connection left: it
-     * crashed or the network failed). */
-    return !cl_no_resend(t) || pipes_of(c->socks[k]) == 0;
+    /* A read may always be asked again. A write that timed out may still
+     * be run by its router later — after a retry elsewhere and after the
+     * caller's next writes, which it would then undo — unless that router
+     * is gone (no connection left: it crashed or the network failed). */
+    return !cl_is_write(t) || pipes_of(c->socks[k]) == 0;
 }
 
 /* Orders the routers for one call into order[]: the current one first,
@@ -256,7 +256,7 @@ int cl_call(sx_client *c, msg_type t, const void *req, void *rep,
             if (rc == SX_ETIMEDOUT)
                 cl_fail(c, rc, "router %s: timed out; the %s may or may not have been "
                         "applied, and may still be (not retried elsewhere)", c->urls[k],
-                        t == MSG_PUT ? "put" : "delete");
+                        t == MSG_PUT ? "put" : t == MSG_DELETE ? "delete" : "change");
             break;
         }
         c->cur = k;   /* stick with the router that answered */
@@ -270,11 +270,11 @@ int cl_call(sx_client *c, msg_type t, const void *req, void *rep,
                 cl_fail(c, rc, "%s", msg);
             else
                 cl_fail(c, rc, "%s", sx_strerror(rc));
-            /* a read or catalog change answered "unavailable" (e.g. the
-             * router is stopping) is asked again elsewhere; a put or delete
-             * is not: the router also says so when its link to a node
-             * broke mid-call, and the write may then have been applied */
-            if (rc == SX_EUNAVAIL && !cl_no_resend(t) && tries + 1 < c->nrouters)
+            /* a read answered "unavailable" (e.g. the router is stopping)
+             * is asked again elsewhere; a write is not: the router also
+             * says so when its link to a node broke mid-call, and the
+             * write may then have been applied */
+            if (rc == SX_EUNAVAIL && !cl_is_write(t) && tries + 1 < c->nrouters)
                 continue;
             free(order);
             free(wire);

@@ -103,16 +103,18 @@ int cl_req_encode(msg_type t, const void *req, uint8_t **wire, size_t *n);
 /* Whether router k has a live connection (true when nng cannot tell).
  * Reads nng's statistics: not free. */
 bool cl_router_connected(sx_client *c, int k);
-/* Calls not to be sent to another router once one may have run them: put
- * and delete (run late, after the caller's next writes, they would undo
- * them). Reads change nothing, and a catalog change carries a request id
- * the catalog node runs once (msg.h: rid), so those may be sent again. */
-bool cl_no_resend(msg_type t);
+/* Calls that change data: put, delete, a catalog change. One that may have
+ * reached a router that is still connected is not sent to another: that
+ * router may still run it late, after the caller's next writes, which it
+ * would then undo. (A catalog change carries a request id, msg.h: rid, so
+ * one retried after its router crashed is not made twice; but an id is
+ * remembered for the last 256 changes only, and a caller who gives up
+ * makes a new request.) */
+bool cl_is_write(msg_type t);
 /* Whether a call of type t that failed on router k with transport error
  * rc may be sent to the next router: on SX_ENET and SX_EUNAVAIL, and on
- * SX_ETIMEDOUT unless cl_no_resend(t) while router k's connection is
- * still up. (An SX_EUNAVAIL reply is retried elsewhere unless
- * cl_no_resend(t).) */
+ * SX_ETIMEDOUT for a read, or for a write when router k's connection is
+ * gone. (An SX_EUNAVAIL reply is retried elsewhere for reads only.) */
 bool cl_may_failover(sx_client *c, int k, msg_type t, int rc);
 /* Sets c's error message (printf style) and returns err. */
 int cl_fail(sx_client *c, int err, const char *fmt, ...)

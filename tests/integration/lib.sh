@@ -2,9 +2,11 @@
 # Sourced (not run) by each test as:  source lib.sh "$@"   with $1 = build dir.
 #
 # Provides:
-#   it_cluster_up          start a fresh cluster in a new temp dir; sets
-#                          IT_DIR, IT_URL, exports SHARDEX_ROUTER; the cluster
-#                          is torn down on exit whatever happens
+#   it_cluster_up [--netns]  start a fresh cluster in a new temp dir (--netns:
+#                          each process in a network namespace of its own,
+#                          deploy/netns.sh); sets IT_DIR, IT_URL, exports
+#                          SHARDEX_ROUTER; the cluster is torn down on exit
+#                          whatever happens
 #   lc ARGS...             deploy/local-cluster ARGS --dir IT_DIR
 #   sx ARGS...             the shardex CLI against the cluster
 #   sx_rc ARGS...          same, sets RC to its exit status instead of failing
@@ -89,7 +91,7 @@ it_cleanup() {
             lc status >&2 || true
             it_dump_logs
         fi
-        lc down >/dev/null 2>&1 || true
+        lc teardown >/dev/null 2>&1 || true     # (down, and a --netns cluster's namespaces)
         # Daemons that died by a sanitizer report leave it in their .out file.
         if grep -lE 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$IT_DIR"/logs/*.out 2>/dev/null; then
             grep -hE -A30 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$IT_DIR"/logs/*.out >&2 || true
@@ -112,9 +114,9 @@ it_cluster_up() {
     local out
     mkdir -p "$IT_BUILD/it-clusters"
     IT_DIR="$(mktemp -d "$IT_BUILD/it-clusters/$IT_NAME.XXXXXX")"
-    out="$(lc up)" || { echo "$out" >&2; fail "local-cluster up failed"; }
+    out="$(lc up "$@")" || { echo "$out" >&2; fail "local-cluster up failed"; }
     IT_URL="$(tail -n 1 <<<"$out")"
-    [[ "$IT_URL" == tcp://127.0.0.1:* ]] || fail "up did not print the router URL last: $IT_URL"
+    [[ "$IT_URL" =~ ^tcp://[0-9.]+:[0-9]+$ ]] || fail "up did not print the router URL last: $IT_URL"
     export SHARDEX_ROUTER="$IT_URL"
     pass "cluster up in $IT_DIR, router $IT_URL"
 }

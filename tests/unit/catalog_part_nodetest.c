@@ -386,6 +386,12 @@ static void test_rids(const char *dir, const char *url, const sx_config *cfg)
     cat_free(snap);
     use_rid(2);
     CHECK_RC(create_table("t", "id", "", &v), SX_EEXIST);   /* another request */
+    CHECK_RC(create_table("t2", "id", "", &v), 0);          /* a refusal is not kept */
+    CHECK(v == v1 + 1);
+    v1 = v;                 /* (t's version: v1 - 1) */
+    use_rid(1);
+    CHECK_RC(create_table("other", "id", "", &v), SX_EINVAL);   /* id 1, another change */
+    CHECK(err_has("another catalog change"));
     use_rid(3);
     CHECK_RC(create_index("t", "ix", attrs, 1, 0, NULL, 0, &v2), 0);
     CHECK_RC(create_index("t", "ix", attrs, 1, 0, NULL, 0, &v), 0);
@@ -414,7 +420,7 @@ static void test_rids(const char *dir, const char *url, const sx_config *cfg)
     CHECK(v == v3);
     use_rid(1);
     CHECK_RC(create_table("t", "id", "", &v), 0);
-    CHECK(v == v1);
+    CHECK(v == v1 - 1);
     for (unsigned k = 100; k < 100 + 256; k++) {
         use_rid(k);
         snprintf(name, sizeof name, "t%u", k);
@@ -422,6 +428,8 @@ static void test_rids(const char *dir, const char *url, const sx_config *cfg)
     }
     use_rid(1);
     CHECK_RC(create_table("t", "id", "", &v), SX_EEXIST);   /* forgotten */
+    use_rid(100);
+    CHECK_RC(create_table("t100", "id", "", &v), 0);        /* the oldest kept */
     use_rid(355);
     CHECK_RC(create_table("t355", "id", "", &v), 0);        /* the newest: kept */
     g_rid = (sx_buf){ NULL, 0 };
