@@ -10,6 +10,8 @@
 #   lc ARGS...             deploy/local-cluster ARGS --dir IT_DIR
 #   sx ARGS...             the shardex CLI against the cluster
 #   sx_rc ARGS...          same, sets RC to its exit status instead of failing
+#   it_need_netns          exits 77 (ctest: skipped), saying why, unless this
+#                          machine can make network namespaces (root)
 #   fail MSG / pass MSG    report; fail exits 1
 #   wait_for DESC SECS CMD...   poll CMD until it succeeds or SECS pass
 #   ids_of                 stdin JSON lines -> their "id" values, one a line
@@ -109,6 +111,14 @@ it_cleanup() {
 }
 trap it_cleanup EXIT
 trap 'echo "[$IT_NAME] interrupted" >&2; exit 130' INT TERM
+
+it_need_netns() {
+    if [ "$(id -u)" != 0 ] || ! ip netns add "sxprobe$$" 2>/dev/null; then
+        echo "SKIPPED [$IT_NAME]: cannot make network namespaces here (needs root and iproute2)"
+        exit 77
+    fi
+    ip netns del "sxprobe$$"
+}
 
 it_cluster_up() {
     local out

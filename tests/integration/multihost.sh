@@ -14,11 +14,7 @@
 # and says so.
 source "$(dirname "$0")/lib.sh" "$@"
 
-if [ "$(id -u)" != 0 ] || ! ip netns add "sxprobe$$" 2>/dev/null; then
-    echo "SKIPPED [multihost]: cannot make network namespaces here (needs root and iproute2)"
-    exit 77
-fi
-ip netns del "sxprobe$$"
+it_need_netns
 
 it_cluster_up --netns
 cfg="$IT_DIR/cluster.json"

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# tests/integration/partition.sh — hosts cut off the network during a write
+# load. The cluster runs as five hosts (local-cluster up --netns: each
+# process in its own network namespace on a bridge); the write load of
+# chaos_lib.sh runs meanwhile. First index node i1's host loses its network
+# (its link down: its connections neither close nor answer, unlike a killed
+# process's), long enough for several batches to be acknowledged without
+# it; then storage node s2's host, long enough for writes to it to fail;
+# then both come back. Then chaos_lib.sh's checks: nothing acknowledged is
+# lost, every item whose last write was acknowledged holds it, and the
+# index converges to the facts (what the shippers held for i1 reaches it
+# once its host is back).
+# (The router's own host is not cut off: a client whose request to it hung
+# gives up, and the kernel may still deliver that request once the network
+# is back, after the caller's later writes on new connections — a timed-out
+# write may apply late, as libshardex's header says. Cutting a node off
+# keeps the router's one connection to it, whose requests stay in order.)
+# Needs root (network namespaces): without it the test is skipped (exit 77)
+# and says so.
+source "$(dirname "$0")/lib.sh" "$@"
+
+it_need_netns
+
+it_cluster_up --netns
+slot="$(cat "$IT_DIR/netns")"
+# shellcheck source=tests/integration/chaos_lib.sh
+source "$(dirname "$0")/chaos_lib.sh"
+chaos_start
+
+# cut NAME / heal NAME: the host's network link down or up again
+cut() { ip netns exec "sx$slot-$1" ip link set eth0 down; }
+heal() { ip netns exec "sx$slot-$1" ip link set eth0 up; }
+it_extra_cleanup() {       # (chaos_start's writer, and the links back up)
+    touch "$W/stop" 2>/dev/null || true
+    kill "$WPID" 2>/dev/null || true
+    wait "$WPID" 2>/dev/null || true
+    heal i1 2>/dev/null || true
+    heal s2 2>/dev/null || true
+}
+
+wait_for "4 acknowledged batches" 60 acked_at_least 4
+cut i1
+pass "cut index node i1's host off the network after $(acked_count) acknowledged batches"
+a=$(acked_count)
+wait_for "6 batches acknowledged while i1 is cut off" 120 acked_at_least $((a + 6))
+cut s2
+pass "cut storage node s2's host off the network after $(acked_count) acknowledged batches"
+failed_count() { wc -l <"$W/failed"; }
+failed_more_than() { (($(failed_count) > $1)); }
+wait_for "a write failing while s2 is cut off" 120 failed_more_than "$(failed_count)"
+heal s2
+heal i1
+pass "both hosts back on the network ($(wc -l <"$W/failed") batch(es) failed meanwhile)"
+chaos_finish
