@@ -14,6 +14,7 @@
 #include "index_part.h"
 #include "ix_epoch.h"
 #include "keyfilter_load.h"
+#include "link_auth.h"
 #include "log.h"
 #include "net.h"
 #include "sx_errors.h"
@@ -229,9 +230,11 @@ static void do_status(ix_node *nd, mp_buf *out)
     int i, rc = 0;
 
     mp_buf_init(&b);
-    mp_put_map(&b, 8);
+    mp_put_map(&b, 9);
     mp_put_cstr(&b, "name");
     mp_put_cstr(&b, nd->self->name);
+    mp_put_cstr(&b, "links_authenticated");
+    mp_put_bool(&b, link_auth_enabled());
     mp_put_cstr(&b, "role");
     mp_put_cstr(&b, "index");
     mp_put_cstr(&b, "url");

@@ -15,6 +15,7 @@
 #include "backfill.h"
 #include "storage_cat.h"
 #include "catalog_part.h"
+#include "link_auth.h"
 #include "log.h"
 #include "msg.h"
 #include "net.h"
@@ -102,9 +103,11 @@ static void do_status(st_node *n, mp_buf *out)
     mp_buf st;
 
     mp_buf_init(&st);
-    mp_put_map(&st, 6);
+    mp_put_map(&st, 7);
     mp_put_cstr(&st, "name");
     mp_put_cstr(&st, me->name);
+    mp_put_cstr(&st, "links_authenticated");
+    mp_put_bool(&st, link_auth_enabled());
     mp_put_cstr(&st, "role");
     mp_put_cstr(&st, "storage");
     st_filter_status(n->store, &st);

@@ -42,6 +42,11 @@ void link_auth_set_key(const uint8_t *link_key, const char *cluster)
     crypto_generichash_final(&st, g_key, sizeof g_key);
 }
 
+bool link_auth_enabled(void)
+{
+    return g_keyed;
+}
+
 bool link_auth_key(uint8_t *key)
 {
     if (g_keyed)

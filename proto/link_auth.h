@@ -49,6 +49,10 @@ void link_auth_set_key(const uint8_t *link_key, const char *cluster);
  * false when none is. */
 bool link_auth_key(uint8_t *key);
 
+/* True when a key is set: this process's links are authenticated (what
+ * `status` reports as links_authenticated). */
+bool link_auth_enabled(void);
+
 /* A new connection's authentication state with key (LINK_KEY_BYTES, as
  * link_auth_key gives it; copied) on the listener's url, with this side's
  * hello in hello[LINK_HELLO] to send first; NULL when key is NULL (the

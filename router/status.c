@@ -9,6 +9,7 @@
 
 #include "router.h"
 #include "sx_errors.h"
+#include "link_auth.h"
 
 /* The router's own figures: requests served, failed, what the combined
  * PUT path did (wcomb.c), catalog version. */
@@ -16,7 +17,9 @@ static void put_self(router *rt, mp_buf *acc)
 {
     const sx_catalog *cat = NULL;
 
-    mp_put_map(acc, 6);
+    mp_put_map(acc, 7);
+    mp_put_cstr(acc, "links_authenticated");
+    mp_put_bool(acc, link_auth_enabled());
     mp_put_cstr(acc, "requests");
     mp_put_u64(acc, atomic_load_explicit(&rt->nreq, memory_order_relaxed));
     mp_put_cstr(acc, "errors");

@@ -25,7 +25,9 @@ slot="$(cat "$IT_DIR/netns")"
 for n in r1 s1 s2 i1 i2; do
     ip netns list | awk '{print $1}' | grep -qx "sx$slot-$n" || fail "no namespace for $n"
 done
-pass "five processes in five network namespaces, on 10.200.$slot.0/24, with a link_key"
+sx status --json | jq -e '[.nodes[] | .status.links_authenticated] | length == 5 and all' >/dev/null ||
+    fail "not every process reports links_authenticated: $(sx status --json | jq -c '[.nodes[] | {name, a: .status.links_authenticated}]')"
+pass "five processes in five network namespaces, on 10.200.$slot.0/24, with a link_key in use"
 
 # ---- the main job, across the "hosts" ------------------------------------------
 EX="$IT_REPO/deploy/examples/customers.jsonl"
