@@ -24,12 +24,11 @@ int cl_fail(sx_client *c, int err, const char *fmt, ...)
 static void client_free(sx_client *c)
 {
     cl_async_fini(c);
-    for (int k = 0; k < c->nrouters; k++) {
-        if (c->socks && nng_socket_id(c->socks[k]) > 0)
-            nng_close(c->socks[k]);
+    if (c->socks)
+        cl_close_sockets(c->socks, c->nrouters);
+    for (int k = 0; k < c->nrouters; k++)
         if (c->urls)
             free(c->urls[k]);
-    }
     free(c->socks);
     free(c->urls);
     free(c);

@@ -103,6 +103,11 @@ int cl_req_encode(msg_type t, const void *req, uint8_t **wire, size_t *n);
 /* Whether router k has a live connection (true when nng cannot tell).
  * Reads nng's statistics: not free. */
 bool cl_router_connected(sx_client *c, int k);
+/* Closes socks[0..n) (those open), waiting at most 2 s: nng 1.5's
+ * nng_close can hang, and the rest then finishes (or not) on a thread of
+ * its own (close.c). */
+void cl_close_sockets(const nng_socket *socks, int n);
+
 /* Calls that change data: put, delete, a catalog change. One that may have
  * reached a router that is still connected is not sent to another: that
  * router may still run it late, after the caller's next writes, which it
