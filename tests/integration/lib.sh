@@ -93,7 +93,8 @@ it_cleanup() {
             lc status >&2 || true
             it_dump_logs
         fi
-        lc teardown >/dev/null 2>&1 || true     # (down, and a --netns cluster's namespaces)
+        lc teardown >/dev/null || echo "[$IT_NAME] teardown failed (see above)" >&2
+                                        # (down, and a --netns cluster's namespaces)
         # Daemons that died by a sanitizer report leave it in their .out file.
         if grep -lE 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$IT_DIR"/logs/*.out 2>/dev/null; then
             grep -hE -A30 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$IT_DIR"/logs/*.out >&2 || true

@@ -23,8 +23,9 @@ jq -e '[.. | .url? // empty] | length == 5 and all(test("^tcp://10\\.200\\.[0-9]
 [[ "$(jq -r .link_key "$cfg")" =~ ^[0-9a-f]{64}$ ]] || fail "the config has no link_key"
 slot="$(cat "$IT_DIR/netns")"
 for n in r1 s1 s2 i1 i2; do
-    ip netns list | awk '{print $1}' | grep -qx "sx$slot-$n" || fail "no namespace for $n"
+    [ -e "/run/netns/sx$slot-$n" ] || fail "no namespace for $n"
 done
+[ "$(cat "/run/shardex-netns/$slot")" = "$IT_DIR" ] || fail "slot $slot is not claimed by $IT_DIR"
 sx status --json | jq -e '[.nodes[] | .status.links_authenticated] | length == 5 and all' >/dev/null ||
     fail "not every process reports links_authenticated: $(sx status --json | jq -c '[.nodes[] | {name, a: .status.links_authenticated}]')"
 pass "five processes in five network namespaces, on 10.200.$slot.0/24, with a link_key in use"
@@ -87,8 +88,8 @@ expect_eq "kill -9 of a storage host and its restart lose nothing" "$before" "$a
 
 # ---- teardown ----------------------------------------------------------------------
 lc teardown >/dev/null
-if ip netns list | awk '{print $1}' | grep -q "^sx$slot-"; then
-    fail "namespaces left after teardown: $(ip netns list | grep "sx$slot-")"
-fi
+left="$(compgen -G "/run/netns/sx$slot-*" || true)"
+[ -z "$left" ] || fail "namespaces left after teardown: $left"
 ! ip link show "sx${slot}br" >/dev/null 2>&1 || fail "bridge sx${slot}br left after teardown"
-pass "teardown removed the namespaces and the bridge"
+[ ! -e "/run/shardex-netns/$slot" ] || fail "slot $slot still claimed after teardown"
+pass "teardown removed the namespaces and the bridge, and released the slot"

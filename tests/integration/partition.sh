@@ -29,23 +29,23 @@ slot="$(cat "$IT_DIR/netns")"
 source "$(dirname "$0")/chaos_lib.sh"
 chaos_start
 
-# cut NAME / heal NAME: the host's network link down or up again
-cut() { ip netns exec "sx$slot-$1" ip link set eth0 down; }
-heal() { ip netns exec "sx$slot-$1" ip link set eth0 up; }
+# cut_host NAME / heal_host NAME: the host's network link down or up again
+cut_host() { ip netns exec "sx$slot-$1" ip link set eth0 down; }
+heal_host() { ip netns exec "sx$slot-$1" ip link set eth0 up; }
 it_extra_cleanup() {       # (chaos_start's writer, and the links back up)
     touch "$W/stop" 2>/dev/null || true
     kill "$WPID" 2>/dev/null || true
     wait "$WPID" 2>/dev/null || true
-    heal i1 2>/dev/null || true
-    heal s2 2>/dev/null || true
+    heal_host i1 2>/dev/null || true
+    heal_host s2 2>/dev/null || true
 }
 
 wait_for "4 acknowledged batches" 60 acked_at_least 4
-cut i1
+cut_host i1
 pass "cut index node i1's host off the network after $(acked_count) acknowledged batches"
 a=$(acked_count)
 wait_for "6 batches acknowledged while i1 is cut off" 120 acked_at_least $((a + 6))
-cut s2
+cut_host s2
 pass "cut storage node s2's host off the network after $(acked_count) acknowledged batches"
 failed_count() { wc -l <"$W/failed"; }
 failed_more_than() { (($(failed_count) > $1)); }
@@ -73,7 +73,7 @@ for i in $(seq 1 12); do
     grep -q "timed out" "$W/cut.$i.err" || fail "load $i failed without saying it timed out: $(cat "$W/cut.$i.err")"
 done
 pass "12 loads with s2 cut off each timed out, said so and ended"
-heal s2
-heal i1
+heal_host s2
+heal_host i1
 pass "both hosts back on the network ($(wc -l <"$W/failed") batch(es) failed meanwhile)"
 chaos_finish
