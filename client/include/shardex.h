@@ -196,7 +196,11 @@ SX_API int sx_list_at(const sx_list *l, size_t i, sx_value *v);
  * SX_ENOMEM. */
 SX_API int sx_client_open(const char *urls, sx_client **out);
 
-/* Closes every connection and frees the client. Accepts NULL. */
+/* Closes every connection and frees the client. Accepts NULL. Returns
+ * within about 2 s once the client's operations have ended (an operation
+ * in flight is waited for, up to its timeout): nng 1.5 can hang closing a
+ * socket after a call timed out, and such a socket is then left to close
+ * in the background (its memory is released only if it ever does). */
 SX_API void sx_client_close(sx_client *c);
 
 /* The last failed call's one-line message (never NULL; "" after success).
