@@ -18,12 +18,14 @@
 #define CLI_USAGE 2
 #define CLI_ERROR 3
 
-/* What every command gets: its arguments after the command words, and the
- * router list from -r / SHARDEX_ROUTER (NULL if none was given). */
+/* What every command gets: its arguments after the command words, the
+ * router list from -r / SHARDEX_ROUTER (NULL if none was given) and the
+ * call timeout. */
 typedef struct cli_ctx {
     int argc;
     char **argv;
     const char *routers;
+    int timeout_ms;        /* --timeout / SHARDEX_TIMEOUT_MS; 0: the library's */
     sx_client *client;     /* opened lazily by cli_connect */
 } cli_ctx;
 

@@ -10,9 +10,11 @@
 #include "cli.h"
 
 static const char *USAGE =
-    "usage: shardex [-r URL[,URL...]] COMMAND [ARGS] [--help]\n"
+    "usage: shardex [-r URL[,URL...]] [--timeout MS] COMMAND [ARGS] [--help]\n"
     "\n"
     "The router URL(s) come from -r or the SHARDEX_ROUTER environment variable.\n"
+    "--timeout (or SHARDEX_TIMEOUT_MS): how long a call waits for its router's\n"
+    "answer, in milliseconds (default 10000; a query may add its own wait).\n"
     "\n"
     "commands:\n"
     "  table create TABLE --key ATTR [--sort ATTR]\n"
@@ -70,6 +72,8 @@ int cli_connect(cli_ctx *ctx)
     int rc = sx_client_open(ctx->routers, &ctx->client);
     if (rc)
         return cli_error("cannot connect to %s: %s", ctx->routers, sx_strerror(rc));
+    if (ctx->timeout_ms > 0)
+        sx_client_set_timeout(ctx->client, ctx->timeout_ms);
     return CLI_OK;
 }
 
@@ -151,10 +155,19 @@ static const cli_cmd COMMANDS[] = {
     { NULL, NULL }
 };
 
+/* A timeout in milliseconds from text (1 .. 24 h); 0 when it is not one. */
+static int parse_timeout(const char *s)
+{
+    char *end = NULL;
+    long v = s ? strtol(s, &end, 10) : 0;
+    return s && *s && end && *end == '\0' && v >= 1 && v <= 86400000L ? (int)v : 0;
+}
+
 int main(int argc, char **argv)
 {
     cli_ctx ctx = { 0 };
     int k = 1;
+    const char *tmo = getenv("SHARDEX_TIMEOUT_MS"), *tmo_from = "SHARDEX_TIMEOUT_MS";
     ctx.routers = getenv("SHARDEX_ROUTER");
     for (; k < argc && argv[k][0] == '-'; k++) {
         const char *a = argv[k];
@@ -168,10 +181,21 @@ int main(int argc, char **argv)
             ctx.routers = argv[++k];
         } else if (strncmp(a, "--router=", 9) == 0) {
             ctx.routers = a + 9;
+        } else if (strcmp(a, "--timeout") == 0 || strcmp(a, "-t") == 0) {
+            if (k + 1 >= argc)
+                return cli_usage_error(USAGE, "%s needs a number of milliseconds", a);
+            tmo = argv[++k];
+            tmo_from = a;
+        } else if (strncmp(a, "--timeout=", 10) == 0) {
+            tmo = a + 10;
+            tmo_from = "--timeout";
         } else {
             return cli_usage_error(USAGE, "unknown option '%s'", a);
         }
     }
+    if (tmo && *tmo && (ctx.timeout_ms = parse_timeout(tmo)) == 0)
+        return cli_usage_error(USAGE, "%s must be a number of milliseconds from 1 to 86400000, "
+                               "not '%s'", tmo_from, tmo);
     if (k >= argc)
         return cli_usage_error(USAGE, "no command given");
     const cli_cmd *c = COMMANDS;

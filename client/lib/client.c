@@ -249,12 +249,16 @@ int cl_call(sx_client *c, msg_type t, const void *req, void *rep,
         rc = net_call(c->socks[k], wire, wire_n, ms > INT_MAX ? INT_MAX : (int)ms, &resp,
                       &resp_n);
         if (rc) {
-            cl_fail(c, rc, "router %s: %s", c->urls[k], sx_strerror(rc));
+            if (rc == SX_ETIMEDOUT)
+                cl_fail(c, rc, "router %s: timed out after %lld ms", c->urls[k], ms);
+            else
+                cl_fail(c, rc, "router %s: %s", c->urls[k], sx_strerror(rc));
             if (cl_may_failover(c, k, t, rc))
                 continue;
             if (rc == SX_ETIMEDOUT)
-                cl_fail(c, rc, "router %s: timed out; the %s may or may not have been "
-                        "applied, and may still be (not retried elsewhere)", c->urls[k],
+                cl_fail(c, rc, "router %s: timed out after %lld ms; the %s may or may not "
+                        "have been applied, and may still be (not retried elsewhere)",
+                        c->urls[k], ms,
                         t == MSG_PUT ? "put" : t == MSG_DELETE ? "delete" : "change");
             break;
         }

@@ -4,8 +4,9 @@
 # and doubles; exit codes 0/1/2/3 with one-line messages; --help on every
 # command; load with bad lines; query without --limit following tokens over
 # several pages and --limit N returning exactly min(N, matches); --explain;
-# scan --where; router failover with a dead first router; status with index
-# lag. Exits 77 (skipped) when the servers are not built.
+# scan --where; router failover with a dead first router; --timeout and
+# SHARDEX_TIMEOUT_MS (checked; a call to a stopped router ends after that
+# wait, and says so); status with index lag. Exits 77 (skipped) when the servers are not built.
 set -uo pipefail
 
 bindir="${1:?usage: cli_test.sh BINDIR}"
@@ -172,6 +173,23 @@ start=$SECONDS
 OUT="$("$S" -r "$dead,$SHARDEX_ROUTER" get people '{"id":1}')" || fail "failover get failed"
 [ $((SECONDS - start)) -lt 5 ] || fail "failover took $((SECONDS - start)) s"
 pass "a dead first router is skipped"
+# ---- the call timeout ----
+run 2 --timeout abc status
+grep -q -- "--timeout must be a number of milliseconds" <<<"$ERR" || fail "bad --timeout: $ERR"
+OUT="$(SHARDEX_TIMEOUT_MS=0 "$S" status 2>&1)" && fail "SHARDEX_TIMEOUT_MS=0 accepted"
+grep -q "SHARDEX_TIMEOUT_MS must be" <<<"$OUT" || fail "bad SHARDEX_TIMEOUT_MS: $OUT"
+run 0 --timeout 5000 get people '{"id":1}'
+r1pid="$(cat "$dir/pids/r1.pid")"
+kill -STOP "$r1pid"
+rc=0
+ERR="$("$S" --timeout 300 get people '{"id":1}' 2>&1)" || rc=$?
+OUT2="$(SHARDEX_TIMEOUT_MS=400 "$S" get people '{"id":1}' 2>&1)" || true
+kill -CONT "$r1pid"
+[ "$rc" -eq 3 ] && grep -q "timed out after 300 ms" <<<"$ERR" ||
+    fail "--timeout 300 against a stopped router: exit $rc, $ERR"
+grep -q "timed out after 400 ms" <<<"$OUT2" || fail "SHARDEX_TIMEOUT_MS=400: $OUT2"
+pass "--timeout and SHARDEX_TIMEOUT_MS: checked, and the wait they set is the one that ends a call"
+
 run 0 status
 grep -q 'storage' <<<"$OUT" && grep -q 'index' <<<"$OUT" && grep -q 'LAG' <<<"$OUT" \
     || fail "status lacks nodes or lag: $OUT"
