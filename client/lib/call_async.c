@@ -201,13 +201,17 @@ static int op_send(sx_op *op)
 static void op_failed(sx_op *op, int rc, bool replied)
 {
     sx_client *c = op->c;
-    if (!replied)
+    long long ms = (long long)c->timeout_ms + op->extra_ms;
+    if (!replied && rc == SX_ETIMEDOUT)
+        snprintf(op->errmsg, sizeof op->errmsg, "router %s: timed out after %lld ms",
+                 c->urls[op->k], ms);
+    else if (!replied)
         snprintf(op->errmsg, sizeof op->errmsg, "router %s: %s", c->urls[op->k],
                  sx_strerror(rc));
     if (!replied && rc == SX_ETIMEDOUT && !cl_may_failover(c, op->k, op->t, rc))
-        snprintf(op->errmsg, sizeof op->errmsg, "router %s: timed out; the write may or "
-                 "may not have been applied, and may still be (not retried elsewhere)",
-                 c->urls[op->k]);
+        snprintf(op->errmsg, sizeof op->errmsg, "router %s: timed out after %lld ms; the "
+                 "write may or may not have been applied, and may still be (not retried "
+                 "elsewhere)", c->urls[op->k], ms);
     while (cl_may_failover(c, op->k, op->t, rc) && ++op->tries < c->nrouters) {
         op_clear_reply(op);
         op->k = (op->k + 1) % c->nrouters;
