@@ -138,8 +138,11 @@ netns_teardown() {
     netns_lock
     slot="$(netns_slot)"
     if ! netns_owned; then
-        echo "local-cluster: network slot $slot is not this folder's (or already released): left alone" >&2
-        return 1
+        if [ -e "$NETNS_RUN/$slot" ]; then
+            echo "local-cluster: network slot $slot belongs to the cluster in" \
+                 "$(cat "$NETNS_RUN/$slot"): left alone" >&2
+        fi
+        return 1                # (or released already: nothing to remove)
     fi
     while read -r role n url; do
         i=$((i + 1))
