@@ -11,7 +11,8 @@
 #   sx ARGS...             the shardex CLI against the cluster
 #   sx_rc ARGS...          same, sets RC to its exit status instead of failing
 #   it_need_netns          exits 77 (ctest: skipped), saying why, unless this
-#                          machine can make network namespaces (root)
+#                          machine can make network namespaces (root) whose
+#                          traffic crosses a bridge (netns_probe)
 #   fail MSG / pass MSG    report; fail exits 1
 #   wait_for DESC SECS CMD...   poll CMD until it succeeds or SECS pass
 #   ids_of                 stdin JSON lines -> their "id" values, one a line
@@ -119,6 +120,51 @@ it_need_netns() {
         exit 77
     fi
     ip netns del "sxprobe$$"
+    local why
+    if ! why="$(netns_probe)"; then
+        echo "SKIPPED [$IT_NAME]: network namespaces on a bridge cannot talk here ($why)"
+        exit 77
+    fi
+}
+
+# netns_probe: two namespaces on a bridge of their own (no address in this
+# namespace, so nothing here is rerouted), a TCP connection from one to the
+# other (perl, part of every Debian system): fails, printing why, when
+# bridged traffic does not flow (e.g. an iptables FORWARD policy of DROP
+# with br_netfilter). Removes what it made.
+netns_probe() {
+    local a="sxpa$$" b="sxpb$$" br="sxpbr$$" ok=1 why=""
+    ip link add "$br" type bridge 2>/dev/null && ip link set "$br" up &&
+        ip netns add "$a" && ip netns add "$b" &&
+        ip link add "${a}v" type veth peer name eth0 netns "$a" &&
+        ip link add "${b}v" type veth peer name eth0 netns "$b" &&
+        ip link set "${a}v" master "$br" up && ip link set "${b}v" master "$br" up &&
+        ip netns exec "$a" ip addr add 10.254.254.1/24 dev eth0 &&
+        ip netns exec "$b" ip addr add 10.254.254.2/24 dev eth0 &&
+        ip netns exec "$a" ip link set eth0 up && ip netns exec "$b" ip link set eth0 up ||
+        { ok=0; why="cannot make a bridge and veth pairs"; }
+    if ((ok)); then
+        ip netns exec "$a" timeout 10 perl -MIO::Socket::INET -e \
+            '$s = IO::Socket::INET->new(LocalAddr => "10.254.254.1", LocalPort => 7199,
+                                        Listen => 1, ReuseAddr => 1) or exit 1;
+             $c = $s->accept or exit 1; print $c "ok\n"' &
+        local srv=$! got="" i
+        for ((i = 0; i < 100; i++)); do      # the listener up (5 s at most)
+            [ -z "$(ip netns exec "$a" ss -Hltn 'sport = :7199' 2>/dev/null)" ] || break
+            sleep 0.05
+        done
+        got="$(ip netns exec "$b" timeout 5 perl -MIO::Socket::INET -e \
+            '$c = IO::Socket::INET->new(PeerAddr => "10.254.254.1", PeerPort => 7199,
+                                        Timeout => 3) or exit 1; print scalar <$c>' \
+            2>/dev/null)" || true
+        kill "$srv" 2>/dev/null || true
+        wait "$srv" 2>/dev/null || true
+        [ "$got" = ok ] || { ok=0; why="no TCP connection across the bridge"; }
+    fi
+    ip netns del "$a" 2>/dev/null || true
+    ip netns del "$b" 2>/dev/null || true
+    ip link del "$br" 2>/dev/null || true
+    ((ok)) || { echo "$why"; return 1; }
 }
 
 it_cluster_up() {
