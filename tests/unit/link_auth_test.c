@@ -25,6 +25,7 @@
 #include "hash.h"
 #include "link.h"
 #include "link_auth.h"
+#include "rawstream.h"
 #include "sx_errors.h"
 
 /* ---- a server that echoes and counts, a client that counts ---- */
@@ -166,27 +167,6 @@ static void pair_case(const char *url, const uint8_t *lkey, const char *lc, cons
 
 /* ---- the protocol by hand on a raw stream ---- */
 
-/* Writes or reads exactly n bytes on s; 0 or an nng error. */
-static int raw_io(nng_stream *s, nng_aio *aio, uint8_t *p, size_t n, bool write)
-{
-    while (n > 0) {
-        nng_iov iov = { p, n };
-        nng_aio_set_iov(aio, 1, &iov);
-        if (write)
-            nng_stream_send(s, aio);
-        else
-            nng_stream_recv(s, aio);
-        nng_aio_wait(aio);
-        int rv = nng_aio_result(aio);
-        if (rv != 0)
-            return rv;
-        size_t got = nng_aio_count(aio);
-        p += got;
-        n -= got;
-    }
-    return 0;
-}
-
 /* A frame (id, payload) with its tag, sealed by a, into out; its size. */
 static size_t sealed(link_auth *a, uint64_t id, const char *payload, uint8_t *out)
 {
@@ -232,16 +212,7 @@ static void raw_case(const char *url, int bad)
     link_auth_set_key(NULL, NULL);
     link_auth *a = la_new(key, true, bad == 4 ? "ipc:///elsewhere" : url, hello, &err);
     CHECK(a != NULL);
-    CHECK_INT(nng_stream_dialer_alloc(&d, url), 0);
-    CHECK_INT(nng_aio_alloc(&aio, NULL, NULL), 0);
-    if (ls == NULL || a == NULL || d == NULL || aio == NULL)
-        goto out;
-    nng_aio_set_timeout(aio, 10000);
-    nng_stream_dialer_dial(d, aio);
-    nng_aio_wait(aio);
-    CHECK_INT(nng_aio_result(aio), 0);
-    s = nng_aio_get_output(aio, 0);
-    if (s == NULL)
+    if (ls == NULL || a == NULL || (s = raw_dial(url, 10000, &d, &aio)) == NULL)
         goto out;
     CHECK_INT(raw_io(s, aio, hello, sizeof hello, true), 0);
     CHECK_INT(raw_io(s, aio, theirs, sizeof theirs, false), 0);
@@ -371,21 +342,13 @@ static void no_hello_case(const char *url)
     link_auth_set_key(key_a(), "test");
     CHECK_INT(link_listen(url, echo_frame, on_closed, &srv, 0, &ls), 0);
     link_auth_set_key(NULL, NULL);
-    CHECK_INT(nng_stream_dialer_alloc(&d, url), 0);
-    CHECK_INT(nng_aio_alloc(&aio, NULL, NULL), 0);
-    if (ls != NULL && d != NULL && aio != NULL) {
-        nng_aio_set_timeout(aio, 10000);
-        nng_stream_dialer_dial(d, aio);
-        nng_aio_wait(aio);
-        CHECK_INT(nng_aio_result(aio), 0);
-        nng_stream *s = nng_aio_get_output(aio, 0);
-        if (s != NULL) {
-            CHECK_INT(raw_io(s, aio, junk, sizeof junk, true), 0);
-            CHECK(wait_side(&srv, 0, 1));
-            CHECK_INT(srv.frames, 0);
-            CHECK_INT(srv.err, SX_EPROTO);
-            nng_stream_free(s);
-        }
+    nng_stream *s = ls != NULL ? raw_dial(url, 10000, &d, &aio) : NULL;
+    if (s != NULL) {
+        CHECK_INT(raw_io(s, aio, junk, sizeof junk, true), 0);
+        CHECK(wait_side(&srv, 0, 1));
+        CHECK_INT(srv.frames, 0);
+        CHECK_INT(srv.err, SX_EPROTO);
+        nng_stream_free(s);
     }
     nng_aio_free(aio);
     nng_stream_dialer_free(d);
@@ -412,17 +375,11 @@ static void deadline_case(const char *url)
     CHECK_INT(unsetenv("SHARDEX_LINK_PROOF_MS"), 0);
     CHECK_INT(link_dial(url, 5000, cli_frame, on_closed, &cli, &l), 0);
     link_auth_set_key(NULL, NULL);
-    CHECK_INT(nng_stream_dialer_alloc(&d, url), 0);
-    CHECK_INT(nng_aio_alloc(&aio, NULL, NULL), 0);
-    if (ls == NULL || l == NULL || d == NULL || aio == NULL)
+    if (ls == NULL || l == NULL)
         goto out;
     CHECK_INT(link_send(l, 1, (const uint8_t *)"a", 1), 0);
     CHECK(wait_side(&cli, 1, 0));                   /* proved and answered */
-    nng_aio_set_timeout(aio, 10000);
-    nng_stream_dialer_dial(d, aio);
-    nng_aio_wait(aio);
-    CHECK_INT(nng_aio_result(aio), 0);
-    nng_stream *s = nng_aio_get_output(aio, 0);
+    nng_stream *s = raw_dial(url, 10000, &d, &aio);
     if (s != NULL) {
         CHECK_INT(raw_io(s, aio, part, sizeof part, true), 0);
         CHECK(wait_side(&srv, 1, 1));               /* the stalled one closed */

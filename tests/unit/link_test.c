@@ -22,6 +22,7 @@
 #include "link.h"
 #include "link_auth.h"
 #include "net.h"
+#include "rawstream.h"
 #include "sx_errors.h"
 
 /* ---- the server: echoes every frame, counts closes ---- */
@@ -292,22 +293,6 @@ static void echo_case(const char *url)
 }
 
 /* A malformed length closes the connection on the server (SX_EPROTO). */
-/* Dials url as a raw stream (no link on this side: the test writes and
- * reads bytes itself). Sets *d, *aio (timeout ms) and returns the stream,
- * or NULL with what was made left in *d and *aio for the caller to free. */
-static nng_stream *raw_dial(const char *url, int ms, nng_stream_dialer **d, nng_aio **aio)
-{
-    CHECK_INT(nng_stream_dialer_alloc(d, url), 0);
-    CHECK_INT(nng_aio_alloc(aio, NULL, NULL), 0);
-    if (*d == NULL || *aio == NULL)
-        return NULL;
-    nng_aio_set_timeout(*aio, ms);
-    nng_stream_dialer_dial(*d, *aio);
-    nng_aio_wait(*aio);
-    CHECK_INT(nng_aio_result(*aio), 0);
-    return nng_aio_get_output(*aio, 0);
-}
-
 static void bad_length_case(const char *url)
 {
     srv_state ss = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
