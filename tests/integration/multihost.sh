@@ -52,10 +52,11 @@ urls="$(jq -r '(.storage[], .index[]) | "link+" + .url' "$cfg")"
 pass "every node drops a stranger's frames from another host, and answers the key's"
 
 # A router with another link_key (a process of another cluster, or a
-# stolen config with its key changed), here on loopback: the nodes refuse
-# its links, so it gets nothing, and they log why.
-port=$((31000 + $$ % 500))
-jq --arg u "tcp://127.0.0.1:$port" '.link_key = ("ab" * 32) | .routers[0].url = $u' \
+# stolen config with its key changed), here on an ipc:// socket (no port to
+# collide with): the nodes refuse its links, so it gets nothing, and they
+# log why.
+rogue_url="ipc://$IT_DIR/rogue.sock"
+jq --arg u "$rogue_url" '.link_key = ("ab" * 32) | .routers[0].url = $u' \
     "$cfg" >"$IT_DIR/rogue.json"
 "$IT_BUILD/bin/shardex-router" --config "$IT_DIR/rogue.json" --name r1 \
     --log "$IT_DIR/logs/rogue.log" >"$IT_DIR/logs/rogue.out" 2>&1 &
@@ -63,7 +64,7 @@ rogue=$!
 it_extra_cleanup() { kill "$rogue" 2>/dev/null || true; wait "$rogue" 2>/dev/null || true; }
 wait_for "the rogue router ready" 30 grep -qx ready "$IT_DIR/logs/rogue.out"
 RC=0
-out="$(timeout 60 "$IT_CLI" -r "tcp://127.0.0.1:$port" get customers '{"id": 9}' 2>&1)" || RC=$?
+out="$(timeout 60 "$IT_CLI" -r "$rogue_url" get customers '{"id": 9}' 2>&1)" || RC=$?
 ((RC != 0)) || fail "the rogue router read an item: $out"
 wait_for "a node logging the rogue's failed authentication" 30 \
     grep -q "failed authentication" "$IT_DIR"/logs/s1.log "$IT_DIR"/logs/s2.log
