@@ -103,7 +103,7 @@ static void do_status(st_node *n, mp_buf *out)
     mp_buf st;
 
     mp_buf_init(&st);
-    mp_put_map(&st, 7);
+    mp_put_map(&st, 8);
     mp_put_cstr(&st, "name");
     mp_put_cstr(&st, me->name);
     mp_put_cstr(&st, "links_authenticated");
@@ -112,6 +112,8 @@ static void do_status(st_node *n, mp_buf *out)
     mp_put_cstr(&st, "storage");
     st_filter_status(n->store, &st);
     cstats_put(&n->store->commits, &st);
+    mp_put_cstr(&st, "writes_past_deadline");
+    mp_put_u64(&st, __atomic_load_n(&n->store->late, __ATOMIC_RELAXED));
     mp_put_cstr(&st, "url");
     mp_put_cstr(&st, me->url);
     mp_put_cstr(&st, "partitions");

@@ -48,6 +48,9 @@ typedef struct st_store {
     void *grp;                         /* the committer's per-partition scratch */
     sx_ratelimit slow;                 /* committer only: slow-group warnings */
     commit_stats commits;              /* the committer's figures, for status */
+    uint64_t late;                     /* writes refused past their deadline
+                                        * (atomic access; status:
+                                        * "writes_past_deadline") */
 
     /* the absent-key filter (storage_filter.c) */
     struct keyfilter *kf;              /* NULL: none (every write reads) */

@@ -21,6 +21,8 @@
  * st_write (a worker that waits; used when validation needs a catalog
  * fetch first).
  */
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "hash.h"
@@ -321,6 +323,39 @@ static void group_catalog(st_part *p, st_wreq *list)
     }
 }
 
+/* Fails the requests whose deadline (msg.h, deadline_ms) has passed, or
+ * is within the cluster's clock skew: they are not applied. Checked under
+ * the partition's write lock before the group is computed, so a request
+ * that passes is ordered before every write that reaches this node after
+ * this moment, and so before any write its caller makes after giving up. */
+static void group_deadlines(st_part *p, st_wreq *list)
+{
+    long long now = 0, skew = p->cfg->max_clock_skew_ms;
+
+    for (st_wreq *r = list; r; r = r->next) {
+        char msg[sizeof(r->msg)];
+        long long left;
+
+        if (r->err != 0 || r->rq->deadline_ms == 0)
+            continue;
+        if (now == 0)
+            now = (long long)sx_real_ms();
+        left = r->rq->deadline_ms > (uint64_t)LLONG_MAX ? LLONG_MAX
+             : (long long)r->rq->deadline_ms - now;
+        if (left > skew)
+            continue;
+        if (left < 0)
+            snprintf(msg, sizeof(msg), "not applied: its deadline passed %lld ms before "
+                     "the storage node took it", -left);
+        else
+            snprintf(msg, sizeof(msg), "not applied: its deadline was %lld ms away when "
+                     "the storage node took it, within the cluster's max_clock_skew_ms "
+                     "(%lld)", left, skew);
+        fail_req(r, SX_EDEADLINE, msg);
+        __atomic_add_fetch(&p->store->late, 1, __ATOMIC_RELAXED);
+    }
+}
+
 /* One operation of a group, for applying the group in key order. */
 typedef struct op_ref {
     st_wreq *r;
@@ -395,6 +430,7 @@ static void group_build(part_grp *g)
     g->b = leveldb_writebatch_create();   /* run_group reset the rest */
     rc = g->b ? 0 : SX_ENOMEM;
     group_catalog(p, g->list);
+    group_deadlines(p, g->list);
     for (st_wreq *r = g->list; r; r = r->next)
         g->nops += r->n;
     if (rc == 0)

@@ -273,6 +273,23 @@ static int load_nodes(sx_config *c, json_t *root, const char *key, int role, cfg
     return 0;
 }
 
+/* "max_clock_skew_ms": the most any two hosts' clocks may differ (msg.h,
+ * deadline_ms); CFG_SKEW_DEFAULT_MS when absent. */
+static int load_skew(sx_config *c, json_t *root, cfg_err *e)
+{
+    json_t *v = json_object_get(root, "max_clock_skew_ms");
+
+    c->max_clock_skew_ms = CFG_SKEW_DEFAULT_MS;
+    if (v == NULL)
+        return 0;
+    if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+        json_integer_value(v) > CFG_SKEW_MAX_MS)
+        return fail(e, "\"max_clock_skew_ms\" must be an integer from 0 to %d "
+                    "(milliseconds)", CFG_SKEW_MAX_MS);
+    c->max_clock_skew_ms = (int)json_integer_value(v);
+    return 0;
+}
+
 int cfg_load(const char *path, sx_config **out, char *err, size_t errlen)
 {
     cfg_err e = { err, errlen };
@@ -304,6 +321,8 @@ int cfg_load(const char *path, sx_config **out, char *err, size_t errlen)
              hex_decode(json_string_value(json_object_get(root, "link_key")), c->link_key,
                         sizeof(c->link_key)))
         rc = fail(&e, "\"link_key\" must be 64 hex digits (32 random bytes)");
+    else if ((rc = load_skew(c, root, &e)) != 0)
+        ;
     else if ((rc = load_nodes(c, root, "routers", SX_ROLE_ROUTER, &e)) == 0 &&
              (rc = load_nodes(c, root, "storage", SX_ROLE_STORAGE, &e)) == 0 &&
              (rc = load_nodes(c, root, "index", SX_ROLE_INDEX, &e)) == 0 &&

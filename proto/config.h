@@ -38,12 +38,18 @@ typedef struct cfg_node {
     char *url;            /* nng URL it listens on */
 } cfg_node;
 
+#define CFG_SKEW_DEFAULT_MS 100
+#define CFG_SKEW_MAX_MS 60000
+
 typedef struct sx_config {
     char *cluster;
     uint8_t hash_key[SX_HASH_KEY_BYTES];
     uint8_t token_key[32];
     bool has_link_key;    /* "link_key" given: links are authenticated with it */
     uint8_t link_key[32]; /* (proto/link_auth.h); required beyond loopback */
+    int max_clock_skew_ms; /* the most two hosts' clocks may differ: a write
+                            * is applied only this long before its deadline
+                            * (msg.h, deadline_ms) */
     int catalog_node;     /* index into nodes of the storage node holding the catalog */
     int nnodes;
     cfg_node *nodes;

@@ -72,6 +72,14 @@ unsigned long long sx_mono_us(void)
     return (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000ull;
 }
 
+unsigned long long sx_real_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (unsigned long long)ts.tv_sec * 1000ull + (unsigned long long)ts.tv_nsec / 1000000ull;
+}
+
 unsigned long long sx_mono_ms(void)
 {
     return sx_mono_us() / 1000ull;

@@ -30,6 +30,10 @@ unsigned long long sx_mono_ms(void);
 /* Microseconds of the same clock, for short durations. */
 unsigned long long sx_mono_us(void);
 
+/* Milliseconds of Unix time (CLOCK_REALTIME): what a write's deadline is
+ * given in, since it crosses hosts (msg.h, deadline_ms). */
+unsigned long long sx_real_ms(void);
+
 /* Sets *ts to clock clk's now plus ms milliseconds: a deadline for
  * pthread_cond_timedwait on a condition variable using that clock. */
 void sx_deadline_in(struct timespec *ts, clockid_t clk, long ms);

@@ -14,7 +14,7 @@
 #include "sx_errors.h"
 
 /* (the lists last: struct_size and free_fields test kind >= K_STRS) */
-typedef enum { K_U64, K_STR, K_BIN, K_OBIN, K_RAW, K_U64S, K_STRS, K_BINS, K_RAWS } field_kind;
+typedef enum { K_U64, K_OU64, K_STR, K_BIN, K_OBIN, K_RAW, K_U64S, K_STRS, K_BINS, K_RAWS } field_kind;
 
 typedef struct field_desc {
     field_kind kind;
@@ -89,7 +89,7 @@ static void encode_fields(const field_desc *f, int n, const void *s, mp_buf *out
     for (int i = 1; i <= n; i++) {
         const void *fp = base + f[i].off;
         switch (f[i].kind) {
-        case K_U64: mp_put_u64(out, *(const uint64_t *)fp); break;
+        case K_U64: case K_OU64: mp_put_u64(out, *(const uint64_t *)fp); break;
         case K_STR: mp_put_str(out, ((const sx_buf *)fp)->p, ((const sx_buf *)fp)->n); break;
         case K_BIN: case K_OBIN:
             mp_put_bin(out, ((const sx_buf *)fp)->p, ((const sx_buf *)fp)->n);
@@ -222,11 +222,17 @@ static int read_list(mp_cur *c, field_kind kind, void *fp)
     return 0;
 }
 
-/* Fields of f[1..n] a frame must hold: all but the optional ones (OBIN),
- * which only end a list. */
+/* Whether a field may be missing from a frame (it only ends a list). */
+static bool optional(field_kind k)
+{
+    return k == K_OBIN || k == K_OU64;
+}
+
+/* Fields of f[1..n] a frame must hold: all but the optional ones, which
+ * only end a list. */
 static int required_fields(const field_desc *f, int n)
 {
-    while (n > 0 && f[n].kind == K_OBIN)
+    while (n > 0 && optional(f[n].kind))
         n--;
     return n;
 }
@@ -240,10 +246,10 @@ static int decode_fields(mp_cur *c, const field_desc *f, int n, uint32_t avail, 
 
     for (int i = 1; i <= n && rc == 0; i++) {
         void *fp = base + f[i].off;
-        if (f[i].kind == K_OBIN && (uint32_t)i > avail)
+        if (optional(f[i].kind) && (uint32_t)i > avail)
             break;
         switch (f[i].kind) {
-        case K_U64: rc = mp_read_u64(c, fp); break;
+        case K_U64: case K_OU64: rc = mp_read_u64(c, fp); break;
         case K_STR: rc = mp_read_str(c, fp); break;
         case K_BIN: case K_OBIN: rc = mp_read_bin(c, fp); break;
         case K_RAW: rc = mp_read_raw(c, fp); break;
@@ -278,7 +284,7 @@ static size_t struct_size(const field_desc *f, int n)
     size_t end = 1;
 
     for (int i = 1; i <= n; i++) {
-        size_t sz = f[i].kind == K_U64 ? sizeof(uint64_t)
+        size_t sz = f[i].kind == K_U64 || f[i].kind == K_OU64 ? sizeof(uint64_t)
                   : f[i].kind == K_U64S ? sizeof(sx_u64s)
                   : f[i].kind >= K_STRS ? sizeof(sx_bufs) : sizeof(sx_buf);
         if (f[i].off + sz > end)

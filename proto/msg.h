@@ -15,6 +15,8 @@
  *   U64  uint64_t          msgpack non-negative int
  *   STR  sx_buf            msgpack str (borrowed from the frame)
  *   BIN  sx_buf            msgpack bin (borrowed)
+ *   OU64 uint64_t          msgpack non-negative int, optional (as OBIN):
+ *                          0 when the frame ends before it
  *   OBIN sx_buf            msgpack bin, optional: only at the end of a list,
  *                          and a frame that ends before it decodes with it
  *                          empty (senders always send it; what an older
@@ -40,6 +42,7 @@ typedef struct sx_u64s { uint32_t n; uint64_t *v; } sx_u64s;
 typedef struct sx_bufs { uint32_t n; sx_buf *v; } sx_bufs;
 
 #define MSG_CT_U64 uint64_t
+#define MSG_CT_OU64 uint64_t
 #define MSG_CT_STR sx_buf
 #define MSG_CT_BIN sx_buf
 #define MSG_CT_OBIN sx_buf
@@ -76,13 +79,20 @@ enum { OUT_PUT = 0, OUT_DEL = 1 };
 #define MSG_INDEX_LIST_REQ(F, T) F(T, STR, table)
 #define MSG_INDEX_LIST_REP(F, T) F(T, RAWS, indexes)
 
-#define MSG_PUT_REQ(F, T) F(T, STR, table) F(T, RAWS, items)
+/* deadline_ms: when the caller stops waiting, in milliseconds of Unix
+ * time (CLOCK_REALTIME), or 0 for no deadline. A storage node applies a
+ * write only if, when its committer takes it, its own clock plus the
+ * cluster's max_clock_skew_ms is still before it; else the write fails with
+ * SX_EDEADLINE and was not applied. So a write the caller gave up on cannot
+ * land after the caller's next writes. The client sets it on every attempt
+ * (its send time plus its timeout), as the last field of the frame. */
+#define MSG_PUT_REQ(F, T) F(T, STR, table) F(T, RAWS, items) F(T, OU64, deadline_ms)
 #define MSG_PUT_REP(F, T) F(T, U64S, versions)
 
 #define MSG_GET_REQ(F, T) F(T, STR, table) F(T, RAW, key)
 #define MSG_GET_REP(F, T) F(T, RAW, item) F(T, U64, version)
 
-#define MSG_DELETE_REQ(F, T) F(T, STR, table) F(T, RAW, key)
+#define MSG_DELETE_REQ(F, T) F(T, STR, table) F(T, RAW, key) F(T, OU64, deadline_ms)
 #define MSG_DELETE_REP(F, T) F(T, U64, version)
 
 #define MSG_QUERY_REQ(F, T) F(T, STR, table) F(T, STR, index) F(T, RAW, eq) F(T, U64, cond) \
@@ -109,8 +119,10 @@ enum { OUT_PUT = 0, OUT_DEL = 1 };
 #define MSG_CAT_BACKFILLED_REQ(F, T) F(T, U64, index_id) F(T, U64, part)
 #define MSG_CAT_BACKFILLED_REP(F, T) F(T, U64, version)
 
+/* deadline_ms: as PUT's (a router combining several PUTs sends the
+ * earliest of their deadlines; 0 for none), checked for the whole request. */
 #define MSG_S_WRITE_REQ(F, T) F(T, U64, part) F(T, U64, catver) F(T, U64, table_id)     \
-    F(T, U64S, dels) F(T, RAWS, objs)
+    F(T, U64S, dels) F(T, RAWS, objs) F(T, OU64, deadline_ms)
 #define MSG_S_WRITE_REP(F, T) F(T, U64S, versions) F(T, U64S, found)
 
 #define MSG_S_GET_REQ(F, T) F(T, U64, part) F(T, U64, table_id) F(T, BINS, keys)

@@ -121,11 +121,12 @@ out:
     return rc;
 }
 
-/* Sends the one-delete S_WRITE (req borrows key and del, which must
- * outlive it); retried once if the catalog was stale. */
+/* Sends the one-delete S_WRITE with the DELETE's deadline (req borrows key
+ * and del, which must outlive it); retried once if the catalog was stale. */
 static int delete_call(router *rt, const cat_table *t, uint64_t catver,
-                       const cfg_part *part, sx_buf *key, uint64_t *del, rt_rpc *c,
-                       msg_S_WRITE_req *req, msg_S_WRITE_rep *rep, rt_err *e)
+                       const cfg_part *part, sx_buf *key, uint64_t deadline_ms,
+                       uint64_t *del, rt_rpc *c, msg_S_WRITE_req *req,
+                       msg_S_WRITE_rep *rep, rt_err *e)
 {
     const sx_catalog *cat;
     int pass;
@@ -137,6 +138,7 @@ static int delete_call(router *rt, const cat_table *t, uint64_t catver,
     *del = 1;
     req->dels = (sx_u64s){ 1, del };
     req->objs = (sx_bufs){ 1, key };
+    req->deadline_ms = deadline_ms;
     for (pass = 0; pass < 2; pass++) {
         rt_rpc_release(c, 1);
         memset(rep, 0, sizeof(*rep));
@@ -184,7 +186,8 @@ int rt_h_delete(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e)
         bytes_free(&local);
     }
     if (rc == 0)
-        rc = delete_call(rt, t, cat->version, part, &q.key, &del, &c, &req, &rep, e);
+        rc = delete_call(rt, t, cat->version, part, &q.key, q.deadline_ms, &del, &c, &req,
+                         &rep, e);
     if (rc == 0 && rep.found.v[0] == 0)
         rc = rt_errf(e, SX_ENOTFOUND, "no item with that key in table '%s'", t->name);
     if (rc == 0) {

@@ -14,12 +14,14 @@
  * versions, from that nng thread. So a frame of PUTs costs no fiber, and
  * the storage node decodes, queues and answers one request per partition
  * instead of one per PUT; the writes share a synced group there as before.
+ * An S_WRITE carries the earliest deadline of its PUTs (msg.h, deadline_ms).
  *
  * Anything else runs the ordinary handler (rt_h_put, on a fiber), which
  * gives every answer, message and retry it always has: a PUT declined at
  * the offer; and a PUT an S_WRITE of which failed in a way that proves
  * nothing of it was written (a stale catalog, an item the storage node
- * refused before writing, or no send at all), handed back with
+ * refused before writing, the S_WRITE's deadline passed, or no send at
+ * all), handed back with
  * net_reply_requeue and so run again alone (a PUT that shared that
  * S_WRITE with a refused item is then written alone, and the refused one
  * gets its own error), provided every S_WRITE carrying its items failed
@@ -249,11 +251,13 @@ static void call_fail(wc_call *c)
 }
 
 /* Whether a storage node's error reply to an S_WRITE proves that nothing
- * of it was written: a stale catalog, or an operation refused while the
- * request was checked ("operation K: ..."), both before any write. */
+ * of it was written: a stale catalog, a deadline passed (the batch's
+ * earliest: its other PUTs may still be in time alone), or an operation
+ * refused while the request was checked ("operation K: ..."), all before
+ * any write. */
 static bool unwritten(int err, const char *msg)
 {
-    return err == SX_ESTALECAT || strncmp(msg, "operation ", 10) == 0;
+    return err == SX_ESTALECAT || err == SX_EDEADLINE || strncmp(msg, "operation ", 10) == 0;
 }
 
 /* An S_WRITE of the batch answered (or failed): its versions go to their
@@ -333,6 +337,12 @@ static bool batch_calls(wc_batch *b)
             objs[j] = b->puts[it->put].q.items.v[it->item];
         }
         if (ok) {
+            memset(&q, 0, sizeof(q));
+            for (uint32_t j = 0; j < c->n; j++) {
+                uint64_t d = b->puts[b->items[c->of[j]].put].q.deadline_ms;
+                if (d != 0 && (q.deadline_ms == 0 || d < q.deadline_ms))
+                    q.deadline_ms = d;
+            }
             q.part = rt->cfg->storage[c->g].id;
             q.catver = b->cat->version;
             q.table_id = b->t->id;

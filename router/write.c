@@ -126,9 +126,9 @@ static int plan_items(put_plan *pl, router *rt, const cat_table *t,
     return 0;
 }
 
-/* Builds one S_WRITE per partition. */
+/* Builds one S_WRITE per partition, each with the PUT's deadline. */
 static int plan_calls(put_plan *pl, router *rt, const cat_table *t,
-                      uint64_t catver, const sx_bufs *items, rt_err *e)
+                      uint64_t catver, const msg_PUT_req *q, rt_err *e)
 {
     uint32_t i;
     int g;
@@ -143,7 +143,7 @@ static int plan_calls(put_plan *pl, router *rt, const cat_table *t,
             return rt_errf(e, SX_ENOMEM, "out of memory");
     }
     for (i = 0; i < pl->n; i++)
-        pl->objs[pl->grp[i]][pl->slot[i]] = items->v[i];
+        pl->objs[pl->grp[i]][pl->slot[i]] = q->items.v[i];
     for (g = 0; g < pl->nst; g++) {
         int m = pl->ncalls;
         if (pl->cnt[g] == 0)
@@ -153,6 +153,7 @@ static int plan_calls(put_plan *pl, router *rt, const cat_table *t,
         pl->reqs[m].table_id = t->id;
         pl->reqs[m].dels = (sx_u64s){ pl->cnt[g], pl->dels[g] };
         pl->reqs[m].objs = (sx_bufs){ pl->cnt[g], pl->objs[g] };
+        pl->reqs[m].deadline_ms = q->deadline_ms;
         pl->calls[m] = (rt_rpc){ .node = rt->cfg->storage[g].node,
                                  .type = MSG_S_WRITE, .req = &pl->reqs[m],
                                  .rep = &pl->reps[m] };
@@ -299,7 +300,7 @@ int rt_h_put(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e)
     if (rc == 0)
         rc = plan_items(&pl, rt, t, &q.items, e);
     if (rc == 0)
-        rc = plan_calls(&pl, rt, t, cat->version, &q.items, e);
+        rc = plan_calls(&pl, rt, t, cat->version, &q, e);
     if (rc == 0)
         rc = plan_run(&pl, rt, e);
     if (rc == 0)

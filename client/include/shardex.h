@@ -175,17 +175,23 @@ SX_API int sx_list_at(const sx_list *l, size_t i, sx_value *v);
  * others (a call to an unconnected router only fails at its timeout).
  * Failover: a call is retried on the next router, until each was tried
  * once, when its router cannot be reached (SX_ENET); a read also when the
- * router answers SX_EUNAVAIL (e.g. it is stopping) or SX_ETIMEDOUT, but a
- * write (put, delete, table or index create, index drop) after a timeout
- * only when its router's connection is gone (it crashed, or the network
- * failed), and never after an SX_EUNAVAIL answer (the router's link to a
- * node may have broken after the write was applied). A router that is
- * still connected but slow may yet run a write that timed out, even after
- * the caller's next writes: such a call returns SX_ETIMEDOUT, and the
- * write may or may not be applied, now or later — read it back, or write
- * it again once the router answers, before relying on it. A retried put or
- * delete may already have been applied through the router that failed: a
- * put then stores the same item again, a delete may report SX_ENOTFOUND.
+ * router answers SX_EUNAVAIL (e.g. it is stopping); a read, a put or a
+ * delete also when it times out (SX_ETIMEDOUT); a catalog change (table or
+ * index create, index drop) after a timeout only when its router's
+ * connection is gone (it crashed, or the network failed). A write is never
+ * retried after an SX_EUNAVAIL answer (the router's link to a node may have
+ * broken after the write was applied).
+ * Deadlines: each attempt of a put or delete carries a deadline, its send
+ * time plus the timeout (in Unix time), and no storage node applies it
+ * once that deadline is within the cluster's max_clock_skew_ms (default
+ * 100 ms): it fails with SX_EDEADLINE instead. So a put or delete that
+ * timed out may or may not have been applied, but cannot be applied later,
+ * after the caller's next writes, provided the hosts' clocks agree within
+ * that skew (and a timeout shorter than it fails every write). A retried
+ * put or delete may already have been applied through the router that
+ * failed: a put then stores the same item again, a delete may report
+ * SX_ENOTFOUND. A catalog change has no deadline: one that timed out on a
+ * router still connected returns SX_ETIMEDOUT and may yet be made later.
  * A retried catalog change is not made twice: each call carries a request
  * id, and the catalog node answers a change it already made under that id
  * with the version it made (it remembers the last 256 changes' ids). A

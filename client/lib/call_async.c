@@ -189,6 +189,8 @@ static int op_send(sx_op *op)
     long long ms = (long long)c->timeout_ms + op->extra_ms;
     int timeout = ms > INT_MAX ? INT_MAX : (int)ms;
 
+    cl_stamp_deadline(op->t, op->wire, op->wire_n, ms);
+
     if (op->t == MSG_SCAN || op->extra_ms > 0)
         return net_peer_submit_solo(c->peers[op->k], op->wire, op->wire_n,
                                     timeout, op_done, op);
@@ -208,10 +210,13 @@ static void op_failed(sx_op *op, int rc, bool replied)
     else if (!replied)
         snprintf(op->errmsg, sizeof op->errmsg, "router %s: %s", c->urls[op->k],
                  sx_strerror(rc));
-    if (!replied && rc == SX_ETIMEDOUT && !cl_may_failover(c, op->k, op->t, rc))
+    bool last = !cl_may_failover(c, op->k, op->t, rc) || op->tries + 1 >= c->nrouters;
+    if (!replied && rc == SX_ETIMEDOUT && last && cl_is_write(op->t))
         snprintf(op->errmsg, sizeof op->errmsg, "router %s: timed out after %lld ms; the "
-                 "write may or may not have been applied, and may still be (not retried "
-                 "elsewhere)", c->urls[op->k], ms);
+                 "write may or may not have been applied, %s", c->urls[op->k], ms,
+                 op->t == MSG_PUT || op->t == MSG_DELETE
+                     ? "but cannot be any more (its deadline has passed)"
+                     : "and may still be (not retried elsewhere)");
     while (cl_may_failover(c, op->k, op->t, rc) && ++op->tries < c->nrouters) {
         op_clear_reply(op);
         op->k = (op->k + 1) % c->nrouters;

@@ -11,6 +11,7 @@
 #include "internal.h"
 #include "net.h"
 #include "hash.h"
+#include "log.h"
 
 int cl_fail(sx_client *c, int err, const char *fmt, ...)
 {
@@ -162,17 +163,34 @@ bool cl_is_write(msg_type t)
            t == MSG_INDEX_CREATE || t == MSG_INDEX_DROP;
 }
 
+/* Whether t's frames end with a deadline (msg.h, deadline_ms). */
+static bool has_deadline(msg_type t)
+{
+    return t == MSG_PUT || t == MSG_DELETE;
+}
+
+void cl_stamp_deadline(msg_type t, uint8_t *wire, size_t n, long long ms)
+{
+    if (!has_deadline(t) || n < 9 || wire[n - 9] != 0xcf)
+        return;
+    uint64_t d = (uint64_t)sx_real_ms() + (uint64_t)(ms > 0 ? ms : 0);
+    for (int i = 0; i < 8; i++)
+        wire[n - 1 - i] = (uint8_t)(d >> (8 * i));
+}
+
 bool cl_may_failover(sx_client *c, int k, msg_type t, int rc)
 {
     if (rc == SX_ENET || rc == SX_EUNAVAIL)
         return true;
     if (rc != SX_ETIMEDOUT)
         return false;
-    /* A read may always be asked again. A write that timed out may still
-     * be run by its router later — after a retry elsewhere and after the
-     * caller's next writes, which it would then undo — unless that router
-     * is gone (no connection left: it crashed or the network failed). */
-    return !cl_is_write(t) || pipes_of(c->socks[k]) == 0;
+    /* A read may always be asked again, and so may a put or a delete: no
+     * storage node applies it once its deadline (this attempt's timeout)
+     * has passed. A catalog change that timed out may still be run by its
+     * router later — after a retry elsewhere and after the caller's next
+     * changes, which it would then undo — unless that router is gone (no
+     * connection left: it crashed or the network failed). */
+    return !cl_is_write(t) || has_deadline(t) || pipes_of(c->socks[k]) == 0;
 }
 
 /* Orders the routers for one call into order[]: the current one first,
@@ -246,6 +264,7 @@ int cl_call(sx_client *c, msg_type t, const void *req, void *rep,
         uint8_t *resp = NULL;
         size_t resp_n = 0;
         long long ms = (long long)c->timeout_ms + extra_ms;
+        cl_stamp_deadline(t, wire, wire_n, ms);
         rc = net_call(c->socks[k], wire, wire_n, ms > INT_MAX ? INT_MAX : (int)ms, &resp,
                       &resp_n);
         if (rc) {
@@ -253,13 +272,16 @@ int cl_call(sx_client *c, msg_type t, const void *req, void *rep,
                 cl_fail(c, rc, "router %s: timed out after %lld ms", c->urls[k], ms);
             else
                 cl_fail(c, rc, "router %s: %s", c->urls[k], sx_strerror(rc));
-            if (cl_may_failover(c, k, t, rc))
+            if (cl_may_failover(c, k, t, rc) && tries + 1 < c->nrouters)
                 continue;
-            if (rc == SX_ETIMEDOUT)
+            if (rc == SX_ETIMEDOUT && has_deadline(t))
                 cl_fail(c, rc, "router %s: timed out after %lld ms; the %s may or may not "
-                        "have been applied, and may still be (not retried elsewhere)",
-                        c->urls[k], ms,
-                        t == MSG_PUT ? "put" : t == MSG_DELETE ? "delete" : "change");
+                        "have been applied, but cannot be any more (its deadline has "
+                        "passed)", c->urls[k], ms, t == MSG_PUT ? "put" : "delete");
+            else if (rc == SX_ETIMEDOUT)
+                cl_fail(c, rc, "router %s: timed out after %lld ms; the change may or may "
+                        "not have been applied, and may still be (not retried elsewhere)",
+                        c->urls[k], ms);
             break;
         }
         c->cur = k;   /* stick with the router that answered */

@@ -108,18 +108,29 @@ bool cl_router_connected(sx_client *c, int k);
  * its own (close.c). */
 void cl_close_sockets(const nng_socket *socks, int n);
 
-/* Calls that change data: put, delete, a catalog change. One that may have
- * reached a router that is still connected is not sent to another: that
- * router may still run it late, after the caller's next writes, which it
- * would then undo. (A catalog change carries a request id, msg.h: rid, so
- * one retried after its router crashed is not made twice; but an id is
+/* Calls that change data: put, delete, a catalog change. A catalog change
+ * that may have reached a router that is still connected is not sent to
+ * another: that router may still run it late, after the caller's next
+ * changes, which it would then undo. (It carries a request id, msg.h: rid,
+ * so one retried after its router crashed is not made twice; but an id is
  * remembered for the last 256 changes only, and a caller who gives up
- * makes a new request.) */
+ * makes a new request.) A put or delete carries a deadline instead
+ * (cl_stamp_deadline), past which no storage node applies it. */
 bool cl_is_write(msg_type t);
+/* A put's or delete's deadline_ms (msg.h) as the request is encoded: each
+ * attempt overwrites it with cl_stamp_deadline. UINT64_MAX takes the 9
+ * bytes (0xcf, then 8 big-endian) that any real time takes too. */
+#define CL_DEADLINE_UNSET UINT64_MAX
+/* For a PUT or DELETE frame wire[n] (encoded with its deadline last, set
+ * to CL_DEADLINE_UNSET or an earlier stamp): sets the deadline to now plus
+ * ms, in Unix milliseconds, the attempt's own. Other types are untouched. */
+void cl_stamp_deadline(msg_type t, uint8_t *wire, size_t n, long long ms);
 /* Whether a call of type t that failed on router k with transport error
  * rc may be sent to the next router: on SX_ENET and SX_EUNAVAIL, and on
- * SX_ETIMEDOUT for a read, or for a write when router k's connection is
- * gone. (An SX_EUNAVAIL reply is retried elsewhere for reads only.) */
+ * SX_ETIMEDOUT for a read, a put or a delete (its deadline has passed
+ * when the client gives up, so the first attempt can no longer land after
+ * the retry), or for a catalog change when router k's connection is gone.
+ * (An SX_EUNAVAIL reply is retried elsewhere for reads only.) */
 bool cl_may_failover(sx_client *c, int k, msg_type t, int rc);
 /* Sets c's error message (printf style) and returns err. */
 int cl_fail(sx_client *c, int err, const char *fmt, ...)

@@ -246,6 +246,7 @@ int sx_put_batch(sx_client *c, const char *table, const sx_item *const *items,
     uint8_t *frame = NULL;
     int rc = SX_OK;
     req.table = cl_cstr_buf(table);
+    req.deadline_ms = CL_DEADLINE_UNSET;
     req.items.v = calloc(n, sizeof *req.items.v);
     if (!req.items.v)
         return cl_fail(c, SX_ENOMEM, "out of memory");
@@ -333,6 +334,7 @@ int sx_delete(sx_client *c, const char *table, const sx_item *key)
     int rc = cl_item_bytes(key, &kb, &kn);
     if (rc)
         return cl_fail(c, rc, "out of memory");
+    req.deadline_ms = CL_DEADLINE_UNSET;
     req.table = cl_cstr_buf(table);
     req.key.p = kb;
     req.key.n = kn;

@@ -19,6 +19,7 @@ int sx_put_batch_async(sx_client *c, const char *table, const sx_item *const *it
     size_t wire_n = 0;
     int rc = SX_OK;
     req.table = cl_cstr_buf(table);
+    req.deadline_ms = CL_DEADLINE_UNSET;
     req.items.v = calloc(n, sizeof *req.items.v);
     if (!req.items.v)
         return SX_ENOMEM;
@@ -70,6 +71,7 @@ static int key_async(sx_client *c, msg_type t, const char *table, const sx_item 
     } else {
         msg_DELETE_req req = {0};
         req.table = cl_cstr_buf(table);
+        req.deadline_ms = CL_DEADLINE_UNSET;
         req.key = (sx_buf){ kb, kn };
         rc = cl_req_encode(t, &req, &wire, &wire_n);
     }

@@ -6,7 +6,8 @@
 # several pages and --limit N returning exactly min(N, matches); --explain;
 # scan --where; router failover with a dead first router; --timeout and
 # SHARDEX_TIMEOUT_MS (checked; a call to a stopped router ends after that
-# wait, and says so); status with index lag. Exits 77 (skipped) when the servers are not built.
+# wait, and says so); a write whose deadline is within the clock skew
+# refused, not applied; status with index lag. Exits 77 (skipped) when the servers are not built.
 set -uo pipefail
 
 bindir="${1:?usage: cli_test.sh BINDIR}"
@@ -189,6 +190,19 @@ kill -CONT "$r1pid"
     fail "--timeout 300 against a stopped router: exit $rc, $ERR"
 grep -q "timed out after 400 ms" <<<"$OUT2" || fail "SHARDEX_TIMEOUT_MS=400: $OUT2"
 pass "--timeout and SHARDEX_TIMEOUT_MS: checked, and the wait they set is the one that ends a call"
+# a write whose deadline (send time + timeout) is within the cluster's
+# max_clock_skew_ms (100 ms by default) is refused by its storage node, not applied
+run 3 --timeout 50 put people '{"id":77,"name":"late"}'
+one_line
+grep -q "not applied: .*max_clock_skew_ms" <<<"$ERR" || fail "a put past its deadline: $ERR"
+run 3 --timeout 50 delete people '{"id":1}'
+grep -q "not applied: .*max_clock_skew_ms" <<<"$ERR" || fail "a delete past its deadline: $ERR"
+run 1 get people '{"id":77}'
+run 0 get people '{"id":1}'
+run 0 status --json
+late="$(jq '[.nodes[] | .status.writes_past_deadline // 0] | add' <<<"$OUT")"
+[ "$late" -ge 2 ] || fail "status counts $late writes refused past their deadline, expected 2"
+pass "a put or delete whose timeout is within the clock skew is refused (SX_EDEADLINE), not applied"
 
 run 0 status
 grep -q 'storage' <<<"$OUT" && grep -q 'index' <<<"$OUT" && grep -q 'LAG' <<<"$OUT" \

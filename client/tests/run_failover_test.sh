@@ -3,8 +3,9 @@
 # the generated config); failover_test writes through "r1,r2" while this
 # script kills r1, waits until writes progress, restarts r1 and kills r2,
 # waits for progress again, restarts r2 and stops the writer. Passes when no
-# client call failed, and when a write to a stalled router (SIGSTOP) times
-# out instead of being sent again to the other one (failover_test --stall).
+# client call failed, and when a put to a stalled router (SIGSTOP) times
+# out there, goes to the other one, and the put the stalled router held is
+# refused past its deadline once it continues (failover_test --stall).
 # Always stops the cluster. Exits 77 when the programs are not built.
 set -uo pipefail
 
@@ -73,8 +74,9 @@ tail -n 1 "$dir/writer.out"
 [ "$rc" -eq 0 ] || fail "the writer saw failed calls"
 echo "ok   [failover]: no call failed while the routers were killed in turn"
 
-# a stalled (not dead) router: its write times out and is not sent again
+# a stalled (not dead) router: its put times out, goes to r2, and the put
+# r1 held cannot land after the caller's next one
 "$bindir/failover_test" "$r1,$r2" --stall "$(cat "$dir/pids/r1.pid")" ||
     fail "a write to a stalled router"
-echo "ok   [failover]: a write to a stalled router is not sent again elsewhere"
+echo "ok   [failover]: a put held by a stalled router is refused past its deadline"
 status=0

@@ -3,7 +3,7 @@
  * carry code and message; the bounded cursor rejects hostile frames
  * (counts beyond the bytes left, truncation, ext types, deep nesting,
  * wrong version) without allocating for them; an optional trailing field
- * (OBIN) may be absent, but not of another type.
+ * (OBIN, OU64) may be absent, but not of another type.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -186,9 +186,40 @@ static void optional_field(void)
     mp_buf_free(&b);
 }
 
+/* DELETE's deadline_ms (an optional u64): absent decodes as 0; sent, it
+ * round-trips, as the 9 bytes (0xcf, 8 big-endian) the client rewrites
+ * per attempt; a str in its place does not decode. */
+static void optional_u64(void)
+{
+    msg_DELETE_req q, d;
+    mp_buf b;
+
+    /* [1, DELETE, "t", {"id": 1}] */
+    const uint8_t old[] = { 0x94, 0x01, 0x08, 0xa1, 't', 0x81, 0xa2, 'i', 'd', 0x01 };
+    CHECK_INT(msg_decode_req(MSG_DELETE, old, sizeof old, &d), 0);
+    CHECK(d.deadline_ms == 0 && d.key.n == 5);
+    msg_free_req(MSG_DELETE, &d);
+    const uint8_t strdl[] = { 0x95, 0x01, 0x08, 0xa1, 't', 0x81, 0xa2, 'i', 'd', 0x01,
+                              0xa1, 'x' };
+    CHECK_INT(msg_decode_req(MSG_DELETE, strdl, sizeof strdl, &d), SX_EPROTO);
+
+    memset(&q, 0, sizeof q);
+    q.table = (sx_buf){ (const uint8_t *)"t", 1 };
+    q.key = (sx_buf){ old + 5, 5 };
+    q.deadline_ms = 1796000000000ull;   /* a Unix time in ms: needs a uint64 */
+    mp_buf_init(&b);
+    CHECK_INT(msg_encode_req(MSG_DELETE, &q, &b), 0);
+    CHECK(b.sb.size > 9 && (uint8_t)b.sb.data[b.sb.size - 9] == 0xcf);
+    CHECK_INT(msg_decode_req(MSG_DELETE, (const uint8_t *)b.sb.data, b.sb.size, &d), 0);
+    CHECK(d.deadline_ms == q.deadline_ms);
+    msg_free_req(MSG_DELETE, &d);
+    mp_buf_free(&b);
+}
+
 int main(void)
 {
     optional_field();
+    optional_u64();
     roundtrip_query();
     replies();
     hostile();

@@ -60,6 +60,32 @@ static char *subst(const char *text, const char *from, const char *to)
 #define LKEY "\"link_key\":\"" \
     "f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff000102030405060708090a0b0c0d0e0f\","
 
+/* max_clock_skew_ms: 100 when absent; an integer 0..60000; anything else
+ * refused with its name. */
+static void skew_cases(void)
+{
+    static const struct { const char *val; int rc, ms; } cases[] = {
+        { NULL, 0, 100 },      { "0", 0, 0 },           { "250", 0, 250 },
+        { "60000", 0, 60000 }, { "60001", SX_ECONFIG, 0 }, { "-1", SX_ECONFIG, 0 },
+        { "1.5", SX_ECONFIG, 0 }, { "\"100\"", SX_ECONFIG, 0 },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        sx_config *c = NULL;
+        char err[256] = "", field[64];
+        snprintf(field, sizeof(field), "\"max_clock_skew_ms\":%s,\"catalog_node\"",
+                 cases[i].val ? cases[i].val : "");
+        char *text = cases[i].val ? subst(GOOD, "\"catalog_node\"", field) : strdup(GOOD);
+        int rc = load(text, &c, err, sizeof(err));
+        CHECK(rc == cases[i].rc);
+        if (rc == 0)
+            CHECK(c && c->max_clock_skew_ms == cases[i].ms);
+        else
+            CHECK(c == NULL && strstr(err, "max_clock_skew_ms") != NULL);
+        cfg_free(c);
+        free(text);
+    }
+}
+
 /* The link key's rules (DESIGN.md, "Security"). */
 static void link_key_cases(void)
 {
@@ -167,5 +193,6 @@ int main(void)
     CHECK(load("{\"hash_key\":\"zz\"}", &c, err, sizeof(err)) == SX_ECONFIG && strstr(err, "hash_key"));
     CHECK(load("{not json", &c, err, sizeof(err)) == SX_ECONFIG);
     link_key_cases();
+    skew_cases();
     return CHECK_DONE();
 }
