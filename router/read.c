@@ -121,8 +121,9 @@ out:
     return rc;
 }
 
-/* Sends the one-delete S_WRITE with the DELETE's deadline (req borrows key
- * and del, which must outlive it); retried once if the catalog was stale. */
+/* Sends the one-delete S_WRITE with the DELETE's deadline (capped:
+ * rt_write_deadline; req borrows key and del, which must outlive it);
+ * retried once if the catalog was stale. */
 static int delete_call(router *rt, const cat_table *t, uint64_t catver,
                        const cfg_part *part, sx_buf *key, uint64_t deadline_ms,
                        uint64_t *del, rt_rpc *c, msg_S_WRITE_req *req,
@@ -138,8 +139,8 @@ static int delete_call(router *rt, const cat_table *t, uint64_t catver,
     *del = 1;
     req->dels = (sx_u64s){ 1, del };
     req->objs = (sx_bufs){ 1, key };
-    req->deadline_ms = deadline_ms;
     for (pass = 0; pass < 2; pass++) {
+        req->deadline_ms = rt_write_deadline(rt, deadline_ms);
         rt_rpc_release(c, 1);
         memset(rep, 0, sizeof(*rep));
         *c = (rt_rpc){ .node = part->node, .type = MSG_S_WRITE, .req = req,

@@ -38,7 +38,9 @@ int rt_new(const sx_config *cfg, int self, router **out)
             return SX_ENOMEM;
         }
     }
-    rt->timeout_ms = SX_CALL_TIMEOUT_MS;
+    /* (a test lowers it, to see a write the router gave up on refused) */
+    rt->timeout_ms = (int)sx_env_long("SHARDEX_ROUTER_CALL_MS", 100, SX_CALL_TIMEOUT_MS,
+                                      SX_CALL_TIMEOUT_MS);
     rt->peers = calloc((size_t)cfg->nnodes, sizeof(*rt->peers));
     rt->dialed = calloc((size_t)cfg->nnodes, sizeof(*rt->dialed));
     rt->down_until = calloc((size_t)cfg->nnodes, sizeof(*rt->down_until));

@@ -178,6 +178,13 @@ int rt_put_unwritten(const router *rt, int g, const rt_rpc *c, long first, uint3
 int rt_put_refused(const router *rt, int g, int node, int err, long pos, const char *why,
                    rt_err *e);
 
+/* The deadline_ms (msg.h) for an S_WRITE sent now: the client's deadline
+ * (0: none), capped at this router's own give-up time for the call (now
+ * plus rt->timeout_ms), so that a write the router reported failed after
+ * its call timed out cannot be applied later either, whatever the client
+ * (an older one sends no deadline). */
+uint64_t rt_write_deadline(const router *rt, uint64_t client_deadline);
+
 /* Parses a storage node's "operation K: WHY" error text: true, with *k
  * and *why (pointing into msg), when msg has that form. */
 bool rt_op_error(const char *msg, unsigned long *k, const char **why);

@@ -70,6 +70,7 @@ typedef struct wc_call {
     mp_buf req;             /* the encoded request (sent from here) */
     int err;                /* its failure (0: none) */
     bool rerun;             /* nothing of it was written: its PUTs may run again */
+    uint64_t deadline;      /* the deadline it carried (rt_write_deadline) */
     char msg[RT_ERRLEN];    /* what failed */
 } wc_call;
 
@@ -141,13 +142,21 @@ static bool call_has(const wc_batch *b, const wc_put *w, const wc_call *c)
     return false;
 }
 
+/* Whether call c was refused past a deadline no later than PUT w's own:
+ * run alone, w would be refused again. */
+static bool own_deadline(const wc_put *w, const wc_call *c)
+{
+    return c->err == SX_EDEADLINE && w->q.deadline_ms != 0 && w->q.deadline_ms <= c->deadline;
+}
+
 /* Answers PUT w (index p of b), some S_WRITE of which failed. When every
  * S_WRITE carrying its items failed in a way that proves nothing was
- * written, it runs again alone. Otherwise some of it may have been written
- * (another of its S_WRITEs succeeded, or one failed after it may have
- * written), so it is never run again: it gets the error of the first such
- * failed partition, in partition order as rt_h_put would, else of the
- * first refused one. */
+ * written, it runs again alone, unless one was refused past a deadline no
+ * later than its own (alone it would be refused again): it gets that
+ * error. Otherwise some of it may have been written (another of its
+ * S_WRITEs succeeded, or one failed after it may have written), so it is
+ * never run again: it gets the error of the first such failed partition,
+ * in partition order as rt_h_put would, else of the first refused one. */
 static void put_failed(wc_batch *b, uint32_t p)
 {
     wc_put *w = &b->puts[p];
@@ -160,7 +169,7 @@ static void put_failed(wc_batch *b, uint32_t p)
             continue;
         if (c->err == 0)
             written = true;
-        else if (!c->rerun && bad == NULL)
+        else if ((!c->rerun || own_deadline(w, c)) && bad == NULL)
             bad = c;
         else if (c->rerun && refused == NULL)
             refused = c;
@@ -337,12 +346,14 @@ static bool batch_calls(wc_batch *b)
             objs[j] = b->puts[it->put].q.items.v[it->item];
         }
         if (ok) {
+            uint64_t first = 0;
             memset(&q, 0, sizeof(q));
             for (uint32_t j = 0; j < c->n; j++) {
                 uint64_t d = b->puts[b->items[c->of[j]].put].q.deadline_ms;
-                if (d != 0 && (q.deadline_ms == 0 || d < q.deadline_ms))
-                    q.deadline_ms = d;
+                if (d != 0 && (first == 0 || d < first))
+                    first = d;
             }
+            q.deadline_ms = c->deadline = rt_write_deadline(rt, first);
             q.part = rt->cfg->storage[c->g].id;
             q.catver = b->cat->version;
             q.table_id = b->t->id;

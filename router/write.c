@@ -14,6 +14,7 @@
 #include "router.h"
 #include "hash.h"
 #include "item.h"
+#include "log.h"
 #include "sx_errors.h"
 
 /* A PUT's grouping: per item its partition index and slot there. */
@@ -31,6 +32,7 @@ typedef struct put_plan {
     msg_S_WRITE_rep *reps;
     rt_rpc *calls;
     int ncalls;
+    uint64_t deadline;      /* the client's (msg.h, deadline_ms), 0: none */
 } put_plan;
 
 static void plan_free(put_plan *pl)
@@ -126,7 +128,8 @@ static int plan_items(put_plan *pl, router *rt, const cat_table *t,
     return 0;
 }
 
-/* Builds one S_WRITE per partition, each with the PUT's deadline. */
+/* Builds one S_WRITE per partition, each with the PUT's deadline (capped:
+ * rt_write_deadline). */
 static int plan_calls(put_plan *pl, router *rt, const cat_table *t,
                       uint64_t catver, const msg_PUT_req *q, rt_err *e)
 {
@@ -153,7 +156,7 @@ static int plan_calls(put_plan *pl, router *rt, const cat_table *t,
         pl->reqs[m].table_id = t->id;
         pl->reqs[m].dels = (sx_u64s){ pl->cnt[g], pl->dels[g] };
         pl->reqs[m].objs = (sx_bufs){ pl->cnt[g], pl->objs[g] };
-        pl->reqs[m].deadline_ms = q->deadline_ms;
+        pl->reqs[m].deadline_ms = rt_write_deadline(rt, q->deadline_ms);
         pl->calls[m] = (rt_rpc){ .node = rt->cfg->storage[g].node,
                                  .type = MSG_S_WRITE, .req = &pl->reqs[m],
                                  .rep = &pl->reps[m] };
@@ -184,6 +187,7 @@ static int plan_run(put_plan *pl, router *rt, rt_err *e)
         rt_rpc_release(&pl->calls[m], 1);
         memset(pl->calls[m].rep, 0, sizeof(msg_S_WRITE_rep));
         pl->reqs[m].catver = cat->version;
+        pl->reqs[m].deadline_ms = rt_write_deadline(rt, pl->deadline);
         if (rt_rpc_run(rt, &pl->calls[m], 1) != 0)
             return rt_errf(e, SX_ENOMEM, "out of memory");
     }
@@ -216,6 +220,13 @@ static int group_fail(const put_plan *pl, router *rt, int g, const rt_rpc *c,
     if (pos >= 0)
         return rt_put_refused(rt, g, c->node, c->err, pos, why, e);
     return rt_put_unwritten(rt, g, c, pl->first[g], pl->cnt[g], e);
+}
+
+uint64_t rt_write_deadline(const router *rt, uint64_t client_deadline)
+{
+    uint64_t own = (uint64_t)sx_real_ms() + (uint64_t)rt->timeout_ms;
+
+    return client_deadline != 0 && client_deadline < own ? client_deadline : own;
 }
 
 bool rt_op_error(const char *msg, unsigned long *k, const char **why)
@@ -299,6 +310,7 @@ int rt_h_put(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e)
         rc = rt_errf(e, SX_ENOMEM, "out of memory");
     if (rc == 0)
         rc = plan_items(&pl, rt, t, &q.items, e);
+    pl.deadline = q.deadline_ms;
     if (rc == 0)
         rc = plan_calls(&pl, rt, t, cat->version, &q, e);
     if (rc == 0)

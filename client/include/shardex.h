@@ -182,12 +182,18 @@ SX_API int sx_list_at(const sx_list *l, size_t i, sx_value *v);
  * retried after an SX_EUNAVAIL answer (the router's link to a node may have
  * broken after the write was applied).
  * Deadlines: each attempt of a put or delete carries a deadline, its send
- * time plus the timeout (in Unix time), and no storage node applies it
- * once that deadline is within the cluster's max_clock_skew_ms (default
- * 100 ms): it fails with SX_EDEADLINE instead. So a put or delete that
- * timed out may or may not have been applied, but cannot be applied later,
- * after the caller's next writes, provided the hosts' clocks agree within
- * that skew (and a timeout shorter than it fails every write). A retried
+ * time plus the timeout (in Unix time); the router caps it at its own
+ * call's timeout; and a storage node refuses a write whose deadline is
+ * within the cluster's max_clock_skew_ms (default 100 ms) of its clock,
+ * with SX_EDEADLINE, nothing of it written there. So a put or delete that
+ * timed out may or may not have been applied (and may become visible a
+ * moment after the call returned), but it is never ordered after a write
+ * made once the call has returned: it cannot undo the caller's next
+ * writes. That holds while every host's clock, the clients' included, is
+ * within the skew of the others, and while every router and storage node
+ * is of this version (upgrade storage nodes, then routers, then clients).
+ * A write has its timeout less the skew to reach its storage node: a
+ * timeout at or below the skew fails every write. A retried
  * put or delete may already have been applied through the router that
  * failed: a put then stores the same item again, a delete may report
  * SX_ENOTFOUND. A catalog change has no deadline: one that timed out on a

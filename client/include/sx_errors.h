@@ -31,7 +31,7 @@
     X(SX_EUNAVAIL,    18, "service unavailable")                             \
     X(SX_EINTERNAL,   19, "internal error")                                  \
     X(SX_ESTALECAT,   20, "catalog is stale; refresh and retry")             \
-    X(SX_EDEADLINE,   21, "deadline passed; the write was not applied")
+    X(SX_EDEADLINE,   21, "write refused: its deadline had passed")
 
 /* Error codes returned by every shardex function and carried on the wire. */
 typedef enum sx_err {

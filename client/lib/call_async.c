@@ -184,13 +184,13 @@ static void op_done(void *arg, int err, const uint8_t *resp, size_t n);
 static int op_send(sx_op *op)
 {
     sx_client *c = op->c;
-    /* Scans (a page can take long) and strong queries (they wait for the
-     * index) go alone: sharing a frame would hold up their frame-mates. */
     long long ms = (long long)c->timeout_ms + op->extra_ms;
     int timeout = ms > INT_MAX ? INT_MAX : (int)ms;
 
-    cl_stamp_deadline(op->t, op->wire, op->wire_n, ms);
-
+    if (!cl_stamp_deadline(op->t, op->wire, op->wire_n, ms))
+        return SX_EINTERNAL;
+    /* Scans (a page can take long) and strong queries (they wait for the
+     * index) go alone: sharing a frame would hold up their frame-mates. */
     if (op->t == MSG_SCAN || op->extra_ms > 0)
         return net_peer_submit_solo(c->peers[op->k], op->wire, op->wire_n,
                                     timeout, op_done, op);
@@ -215,7 +215,7 @@ static void op_failed(sx_op *op, int rc, bool replied)
         snprintf(op->errmsg, sizeof op->errmsg, "router %s: timed out after %lld ms; the "
                  "write may or may not have been applied, %s", c->urls[op->k], ms,
                  op->t == MSG_PUT || op->t == MSG_DELETE
-                     ? "but cannot be any more (its deadline has passed)"
+                     ? "but not after any write made from now on (its deadline has passed)"
                      : "and may still be (not retried elsewhere)");
     while (cl_may_failover(c, op->k, op->t, rc) && ++op->tries < c->nrouters) {
         op_clear_reply(op);

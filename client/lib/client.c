@@ -169,13 +169,16 @@ static bool has_deadline(msg_type t)
     return t == MSG_PUT || t == MSG_DELETE;
 }
 
-void cl_stamp_deadline(msg_type t, uint8_t *wire, size_t n, long long ms)
+bool cl_stamp_deadline(msg_type t, uint8_t *wire, size_t n, long long ms)
 {
-    if (!has_deadline(t) || n < 9 || wire[n - 9] != 0xcf)
-        return;
+    if (!has_deadline(t))
+        return true;
+    if (n < 9 || wire[n - 9] != 0xcf)
+        return false;
     uint64_t d = (uint64_t)sx_real_ms() + (uint64_t)(ms > 0 ? ms : 0);
     for (int i = 0; i < 8; i++)
         wire[n - 1 - i] = (uint8_t)(d >> (8 * i));
+    return true;
 }
 
 bool cl_may_failover(sx_client *c, int k, msg_type t, int rc)
@@ -264,7 +267,11 @@ int cl_call(sx_client *c, msg_type t, const void *req, void *rep,
         uint8_t *resp = NULL;
         size_t resp_n = 0;
         long long ms = (long long)c->timeout_ms + extra_ms;
-        cl_stamp_deadline(t, wire, wire_n, ms);
+        if (!cl_stamp_deadline(t, wire, wire_n, ms)) {
+            rc = cl_fail(c, SX_EINTERNAL, "%s request does not end with its deadline",
+                         msg_name(t));
+            break;
+        }
         rc = net_call(c->socks[k], wire, wire_n, ms > INT_MAX ? INT_MAX : (int)ms, &resp,
                       &resp_n);
         if (rc) {
@@ -276,8 +283,9 @@ int cl_call(sx_client *c, msg_type t, const void *req, void *rep,
                 continue;
             if (rc == SX_ETIMEDOUT && has_deadline(t))
                 cl_fail(c, rc, "router %s: timed out after %lld ms; the %s may or may not "
-                        "have been applied, but cannot be any more (its deadline has "
-                        "passed)", c->urls[k], ms, t == MSG_PUT ? "put" : "delete");
+                        "have been applied, but not after any write made from now on (its "
+                        "deadline has passed)", c->urls[k], ms,
+                        t == MSG_PUT ? "put" : "delete");
             else if (rc == SX_ETIMEDOUT)
                 cl_fail(c, rc, "router %s: timed out after %lld ms; the change may or may "
                         "not have been applied, and may still be (not retried elsewhere)",

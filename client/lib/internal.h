@@ -123,8 +123,10 @@ bool cl_is_write(msg_type t);
 #define CL_DEADLINE_UNSET UINT64_MAX
 /* For a PUT or DELETE frame wire[n] (encoded with its deadline last, set
  * to CL_DEADLINE_UNSET or an earlier stamp): sets the deadline to now plus
- * ms, in Unix milliseconds, the attempt's own. Other types are untouched. */
-void cl_stamp_deadline(msg_type t, uint8_t *wire, size_t n, long long ms);
+ * ms, in Unix milliseconds, the attempt's own. Other types are untouched.
+ * False when the frame does not end with a deadline (it must not be sent:
+ * its retries would not be protected). */
+bool cl_stamp_deadline(msg_type t, uint8_t *wire, size_t n, long long ms);
 /* Whether a call of type t that failed on router k with transport error
  * rc may be sent to the next router: on SX_ENET and SX_EUNAVAIL, and on
  * SX_ETIMEDOUT for a read, a put or a delete (its deadline has passed

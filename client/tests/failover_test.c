@@ -128,7 +128,6 @@ static int stall(sx_client *c, pid_t pid)
     int64_t v = 0;
     int rc;
 
-    sx_client_set_timeout(c, 1000);
     rc = put_v(c, 1);
     STALL_CHECK(rc == SX_OK, "first put: %s (%s)", sx_strerror(rc), sx_client_errmsg(c));
     long long late0 = past_deadline(c);
@@ -140,7 +139,9 @@ static int stall(sx_client *c, pid_t pid)
         nanosleep(&ts, NULL);                   /* poll the condition */
     }
     STALL_CHECK(stopped == 1, "router %d did not stop (%d)", (int)pid, stopped);
+    sx_client_set_timeout(c, 2000);     /* per attempt: r1's, then r2's */
     rc = put_v(c, 2);
+    sx_client_set_timeout(c, 10000);
     STALL_CHECK(rc == SX_OK, "a put to the stalled router was not sent again to the "
                 "next one: %s (%s)", sx_strerror(rc), sx_client_errmsg(c));
     rc = put_v(c, 3);

@@ -5,7 +5,9 @@
 # waits for progress again, restarts r2 and stops the writer. Passes when no
 # client call failed, and when a put to a stalled router (SIGSTOP) times
 # out there, goes to the other one, and the put the stalled router held is
-# refused past its deadline once it continues (failover_test --stall).
+# refused past its deadline once it continues (failover_test --stall); and
+# when a put the router reported failed (its call to the stopped storage
+# nodes timed out) is refused once they continue, not applied.
 # Always stops the cluster. Exits 77 when the programs are not built.
 set -uo pipefail
 
@@ -79,4 +81,30 @@ echo "ok   [failover]: no call failed while the routers were killed in turn"
 "$bindir/failover_test" "$r1,$r2" --stall "$(cat "$dir/pids/r1.pid")" ||
     fail "a write to a stalled router"
 echo "ok   [failover]: a put held by a stalled router is refused past its deadline"
+
+# a router whose call to the storage nodes timed out reports the put failed:
+# the S_WRITE it left behind must not land later, even for a client whose
+# own timeout (30 s) is longer (r2 restarted with a 1 s call timeout)
+S="$bindir/shardex"
+late_count() {
+    "$S" -r "$r2" status --json | jq '[.nodes[] | .status.writes_past_deadline // 0] | add'
+}
+"$lc" stop r2 --dir "$dir" >/dev/null || fail "stop r2"
+SHARDEX_ROUTER_CALL_MS=1000 "$lc" start r2 --dir "$dir" >/dev/null || fail "start r2 (1 s calls)"
+late0="$(late_count)"
+s1="$(cat "$dir/pids/s1.pid")" s2="$(cat "$dir/pids/s2.pid")"
+kill -STOP "$s1" "$s2"
+rc=0
+err="$("$S" -r "$r2" --timeout 30000 put fo '{"id": 9999, "v": 10}' 2>&1)" || rc=$?
+kill -CONT "$s1" "$s2"
+[ "$rc" -eq 3 ] && grep -q "not written" <<<"$err" ||
+    fail "a put through r2 with the storage nodes stopped: exit $rc, $err"
+deadline=$((SECONDS + 30))
+until [ "$(late_count)" -gt "$late0" ]; do
+    [ $SECONDS -lt $deadline ] || fail "the S_WRITE r2 gave up on was not refused past its deadline"
+    sleep 0.05
+done
+v="$("$S" -r "$r2" get fo '{"id": 9999}' | jq .v)"
+[ "$v" != 10 ] || fail "the put r2 reported failed was applied later (v=$v)"
+echo "ok   [failover]: a write its router reported failed (its call timed out) is refused later"
 status=0
