@@ -290,6 +290,61 @@ static int load_skew(sx_config *c, json_t *root, cfg_err *e)
     return 0;
 }
 
+/* path as given, or, when relative, joined to the folder of the config
+ * file cfgpath (malloc'd; NULL when out of memory). */
+static char *resolve(const char *cfgpath, const char *path)
+{
+    const char *slash = strrchr(cfgpath, '/');
+    size_t dn = slash ? (size_t)(slash - cfgpath) + 1 : 0, n = dn + strlen(path) + 1;
+    char *out;
+
+    if (path[0] == '/' || dn == 0)
+        return dupstr(path);
+    out = malloc(n);
+    if (out != NULL)
+        snprintf(out, n, "%.*s%s", (int)dn, cfgpath, path);
+    return out;
+}
+
+/* Whether url is one of nng's TLS transports (tls+tcp://, tls+tcp4:// ...). */
+static bool url_is_tls(const char *url)
+{
+    return strncmp(url, "tls+", 4) == 0;
+}
+
+/* "client_tls": {"ca", "cert", "key"}, the routers' TLS files (relative
+ * to the config file's folder); with it every router URL must be TLS, and
+ * without it none may be. */
+static int load_client_tls(sx_config *c, json_t *root, const char *path, cfg_err *e)
+{
+    json_t *t = json_object_get(root, "client_tls");
+    const char *names[3] = { "ca", "cert", "key" };
+    char **dst[3] = { &c->tls_ca, &c->tls_cert, &c->tls_key };
+
+    if (t != NULL) {
+        if (!json_is_object(t))
+            return fail(e, "\"client_tls\" must be an object with \"ca\", \"cert\" and "
+                        "\"key\" (PEM file paths)");
+        for (int i = 0; i < 3; i++) {
+            const char *v = json_string_value(json_object_get(t, names[i]));
+            if (v == NULL || *v == '\0')
+                return fail(e, "\"client_tls\" needs \"%s\" (a PEM file path)", names[i]);
+            if ((*dst[i] = resolve(path, v)) == NULL)
+                return SX_ENOMEM;
+        }
+    }
+    for (int i = 0; i < c->nnodes; i++) {
+        if (c->nodes[i].role != SX_ROLE_ROUTER || url_is_tls(c->nodes[i].url) == (t != NULL))
+            continue;
+        return fail(e, t != NULL
+                    ? "router '%s' must listen on a tls+tcp:// URL: the config has "
+                      "\"client_tls\""
+                    : "router '%s' listens on a TLS URL but the config has no \"client_tls\"",
+                    c->nodes[i].name);
+    }
+    return 0;
+}
+
 int cfg_load(const char *path, sx_config **out, char *err, size_t errlen)
 {
     cfg_err e = { err, errlen };
@@ -326,7 +381,8 @@ int cfg_load(const char *path, sx_config **out, char *err, size_t errlen)
     else if ((rc = load_nodes(c, root, "routers", SX_ROLE_ROUTER, &e)) == 0 &&
              (rc = load_nodes(c, root, "storage", SX_ROLE_STORAGE, &e)) == 0 &&
              (rc = load_nodes(c, root, "index", SX_ROLE_INDEX, &e)) == 0 &&
-             (rc = check_coverage(c, &e)) == 0 && (rc = check_link_key(c, &e)) == 0) {
+             (rc = check_coverage(c, &e)) == 0 && (rc = check_link_key(c, &e)) == 0 &&
+             (rc = load_client_tls(c, root, path, &e)) == 0) {
         s = json_string_value(json_object_get(root, "catalog_node"));
         c->catalog_node = s ? cfg_node_by_name(c, s) : -1;
         if (c->catalog_node < 0 || c->nodes[c->catalog_node].role != SX_ROLE_STORAGE)
@@ -357,6 +413,9 @@ void cfg_free(sx_config *c)
     free(c->storage);
     free(c->index);
     free(c->cluster);
+    free(c->tls_ca);
+    free(c->tls_cert);
+    free(c->tls_key);
     free(c);
 }
 

@@ -50,6 +50,10 @@ typedef struct sx_config {
     int max_clock_skew_ms; /* the most two hosts' clocks may differ: a write
                             * is applied only this long before its deadline
                             * (msg.h, deadline_ms) */
+    char *tls_ca, *tls_cert, *tls_key; /* "client_tls": the routers' client port
+                                        * speaks TLS with these PEM files (paths
+                                        * resolved against the config file's
+                                        * folder); NULL without it */
     int catalog_node;     /* index into nodes of the storage node holding the catalog */
     int nnodes;
     cfg_node *nodes;

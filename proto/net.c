@@ -51,6 +51,21 @@ int net_listen(const char *url, nng_socket *out)
     return 0;
 }
 
+int net_req_options(nng_socket s)
+{
+    int rv = nng_socket_set_size(s, NNG_OPT_RECVMAXSZ, SX_MAX_FRAME);
+
+    /* Callers own retries (writes must not be resent behind their back on
+     * a timer); nng still resends when a pipe closes under a request. */
+    if (rv == 0)
+        rv = nng_socket_set_ms(s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
+    if (rv == 0)
+        rv = nng_socket_set_ms(s, NNG_OPT_RECONNMINT, 20);
+    if (rv == 0)
+        rv = nng_socket_set_ms(s, NNG_OPT_RECONNMAXT, 500);
+    return rv;
+}
+
 int net_dial(const char *url, nng_socket *out)
 {
     int rv = nng_req0_open(out);
@@ -59,15 +74,7 @@ int net_dial(const char *url, nng_socket *out)
         LOG_ERROR("req socket: %s", nng_strerror(rv));
         return SX_ENET;
     }
-    rv = nng_socket_set_size(*out, NNG_OPT_RECVMAXSZ, SX_MAX_FRAME);
-    /* Callers own retries (writes must not be resent behind their back on
-     * a timer); nng still resends when a pipe closes under a request. */
-    if (rv == 0)
-        rv = nng_socket_set_ms(*out, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
-    if (rv == 0)
-        rv = nng_socket_set_ms(*out, NNG_OPT_RECONNMINT, 20);
-    if (rv == 0)
-        rv = nng_socket_set_ms(*out, NNG_OPT_RECONNMAXT, 500);
+    rv = net_req_options(*out);
     if (rv == 0)
         rv = nng_dial(*out, url, NULL, NNG_FLAG_NONBLOCK);
     if (rv != 0) {          /* not logged: the client library's caller reports it */

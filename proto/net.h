@@ -29,6 +29,32 @@ int net_listen(const char *url, nng_socket *out);
  * client library, which must not write to its host's stderr, uses it. */
 int net_dial(const char *url, nng_socket *out);
 
+/* The options of every REQ socket a client dials: the frame cap, no
+ * resend on a timer, quick reconnects. Returns 0 or an nng error. */
+int net_req_options(nng_socket s);
+
+/* The TLS files of a client port (PEM paths; net_tls.c): ca, the CA the
+ * other side's certificate must be signed by (a router requires clients
+ * to show one); cert and key, this side's certificate and its unencrypted
+ * key (required of a router, and of a client the router is to accept);
+ * server_name, what a client checks the router's certificate against
+ * (NULL: the URL's host). */
+typedef struct net_tls {
+    const char *ca, *cert, *key, *server_name;
+} net_tls;
+
+/* As net_listen, with TLS (tls+tcp:// URLs) when tls is not NULL: clients
+ * without a certificate the CA signed get no connection. Returns 0,
+ * SX_EINVAL (unreadable or unusable files), SX_ENET, SX_ENOMEM, with the
+ * reason in err[errlen] (may be NULL). */
+int net_listen_tls(const char *url, const net_tls *tls, nng_socket *out, char *err,
+                   size_t errlen);
+
+/* As net_dial, with TLS when tls is not NULL. Returns as net_listen_tls;
+ * logs nothing. */
+int net_dial_tls(const char *url, const net_tls *tls, nng_socket *out, char *err,
+                 size_t errlen);
+
 /* One request/reply on its own context. On success *resp (owned by the
  * caller, free with free()) holds the reply. Returns 0, SX_ETIMEDOUT,
  * SX_EUNAVAIL (peer not reachable), SX_ENET, SX_ENOMEM. Thread-safe. */

@@ -125,9 +125,12 @@ static int serve(const rt_opts *o, const sx_config *cfg, int self,
     rc = rt_new(cfg, self, &rt);
     if (rc != 0)
         return 1;
-    rc = net_listen(url, &sock);
+    net_tls tls = { .ca = cfg->tls_ca, .cert = cfg->tls_cert, .key = cfg->tls_key };
+    char why[256] = "";
+    rc = net_listen_tls(url, cfg->tls_ca != NULL ? &tls : NULL, &sock, why, sizeof(why));
     if (rc != 0) {
-        LOG_ERROR("router %s: cannot listen on %s: %s", o->name, url, sx_strerror(rc));
+        LOG_ERROR("router %s: cannot listen on %s: %s", o->name, url,
+                  why[0] ? why : sx_strerror(rc));
         rt_free(rt);
         return 1;
     }

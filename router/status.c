@@ -11,15 +11,18 @@
 #include "sx_errors.h"
 #include "link_auth.h"
 
-/* The router's own figures: requests served, failed, what the combined
- * PUT path did (wcomb.c), catalog version. */
+/* The router's own figures: whether its links are authenticated and its
+ * clients must show a certificate (TLS), requests served, failed, what the
+ * combined PUT path did (wcomb.c), catalog version. */
 static void put_self(router *rt, mp_buf *acc)
 {
     const sx_catalog *cat = NULL;
 
-    mp_put_map(acc, 7);
+    mp_put_map(acc, 8);
     mp_put_cstr(acc, "links_authenticated");
     mp_put_bool(acc, link_auth_enabled());
+    mp_put_cstr(acc, "clients_tls");            /* client certificates required */
+    mp_put_bool(acc, rt->cfg->tls_ca != NULL);
     mp_put_cstr(acc, "requests");
     mp_put_u64(acc, atomic_load_explicit(&rt->nreq, memory_order_relaxed));
     mp_put_cstr(acc, "errors");

@@ -26,6 +26,8 @@ typedef struct cli_ctx {
     char **argv;
     const char *routers;
     int timeout_ms;        /* --timeout / SHARDEX_TIMEOUT_MS; 0: the library's */
+    const char *tls_dir;   /* --tls / SHARDEX_TLS_DIR: ca.pem, client.pem,
+                            * client.key for tls+tcp:// routers; NULL: none */
     sx_client *client;     /* opened lazily by cli_connect */
 } cli_ctx;
 

@@ -10,11 +10,14 @@
 #include "cli.h"
 
 static const char *USAGE =
-    "usage: shardex [-r URL[,URL...]] [--timeout MS] COMMAND [ARGS] [--help]\n"
+    "usage: shardex [-r URL[,URL...]] [--timeout MS] [--tls DIR] COMMAND [ARGS] [--help]\n"
     "\n"
     "The router URL(s) come from -r or the SHARDEX_ROUTER environment variable.\n"
     "--timeout (or SHARDEX_TIMEOUT_MS): how long a call waits for its router's\n"
     "answer, in milliseconds (default 10000; a query may add its own wait).\n"
+    "--tls (or SHARDEX_TLS_DIR): for tls+tcp:// routers, a folder holding ca.pem\n"
+    "(the cluster's CA), client.pem and client.key (this client's certificate\n"
+    "and key), as `local-cluster up --tls` makes in DIR/tls.\n"
     "\n"
     "commands:\n"
     "  table create TABLE --key ATTR [--sort ATTR]\n"
@@ -69,9 +72,21 @@ int cli_connect(cli_ctx *ctx)
         return CLI_OK;
     if (!ctx->routers || !*ctx->routers)
         return cli_usage_error(USAGE, "no router: give -r URL or set SHARDEX_ROUTER");
-    int rc = sx_client_open(ctx->routers, &ctx->client);
+    char ca[4096], cert[4096], key[4096], why[512] = "";
+    sx_client_tls tls = { ca, cert, key, NULL };
+    if (ctx->tls_dir && *ctx->tls_dir) {
+        snprintf(ca, sizeof ca, "%s/ca.pem", ctx->tls_dir);
+        snprintf(cert, sizeof cert, "%s/client.pem", ctx->tls_dir);
+        snprintf(key, sizeof key, "%s/client.key", ctx->tls_dir);
+    }
+    bool use_tls = ctx->tls_dir && *ctx->tls_dir;
+    int rc = sx_client_open_tls(ctx->routers, use_tls ? &tls : NULL, &ctx->client, why,
+                                sizeof why);
     if (rc)
-        return cli_error("cannot connect to %s: %s", ctx->routers, sx_strerror(rc));
+        return cli_error("cannot connect to %s: %s%s", ctx->routers,
+                         why[0] ? why : sx_strerror(rc),
+                         !use_tls && strstr(ctx->routers, "tls+") ? " (give --tls DIR or set "
+                         "SHARDEX_TLS_DIR)" : "");
     if (ctx->timeout_ms > 0)
         sx_client_set_timeout(ctx->client, ctx->timeout_ms);
     return CLI_OK;
@@ -169,6 +184,7 @@ int main(int argc, char **argv)
     int k = 1;
     const char *tmo = getenv("SHARDEX_TIMEOUT_MS"), *tmo_from = "SHARDEX_TIMEOUT_MS";
     ctx.routers = getenv("SHARDEX_ROUTER");
+    ctx.tls_dir = getenv("SHARDEX_TLS_DIR");
     for (; k < argc && argv[k][0] == '-'; k++) {
         const char *a = argv[k];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -189,6 +205,12 @@ int main(int argc, char **argv)
         } else if (strncmp(a, "--timeout=", 10) == 0) {
             tmo = a + 10;
             tmo_from = "--timeout";
+        } else if (strcmp(a, "--tls") == 0) {
+            if (k + 1 >= argc)
+                return cli_usage_error(USAGE, "%s needs a folder", a);
+            ctx.tls_dir = argv[++k];
+        } else if (strncmp(a, "--tls=", 6) == 0) {
+            ctx.tls_dir = a + 6;
         } else {
             return cli_usage_error(USAGE, "unknown option '%s'", a);
         }

@@ -208,6 +208,30 @@ SX_API int sx_list_at(const sx_list *l, size_t i, sx_value *v);
  * SX_ENOMEM. */
 SX_API int sx_client_open(const char *urls, sx_client **out);
 
+/* TLS to routers whose URLs are tls+tcp:// (a cluster whose config has
+ * "client_tls"): paths of PEM files. ca_file: the CA that signed the
+ * routers' certificates (and the clients'); a router whose certificate it
+ * did not sign, or whose certificate does not name the host dialed (or
+ * server_name), gets no connection. cert_file, key_file: this client's
+ * certificate and its unencrypted private key: a router accepts only
+ * clients whose certificate its CA signed, so without them every call
+ * times out. server_name: the name to check the routers' certificates
+ * against, NULL for the host of each URL. */
+typedef struct sx_client_tls {
+    const char *ca_file;
+    const char *cert_file;
+    const char *key_file;
+    const char *server_name;
+} sx_client_tls;
+
+/* As sx_client_open, over TLS when tls is not NULL: then every URL must be
+ * tls+tcp://, and a tls+tcp:// URL needs tls. The files are read here.
+ * Returns as sx_client_open, and SX_EINVAL for an unreadable or unusable
+ * file or a URL of the wrong kind, with the reason in err[errlen] (err
+ * may be NULL). */
+SX_API int sx_client_open_tls(const char *urls, const sx_client_tls *tls, sx_client **out,
+                              char *err, size_t errlen);
+
 /* Closes every connection and frees the client. Accepts NULL. Returns
  * within about 2 s once the client's operations have ended (an operation
  * in flight is waited for, up to its timeout): nng 1.5 can hang closing a

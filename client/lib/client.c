@@ -66,10 +66,27 @@ static int split_urls(sx_client *c, const char *urls)
     return c->nrouters ? SX_OK : SX_EINVAL;
 }
 
+/* Writes the reason for a failed open into err[errlen] (may be NULL). */
+static int open_fail(char *err, size_t errlen, int rc, const char *what, const char *url)
+{
+    if (err && errlen)
+        snprintf(err, errlen, "%s%s", what, url);
+    return rc;
+}
+
 int sx_client_open(const char *urls, sx_client **out)
 {
+    return sx_client_open_tls(urls, NULL, out, NULL, 0);
+}
+
+int sx_client_open_tls(const char *urls, const sx_client_tls *tls, sx_client **out,
+                       char *err, size_t errlen)
+{
+    if (err && errlen)
+        err[0] = '\0';
     if (!urls || !out)
-        return SX_EINVAL;
+        return open_fail(err, errlen, SX_EINVAL, "no router URL given", "");
+    *out = NULL;
     if (sx_proto_init())
         return SX_EINTERNAL;
     sx_client *c = calloc(1, sizeof *c);
@@ -79,12 +96,30 @@ int sx_client_open(const char *urls, sx_client **out)
     int rc = cl_async_init(c);
     if (!rc)
         rc = split_urls(c, urls);
-    if (rc)
+    if (rc) {
+        open_fail(err, errlen, rc, rc == SX_EINVAL ? "no router URL given" : "out of memory",
+                  "");
         goto fail;
+    }
+    c->tls = tls != NULL;
+    net_tls nt = { .ca = tls ? tls->ca_file : NULL, .cert = tls ? tls->cert_file : NULL,
+                   .key = tls ? tls->key_file : NULL,
+                   .server_name = tls ? tls->server_name : NULL };
     for (int k = 0; k < c->nrouters; k++) {
-        rc = net_dial(c->urls[k], &c->socks[k]);
-        if (rc)
+        bool want = strncmp(c->urls[k], "tls+", 4) == 0;
+        if (want != (tls != NULL)) {
+            rc = open_fail(err, errlen, SX_EINVAL, want ? "a TLS router URL needs TLS files "
+                           "(the CA, and this client's certificate and key): "
+                           : "with TLS files every router URL must be tls+tcp://, not ",
+                           c->urls[k]);
             goto fail;
+        }
+        rc = net_dial_tls(c->urls[k], tls ? &nt : NULL, &c->socks[k], err, errlen);
+        if (rc) {
+            if (err && errlen && !err[0])
+                open_fail(err, errlen, rc, "cannot dial ", c->urls[k]);
+            goto fail;
+        }
     }
     rc = cl_async_peers(c);
     if (rc)
@@ -241,6 +276,31 @@ int cl_req_encode(msg_type t, const void *req, uint8_t **wire, size_t *n)
     return rc;
 }
 
+/* Sets c's message for call t that failed on router k with transport
+ * error rc after waiting ms; unless retry (the next router is tried), says
+ * what a write that timed out may have done. */
+static void call_failed(sx_client *c, int k, msg_type t, int rc, long long ms, bool retry)
+{
+    bool unconnected = rc == SX_ETIMEDOUT && c->tls && pipes_of(c->socks[k]) == 0;
+
+    if (unconnected)
+        cl_fail(c, rc, "router %s: no TLS connection within %lld ms (the router refuses a "
+                "client certificate its CA did not sign; the client, a router certificate "
+                "that its CA did not sign or that does not name the router's host)",
+                c->urls[k], ms);
+    else if (rc == SX_ETIMEDOUT && !retry && has_deadline(t))
+        cl_fail(c, rc, "router %s: timed out after %lld ms; the %s may or may not have been "
+                "applied, but not after any write made from now on (its deadline has "
+                "passed)", c->urls[k], ms, t == MSG_PUT ? "put" : "delete");
+    else if (rc == SX_ETIMEDOUT && !retry && cl_is_write(t))
+        cl_fail(c, rc, "router %s: timed out after %lld ms; the change may or may not have "
+                "been applied, and may still be (not retried elsewhere)", c->urls[k], ms);
+    else if (rc == SX_ETIMEDOUT)
+        cl_fail(c, rc, "router %s: timed out after %lld ms", c->urls[k], ms);
+    else
+        cl_fail(c, rc, "router %s: %s", c->urls[k], sx_strerror(rc));
+}
+
 int cl_call(sx_client *c, msg_type t, const void *req, void *rep,
             uint8_t **frame, int extra_ms)
 {
@@ -275,21 +335,10 @@ int cl_call(sx_client *c, msg_type t, const void *req, void *rep,
         rc = net_call(c->socks[k], wire, wire_n, ms > INT_MAX ? INT_MAX : (int)ms, &resp,
                       &resp_n);
         if (rc) {
-            if (rc == SX_ETIMEDOUT)
-                cl_fail(c, rc, "router %s: timed out after %lld ms", c->urls[k], ms);
-            else
-                cl_fail(c, rc, "router %s: %s", c->urls[k], sx_strerror(rc));
-            if (cl_may_failover(c, k, t, rc) && tries + 1 < c->nrouters)
+            bool retry = cl_may_failover(c, k, t, rc) && tries + 1 < c->nrouters;
+            call_failed(c, k, t, rc, ms, retry);
+            if (retry)
                 continue;
-            if (rc == SX_ETIMEDOUT && has_deadline(t))
-                cl_fail(c, rc, "router %s: timed out after %lld ms; the %s may or may not "
-                        "have been applied, but not after any write made from now on (its "
-                        "deadline has passed)", c->urls[k], ms,
-                        t == MSG_PUT ? "put" : "delete");
-            else if (rc == SX_ETIMEDOUT)
-                cl_fail(c, rc, "router %s: timed out after %lld ms; the change may or may "
-                        "not have been applied, and may still be (not retried elsewhere)",
-                        c->urls[k], ms);
             break;
         }
         c->cur = k;   /* stick with the router that answered */

@@ -47,6 +47,7 @@ struct sx_client {
     struct net_peer **peers;    /* per router: the asynchronous calls'
                                  * coalescing (call_async.c) */
     int cur;                /* router tried first */
+    bool tls;               /* the routers are dialed over TLS */
     int timeout_ms;
     char errmsg[CL_ERRMSG_LEN];
     /* asynchronous operations (call_async.c); alock guards the rest */

@@ -2,11 +2,13 @@
 # Sourced (not run) by each test as:  source lib.sh "$@"   with $1 = build dir.
 #
 # Provides:
-#   it_cluster_up [--netns]  start a fresh cluster in a new temp dir (--netns:
-#                          each process in a network namespace of its own,
-#                          deploy/netns.sh); sets IT_DIR, IT_URL, exports
-#                          SHARDEX_ROUTER; the cluster is torn down on exit
-#                          whatever happens
+#   it_cluster_up [--netns] [--tls]  start a fresh cluster in a new temp dir
+#                          (--netns: each process in a network namespace of
+#                          its own, deploy/netns.sh; --tls: the router's
+#                          client port TLS, deploy/tls.sh, and
+#                          SHARDEX_TLS_DIR exported); sets IT_DIR, IT_URL,
+#                          exports SHARDEX_ROUTER; the cluster is torn down
+#                          on exit whatever happens
 #   lc ARGS...             deploy/local-cluster ARGS --dir IT_DIR
 #   sx ARGS...             the shardex CLI against the cluster
 #   sx_rc ARGS...          same, sets RC to its exit status instead of failing
@@ -173,8 +175,10 @@ it_cluster_up() {
     IT_DIR="$(mktemp -d "$IT_BUILD/it-clusters/$IT_NAME.XXXXXX")"
     out="$(lc up "$@")" || { echo "$out" >&2; fail "local-cluster up failed"; }
     IT_URL="$(tail -n 1 <<<"$out")"
-    [[ "$IT_URL" =~ ^tcp://[0-9.]+:[0-9]+$ ]] || fail "up did not print the router URL last: $IT_URL"
+    [[ "$IT_URL" =~ ^(tls\+)?tcp://[0-9.]+:[0-9]+$ ]] ||
+        fail "up did not print the router URL last: $IT_URL"
     export SHARDEX_ROUTER="$IT_URL"
+    if [ -d "$IT_DIR/tls" ]; then export SHARDEX_TLS_DIR="$IT_DIR/tls"; fi
     pass "cluster up in $IT_DIR, router $IT_URL"
 }
 
