@@ -4,10 +4,12 @@
 # deploy/README.md). Made once, with openssl, in DIR/tls:
 #   ca.pem, ca.key          the cluster's CA (P-256, 10 years); keep ca.key
 #                           secret: whoever holds it can admit clients
-#   router.pem, router.key  the routers' certificate: names localhost,
-#                           127.0.0.1 and the router's own address
-#   client.pem, client.key  a client's certificate, what `shardex --tls
-#                           DIR/tls` (or SHARDEX_TLS_DIR) presents
+#   router.pem, router.key  the routers' certificate (serverAuth): names
+#                           localhost, 127.0.0.1 and the router's address
+#   client/                 what a client needs and nothing more: ca.pem,
+#                           client.pem and client.key (clientAuth), which
+#                           `shardex --tls DIR/tls/client` (or
+#                           SHARDEX_TLS_DIR) presents
 # Keys are written 0600. Sourced by deploy/local-cluster, which defines die.
 
 # tls_sign NAME CN EXTFILE: NAME.key and NAME.pem signed by the CA (in $1's
@@ -39,6 +41,8 @@ tls_make() {
             "$host" "$host" "extendedKeyUsage=serverAuth" >router.ext
         printf 'extendedKeyUsage=clientAuth\n' >client.ext
         tls_sign router shardex-router router.ext && tls_sign client shardex-client client.ext &&
-            rm -f router.ext client.ext ca.srl && chmod 644 ca.pem router.pem client.pem
+            rm -f router.ext client.ext ca.srl && chmod 644 ca.pem router.pem client.pem &&
+            mkdir -p client && chmod 700 client && cp ca.pem client/ca.pem &&
+            mv client.pem client.key client/
     ) || die "cannot make the TLS certificates in $d"
 }

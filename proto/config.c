@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include "config.h"
 #include "tuple.h"
 #include "sx_errors.h"
@@ -306,10 +307,27 @@ static char *resolve(const char *cfgpath, const char *path)
     return out;
 }
 
-/* Whether url is one of nng's TLS transports (tls+tcp://, tls+tcp4:// ...). */
-static bool url_is_tls(const char *url)
+/* A router URL's kind: 1 TLS (tls+tcp, tls+tcp4, tls+tcp6), 0 plain (tcp,
+ * tcp4, tcp6, ipc, abstract, inproc), -1 anything else (ws, wss, a URL nng
+ * cannot parse), on which a router does not serve clients. */
+static int router_url_kind(const char *url)
 {
-    return strncmp(url, "tls+", 4) == 0;
+    static const char *const plain[] = { "tcp", "tcp4", "tcp6", "ipc", "abstract", "inproc" };
+    nng_url *u = NULL;
+    int kind = -1;
+
+    if (nng_url_parse(&u, url) != 0)
+        return -1;
+    for (size_t i = 0; i < sizeof(plain) / sizeof(plain[0]); i++) {
+        char tls[16];
+        snprintf(tls, sizeof(tls), "tls+%s", plain[i]);
+        if (strcasecmp(u->u_scheme, plain[i]) == 0)
+            kind = 0;
+        else if (i < 3 && strcasecmp(u->u_scheme, tls) == 0)
+            kind = 1;
+    }
+    nng_url_free(u);
+    return kind;
 }
 
 /* "client_tls": {"ca", "cert", "key"}, the routers' TLS files (relative
@@ -334,7 +352,12 @@ static int load_client_tls(sx_config *c, json_t *root, const char *path, cfg_err
         }
     }
     for (int i = 0; i < c->nnodes; i++) {
-        if (c->nodes[i].role != SX_ROLE_ROUTER || url_is_tls(c->nodes[i].url) == (t != NULL))
+        int kind = c->nodes[i].role == SX_ROLE_ROUTER ? router_url_kind(c->nodes[i].url) : 0;
+        if (kind < 0)
+            return fail(e, "router '%s': a router serves clients on tcp://, ipc:// or, with "
+                        "\"client_tls\", tls+tcp:// URLs, not %s", c->nodes[i].name,
+                        c->nodes[i].url);
+        if (c->nodes[i].role != SX_ROLE_ROUTER || kind == (t != NULL))
             continue;
         return fail(e, t != NULL
                     ? "router '%s' must listen on a tls+tcp:// URL: the config has "

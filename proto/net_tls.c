@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
 #include <nng/protocol/reqrep0/req.h>
@@ -35,16 +36,22 @@ static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
     return rc;
 }
 
-/* Reads the text file at path into *out (NUL-terminated, free()). */
+/* Reads the regular file at path into *out (NUL-terminated; free it with
+ * pem_free, which wipes it: it may hold a private key). */
 static int read_pem(const char *path, char **out, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "r");
     char *buf = NULL;
+    struct stat st;
     size_t n = 0;
 
     *out = NULL;
     if (f == NULL)
         return fail(err, errlen, SX_EINVAL, "cannot read %s: %s", path, strerror(errno));
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return fail(err, errlen, SX_EINVAL, "cannot read %s: not a regular file", path);
+    }
     buf = malloc(PEM_MAX + 1);
     if (buf != NULL)
         n = fread(buf, 1, PEM_MAX + 1, f);
@@ -53,6 +60,7 @@ static int read_pem(const char *path, char **out, char *err, size_t errlen)
     if (buf == NULL)
         return SX_ENOMEM;
     if (bad || n > PEM_MAX) {
+        explicit_bzero(buf, n > PEM_MAX ? PEM_MAX : n);
         free(buf);
         return fail(err, errlen, SX_EINVAL, "cannot read %s: %s", path,
                     bad ? "read error" : "larger than 1 MiB, not a PEM file");
@@ -62,12 +70,24 @@ static int read_pem(const char *path, char **out, char *err, size_t errlen)
     return 0;
 }
 
+static void pem_free(char *p)
+{
+    if (p != NULL) {
+        explicit_bzero(p, strlen(p));
+        free(p);
+    }
+}
+
 /* A TLS configuration for mode from t's files: the CA to check the other
  * side against (required of it), our certificate and key when given, and
- * the name to check the server by. */
-static int tls_config(nng_tls_mode mode, const net_tls *t, nng_tls_config **out, char *err,
-                      size_t errlen)
+ * for a client the name the server's certificate must carry: t's
+ * server_name, else the host of url (nng checks no name otherwise once a
+ * configuration of our own replaces its default). */
+static int tls_config(nng_tls_mode mode, const net_tls *t, const char *url,
+                      nng_tls_config **out, char *err, size_t errlen)
 {
+    nng_url *u = NULL;
+    const char *name = t->server_name;
     nng_tls_config *cfg = NULL;
     char *ca = NULL, *cert = NULL, *key = NULL;
     int rv, rc;
@@ -94,13 +114,20 @@ static int tls_config(nng_tls_mode mode, const net_tls *t, nng_tls_config **out,
                   "private key (PEM, unencrypted): %s", t->cert, nng_strerror(rv));
     if (rc == 0 && (rv = nng_tls_config_auth_mode(cfg, NNG_TLS_AUTH_MODE_REQUIRED)) != 0)
         rc = fail(err, errlen, SX_EINVAL, "TLS: %s", nng_strerror(rv));
-    if (rc == 0 && t->server_name != NULL &&
-        (rv = nng_tls_config_server_name(cfg, t->server_name)) != 0)
-        rc = fail(err, errlen, SX_EINVAL, "TLS server name %s: %s", t->server_name,
-                  nng_strerror(rv));
-    free(ca);
-    free(cert);
-    free(key);
+    if (rc == 0 && mode == NNG_TLS_MODE_CLIENT && name == NULL) {
+        if (nng_url_parse(&u, url) != 0 || u->u_hostname == NULL || u->u_hostname[0] == '\0')
+            rc = fail(err, errlen, SX_EINVAL, "no host in %s to check the router's "
+                      "certificate against", url);
+        else
+            name = u->u_hostname;
+    }
+    if (rc == 0 && name != NULL && (rv = nng_tls_config_server_name(cfg, name)) != 0)
+        rc = fail(err, errlen, SX_EINVAL, "TLS server name %s: %s", name, nng_strerror(rv));
+    if (u != NULL)
+        nng_url_free(u);
+    pem_free(ca);
+    pem_free(cert);
+    pem_free(key);
     if (rc != 0) {
         if (cfg != NULL)
             nng_tls_config_free(cfg);
@@ -119,7 +146,7 @@ int net_listen_tls(const char *url, const net_tls *tls, nng_socket *out, char *e
 
     if (tls == NULL)
         return net_listen(url, out);
-    rc = tls_config(NNG_TLS_MODE_SERVER, tls, &cfg, err, errlen);
+    rc = tls_config(NNG_TLS_MODE_SERVER, tls, url, &cfg, err, errlen);
     if (rc != 0)
         return rc;
     rv = nng_rep0_open(out);
@@ -151,7 +178,7 @@ int net_dial_tls(const char *url, const net_tls *tls, nng_socket *out, char *err
 
     if (tls == NULL)
         return net_dial(url, out);
-    rc = tls_config(NNG_TLS_MODE_CLIENT, tls, &cfg, err, errlen);
+    rc = tls_config(NNG_TLS_MODE_CLIENT, tls, url, &cfg, err, errlen);
     if (rc != 0)
         return rc;
     rv = nng_req0_open(out);

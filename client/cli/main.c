@@ -17,7 +17,7 @@ static const char *USAGE =
     "answer, in milliseconds (default 10000; a query may add its own wait).\n"
     "--tls (or SHARDEX_TLS_DIR): for tls+tcp:// routers, a folder holding ca.pem\n"
     "(the cluster's CA), client.pem and client.key (this client's certificate\n"
-    "and key), as `local-cluster up --tls` makes in DIR/tls.\n"
+    "and key), as `local-cluster up --tls` makes in DIR/tls/client.\n"
     "\n"
     "commands:\n"
     "  table create TABLE --key ATTR [--sort ATTR]\n"

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include "internal.h"
 #include "net.h"
@@ -106,7 +107,7 @@ int sx_client_open_tls(const char *urls, const sx_client_tls *tls, sx_client **o
                    .key = tls ? tls->key_file : NULL,
                    .server_name = tls ? tls->server_name : NULL };
     for (int k = 0; k < c->nrouters; k++) {
-        bool want = strncmp(c->urls[k], "tls+", 4) == 0;
+        bool want = strncasecmp(c->urls[k], "tls+", 4) == 0;
         if (want != (tls != NULL)) {
             rc = open_fail(err, errlen, SX_EINVAL, want ? "a TLS router URL needs TLS files "
                            "(the CA, and this client's certificate and key): "
@@ -276,27 +277,33 @@ int cl_req_encode(msg_type t, const void *req, uint8_t **wire, size_t *n)
     return rc;
 }
 
+const char *cl_conn_hint(sx_client *c, int k, int rc)
+{
+    if (rc != SX_ETIMEDOUT || pipes_of(c->socks[k]) != 0)
+        return "";
+    return c->tls ? " (no connection: the router is down or unreachable, or refused this "
+                    "client's TLS certificate, or this client refused the router's: not "
+                    "signed by its CA, or not naming the host dialed)"
+                  : " (no connection: the router is down or unreachable)";
+}
+
 /* Sets c's message for call t that failed on router k with transport
  * error rc after waiting ms; unless retry (the next router is tried), says
  * what a write that timed out may have done. */
 static void call_failed(sx_client *c, int k, msg_type t, int rc, long long ms, bool retry)
 {
-    bool unconnected = rc == SX_ETIMEDOUT && c->tls && pipes_of(c->socks[k]) == 0;
+    const char *hint = cl_conn_hint(c, k, rc);
 
-    if (unconnected)
-        cl_fail(c, rc, "router %s: no TLS connection within %lld ms (the router refuses a "
-                "client certificate its CA did not sign; the client, a router certificate "
-                "that its CA did not sign or that does not name the router's host)",
-                c->urls[k], ms);
-    else if (rc == SX_ETIMEDOUT && !retry && has_deadline(t))
-        cl_fail(c, rc, "router %s: timed out after %lld ms; the %s may or may not have been "
-                "applied, but not after any write made from now on (its deadline has "
-                "passed)", c->urls[k], ms, t == MSG_PUT ? "put" : "delete");
+    if (rc == SX_ETIMEDOUT && !retry && has_deadline(t))
+        cl_fail(c, rc, "router %s: timed out after %lld ms%s; the %s may or may not have "
+                "been applied, but not after any write made from now on (its deadline has "
+                "passed)", c->urls[k], ms, hint, t == MSG_PUT ? "put" : "delete");
     else if (rc == SX_ETIMEDOUT && !retry && cl_is_write(t))
-        cl_fail(c, rc, "router %s: timed out after %lld ms; the change may or may not have "
-                "been applied, and may still be (not retried elsewhere)", c->urls[k], ms);
+        cl_fail(c, rc, "router %s: timed out after %lld ms%s; the change may or may not have "
+                "been applied, and may still be (not retried elsewhere)", c->urls[k], ms,
+                hint);
     else if (rc == SX_ETIMEDOUT)
-        cl_fail(c, rc, "router %s: timed out after %lld ms", c->urls[k], ms);
+        cl_fail(c, rc, "router %s: timed out after %lld ms%s", c->urls[k], ms, hint);
     else
         cl_fail(c, rc, "router %s: %s", c->urls[k], sx_strerror(rc));
 }

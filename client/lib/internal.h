@@ -101,6 +101,10 @@ static inline sx_buf cl_cstr_buf(const char *s)
 /* Encodes request t from req into a malloc'd frame (*wire, *n; the caller
  * frees *wire). Returns 0 or an sx_err (SX_ENOMEM, SX_EINVAL). */
 int cl_req_encode(msg_type t, const void *req, uint8_t **wire, size_t *n);
+/* What to add to the message of a call to router k that failed with rc:
+ * when it timed out without any connection to the router, why that may be
+ * (with TLS, a certificate refused either way); else "". Static text. */
+const char *cl_conn_hint(sx_client *c, int k, int rc);
 /* Whether router k has a live connection (true when nng cannot tell).
  * Reads nng's statistics: not free. */
 bool cl_router_connected(sx_client *c, int k);

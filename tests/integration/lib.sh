@@ -178,7 +178,7 @@ it_cluster_up() {
     [[ "$IT_URL" =~ ^(tls\+)?tcp://[0-9.]+:[0-9]+$ ]] ||
         fail "up did not print the router URL last: $IT_URL"
     export SHARDEX_ROUTER="$IT_URL"
-    if [ -d "$IT_DIR/tls" ]; then export SHARDEX_TLS_DIR="$IT_DIR/tls"; fi
+    if [ -d "$IT_DIR/tls" ]; then export SHARDEX_TLS_DIR="$IT_DIR/tls/client"; fi
     pass "cluster up in $IT_DIR, router $IT_URL"
 }
 
