@@ -21,11 +21,10 @@
  * the offer; and a PUT an S_WRITE of which failed in a way that proves
  * nothing of it was written (a stale catalog, an item the storage node
  * refused before writing, the S_WRITE's deadline passed, or no send at
- * all), handed back with
- * net_reply_requeue and so run again alone (a PUT that shared that
- * S_WRITE with a refused item is then written alone, and the refused one
- * gets its own error), provided every S_WRITE carrying its items failed
- * that way. A PUT some of which may have been written (another of its
+ * all), handed back with net_reply_requeue and so run again alone (a PUT
+ * that shared that S_WRITE with a refused item is then written alone, and
+ * the refused one gets its own error), provided every S_WRITE carrying its
+ * items failed that way, and, for a deadline, its own was later. A PUT some of which may have been written (another of its
  * S_WRITEs succeeded, or one failed after it may have written: a timeout,
  * a lost connection, a reply that did not fit) is never run again: it gets
  * the error its handler gives for such a failure ("item F (with N item(s)
