@@ -346,7 +346,8 @@ static void group_deadlines(st_part *p, st_wreq *list)
             continue;
         if (left < 0)
             snprintf(msg, sizeof(msg), "not applied: its deadline passed %lld ms before "
-                     "the storage node took it", -left);
+                     "the storage node took it (it came late, or its client's clock is "
+                     "behind this node's)", -left);
         else
             snprintf(msg, sizeof(msg), "not applied: its deadline was %lld ms away when "
                      "the storage node took it, within the cluster's max_clock_skew_ms "
