@@ -399,9 +399,8 @@ int cfg_load(const char *path, sx_config **out, char *err, size_t errlen)
              hex_decode(json_string_value(json_object_get(root, "link_key")), c->link_key,
                         sizeof(c->link_key)))
         rc = fail(&e, "\"link_key\" must be 64 hex digits (32 random bytes)");
-    else if ((rc = load_skew(c, root, &e)) != 0)
-        ;
-    else if ((rc = load_nodes(c, root, "routers", SX_ROLE_ROUTER, &e)) == 0 &&
+    else if ((rc = load_skew(c, root, &e)) == 0 &&
+             (rc = load_nodes(c, root, "routers", SX_ROLE_ROUTER, &e)) == 0 &&
              (rc = load_nodes(c, root, "storage", SX_ROLE_STORAGE, &e)) == 0 &&
              (rc = load_nodes(c, root, "index", SX_ROLE_INDEX, &e)) == 0 &&
              (rc = check_coverage(c, &e)) == 0 && (rc = check_link_key(c, &e)) == 0 &&

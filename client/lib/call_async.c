@@ -204,20 +204,10 @@ static void op_failed(sx_op *op, int rc, bool replied)
 {
     sx_client *c = op->c;
     long long ms = (long long)c->timeout_ms + op->extra_ms;
-    if (!replied && rc == SX_ETIMEDOUT)
-        snprintf(op->errmsg, sizeof op->errmsg, "router %s: timed out after %lld ms%s",
-                 c->urls[op->k], ms, cl_conn_hint(c, op->k, rc));
-    else if (!replied)
-        snprintf(op->errmsg, sizeof op->errmsg, "router %s: %s", c->urls[op->k],
-                 sx_strerror(rc));
-    bool last = !cl_may_failover(c, op->k, op->t, rc) || op->tries + 1 >= c->nrouters;
-    if (!replied && rc == SX_ETIMEDOUT && last && cl_is_write(op->t))
-        snprintf(op->errmsg, sizeof op->errmsg, "router %s: timed out after %lld ms%s; the "
-                 "write may or may not have been applied, %s", c->urls[op->k], ms,
-                 cl_conn_hint(c, op->k, rc),
-                 op->t == MSG_PUT || op->t == MSG_DELETE
-                     ? "but not after any write made from now on (its deadline has passed)"
-                     : "and may still be (not retried elsewhere)");
+    if (!replied)
+        cl_call_msg(c, op->k, op->t, rc, ms,
+                    cl_may_failover(c, op->k, op->t, rc) && op->tries + 1 < c->nrouters,
+                    op->errmsg, sizeof op->errmsg);
     while (cl_may_failover(c, op->k, op->t, rc) && ++op->tries < c->nrouters) {
         op_clear_reply(op);
         op->k = (op->k + 1) % c->nrouters;

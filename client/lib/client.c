@@ -287,25 +287,23 @@ const char *cl_conn_hint(sx_client *c, int k, int rc)
                   : " (no connection: the router is down or unreachable)";
 }
 
-/* Sets c's message for call t that failed on router k with transport
- * error rc after waiting ms; unless retry (the next router is tried), says
- * what a write that timed out may have done. */
-static void call_failed(sx_client *c, int k, msg_type t, int rc, long long ms, bool retry)
+void cl_call_msg(sx_client *c, int k, msg_type t, int rc, long long ms, bool retry,
+                 char *buf, size_t n)
 {
     const char *hint = cl_conn_hint(c, k, rc);
 
     if (rc == SX_ETIMEDOUT && !retry && has_deadline(t))
-        cl_fail(c, rc, "router %s: timed out after %lld ms%s; the %s may or may not have "
-                "been applied, but not after any write made from now on (its deadline has "
-                "passed)", c->urls[k], ms, hint, t == MSG_PUT ? "put" : "delete");
+        snprintf(buf, n, "router %s: timed out after %lld ms%s; the %s may or may not have "
+                 "been applied, but not after any write made from now on (its deadline has "
+                 "passed)", c->urls[k], ms, hint, t == MSG_PUT ? "put" : "delete");
     else if (rc == SX_ETIMEDOUT && !retry && cl_is_write(t))
-        cl_fail(c, rc, "router %s: timed out after %lld ms%s; the change may or may not have "
-                "been applied, and may still be (not retried elsewhere)", c->urls[k], ms,
-                hint);
+        snprintf(buf, n, "router %s: timed out after %lld ms%s; the change may or may not "
+                 "have been applied, and may still be (not retried elsewhere)", c->urls[k],
+                 ms, hint);
     else if (rc == SX_ETIMEDOUT)
-        cl_fail(c, rc, "router %s: timed out after %lld ms%s", c->urls[k], ms, hint);
+        snprintf(buf, n, "router %s: timed out after %lld ms%s", c->urls[k], ms, hint);
     else
-        cl_fail(c, rc, "router %s: %s", c->urls[k], sx_strerror(rc));
+        snprintf(buf, n, "router %s: %s", c->urls[k], sx_strerror(rc));
 }
 
 int cl_call(sx_client *c, msg_type t, const void *req, void *rep,
@@ -343,7 +341,7 @@ int cl_call(sx_client *c, msg_type t, const void *req, void *rep,
                       &resp_n);
         if (rc) {
             bool retry = cl_may_failover(c, k, t, rc) && tries + 1 < c->nrouters;
-            call_failed(c, k, t, rc, ms, retry);
+            cl_call_msg(c, k, t, rc, ms, retry, c->errmsg, sizeof c->errmsg);
             if (retry)
                 continue;
             break;

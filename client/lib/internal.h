@@ -105,6 +105,12 @@ int cl_req_encode(msg_type t, const void *req, uint8_t **wire, size_t *n);
  * when it timed out without any connection to the router, why that may be
  * (with TLS, a certificate refused either way); else "". Static text. */
 const char *cl_conn_hint(sx_client *c, int k, int rc);
+/* Writes into buf[n] the message of call t that failed on router k with
+ * transport error rc after waiting ms (sync and async alike); unless retry
+ * (the next router is tried), says what a write that timed out may have
+ * done. */
+void cl_call_msg(sx_client *c, int k, msg_type t, int rc, long long ms, bool retry,
+                 char *buf, size_t n);
 /* Whether router k has a live connection (true when nng cannot tell).
  * Reads nng's statistics: not free. */
 bool cl_router_connected(sx_client *c, int k);
