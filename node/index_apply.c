@@ -137,10 +137,11 @@ static int ov_init(overlay *o, size_t records)
     return o->s ? 0 : SX_ENOMEM;
 }
 
-/* The slot for key k (empty when absent); the table never fills. */
-static ov_slot *ov_find(overlay *o, const uint8_t *k, size_t kn)
+/* The slot for key k, whose hash is h (empty when absent); the table
+ * never fills. */
+static ov_slot *ov_find(overlay *o, uint64_t h, const uint8_t *k, size_t kn)
 {
-    size_t i = (size_t)sx_fnv64(k, kn) & (o->cap - 1);
+    size_t i = (size_t)h & (o->cap - 1);
 
     while (o->s[i].k != NULL &&
            !(o->s[i].kn == kn && memcmp(o->s[i].k, k, kn) == 0))
@@ -160,9 +161,10 @@ typedef struct group_ctx {
     uint8_t key[IX_MAX_DBKEY];
 } group_ctx;
 
-/* Looks up the stored state of local key k: overlay first, then leveldb. */
+/* Looks up the stored state of local key k: overlay first, then the
+ * absent-key filter (fk: k's hashes), then leveldb. */
 static int stored_state(group_ctx *g, ov_slot *slot, const uint8_t *k, size_t kn,
-                        bool *have, bool *live, uint64_t *version)
+                        const kf_key *fk, bool *have, bool *live, uint64_t *version)
 {
     uint8_t *v = NULL;
     size_t vn = 0, ekn;
@@ -175,7 +177,7 @@ static int stored_state(group_ctx *g, ov_slot *slot, const uint8_t *k, size_t kn
         *version = slot->version;
         return 0;
     }
-    if (g->p->kf != NULL && kf_absent(g->p->kf, g->p->id, k, kn)) {
+    if (g->p->kf != NULL && kf_absent_key(g->p->kf, *fk)) {
         *have = false;          /* never stored: no read needed */
         return 0;
     }
@@ -203,14 +205,15 @@ static int stored_state(group_ctx *g, ov_slot *slot, const uint8_t *k, size_t kn
 static int apply_record(group_ctx *g, const msg_I_APPLY_req *m, uint32_t i)
 {
     sx_buf k = m->keys.v[i];
-    ov_slot *slot = ov_find(&g->ov, k.p, k.n);
+    kf_key fk = kf_key_of(g->p->id, k.p, k.n);  /* for the overlay and the filter */
+    ov_slot *slot = ov_find(&g->ov, fk.a, k.p, k.n);
     bool have = false, live = false, nlive;
     uint64_t ver = 0, nver = m->versions.v[i];
     ix_action act;
     size_t kn;
     int rc;
 
-    rc = stored_state(g, slot, k.p, k.n, &have, &live, &ver);
+    rc = stored_state(g, slot, k.p, k.n, &fk, &have, &live, &ver);
     if (rc != 0)
         return rc;
     act = ix_decide(have, ver, (int)m->kinds.v[i], nver);
@@ -238,8 +241,8 @@ static int apply_record(group_ctx *g, const msg_I_APPLY_req *m, uint32_t i)
         return SX_ENOMEM;
     kn = ix_ekey(g->key, k.p, k.n);
     leveldb_writebatch_put(g->b, (const char *)g->key, kn, g->vb.sb.data, g->vb.sb.size);
-    if (!have && g->p->kf != NULL)   /* a stored key is in the filter already */
-        kf_add(g->p->kf, g->p->id, k.p, k.n);
+    if (!have && g->p->kf != NULL)   /* a stored key is in the filter already; */
+        kf_add_key(g->p->kf, fk);
     slot->k = k.p;
     slot->kn = k.n;
     slot->live = nlive;

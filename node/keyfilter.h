@@ -26,7 +26,9 @@
  * key when sized by the stored count, up to ~3.75 after growth steps.
  *
  * Thread-safe: one mutex; add and absent are a hash and one cache line per
- * segment.
+ * segment (a lookup fetches its segments' lines together). A caller that
+ * asks and then adds the same key hashes it once: kf_key_of, then the
+ * _key forms.
  */
 #ifndef SX_KEYFILTER_H
 #define SX_KEYFILTER_H
@@ -46,6 +48,18 @@ int kf_create(uint64_t expect, size_t max_bytes, keyfilter **out);
 
 /* Frees the filter; accepts NULL. */
 void kf_destroy(keyfilter *f);
+
+/* A key's hashes: what the filter keeps of (part, k). */
+typedef struct kf_key {
+    uint64_t a, b;
+} kf_key;
+
+/* The hashes of key k of partition part (pure: no filter needed). */
+kf_key kf_key_of(uint64_t part, const uint8_t *k, size_t kn);
+
+/* kf_add and kf_absent of a key already hashed by kf_key_of. */
+void kf_add_key(keyfilter *f, kf_key h);
+bool kf_absent_key(keyfilter *f, kf_key h);
 
 /* Adds key k of partition part. Never fails: when memory runs out or the
  * byte cap is reached the filter turns off (see above). */

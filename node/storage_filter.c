@@ -50,15 +50,15 @@ void st_filter_stop(st_store *s)
     s->kf = NULL;
 }
 
-bool st_fact_absent(st_part *p, const uint8_t *k, size_t kn)
+bool st_fact_absent(st_part *p, kf_key fk)
 {
-    return p->store->kf != NULL && kf_absent(p->store->kf, p->id, k, kn);
+    return p->store->kf != NULL && kf_absent_key(p->store->kf, fk);
 }
 
-void st_fact_written(st_part *p, const uint8_t *k, size_t kn)
+void st_fact_written(st_part *p, kf_key fk)
 {
     if (p->store->kf != NULL)
-        kf_add(p->store->kf, p->id, k, kn);
+        kf_add_key(p->store->kf, fk);
 }
 
 void st_filter_status(st_store *s, mp_buf *b)

@@ -31,6 +31,7 @@
 #include "catalog.h"
 #include "storage_cat.h"
 #include "config.h"
+#include "keyfilter.h"
 #include "ldb.h"
 #include "log.h"
 #include "msg.h"
@@ -123,13 +124,13 @@ int st_kput(st_part *p, leveldb_writebatch_t *b, const void *k, size_t kn,
             const void *v, size_t vn);
 int st_kdel(st_part *p, leveldb_writebatch_t *b, const void *k, size_t kn);
 
-/* The store's absent-key filter (storage_filter.c) for fact key k of p:
- * st_fact_absent is true only when the store certainly holds no such key
- * (then the committer need not read it); st_fact_written tells the filter
- * of a fact key a batch writes. Committer only, or any thread: both are
- * thread-safe. */
-bool st_fact_absent(st_part *p, const uint8_t *k, size_t kn);
-void st_fact_written(st_part *p, const uint8_t *k, size_t kn);
+/* The store's absent-key filter (storage_filter.c) for a fact key of p,
+ * hashed by kf_key_of(p->id, key): st_fact_absent is true only when the
+ * store certainly holds no such key (then the committer need not read it);
+ * st_fact_written tells the filter of a fact key a batch writes. Committer
+ * only, or any thread: both are thread-safe. */
+bool st_fact_absent(st_part *p, kf_key fk);
+void st_fact_written(st_part *p, kf_key fk);
 
 /* Serves S_WRITE: validates the request, queues it for group commit and
  * waits for the synced batch; appends the reply frame to out. Called

@@ -65,6 +65,8 @@ typedef struct gm_ent {
     const uint8_t *item;
     size_t in;
     uint8_t *owned;           /* leveldb value buffer backing item, or NULL */
+    kf_key fk;                /* the key's hashes: its slot here, and the
+                               * absent-key filter's lookup and add */
 } gm_ent;
 
 typedef struct gmap {
@@ -103,7 +105,8 @@ static int fact_decode(const uint8_t *v, size_t vn, uint64_t *ver, sx_buf *item)
 /* Finds the group entry of key, loading the stored fact on first sight. */
 static int gm_get(gmap *m, st_part *p, const uint8_t *key, size_t kn, gm_ent **out)
 {
-    size_t i = sx_fnv64(key, kn) & (m->cap - 1);
+    kf_key fk = kf_key_of(p->id, key, kn);
+    size_t i = (size_t)fk.a & (m->cap - 1);
     gm_ent *e;
     uint8_t *v = NULL;
     size_t vn = 0;
@@ -118,7 +121,7 @@ static int gm_get(gmap *m, st_part *p, const uint8_t *key, size_t kn, gm_ent **o
         i = (i + 1) & (m->cap - 1);
     }
     e = &m->e[i];
-    rc = st_fact_absent(p, key, kn) ? SX_ENOTFOUND : st_kget(p, NULL, key, kn, &v, &vn);
+    rc = st_fact_absent(p, fk) ? SX_ENOTFOUND : st_kget(p, NULL, key, kn, &v, &vn);
     if (rc == SX_ENOTFOUND) {
         e->exists = false;
     } else if (rc != 0) {
@@ -135,6 +138,7 @@ static int gm_get(gmap *m, st_part *p, const uint8_t *key, size_t kn, gm_ent **o
     }
     e->key = key;
     e->kn = kn;
+    e->fk = fk;
     *out = e;
     return 0;
 }
@@ -236,7 +240,7 @@ static int put_fact(st_part *p, leveldb_writebatch_t *b, const gm_ent *e, uint64
     rc = st_kput(p, b, e->key, e->kn, val.sb.data, val.sb.size);
     mp_buf_free(&val);
     if (rc == 0 && !e->exists)   /* an existing key is in the filter already */
-        st_fact_written(p, e->key, e->kn);
+        st_fact_written(p, e->fk);
     return rc;
 }
 

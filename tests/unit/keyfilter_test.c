@@ -5,7 +5,9 @@
  * exists), it says nothing before it is ready, it grows by segments without
  * losing keys, its false positives stay rare, it counts the reads it
  * spares, past its byte cap it turns itself off (every answer "maybe"),
- * and so does kf_disable. (node/keyfilter_load.c, the scan that fills it
+ * and so does kf_disable; its hash tells apart keys that differ in one
+ * byte, in length or in partition, and the hashed forms (kf_key_of, then
+ * kf_add_key and kf_absent_key) agree with the plain ones. (node/keyfilter_load.c, the scan that fills it
  * while writers add keys, is keyfilter_load_nodetest.c.)
  * Standalone (no leveldb, no nng): main() returns non-zero on any failure.
  */
@@ -160,8 +162,59 @@ static void test_cap(void)
     kf_destroy(NULL);
 }
 
+/* Keys of 0..40 bytes (every word boundary and tail length), each varied
+ * in one byte, extended by a zero byte, or moved to another partition:
+ * no two of them may share a hash (a hash that skipped the length, the
+ * tail or the partition would collide here). */
+static void test_hash(void)
+{
+    enum { MAXN = 40, PER = 2 * MAXN + 4 };
+    static kf_key seen[(MAXN + 1) * PER];
+    size_t n = 0, dup = 0;
+    uint8_t k[MAXN + 1];
+
+    for (size_t len = 0; len <= MAXN; len++) {
+        memset(k, 'x', sizeof(k));
+        seen[n++] = kf_key_of(1, k, len);
+        seen[n++] = kf_key_of(2, k, len);
+        for (size_t i = 0; i < len; i++) {
+            k[i] = 'y';
+            seen[n++] = kf_key_of(1, k, len);
+            k[i] = 'x';
+        }
+    }
+    for (size_t len = 0; len < MAXN; len++) {   /* 'x'... then a zero byte */
+        memset(k, 'x', sizeof(k));
+        k[len] = 0;
+        seen[n++] = kf_key_of(1, k, len + 1);
+    }
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = i + 1; j < n; j++)
+            dup += seen[i].a == seen[j].a || seen[i].b == seen[j].b;
+    CHECK_INT(dup, 0);
+
+    /* the hashed forms are the plain ones */
+    keyfilter *f = NULL;
+    uint8_t key[16];
+
+    CHECK(kf_create(0, 1u << 20, &f) == 0 && f != NULL);
+    if (f == NULL)
+        return;
+    kf_set_ready(f);
+    for (uint64_t i = 0; i < 1000; i++)
+        kf_add_key(f, kf_key_of(5, key, key_of(i, key)));
+    CHECK_INT(count_absent(f, 5, 0, 1000), 0);
+    uint64_t absent = 0;
+    for (uint64_t i = 1000; i < 2000; i++)
+        absent += kf_absent_key(f, kf_key_of(5, key, key_of(i, key)));
+    CHECK_INT(absent, count_absent(f, 5, 1000, 2000));
+    CHECK(absent > 950);
+    kf_destroy(f);
+}
+
 int main(void)
 {
+    test_hash();
     test_not_ready();
     test_growth();
     test_sized();
