@@ -241,7 +241,7 @@ static int apply_record(group_ctx *g, const msg_I_APPLY_req *m, uint32_t i)
         return SX_ENOMEM;
     kn = ix_ekey(g->key, k.p, k.n);
     leveldb_writebatch_put(g->b, (const char *)g->key, kn, g->vb.sb.data, g->vb.sb.size);
-    if (!have && g->p->kf != NULL)   /* a stored key is in the filter already; */
+    if (!have && g->p->kf != NULL)   /* a stored key is in the filter already */
         kf_add_key(g->p->kf, fk);
     slot->k = k.p;
     slot->kn = k.n;

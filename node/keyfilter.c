@@ -87,7 +87,8 @@ static int seg_add(keyfilter *f, uint64_t cap)
     size_t nblocks = (size_t)((cap * KF_BITS_PER_KEY + 511) / 512);
     size_t bytes = nblocks * 64;
 
-    if (f->nseg == KF_MAX_SEGS || f->bytes + bytes > f->max_bytes || nblocks > UINT32_MAX)
+    if (f->nseg == KF_MAX_SEGS || f->bytes + bytes > f->max_bytes ||
+        (uint64_t)nblocks > UINT32_MAX)   /* block_of scales 32 bits */
         return SX_ENOMEM;
     s = &f->seg[f->nseg];
     s->blocks = calloc(nblocks * 8, sizeof(uint64_t));
