@@ -7,8 +7,9 @@
  * spares, past its byte cap it turns itself off (every answer "maybe"),
  * and so does kf_disable; its hash tells apart keys that differ in one
  * byte, in length or in partition, and the hashed forms (kf_key_of, then
- * kf_add_key and kf_absent_key) agree with the plain ones. (node/keyfilter_load.c, the scan that fills it
- * while writers add keys, is keyfilter_load_nodetest.c.)
+ * kf_add_key and kf_absent_key) agree with the plain ones.
+ * (node/keyfilter_load.c, the scan that fills it while writers add keys,
+ * is keyfilter_load_nodetest.c.)
  * Standalone (no leveldb, no nng): main() returns non-zero on any failure.
  */
 #include <stdio.h>
