@@ -2,8 +2,9 @@
  * cli.h — shared pieces of the `shardex` command-line tool: exit codes,
  * option parsing, error reporting, and JSON <-> item conversion.
  *
- * One file per command group (table.c, index.c, item.c, query.c,
- * status.c); main.c dispatches. Everything runs on the main thread.
+ * One file per command group (table.c, index.c, item.c, load.c, query.c,
+ * status.c), and lines.c for load's input; main.c dispatches. Everything runs on the main thread, but for
+ * the completion callbacks of load's batches (load.c).
  */
 #ifndef SX_CLI_H
 #define SX_CLI_H
@@ -89,6 +90,30 @@ int cli_print_item(const sx_item *it);
  * (*n entries). Returns 0 or SX_EINVAL (empty entry) / SX_ENOMEM. */
 int cli_split(const char *s, char ***out, size_t *n);
 void cli_split_free(char **v, size_t n);
+
+/* ---- lines.c ---- */
+
+/* Input read line by line from a file descriptor (any length of line). */
+typedef struct cli_lines {
+    int fd;
+    char *buf;
+    size_t cap, start, end;  /* buf[start, end) read and not handed out */
+    size_t scanned;          /* buf[start, scanned) holds no newline */
+    bool eof;
+    int err;                 /* errno of a failed read, 0 otherwise */
+} cli_lines;
+
+void cli_lines_init(cli_lines *r, int fd);
+void cli_lines_free(cli_lines *r);
+
+/* The next line: returns 1 with *line (NUL-terminated, without its
+ * newline; valid until the next call) and *len, 0 at the end of the input
+ * (a last line without a newline is still handed out), or -1 on a failed
+ * read (r->err) or when idle returned false (r->err 0). While no whole
+ * line is buffered and the input has nothing to read for idle_ms, idle(arg)
+ * is called (NULL: none), again every idle_ms. */
+int cli_lines_next(cli_lines *r, char **line, size_t *len, int idle_ms,
+                   bool (*idle)(void *arg), void *arg);
 
 /* ---- the command groups ---- */
 int cli_table(cli_ctx *ctx);    /* table create */

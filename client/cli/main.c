@@ -27,7 +27,7 @@ static const char *USAGE =
     "  put TABLE 'JSON-OBJECT'\n"
     "  get TABLE 'JSON-KEY-OBJECT'\n"
     "  delete TABLE 'JSON-KEY-OBJECT'\n"
-    "  load TABLE [FILE]\n"
+    "  load TABLE [FILE] [--batch N] [--inflight N]\n"
     "  query TABLE INDEX [--eq 'JSON-ARRAY'] [--from 'JSON' --to 'JSON' | --prefix STRING]\n"
     "        [--limit N] [--desc] [--attrs A,B,...] [--consistency eventual|verified|strong]\n"
     "        [--explain]\n"

@@ -258,6 +258,11 @@ SX_API void sx_free(void *p);
  * (NULL for none). Returns 0, SX_EEXIST, SX_EINVAL, or a transport error. */
 SX_API int sx_table_create(sx_client *c, const char *table, const char *pk, const char *sk);
 
+/* Reads table's key attributes from the router's catalog: *pk the
+ * partition key's name, *sk the sort key's or NULL when the table has none
+ * (both free with sx_free). Returns 0, SX_ENOTABLE, or a transport error. */
+SX_API int sx_table_key(sx_client *c, const char *table, char **pk, char **sk);
+
 typedef enum sx_projection {
     SX_PROJ_KEYS = 0,   /* keys and indexed attributes only */
     SX_PROJ_ALL = 1,    /* the whole item */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sodium.h>
+#include "catalog.h"
 #include "internal.h"
 
 /* A catalog change's request id (msg.h: rid): random, and the same bytes on
@@ -49,6 +50,44 @@ int sx_table_create(sx_client *c, const char *table, const char *pk, const char 
     int rc = cl_call(c, MSG_TABLE_CREATE, &req, &rep, &frame, 0);
     if (!rc)
         msg_free_rep(MSG_TABLE_CREATE, &rep);
+    free(frame);
+    return rc;
+}
+
+int sx_table_key(sx_client *c, const char *table, char **pk, char **sk)
+{
+    if (!c)
+        return SX_EINVAL;
+    if (!table || !*table || !pk || !sk)
+        return cl_fail(c, SX_EINVAL, "table name and both outputs are required");
+    *pk = *sk = NULL;
+    msg_CATALOG_req req = {0};
+    msg_CATALOG_rep rep = {0};
+    sx_catalog *cat = NULL;
+    uint8_t *frame;
+    int rc = cl_call(c, MSG_CATALOG, &req, &rep, &frame, 0);
+    if (rc)
+        return rc;
+    if (cat_decode(rep.catalog.p, rep.catalog.n, &cat) != 0) {
+        rc = cl_fail(c, SX_EPROTO, "malformed catalog from the router");
+        goto out;
+    }
+    const cat_table *t = cat_table_by_name(cat, table, strlen(table));
+    if (!t) {
+        rc = cl_fail(c, SX_ENOTABLE, "no such table: %s", table);
+        goto out;
+    }
+    *pk = strdup(t->pk);
+    *sk = t->sk ? strdup(t->sk) : NULL;
+    if (!*pk || (t->sk && !*sk)) {
+        free(*pk);
+        free(*sk);
+        *pk = *sk = NULL;
+        rc = cl_fail(c, SX_ENOMEM, "out of memory");
+    }
+out:
+    cat_free(cat);
+    msg_free_rep(MSG_CATALOG, &rep);
     free(frame);
     return rc;
 }

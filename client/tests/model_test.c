@@ -682,12 +682,37 @@ static void backfill_round(test *t, sx_consistency cons)
 
 /* ---- main ---- */
 
+/* sx_table_key: the key attributes of the test's table (no sort key), of a
+ * table with one, and SX_ENOTABLE for an unknown table. */
+static void check_table_key(test *t)
+{
+    char *pk = NULL, *sk = NULL, name[96];
+    int rc = sx_table_key(t->c, t->table, &pk, &sk);
+    if (rc || !pk || strcmp(pk, "id") != 0 || sk != NULL)
+        die(t, rc ? rc : SX_EPROTO, "table_key %s: pk %s sk %s", t->table, pk ? pk : "(null)",
+            sk ? sk : "(null)");
+    sx_free(pk);
+    snprintf(name, sizeof name, "%s_sk", t->table);
+    if ((rc = sx_table_create(t->c, name, "u", "n")))
+        die(t, rc, "table create %s", name);
+    rc = sx_table_key(t->c, name, &pk, &sk);
+    if (rc || !pk || !sk || strcmp(pk, "u") != 0 || strcmp(sk, "n") != 0)
+        die(t, rc ? rc : SX_EPROTO, "table_key %s: pk %s sk %s", name, pk ? pk : "(null)",
+            sk ? sk : "(null)");
+    sx_free(pk);
+    sx_free(sk);
+    rc = sx_table_key(t->c, "no_such_table_here", &pk, &sk);
+    if (rc != SX_ENOTABLE || pk || sk)
+        die(t, rc ? rc : SX_EPROTO, "table_key of an unknown table: %d, expected SX_ENOTABLE", rc);
+}
+
 static void setup(test *t)
 {
     const char *tl[] = { "town", "lastname" }, *town[] = { "town" };
     int rc = sx_table_create(t->c, t->table, "id", NULL);
     if (rc)
         die(t, rc, "table create %s", t->table);
+    check_table_key(t);
     if ((rc = sx_index_create(t->c, t->table, "by_tl", tl, 2, SX_PROJ_ALL, NULL, 0)))
         die(t, rc, "index create by_tl");
     if ((rc = sx_index_create(t->c, t->table, "by_town", town, 1, SX_PROJ_KEYS, NULL, 0)))

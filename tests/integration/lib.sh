@@ -193,8 +193,10 @@ index_ready() {
 # expect_eq DESC EXPECTED ACTUAL: compares two multi-line strings.
 expect_eq() {
     if [ "$2" != "$3" ]; then
-        echo "expected:" >&2; echo "$2" | head -n 50 >&2
-        echo "actual:" >&2; echo "$3" | head -n 50 >&2
+        # (here-strings: a pipe from echo would die of SIGPIPE under
+        # pipefail on long text, ending the test before its message)
+        echo "expected:" >&2; head -n 50 <<<"$2" >&2
+        echo "actual:" >&2; head -n 50 <<<"$3" >&2
         fail "$1"
     fi
     pass "$1"

@@ -97,7 +97,7 @@ mkfifo "$W/feed"
     echo "$rc" >"$W/held.rc"
 ) &
 exec 7>"$W/feed"
-batch 1 200 first >&7       # one whole batch (the CLI's load sends 200 items a PUT)
+batch 1 200 first >&7       # sent as one PUT once the input pauses (load.c)
 got_first() { sx get hold '{"id": 200}' >/dev/null 2>&1; }
 wait_for "the load's first batch stored" 30 got_first
 late0="$(past_deadline)"
