@@ -16,7 +16,8 @@
  * W6's --index-order: "before" (the default) creates the indexes before the
  * load, which maintains them; "after" creates them once the items are in,
  * and the load ends when they are built (PostgreSQL's COPY, then CREATE
- * INDEX).
+ * INDEX). W6 sends --batch items a request (default 2,000, as `shardex load`
+ * does), --clients requests in flight.
  *
  * Exit status: 0, 1 when any request failed or a check failed (W2 item
  * absent, W3/W5 not exactly the pair's 10 items; W4 mismatches are only
@@ -52,7 +53,7 @@ static int usage(const char *why)
 
 static int parse(int argc, char **argv, opts *o)
 {
-    *o = (opts){ .table = "customers", .clients = 1, .indexes = 2, .batch = 500,
+    *o = (opts){ .table = "customers", .clients = 1, .indexes = 2, .batch = 2000,
                  .items = 100000, .seed = 42, .duration = 10, .warmup = 2 };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

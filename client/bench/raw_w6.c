@@ -11,9 +11,10 @@
  * opened as the daemons open theirs (node/ldb.c). Three phases, one after
  * the other:
  *   load   each storage thread writes its half of the facts in placement
- *          order (hashed keys), in synced batches of 2,000 (what W6 keeps
- *          in flight per storage node: 8 batches of 500 over 2 nodes; the
- *          nodes' groups measure ~640, so this is the engine's best case);
+ *          order (hashed keys), in synced batches of 16,000 (what W6
+ *          keeps in flight per storage node: 16 batches of 2,000 over 2
+ *          nodes; the nodes' groups measure ~3,000, so this is the
+ *          engine's best case);
  *   scan   each storage thread reads its facts back (the build's scan);
  *   write  each index thread writes its half of both indexes' entries,
  *          each index in ascending order (the build's best case), in
@@ -42,7 +43,7 @@
 #define W6_IX_K 26
 #define W6_TOWN_V 200
 #define W6_LAST_V 10
-#define W6_LOAD_BATCH 2000
+#define W6_LOAD_BATCH 16000
 #define W6_IX_BATCH 1000
 #define W6_POOL 4096             /* distinct values, drawn before the clock starts */
 
