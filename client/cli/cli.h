@@ -53,6 +53,9 @@ int cli_parse(cli_ctx *ctx, const cli_opt *opts, const char **pos, int maxpos,
 int cli_usage_error(const char *usage, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Whether s is a whole decimal number in [lo, hi]; if so it goes to *out. */
+bool cli_long_in(const char *s, long lo, long hi, long *out);
+
 /* Prints "shardex: <message>" to stderr; returns CLI_ERROR. */
 int cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -78,7 +78,6 @@ typedef struct loader {
                               * open addressing, rebuilt from the batches
                               * when half full; 4 × their most keys */
     size_t kt_mask, kt_used;
-    unsigned char hkey[crypto_shorthash_KEYBYTES];
     pthread_mutex_t mu;
     pthread_cond_t cv;
     long stored;
@@ -145,7 +144,7 @@ static uint64_t key_hash(const loader *ld, const sx_item *it)
     uint64_t h;
     if (!ld->pk)
         return 0;
-    crypto_generichash_init(&st, ld->hkey, sizeof ld->hkey, sizeof h);
+    crypto_generichash_init(&st, NULL, 0, sizeof h);
     if (!hash_attr(&st, it, ld->pk) || (ld->sk && !hash_attr(&st, it, ld->sk)))
         return 0;
     crypto_generichash_final(&st, (unsigned char *)&h, sizeof h);
@@ -369,15 +368,8 @@ static int load_line(loader *ld, char *line, size_t len, long lineno)
 /* Parses a numeric option in [lo, hi] (NULL: dflt). */
 static int int_opt(const char *s, const char *name, int lo, int hi, int dflt, int *out)
 {
-    char *end;
-    long v;
-    if (!s) {
-        *out = dflt;
-        return CLI_OK;
-    }
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
+    long v = dflt;
+    if (s && !cli_long_in(s, lo, hi, &v))
         return cli_usage_error(LOAD_USAGE, "%s must be a number from %d to %d", name, lo, hi);
     *out = (int)v;
     return CLI_OK;
@@ -388,7 +380,6 @@ static int loader_init(loader *ld)
     size_t nb = (size_t)ld->inflight + 1, slots = 1;
     if (sodium_init() < 0)
         return SX_ENOMEM;
-    randombytes_buf(ld->hkey, sizeof ld->hkey);
     while (slots < 4 * nb * (size_t)ld->max_batch)
         slots *= 2;
     ld->kt_mask = slots - 1;

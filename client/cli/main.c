@@ -4,6 +4,7 @@
  * error reporting, connecting).
  */
 #include <stdarg.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,12 +171,25 @@ static const cli_cmd COMMANDS[] = {
     { NULL, NULL }
 };
 
+bool cli_long_in(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    long v;
+    if (!s || !*s)
+        return false;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno || *end || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
 /* A timeout in milliseconds from text (1 .. 24 h); 0 when it is not one. */
 static int parse_timeout(const char *s)
 {
-    char *end = NULL;
-    long v = s ? strtol(s, &end, 10) : 0;
-    return s && *s && end && *end == '\0' && v >= 1 && v <= 86400000L ? (int)v : 0;
+    long v;
+    return cli_long_in(s, 1, 86400000L, &v) ? (int)v : 0;
 }
 
 int main(int argc, char **argv)
