@@ -20,7 +20,10 @@
 #include "sx_errors.h"
 #include "u64set.h"
 
-#define BF_EMIT 4096              /* records checked and sent under one write lock */
+/* Records one destination's share of a chunk holds at most; a chunk holds
+ * at most BF_CHUNK of them, all checked and sent under one write lock. */
+#define BF_EMIT 4096
+#define BF_CHUNK (4 * BF_EMIT)
 /* The most one destination's share of a chunk holds (keys and projections;
  * a frame may hold 16 MiB): a chunk ends early at it. A record larger than
  * this goes alone. SHARDEX_BACKFILL_SEND_KB (1..8192) sets it, for tests. */
@@ -61,6 +64,15 @@ typedef struct bf_scan {
     u64set touch;             /* facts written since the snapshot (p->bf_touch) */
     bf_recs run;
     size_t run_max;           /* bytes a run holds at most */
+    /* The sorted run by destination: ord[dfirst[d] .. dfirst[d + 1]) are
+     * the places (bf_recs_get) of destination d's records in key order;
+     * dnext[d] is the first not yet applied, dstop[d] where the chunk being
+     * sent ends. Each chunk takes from every destination at once, so that
+     * every index node applies its share of it while the others do. */
+    uint32_t *ord, *odest;    /* run.n each; odest: a record's destination */
+    size_t ocap;
+    size_t *dfirst, *dnext, *dstop;
+    int drr;                  /* the destination a chunk starts with (in turn) */
     leveldb_writebatch_t *b;
     net_peer **peers;         /* by config node: index nodes, opened when needed */
     bf_dest *dests;           /* by destination (cfg->index order) */
@@ -68,6 +80,7 @@ typedef struct bf_scan {
     int *jobdest;             /* the destination of each job */
     sx_bytes key;
     mp_buf proj;
+    item_view view;           /* the fact being scanned, read once */
     uint64_t scanned, records, skipped, runs;
     uint64_t rounds;          /* chunks sent (and applied) */
     uint64_t us_scan, us_sort, us_check, us_send, us_seal;  /* where the time
@@ -103,7 +116,6 @@ static int bf_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *v, si
     mp_cur c = mp_cur_make(v, vn);
     uint32_t cnt;
     uint64_t ver;
-    sx_buf item;
 
     if (kn > ST_FACT_KEY_MAX)
         return SX_EIO;
@@ -118,8 +130,9 @@ static int bf_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *v, si
     }
     if (s->scanned % BF_EMIT == 0)
         bf_publish(s, true);
+    /* a fact is [version, item]: the item is the rest of the value */
     if (kn < ST_FACT_HDR + 9 || mp_read_array(&c, &cnt) != 0 || cnt != 2 ||
-        mp_read_u64(&c, &ver) != 0 || mp_read_raw(&c, &item) != 0)
+        mp_read_u64(&c, &ver) != 0 || item_view_parse(&s->view, c.p, mp_left(&c)) != 0)
         return SX_EIO;
     for (uint32_t i = 0; i < s->nix; i++) {
         const cat_index *ix = s->ix[i];
@@ -130,13 +143,13 @@ static int bf_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *v, si
         sx_put_be32(id, ix->id);
         rc = bytes_append(&s->key, id, 4);
         if (rc == 0)
-            rc = item_index_tuple(s->t, ix, item.p, item.n, &s->key);
+            rc = item_index_tuple_view(s->t, ix, &s->view, &s->key);
         if (rc == SX_ENOMEM)
             return rc;
         if (rc != 0)
             continue;                     /* not in this index (sparse) */
         s->proj.sb.size = 0;
-        rc = item_project(s->t, ix, item.p, item.n, &s->proj);
+        rc = item_project_view(s->t, ix, &s->view, &s->proj);
         if (rc == 0 && s->proj.oom)
             rc = SX_ENOMEM;
         if (rc == 0)
@@ -185,7 +198,11 @@ static int bf_dests_init(bf_scan *s)
     s->jobs = calloc((size_t)n, sizeof(*s->jobs));
     s->jobdest = calloc((size_t)n, sizeof(*s->jobdest));
     s->peers = calloc((size_t)cfg->nnodes, sizeof(*s->peers));
-    if (s->dests == NULL || s->jobs == NULL || s->jobdest == NULL || s->peers == NULL)
+    s->dfirst = calloc((size_t)n + 1, sizeof(*s->dfirst));
+    s->dnext = calloc((size_t)n, sizeof(*s->dnext));
+    s->dstop = calloc((size_t)n, sizeof(*s->dstop));
+    if (s->dests == NULL || s->jobs == NULL || s->jobdest == NULL || s->peers == NULL ||
+        s->dfirst == NULL || s->dnext == NULL || s->dstop == NULL)
         return SX_ENOMEM;
     for (int d = 0; d < cfg->nindex; d++) {
         msg_I_BUILD_req *rq = &s->dests[d].rq;
@@ -222,6 +239,11 @@ static void bf_dests_free(bf_scan *s)
     free(s->jobs);
     free(s->jobdest);
     free(s->peers);
+    free(s->dfirst);
+    free(s->dnext);
+    free(s->dstop);
+    free(s->ord);
+    free(s->odest);
 }
 
 /* Opens a link to every index node that has none yet. Returns 0,
@@ -253,23 +275,15 @@ static bool bf_reachable(bf_scan *s)
     return true;
 }
 
-/* Record r of the run joins its destination's I_BUILD; *full (nothing
- * added) when that share holds BF_SEND_MAX_BYTES with it. */
-static int bf_dest_add(bf_scan *s, const bf_rec *r, bool *full)
+/* Record r of the run joins destination d's I_BUILD; *full (nothing added)
+ * when that share holds BF_SEND_MAX_BYTES with it. */
+static int bf_dest_add(bf_scan *s, int d, const bf_rec *r, bool *full)
 {
     static const uint8_t nil = 0xc0;       /* msgpack nil: no projection */
-    const sx_config *cfg = s->p->cfg;
-    const cfg_part *dp;
-    bf_dest *bd;
-    msg_I_BUILD_req *rq;
-    uint32_t i;
+    bf_dest *bd = &s->dests[d];
+    msg_I_BUILD_req *rq = &bd->rq;
+    uint32_t i = rq->versions.n;
 
-    if (r->kn < 4)
-        return SX_EINTERNAL;
-    dp = cfg_index_for(cfg, r->key + 4, r->kn - 4);
-    bd = &s->dests[dp - cfg->index];
-    rq = &bd->rq;
-    i = rq->versions.n;
     *full = i > 0 && bd->bytes + r->kn + r->pn > s->send_max;
     if (*full)
         return 0;
@@ -282,6 +296,59 @@ static int bf_dest_add(bf_scan *s, const bf_rec *r, bool *full)
     rq->projs.v[i] = r->pn > 0 ? (sx_buf){ r->proj, r->pn } : (sx_buf){ &nil, 1 };
     rq->kinds.n = rq->versions.n = rq->hashes.n = rq->keys.n = rq->projs.n = i + 1;
     return 0;
+}
+
+/* Once the run is sorted: orders its records by destination (a counting
+ * sort, keeping key order within each) into s->ord, s->dfirst, and sets
+ * every destination's cursor to its first record. Returns 0, SX_ENOMEM,
+ * or SX_EINTERNAL for a record without an index id. */
+static int bf_route(bf_scan *s)
+{
+    const sx_config *cfg = s->p->cfg;
+    size_t n = s->run.n;
+
+    if (n > UINT32_MAX || (n > 0 && cfg->nindex <= 0))
+        return SX_EINTERNAL;
+    if (n > s->ocap) {
+        uint32_t *o = realloc(s->ord, n * sizeof(*o)), *od;
+
+        if (o == NULL)
+            return SX_ENOMEM;
+        s->ord = o;
+        od = realloc(s->odest, n * sizeof(*od));
+        if (od == NULL)
+            return SX_ENOMEM;
+        s->odest = od;
+        s->ocap = n;
+    }
+    memset(s->dfirst, 0, ((size_t)cfg->nindex + 1) * sizeof(*s->dfirst));
+    for (size_t i = 0; i < n; i++) {
+        bf_rec r;
+
+        bf_recs_get(&s->run, i, &r);
+        if (r.kn < 4)
+            return SX_EINTERNAL;
+        s->odest[i] = (uint32_t)(cfg_index_for(cfg, r.key + 4, r.kn - 4) - cfg->index);
+        s->dfirst[s->odest[i] + 1]++;
+    }
+    for (int d = 0; d < cfg->nindex; d++) {
+        s->dfirst[d + 1] += s->dfirst[d];
+        s->dnext[d] = s->dfirst[d];
+    }
+    for (size_t i = 0; i < n; i++)
+        s->ord[s->dnext[s->odest[i]]++] = (uint32_t)i;
+    for (int d = 0; d < cfg->nindex; d++)
+        s->dnext[d] = s->dfirst[d];
+    return 0;
+}
+
+/* Whether every destination's records of the run were applied. */
+static bool bf_routed_all(const bf_scan *s)
+{
+    for (int d = 0; d < s->p->cfg->nindex; d++)
+        if (s->dnext[d] < s->dfirst[d + 1])
+            return false;
+    return true;
 }
 
 /* Empties every destination's share. */
@@ -374,32 +441,42 @@ static int bf_send(bf_scan *s, uint64_t at, bool seal, bool *unresponsive)
     return rc;
 }
 
-/* Under wlock: gathers the records of the sorted run from `from` on (up to
- * BF_EMIT, or until a destination's share is full) into the destinations'
- * shares, leaving out those no longer current; *next is where the chunk
- * ends, *sent how many it holds, *skipped how many it left out. */
-static int bf_gather(bf_scan *s, size_t from, size_t *next, uint64_t *sent,
-                     uint64_t *skipped)
+/* Under wlock: gathers the next chunk of the sorted run into the
+ * destinations' shares: from each destination in turn (starting with a
+ * different one each chunk), its records from its cursor on, up to BF_EMIT
+ * or until its share is full, BF_CHUNK in all, leaving out those no longer
+ * current; s->dstop[d] is where destination d's part of the chunk ends,
+ * *sent how many it holds, *skipped how many it left out. */
+static int bf_gather(bf_scan *s, uint64_t *sent, uint64_t *skipped)
 {
-    size_t i, end = s->run.n - from < BF_EMIT ? s->run.n : from + BF_EMIT;
-    bool full = false;
-    int rc = 0;
+    int nd = s->p->cfg->nindex, rc = 0;
+    size_t total = 0;
 
     *sent = *skipped = 0;
-    for (i = from; rc == 0 && i < end; i++) {
-        bf_rec r;
+    for (int k = 0; k < nd; k++) {
+        int d = (s->drr + k) % nd;
+        size_t i = s->dnext[d], end = s->dfirst[d + 1];
+        bool full = false;
 
-        bf_recs_get(&s->run, i, &r);
-        if (u64set_has(&s->touch, st_fact_tag(r.fkey, r.fkn)) && !bf_current(s, &r, &rc)) {
-            *skipped += rc == 0;
-            continue;
+        for (; rc == 0 && i < end && total < BF_CHUNK &&
+               s->dests[d].rq.versions.n < BF_EMIT; i++) {
+            bf_rec r;
+
+            bf_recs_get(&s->run, s->ord[i], &r);
+            total++;
+            if (u64set_has(&s->touch, st_fact_tag(r.fkey, r.fkn)) &&
+                !bf_current(s, &r, &rc)) {
+                *skipped += rc == 0;
+                continue;
+            }
+            rc = bf_dest_add(s, d, &r, &full);
+            if (full)
+                break;
+            *sent += rc == 0;
         }
-        rc = bf_dest_add(s, &r, &full);
-        if (full)
-            break;
-        *sent += rc == 0;
+        s->dstop[d] = i;
     }
-    *next = i;
+    s->drr = nd > 0 ? (s->drr + 1) % nd : 0;
     return rc;
 }
 
@@ -442,7 +519,8 @@ static bool bf_check_stop(bf_scan *s)
     return s->stop;
 }
 
-/* Sorts the run and sends it to the index partitions chunk by chunk. Each
+/* Sorts the run and sends it to the index partitions chunk by chunk, each
+ * chunk holding the next records of every destination (bf_gather). Each
  * chunk's records are checked against their facts under the write lock,
  * and the lock is held until the destinations applied them: no write of
  * the partition comes between a record's check and its application, so
@@ -463,24 +541,21 @@ static int bf_emit(bf_scan *s)
     st_part *p = s->p;
     bool hold = true;
     int rc = 0, pause = 0;
-
     uint64_t t = sx_mono_us(), t2;
 
     bf_recs_sort(&s->run);
+    rc = bf_route(s);
     s->runs++;
     s->us_sort += sx_mono_us() - t;
-    for (size_t i = 0; i < s->run.n && !s->stop;) {
-        size_t next = i;
+    while (rc == 0 && !bf_routed_all(s) && !s->stop) {
         uint64_t sent = 0, skipped = 0, at;
-        bool unresponsive = false;
-
-        bool locked = false;
+        bool unresponsive = false, locked = false;
 
         rc = bf_connect(s);
         if (rc == 0) {
             pthread_mutex_lock(&p->wlock);
             t = sx_mono_us();
-            rc = bf_gather(s, i, &next, &sent, &skipped);
+            rc = bf_gather(s, &sent, &skipped);
             at = p->w_head;
             t2 = sx_mono_us();
             s->us_check += t2 - t;
@@ -496,7 +571,7 @@ static int bf_emit(bf_scan *s)
         if (s->lost || (rc != 0 && rc != SX_EUNAVAIL && rc != SX_ETIMEDOUT && rc != SX_ENET))
             return rc;                    /* not mended by trying again */
         if (rc == 0) {
-            i = next;
+            memcpy(s->dnext, s->dstop, (size_t)s->p->cfg->nindex * sizeof(*s->dnext));
             s->records += sent;
             s->skipped += skipped;
             s->rounds++;
@@ -762,6 +837,7 @@ int bf_build(st_part *p, const sx_catalog *cat, const cat_table *t,
     bf_dests_free(&s);
     bytes_free(&s.key);
     mp_buf_free(&s.proj);
+    item_view_free(&s.view);
     bf_recs_free(&s.run);
     u64set_free(&s.touch);
     return rc;

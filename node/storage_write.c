@@ -151,10 +151,10 @@ static uint64_t next_version(st_part *p)
     return p->w_hw;
 }
 
-/* Index-local key (index id | tuple) of item for ix into k; false when the
- * item is not in the index (sparse, or key not encodable). */
-static bool index_key(const cat_table *t, const cat_index *ix, const uint8_t *item,
-                      size_t n, sx_bytes *k, int *err)
+/* Index-local key (index id | tuple) of item (NULL: none) for ix into k;
+ * false when the item is not in the index (sparse, or key not encodable). */
+static bool index_key(const cat_table *t, const cat_index *ix, const item_view *item,
+                      sx_bytes *k, int *err)
 {
     uint8_t id[4];
     int rc;
@@ -165,7 +165,7 @@ static bool index_key(const cat_table *t, const cat_index *ix, const uint8_t *it
     sx_put_be32(id, ix->id);
     rc = bytes_append(k, id, 4);
     if (rc == 0)
-        rc = item_index_tuple(t, ix, item, n, k);
+        rc = item_index_tuple_view(t, ix, item, k);
     if (rc == SX_ENOMEM)
         *err = rc;
     return rc == 0;
@@ -174,13 +174,12 @@ static bool index_key(const cat_table *t, const cat_index *ix, const uint8_t *it
 /* Emits the outbox records that move index ix from item old to item nw
  * (either may be NULL) at version v. */
 static int emit_one(st_part *p, leveldb_writebatch_t *b, const cat_table *t,
-                    const cat_index *ix, const uint8_t *old, size_t on,
-                    const uint8_t *nw, size_t nn, uint64_t v, uint64_t h,
-                    uint64_t *pending, sx_bytes *ko, sx_bytes *kn)
+                    const cat_index *ix, const item_view *old, const item_view *nw,
+                    uint64_t v, uint64_t h, uint64_t *pending, sx_bytes *ko, sx_bytes *kn)
 {
     int err = 0, rc = 0;
-    bool has_o = index_key(t, ix, old, on, ko, &err);
-    bool has_n = index_key(t, ix, nw, nn, kn, &err);
+    bool has_o = index_key(t, ix, old, ko, &err);
+    bool has_n = index_key(t, ix, nw, kn, &err);
     bool same = has_o && has_n && ko->n == kn->n && memcmp(ko->p, kn->p, ko->n) == 0;
     mp_buf pn, po;
 
@@ -192,9 +191,9 @@ static int emit_one(st_part *p, leveldb_writebatch_t *b, const cat_table *t,
         return rc;
     mp_buf_init(&pn);
     mp_buf_init(&po);
-    rc = item_project(t, ix, nw, nn, &pn);
+    rc = item_project_view(t, ix, nw, &pn);
     if (rc == 0 && same)
-        rc = item_project(t, ix, old, on, &po);
+        rc = item_project_view(t, ix, old, &po);
     if (rc == 0 && (pn.oom || po.oom))
         rc = SX_ENOMEM;
     /* an unchanged entry is left out, unless the index is being built: then
@@ -209,15 +208,32 @@ static int emit_one(st_part *p, leveldb_writebatch_t *b, const cat_table *t,
     return rc;
 }
 
+/* Emits the outbox records of every index of t for the write of nw (NULL:
+ * a delete) over old (NULL: none), each item read once for all indexes. */
 static int emit_all(st_part *p, leveldb_writebatch_t *b, const cat_table *t,
                     const uint8_t *old, size_t on, const uint8_t *nw, size_t nn,
                     uint64_t v, uint64_t h, uint64_t *pending)
 {
     sx_bytes ko = { 0 }, kn = { 0 };
+    item_view vo = { 0 }, vn = { 0 };
     int rc = 0;
 
+    if (t->nindexes == 0)
+        return 0;
+    /* a stored item that cannot be read is in no index (as its tuples
+     * could not be derived when it was written); the new one was
+     * validated when it came in */
+    int orc = old != NULL ? item_view_parse(&vo, old, on) : SX_ENOTFOUND;
+
+    if (orc == SX_ENOMEM)
+        rc = orc;
+    if (rc == 0 && nw != NULL)
+        rc = item_view_parse(&vn, nw, nn);
     for (uint32_t i = 0; rc == 0 && i < t->nindexes; i++)
-        rc = emit_one(p, b, t, &t->indexes[i], old, on, nw, nn, v, h, pending, &ko, &kn);
+        rc = emit_one(p, b, t, &t->indexes[i], orc == 0 ? &vo : NULL, nw ? &vn : NULL,
+                      v, h, pending, &ko, &kn);
+    item_view_free(&vo);
+    item_view_free(&vn);
     bytes_free(&ko);
     bytes_free(&kn);
     return rc;

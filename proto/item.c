@@ -72,13 +72,75 @@ int item_get(const uint8_t *p, size_t n, const char *name, sx_buf *val)
     return SX_ENOTFOUND;
 }
 
+int item_view_parse(item_view *v, const uint8_t *p, size_t n)
+{
+    mp_cur c = mp_cur_make(p, n);
+    uint32_t count;
+
+    v->p = p;
+    v->n = n;
+    v->count = 0;
+    v->attr = v->inl;
+    if (mp_read_map(&c, &count))
+        return SX_EPROTO;
+    if (count > ITEM_MAX_ATTRS)
+        return SX_ETOOBIG;
+    if (count > ITEM_VIEW_INLINE) {
+        if (count > v->heap_cap) {
+            sx_buf *h = realloc(v->heap, 2 * (size_t)count * sizeof(*h));
+
+            if (h == NULL)
+                return SX_ENOMEM;
+            v->heap = h;
+            v->heap_cap = count;
+        }
+        v->attr = v->heap;
+    }
+    for (uint32_t i = 0; i < count; i++)
+        if (mp_read_str(&c, &v->attr[2 * i]) || mp_read_raw(&c, &v->attr[2 * i + 1]))
+            return SX_EPROTO;
+    if (mp_left(&c) != 0)
+        return SX_EPROTO;
+    v->count = count;
+    return 0;
+}
+
+void item_view_free(item_view *v)
+{
+    free(v->heap);
+    v->heap = NULL;
+    v->heap_cap = 0;
+    v->attr = v->inl;
+    v->count = 0;
+}
+
+/* Where an item's attributes are looked up: its bytes (item_get, which
+ * stops at the attribute found) or a view read before (v). */
+typedef struct attr_src {
+    const item_view *v;
+    const uint8_t *p;
+    size_t n;
+} attr_src;
+
+static int src_get(const attr_src *s, const char *name, sx_buf *val)
+{
+    if (s->v == NULL)
+        return item_get(s->p, s->n, name, val);
+    for (uint32_t i = 0; i < s->v->count; i++)
+        if (sx_buf_eq_cstr(s->v->attr[2 * i], name)) {
+            *val = s->v->attr[2 * i + 1];
+            return 0;
+        }
+    return SX_ENOTFOUND;
+}
+
 /* Encodes the scalar value of attribute name into key. Missing → SX_ENOTFOUND,
  * non-scalar or null → SX_EKEY. */
-static int encode_attr(const uint8_t *p, size_t n, const char *name, sx_bytes *key)
+static int encode_attr(const attr_src *s, const char *name, sx_bytes *key)
 {
     sx_buf v;
     mp_cur c;
-    int rc = item_get(p, n, name, &v);
+    int rc = src_get(s, name, &v);
 
     if (rc)
         return rc;
@@ -88,11 +150,11 @@ static int encode_attr(const uint8_t *p, size_t n, const char *name, sx_bytes *k
     return tup_encode_mp(key, &c);
 }
 
-int item_primary_key(const cat_table *t, const uint8_t *p, size_t n,
-                     sx_bytes *pk, size_t *pk_len)
+static int primary_key(const cat_table *t, const attr_src *s, sx_bytes *pk,
+                       size_t *pk_len)
 {
     size_t start = pk->n;
-    int rc = encode_attr(p, n, t->pk, pk);
+    int rc = encode_attr(s, t->pk, pk);
 
     if (rc == SX_ENOTFOUND)
         return SX_EKEY;
@@ -100,7 +162,7 @@ int item_primary_key(const cat_table *t, const uint8_t *p, size_t n,
         return rc;
     *pk_len = pk->n - start;
     if (t->sk) {
-        rc = encode_attr(p, n, t->sk, pk);
+        rc = encode_attr(s, t->sk, pk);
         if (rc == SX_ENOTFOUND)
             return SX_EKEY;
         if (rc)
@@ -109,23 +171,47 @@ int item_primary_key(const cat_table *t, const uint8_t *p, size_t n,
     return pk->n - start > SX_MAX_KEY ? SX_EKEY : 0;
 }
 
-int item_index_tuple(const cat_table *t, const cat_index *ix,
-                     const uint8_t *p, size_t n, sx_bytes *key)
+int item_primary_key(const cat_table *t, const uint8_t *p, size_t n,
+                     sx_bytes *pk, size_t *pk_len)
+{
+    attr_src s = { NULL, p, n };
+
+    return primary_key(t, &s, pk, pk_len);
+}
+
+static int index_tuple(const cat_table *t, const cat_index *ix, const attr_src *s,
+                       sx_bytes *key)
 {
     size_t start = key->n, pk_len;
     int rc;
 
     for (uint32_t i = 0; i < ix->nattrs; i++) {
-        rc = encode_attr(p, n, ix->attrs[i], key);
+        rc = encode_attr(s, ix->attrs[i], key);
         if (rc == SX_EKEY)
             return SX_ENOTFOUND; /* null, list or map: not in the index */
         if (rc)
             return rc;
     }
-    rc = item_primary_key(t, p, n, key, &pk_len);
+    rc = primary_key(t, s, key, &pk_len);
     if (rc)
         return rc;
     return key->n - start > SX_MAX_KEY ? SX_EKEY : 0;
+}
+
+int item_index_tuple(const cat_table *t, const cat_index *ix,
+                     const uint8_t *p, size_t n, sx_bytes *key)
+{
+    attr_src s = { NULL, p, n };
+
+    return index_tuple(t, ix, &s, key);
+}
+
+int item_index_tuple_view(const cat_table *t, const cat_index *ix, const item_view *v,
+                          sx_bytes *key)
+{
+    attr_src s = { v, NULL, 0 };
+
+    return index_tuple(t, ix, &s, key);
 }
 
 static bool name_in(sx_buf name, char *const *v, uint32_t n)
@@ -144,32 +230,32 @@ static bool is_key_attr(const cat_table *t, sx_buf name)
 /* Writes a map of the item's attributes accepted by keep(). */
 typedef bool (*keep_fn)(const void *ctx, sx_buf name);
 
-static int filter_map(const uint8_t *p, size_t n, keep_fn keep, const void *ctx, mp_buf *out)
+static int filter_map(const item_view *v, keep_fn keep, const void *ctx, mp_buf *out)
 {
-    mp_cur c = mp_cur_make(p, n), start;
-    uint32_t count, kept = 0;
+    uint32_t kept = 0;
 
-    if (mp_read_map(&c, &count))
-        return SX_EPROTO;
-    start = c;
-    for (uint32_t i = 0; i < count; i++) {
-        sx_buf k;
-        if (mp_read_str(&c, &k) || mp_skip(&c))
-            return SX_EPROTO;
-        kept += keep(ctx, k);
-    }
+    for (uint32_t i = 0; i < v->count; i++)
+        kept += keep(ctx, v->attr[2 * i]);
     mp_put_map(out, kept);
-    c = start;
-    for (uint32_t i = 0; i < count; i++) {
-        sx_buf k, v;
-        if (mp_read_str(&c, &k) || mp_read_raw(&c, &v))
-            return SX_EPROTO;
-        if (keep(ctx, k)) {
-            mp_put_str(out, k.p, k.n);
-            mp_put_raw(out, v.p, v.n);
+    for (uint32_t i = 0; i < v->count; i++)
+        if (keep(ctx, v->attr[2 * i])) {
+            mp_put_str(out, v->attr[2 * i].p, v->attr[2 * i].n);
+            mp_put_raw(out, v->attr[2 * i + 1].p, v->attr[2 * i + 1].n);
         }
-    }
     return out->oom ? SX_ENOMEM : 0;
+}
+
+/* filter_map on the item p..n, read into a view first. */
+static int filter_item(const uint8_t *p, size_t n, keep_fn keep, const void *ctx,
+                       mp_buf *out)
+{
+    item_view v = { 0 };
+    int rc = item_view_parse(&v, p, n);
+
+    if (rc == 0)
+        rc = filter_map(&v, keep, ctx, out);
+    item_view_free(&v);
+    return rc == SX_ETOOBIG ? SX_EPROTO : rc;
 }
 
 typedef struct proj_ctx {
@@ -194,18 +280,28 @@ static bool keep_names(const void *vctx, sx_buf name)
     return is_key_attr(x->t, name) || name_in(name, x->names, x->nnames);
 }
 
-int item_project(const cat_table *t, const cat_index *ix,
-                 const uint8_t *p, size_t n, mp_buf *out)
+int item_project_view(const cat_table *t, const cat_index *ix, const item_view *v,
+                      mp_buf *out)
 {
     proj_ctx x = { t, ix, NULL, 0 };
 
     if (ix->proj == CAT_PROJ_ALL) {
-        if (mp_validate(p, n))
-            return SX_EPROTO;
-        mp_put_raw(out, p, n);
+        mp_put_raw(out, v->p, v->n);     /* read whole by item_view_parse */
         return out->oom ? SX_ENOMEM : 0;
     }
-    return filter_map(p, n, keep_proj, &x, out);
+    return filter_map(v, keep_proj, &x, out);
+}
+
+int item_project(const cat_table *t, const cat_index *ix,
+                 const uint8_t *p, size_t n, mp_buf *out)
+{
+    item_view v = { 0 };
+    int rc = item_view_parse(&v, p, n);
+
+    if (rc == 0)
+        rc = item_project_view(t, ix, &v, out);
+    item_view_free(&v);
+    return rc == SX_ETOOBIG ? SX_EPROTO : rc;
 }
 
 int item_select(const cat_table *t, const uint8_t *p, size_t n,
@@ -213,7 +309,7 @@ int item_select(const cat_table *t, const uint8_t *p, size_t n,
 {
     proj_ctx x = { t, NULL, names, nnames };
 
-    return filter_map(p, n, keep_names, &x, out);
+    return filter_item(p, n, keep_names, &x, out);
 }
 
 bool item_covers(const cat_table *t, const cat_index *ix,
@@ -235,6 +331,7 @@ bool item_covers(const cat_table *t, const cat_index *ix,
 int item_matches(const uint8_t *item, size_t n, const uint8_t *where, size_t wn)
 {
     mp_cur c = mp_cur_make(where, wn);
+    attr_src src = { NULL, item, n };
     uint32_t count;
     int result = 1;
 
@@ -255,7 +352,7 @@ int item_matches(const uint8_t *item, size_t n, const uint8_t *where, size_t wn)
             bytes_free(&want);
             return -(rc == SX_ENOMEM ? SX_ENOMEM : SX_EINVAL);
         }
-        rc = encode_attr(item, n, name, &have);
+        rc = encode_attr(&src, name, &have);
         if (rc == 0 && (want.n != have.n || memcmp(want.p, have.p, want.n) != 0))
             result = 0;
         else if (rc == SX_ENOTFOUND || rc == SX_EKEY)

@@ -15,6 +15,31 @@
 
 #define SX_MAX_ITEM (400 * 1024)   /* largest encoded item accepted */
 
+/* An item's attributes read once, for deriving several index tuples and
+ * projections from one item without walking its bytes for each: names and
+ * raw value spans in the item's order, borrowed from the item's bytes. */
+#define ITEM_VIEW_INLINE 16
+typedef struct item_view {
+    const uint8_t *p;           /* the item */
+    size_t n;
+    uint32_t count;
+    sx_buf *attr;               /* 2 * count: name, value, name, value...;
+                                 * inl or heap (so a view is not copied) */
+    sx_buf *heap;               /* for items of more attributes */
+    uint32_t heap_cap;          /* attributes heap holds */
+    sx_buf inl[2 * ITEM_VIEW_INLINE];
+} item_view;
+
+/* Reads item p..n (a msgpack map with string keys, each value
+ * depth-limited and the map using all n bytes) into v, whose memory it
+ * borrows until the next parse or item_view_free. v must be zeroed before
+ * its first use. Returns 0, SX_EPROTO, SX_ETOOBIG (over 4,096 attributes)
+ * or SX_ENOMEM. Names are not checked for duplicates (item_validate is). */
+int item_view_parse(item_view *v, const uint8_t *p, size_t n);
+
+/* Frees what item_view_parse allocated (v may then be parsed again). */
+void item_view_free(item_view *v);
+
 /* Validates that p..n is one msgpack map with string keys, unique names
  * and depth-limited values. Returns 0 or SX_EPROTO / SX_ETOOBIG. */
 int item_validate(const uint8_t *p, size_t n);
@@ -39,12 +64,20 @@ int item_primary_key(const cat_table *t, const uint8_t *p, size_t n,
 int item_index_tuple(const cat_table *t, const cat_index *ix,
                      const uint8_t *p, size_t n, sx_bytes *key);
 
+/* item_index_tuple on an item already read (item_view_parse). */
+int item_index_tuple_view(const cat_table *t, const cat_index *ix, const item_view *v,
+                          sx_bytes *key);
+
 /* Appends to out the projection of an item for index ix: the whole item for
  * CAT_PROJ_ALL; otherwise a map of the key attributes, the indexed
  * attributes and (CAT_PROJ_LIST) the listed ones that the item has.
  * Returns 0, SX_EPROTO, SX_ENOMEM. */
 int item_project(const cat_table *t, const cat_index *ix,
                  const uint8_t *p, size_t n, mp_buf *out);
+
+/* item_project on an item already read (item_view_parse). */
+int item_project_view(const cat_table *t, const cat_index *ix, const item_view *v,
+                      mp_buf *out);
 
 /* Appends to out a map holding only the named attributes the item has
  * (always including the table's key attributes). Returns 0 or an error. */

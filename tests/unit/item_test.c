@@ -1,6 +1,7 @@
 /*
  * item_test.c — items as msgpack maps: validation, primary keys, sparse
- * index tuples, projections, coverage and equality filters.
+ * index tuples, projections, views (an item read once), coverage and
+ * equality filters.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +63,57 @@ static void wide_items(void)
     wide_item(&w, 2, true);                 /* {"a0", "a0"} */
     CHECK(!w.oom && item_validate((const uint8_t *)w.sb.data, w.sb.size) == SX_EPROTO);
     mp_buf_free(&w);
+}
+
+/* Index tuples and projections derived from a view (read once) are those
+ * derived from the item's bytes; a view refuses what is not one whole map
+ * with string keys, and holds items wider than its inline room. */
+static void views(const cat_table *t, const cat_index *ix, const mp_buf *a)
+{
+    const uint8_t *ap = (const uint8_t *)a->sb.data;
+    cat_index all = *ix;
+    item_view v = { 0 };
+    sx_bytes k1 = { 0 }, k2 = { 0 };
+    mp_buf p1, p2, w;
+    uint8_t trailing[64];
+    uint8_t numkey[] = { 0x81, 0x01, 0x01 };
+
+    all.proj = CAT_PROJ_ALL;
+    CHECK(item_view_parse(&v, ap, a->sb.size) == 0 && v.count == 4);
+    CHECK(item_index_tuple(t, ix, ap, a->sb.size, &k1) == 0);
+    CHECK(item_index_tuple_view(t, ix, &v, &k2) == 0);
+    CHECK(k1.n == k2.n && memcmp(k1.p, k2.p, k1.n) == 0);
+    for (int i = 0; i < 2; i++) {
+        const cat_index *x = i ? &all : ix;
+
+        mp_buf_init(&p1);
+        mp_buf_init(&p2);
+        CHECK(item_project(t, x, ap, a->sb.size, &p1) == 0);
+        CHECK(item_project_view(t, x, &v, &p2) == 0);
+        CHECK(p1.sb.size == p2.sb.size && memcmp(p1.sb.data, p2.sb.data, p1.sb.size) == 0);
+        CHECK(i == 0 || p2.sb.size == a->sb.size);   /* the whole item */
+        mp_buf_free(&p1);
+        mp_buf_free(&p2);
+    }
+    /* one byte more, one byte less, a number as a name: refused */
+    CHECK(a->sb.size < sizeof(trailing));
+    memcpy(trailing, ap, a->sb.size);
+    trailing[a->sb.size] = 0x01;
+    CHECK(item_view_parse(&v, trailing, a->sb.size + 1) == SX_EPROTO);
+    CHECK(item_view_parse(&v, ap, a->sb.size - 1) == SX_EPROTO);
+    CHECK(item_view_parse(&v, numkey, sizeof(numkey)) == SX_EPROTO);
+    /* wider than the inline room, then narrow again, in one view */
+    wide_item(&w, 100, false);
+    CHECK(!w.oom && item_view_parse(&v, (const uint8_t *)w.sb.data, w.sb.size) == 0);
+    CHECK(v.count == 100 && v.attr[2 * 99 + 1].n == 1 && v.attr[2 * 99 + 1].p[0] == 99);
+    CHECK(item_view_parse(&v, ap, a->sb.size) == 0 && v.count == 4 && v.attr == v.inl);
+    mp_buf_free(&w);
+    wide_item(&w, 4097, false);
+    CHECK(!w.oom && item_view_parse(&v, (const uint8_t *)w.sb.data, w.sb.size) == SX_ETOOBIG);
+    mp_buf_free(&w);
+    item_view_free(&v);
+    bytes_free(&k1);
+    bytes_free(&k2);
 }
 
 int main(void)
@@ -128,6 +180,7 @@ int main(void)
     CHECK(item_validate(notmap, sizeof(notmap)) == SX_EPROTO);
     CHECK(item_validate(numkey, sizeof(numkey)) == SX_EPROTO);
     wide_items();
+    views(&t, &ix, &a);
     /* a list as a key attribute is refused */
     mp_buf l;
     mp_buf_init(&l);
