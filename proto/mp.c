@@ -171,35 +171,89 @@ int mp_read(mp_cur *c, mp_val *v)
     }
 }
 
-static int skip_depth(mp_cur *c, int depth)
+/* The extent of the value whose header starts at p (left bytes from p on):
+ * *len bytes of header and payload, *kids values nested in it (a map's
+ * pairs count two). Refuses what mp_read refuses: a truncated value, ext
+ * types, 0xc1, a container whose count exceeds the bytes left. */
+static int extent(const uint8_t *p, size_t left, size_t *len, uint64_t *kids)
 {
-    mp_val v;
-    int rc;
+    uint8_t b = p[0];
+    size_t hdr = 1, body = 0;
 
-    if (depth > MP_MAX_DEPTH)
-        return SX_EPROTO;
-    rc = mp_read(c, &v);
-    if (rc)
-        return rc;
-    if (v.kind == MP_ARRAY || v.kind == MP_MAP) {
-        uint64_t n = v.kind == MP_MAP ? (uint64_t)v.count * 2 : v.count;
-        for (uint64_t i = 0; i < n; i++) {
-            rc = skip_depth(c, depth + 1);
-            if (rc)
-                return rc;
+    *kids = 0;
+    if (b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3) {
+        *len = 1;
+        return 0;
+    }
+    if (b <= 0x8f)
+        *kids = 2 * (uint64_t)(b & 0x0f);
+    else if (b <= 0x9f)
+        *kids = b & 0x0f;
+    else if (b <= 0xbf)
+        body = b & 0x1f;
+    else {
+        switch (b) {
+        case 0xc4: case 0xd9: hdr = 2; break;
+        case 0xc5: case 0xda: case 0xdc: case 0xde: hdr = 3; break;
+        case 0xc6: case 0xdb: case 0xdd: case 0xdf: hdr = 5; break;
+        case 0xca: body = 4; break;
+        case 0xcb: body = 8; break;
+        case 0xcc: case 0xcd: case 0xce: case 0xcf: body = (size_t)1 << (b - 0xcc); break;
+        case 0xd0: case 0xd1: case 0xd2: case 0xd3: body = (size_t)1 << (b - 0xd0); break;
+        default:
+            return SX_EPROTO;       /* 0xc1, ext and fixext */
+        }
+        if (left < hdr)
+            return SX_EPROTO;
+        if (hdr > 1) {
+            uint64_t n = be(p + 1, (int)hdr - 1);
+
+            if (b == 0xdc || b == 0xdd)
+                *kids = n;
+            else if (b == 0xde || b == 0xdf)
+                *kids = 2 * n;
+            else
+                body = (size_t)n;
         }
     }
+    if (left - hdr < body || left - hdr < *kids)
+        return SX_EPROTO;
+    *len = hdr + body;
     return 0;
 }
 
+/* Skips one value without decoding it: iterative, each container's values
+ * left counted per depth; nesting past MP_MAX_DEPTH is refused (a value at
+ * depth MP_MAX_DEPTH may be a container only if it is empty). */
 int mp_skip(mp_cur *c)
 {
-    mp_cur t = *c;
-    int rc = skip_depth(&t, 0);
+    uint64_t rem[MP_MAX_DEPTH + 1];
+    const uint8_t *p = c->p;
+    int d = 0;
 
-    if (rc == 0)
-        *c = t;
-    return rc;
+    if (p >= c->end)
+        return SX_EPROTO;
+    rem[0] = 1;
+    while (d >= 0) {
+        size_t len;
+        uint64_t kids;
+
+        if (rem[d] == 0) {
+            d--;
+            continue;
+        }
+        rem[d]--;
+        if (p >= c->end || extent(p, (size_t)(c->end - p), &len, &kids) != 0)
+            return SX_EPROTO;
+        p += len;
+        if (kids > 0) {
+            if (d + 1 > MP_MAX_DEPTH)
+                return SX_EPROTO;
+            rem[++d] = kids;
+        }
+    }
+    c->p = p;
+    return 0;
 }
 
 int mp_read_raw(mp_cur *c, sx_buf *raw)

@@ -100,6 +100,63 @@ static void replies(void)
     mp_buf_free(&b);
 }
 
+/* The skip as the reader's definition gives it: one mp_read per value,
+ * recursively, nesting past MP_MAX_DEPTH refused. mp_skip must agree. */
+static int ref_skip(mp_cur *c, int depth)
+{
+    mp_val v;
+    int rc;
+
+    if (depth > MP_MAX_DEPTH)
+        return SX_EPROTO;
+    rc = mp_read(c, &v);
+    if (rc == 0 && (v.kind == MP_ARRAY || v.kind == MP_MAP))
+        for (uint64_t i = 0; rc == 0 && i < (uint64_t)v.count * (v.kind == MP_MAP ? 2 : 1); i++)
+            rc = ref_skip(c, depth + 1);
+    return rc;
+}
+
+/* mp_skip against ref_skip on n bytes: same verdict, same end. */
+static bool skip_agrees(const uint8_t *g, size_t n)
+{
+    mp_cur a = mp_cur_make(g, n), b = mp_cur_make(g, n);
+    int ra = mp_skip(&a), rb = ref_skip(&b, 0);
+
+    return (ra == 0) == (rb == 0) && (ra != 0 || a.p == b.p);
+}
+
+static void skips(void)
+{
+    static const uint8_t heads[] = { 0x91, 0x92, 0x81, 0x82, 0xdc, 0xde, 0xdd, 0xa1, 0xa3,
+                                     0xd9, 0xc4, 0xcd, 0xd2, 0xcb, 0xca, 0xc0, 0xc3, 0x05,
+                                     0xff, 0x90, 0x80, 0xc1, 0xd4 };
+    uint8_t deep[40];
+    int bad = 0;
+
+    /* 32 open arrays then a scalar: the scalar sits at depth 32, allowed;
+     * one more array puts it at 33; an empty one at depth 32 is allowed */
+    memset(deep, 0x91, sizeof(deep));
+    deep[MP_MAX_DEPTH] = 0x01;
+    CHECK(mp_validate(deep, MP_MAX_DEPTH + 1) == 0);
+    deep[MP_MAX_DEPTH] = 0x90;
+    CHECK(mp_validate(deep, MP_MAX_DEPTH + 1) == 0);
+    deep[MP_MAX_DEPTH] = 0x91;
+    deep[MP_MAX_DEPTH + 1] = 0x01;
+    CHECK(mp_validate(deep, MP_MAX_DEPTH + 2) == SX_EPROTO);
+    CHECK(skip_agrees(deep, MP_MAX_DEPTH + 2) && skip_agrees(deep, MP_MAX_DEPTH + 1));
+    /* random values built from headers that nest, and plain garbage */
+    srand(11);
+    for (int k = 0; k < 200000; k++) {
+        uint8_t g[48];
+        size_t n = (size_t)(rand() % (int)sizeof(g));
+
+        for (size_t i = 0; i < n; i++)
+            g[i] = k % 2 ? heads[rand() % (int)sizeof(heads)] : (uint8_t)rand();
+        bad += !skip_agrees(g, n);
+    }
+    CHECK(bad == 0);
+}
+
 static void hostile(void)
 {
     /* [1, 6, "t", array32 claiming 4294967295 items] */
@@ -223,6 +280,7 @@ int main(void)
     roundtrip_query();
     replies();
     hostile();
+    skips();
     ints();
     CHECK(strcmp(sx_strerror(SX_ENOTFOUND), "not found") == 0);
     CHECK(strcmp(sx_strerror(9999), "unknown error") == 0);
