@@ -1,7 +1,7 @@
 /*
  * backfill.c — the index builds' driver for one fact partition: which
- * indexes to build and when (one scan for a table's new indexes, two polls
- * in a row agreeing, at most SHARDEX_BACKFILL_RUNNING partitions of a node
+ * indexes to build and when (one scan for a table's new indexes, the same
+ * ones seen for BF_SETTLE_MS, at most SHARDEX_BACKFILL_RUNNING partitions of a node
  * at once, a failed build retried after a growing delay), and the
  * CAT_BACKFILLED notification once a build's records and those of the
  * writes made meanwhile are at every destination. See backfill.h.
@@ -33,6 +33,9 @@
 #define BF_RUNNING_DEFAULT 2
 #define BF_RUNNING_MAX 64
 #define BF_BACKOFF_MAX_MS 60000   /* the longest wait before a failed build's retry */
+/* How long a partition sees the same indexes to build before it starts
+ * (two catalog polls at least: ST_POLL_MS, storage_node.c). */
+#define BF_SETTLE_MS 100
 #define BF_NOTIFY_TIMEOUT_MS 2000
 
 static atomic_long run_kb, running_max;   /* 0: not read yet */
@@ -247,19 +250,22 @@ static void bf_start(st_part *p, const sx_catalog *cat, const cat_table *t,
 
 void bf_step(st_part *p, const sx_catalog *cat, net_peer *catpeer)
 {
-    /* the indexes to build as seen at this thread's (the partition's)
-     * previous poll: a build starts only once two polls in a row saw the
-     * same ones, so indexes created one after the other (each `index
-     * create` a command) are built in one scan, at the price of one poll */
-    static _Thread_local uint64_t seen;
-    uint64_t tag;
+    /* the indexes to build as this thread (the partition's) last saw them,
+     * and since when: a build starts once the same ones were seen for
+     * BF_SETTLE_MS, so indexes created one after the other (each `index
+     * create` a command) are built in one scan, at the price of that wait */
+    static _Thread_local uint64_t seen, seen_us;
+    uint64_t tag, now = sx_mono_us();
     bool settled;
 
     if (cat == NULL)
         return;
     tag = build_tag(p, cat);
-    settled = tag == seen;
-    seen = tag;
+    if (tag != seen) {
+        seen = tag;
+        seen_us = now;
+    }
+    settled = now - seen_us >= BF_SETTLE_MS * 1000ull;
     pthread_mutex_lock(&p->wlock);
     st_part_use_catalog(p, cat);
     pthread_mutex_unlock(&p->wlock);

@@ -2,8 +2,8 @@
  * backfill.h — building new indexes from a fact partition's existing items.
  *
  * Driven by the storage node's catalog poll. For the indexes of a table that
- * are `building` and not yet done for this partition, together, once two
- * polls in a row (200 ms apart) have seen the same such indexes (so that
+ * are `building` and not yet done for this partition, together, once the
+ * polls (every 50 ms) have seen the same such indexes for 100 ms (so that
  * indexes created one command after the other share one scan):
  *   1. under the write lock: switch the partition to the catalog that has
  *      the indexes, take a leveldb snapshot, and start recording (by a tag
@@ -17,10 +17,12 @@
  *      2, the others wait for a later poll, so a node holds at most that
  *      many runs);
  *   3. sort the run by index key and send it in that order straight to the
- *      index partitions (I_BUILD, msg.h), 4,096 records at a time (fewer
- *      when one destination's share reaches 4 MiB), each under the write
- *      lock held until every destination applied its share (so writes wait
- *      for one such round at most). A round that fails is checked and sent
+ *      index partitions (I_BUILD, msg.h), in rounds that take the next
+ *      records of every destination at once (up to 4,096 or 4 MiB each,
+ *      16,384 in all), so that every index node applies its share while
+ *      the others do; each round under the write lock held until every
+ *      destination applied its share (so writes wait for one such round at
+ *      most). A round that fails is checked and sent
  *      again after a pause, doubling from 100 ms to 5 s, for as long as it
  *      takes (an index node down holds the build, not the writes: after a
  *      call that got no answer the lock is released before the next one

@@ -622,6 +622,16 @@ void catp_close(catp *c)
     free(c);
 }
 
+uint64_t catp_version(catp *c)
+{
+    uint64_t v;
+
+    pthread_mutex_lock(&c->mu);
+    v = c->cat->version;
+    pthread_mutex_unlock(&c->mu);
+    return v;
+}
+
 sx_catalog *catp_snapshot(catp *c)
 {
     sx_catalog *copy;
@@ -632,7 +642,7 @@ sx_catalog *catp_snapshot(catp *c)
     return copy;
 }
 
-/* CATALOG: the current version and catalog map. */
+/* CATALOG: the current version and catalog map (nil below `since`). */
 static void catp_serve_catalog(catp *c, const uint8_t *req, size_t n, mp_buf *out)
 {
     msg_CATALOG_req r;
@@ -643,12 +653,14 @@ static void catp_serve_catalog(catp *c, const uint8_t *req, size_t n, mp_buf *ou
         msg_encode_err(MSG_CATALOG, rc, "malformed CATALOG request", out);
         return;
     }
-    msg_free_req(MSG_CATALOG, &r);
     memset(&rep, 0, sizeof(rep));
     pthread_mutex_lock(&c->mu);
     rep.version = c->cat->version;
-    rep.catalog.p = c->enc;
-    rep.catalog.n = c->enc_n;
+    if (r.since == 0 || rep.version >= r.since) {
+        rep.catalog.p = c->enc;
+        rep.catalog.n = c->enc_n;       /* else n == 0: encoded as nil */
+    }
+    msg_free_req(MSG_CATALOG, &r);
     rc = msg_encode_rep(MSG_CATALOG, &rep, out);
     pthread_mutex_unlock(&c->mu);
     if (rc != 0) {

@@ -26,6 +26,9 @@ void catp_close(catp *c);
  * the reply frame to out. Thread-safe (internally locked). */
 void catp_handle(catp *c, msg_type t, const uint8_t *req, size_t n, mp_buf *out);
 
+/* The current catalog's version. Thread-safe. */
+uint64_t catp_version(catp *c);
+
 /* A deep copy of the current catalog (caller frees with cat_free), or NULL
  * on allocation failure. Thread-safe. */
 sx_catalog *catp_snapshot(catp *c);

@@ -48,10 +48,15 @@ void st_cat_free(st_cat *c)
     free(c);
 }
 
-/* Takes a snapshot of the local partition; keeps it if newer. Holds mu. */
+/* Takes a snapshot of the local partition if it is newer and keeps it.
+ * Holds mu. */
 static int local_refresh(st_cat *c)
 {
-    sx_catalog *snap = catp_snapshot(c->local);
+    sx_catalog *snap;
+
+    if (c->cur != NULL && catp_version(c->local) <= c->cur->version)
+        return 0;                 /* unchanged: no copy (polled often) */
+    snap = catp_snapshot(c->local);
 
     if (snap == NULL)
         return SX_ENOMEM;

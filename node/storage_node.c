@@ -24,7 +24,11 @@
 #include "storage_part.h"
 #include "sx_errors.h"
 
-#define ST_POLL_MS 200
+/* The catalog poll's period: a new index's build starts 100-150 ms after
+ * its creation (backfill.c's BF_SETTLE_MS after the first poll that sees
+ * it). A poll costs a CATALOG round trip of a few bytes while nothing
+ * changed (its `since`), or on the catalog's own node a version read. */
+#define ST_POLL_MS 50
 
 struct st_node;
 

@@ -85,8 +85,10 @@ void catcache_free(catcache *cc)
     free(cc);
 }
 
-/* One CATALOG round trip; on success *out is a new catalog (caller owns). */
-static int catcache_fetch(catcache *cc, sx_catalog **out)
+/* One CATALOG round trip asking for versions from `since` on (0: any);
+ * on success *out is a new catalog (caller owns), or NULL when the catalog
+ * node's is older than since (unchanged for the caller). */
+static int catcache_fetch(catcache *cc, uint64_t since, sx_catalog **out)
 {
     msg_CATALOG_req req;
     msg_CATALOG_rep rep;
@@ -97,6 +99,8 @@ static int catcache_fetch(catcache *cc, sx_catalog **out)
 
     memset(&req, 0, sizeof(req));
     memset(&rep, 0, sizeof(rep));
+    req.since = since;
+    *out = NULL;
     mp_buf_init(&b);
     rc = msg_encode_req(MSG_CATALOG, &req, &b);
     if (rc == 0)
@@ -109,7 +113,10 @@ static int catcache_fetch(catcache *cc, sx_catalog **out)
     if (rc != 0)
         return rc == SX_ENET ? SX_EUNAVAIL : rc;
     rc = msg_decode_rep(MSG_CATALOG, resp, resp_n, &rep, NULL, 0);
-    if (rc == 0) {
+    if (rc == 0 && rep.catalog.n == 1 && rep.catalog.p[0] == 0xc0) {
+        /* nil: only below since (a node before `since` always sends it) */
+        rc = since > 0 && rep.version < since ? 0 : SX_EPROTO;
+    } else if (rc == 0) {
         rc = cat_decode(rep.catalog.p, rep.catalog.n, out);
         if (rc == 0 && (*out)->version != rep.version) {
             cat_free(*out);
@@ -126,6 +133,8 @@ static int catcache_fetch(catcache *cc, sx_catalog **out)
  * Caller holds mu. Returns 0 or SX_ENOMEM. */
 static int catcache_publish(catcache *cc, sx_catalog *cat)
 {
+    if (cat == NULL)
+        return 0;                 /* unchanged */
     if (cc->cur != NULL && cat->version <= cc->cur->version) {
         cat_free(cat);
         return 0;
@@ -168,7 +177,13 @@ static int run_fetch(catcache *cc, uint64_t n)
 {
     sx_catalog *cat = NULL;
     cc_waiter *w, *next;
-    int rc = catcache_fetch(cc, &cat);
+    uint64_t since;
+    int rc;
+
+    pthread_mutex_lock(&cc->mu);
+    since = cc->cur != NULL ? cc->cur->version + 1 : 0;
+    pthread_mutex_unlock(&cc->mu);
+    rc = catcache_fetch(cc, since, &cat);
 
     pthread_mutex_lock(&cc->mu);
     if (rc == 0)

@@ -107,7 +107,10 @@ enum { OUT_PUT = 0, OUT_DEL = 1 };
 #define MSG_STATUS_REQ(F, T)
 #define MSG_STATUS_REP(F, T) F(T, RAWS, nodes)
 
-#define MSG_CATALOG_REQ(F, T)
+/* since: 0 (or absent) asks for the catalog; v > 0 asks for it only if its
+ * version is v or later: below v the reply's catalog is nil (a poll that
+ * holds version v - 1 then costs a few bytes). */
+#define MSG_CATALOG_REQ(F, T) F(T, OU64, since)
 #define MSG_CATALOG_REP(F, T) F(T, U64, version) F(T, RAW, catalog)
 
 /* ---- inter-node port ---- */

@@ -95,6 +95,36 @@ static int call(msg_type t, const void *req, uint64_t *version)
     return rc;
 }
 
+/* CATALOG with since: *version and whether the catalog came back nil. */
+static int catalog_since(uint64_t since, uint64_t *version, bool *nil)
+{
+    msg_CATALOG_req rq = { .since = since };
+    msg_CATALOG_rep rep;
+    mp_buf b;
+    uint8_t *f = NULL, *r = NULL;
+    size_t fn = 0, rn = 0;
+    int rc;
+
+    mp_buf_init(&b);
+    rc = msg_encode_req(MSG_CATALOG, &rq, &b);
+    if (rc == 0)
+        rc = mp_buf_take(&b, &f, &fn);
+    mp_buf_free(&b);
+    if (rc == 0)
+        rc = net_peer_call_sync(g_cli, f, fn, 5000, &r, &rn);
+    free(f);
+    memset(&rep, 0, sizeof(rep));
+    if (rc == 0)
+        rc = msg_decode_rep(MSG_CATALOG, r, rn, &rep, g_err, sizeof(g_err));
+    if (rc == 0) {
+        *version = rep.version;
+        *nil = rep.catalog.n == 1 && rep.catalog.p[0] == 0xc0;
+    }
+    msg_free_rep(MSG_CATALOG, &rep);
+    free(r);
+    return rc;
+}
+
 static sx_buf S(const char *s)
 {
     sx_buf b = { (const uint8_t *)s, strlen(s) };
@@ -290,6 +320,20 @@ static void test_served(const char *dir, const char *url, const sx_config *cfg)
     CHECK_RC(catcache_get(cc, 0, &cat), 0);
     CHECK(cat != NULL && cat->version == 6);
     CHECK(c1 != NULL && c1->version == 3);
+    /* CATALOG's since: the catalog only from that version on */
+    {
+        uint64_t ver = 0;
+        bool nil = true;
+
+        CHECK(catp_version(g_catp) == 6);
+        CHECK(catalog_since(0, &ver, &nil) == 0 && ver == 6 && !nil);
+        CHECK(catalog_since(6, &ver, &nil) == 0 && ver == 6 && !nil);
+        CHECK(catalog_since(7, &ver, &nil) == 0 && ver == 6 && nil);
+    }
+    /* a poll while nothing changed (the cache asks from 7 on) keeps v6 */
+    CHECK_RC(catcache_refresh(cc), 0);
+    CHECK_RC(catcache_get(cc, 0, &cat), 0);
+    CHECK(cat != NULL && cat->version == 6 && cat->ntables == 2);
 
     net_server_stop(srv);
     catp_close(g_catp);

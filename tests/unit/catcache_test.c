@@ -8,6 +8,10 @@
  *
  * The fake node reads its version when a CATALOG arrives and, while the
  * gate is closed, holds its reply: the test decides what each fetch sees.
+ * It ignores `since` (as a catalog node from before it did) until told to
+ * honour it; then a poll while nothing changed is answered with a nil
+ * catalog, which leaves the cache as it was, and a nil catalog the cache
+ * did not ask for is refused.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -30,6 +34,8 @@ static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static uint64_t version = 1;      /* the fake node's catalog: 2 adds table "t" */
 static bool gate_open = true;
 static unsigned arrived;          /* CATALOG requests received */
+static int since_mode;            /* 0 ignore since, 1 honour it, 2 always nil */
+static uint64_t last_since;       /* the last request's since */
 
 /* Answers CATALOG with the version current on arrival, once the gate opens. */
 static void handle(void *arg, const uint8_t *req, size_t n, mp_buf *out)
@@ -39,11 +45,21 @@ static void handle(void *arg, const uint8_t *req, size_t n, mp_buf *out)
     mp_buf b;
     uint64_t v;
 
+    msg_CATALOG_req rq;
+    int mode;
+
     (void)arg;
-    (void)req;
-    (void)n;
+    memset(&rq, 0, sizeof(rq));
+    if (msg_decode_req(MSG_CATALOG, req, n, &rq) != 0) {
+        msg_encode_err(MSG_CATALOG, SX_EPROTO, "malformed", out);
+        cat_free(c);
+        return;
+    }
+    msg_free_req(MSG_CATALOG, &rq);
     pthread_mutex_lock(&mu);
     v = version;
+    mode = since_mode;
+    last_since = rq.since;
     arrived++;
     pthread_cond_broadcast(&cv);
     while (!gate_open)
@@ -61,8 +77,9 @@ static void handle(void *arg, const uint8_t *req, size_t n, mp_buf *out)
         msg_encode_err(MSG_CATALOG, SX_ENOMEM, "out of memory", out);
     } else {
         rep.version = v;
-        rep.catalog = (sx_buf){ (const uint8_t *)b.sb.data, b.sb.size };
-        msg_encode_rep(MSG_CATALOG, &rep, out);
+        if (mode == 0 || (mode == 1 && (rq.since == 0 || v >= rq.since)))
+            rep.catalog = (sx_buf){ (const uint8_t *)b.sb.data, b.sb.size };
+        msg_encode_rep(MSG_CATALOG, &rep, out);    /* else nil */
     }
     mp_buf_free(&b);
     cat_free(c);
@@ -194,6 +211,28 @@ int main(void)
     CHECK(catcache_get(cc, 3, &cat) == SX_ESTALECAT);
     catcache_counts(cc, &started, NULL);
     CHECK(started == 3);
+
+    /* polls ask for what is newer than the cache holds (since = 3); while
+     * nothing changed the node answers nil and the cache keeps v2 */
+    pthread_mutex_lock(&mu);
+    since_mode = 1;
+    pthread_mutex_unlock(&mu);
+    CHECK(catcache_refresh(cc) == 0 && last_since == 3);
+    CHECK(catcache_peek(cc, 2, &cat) == 0 && cat->version == 2 &&
+          cat_table_by_name(cat, "t", 1) != NULL);
+    /* a change is fetched whole */
+    pthread_mutex_lock(&mu);
+    version = 3;
+    pthread_mutex_unlock(&mu);
+    CHECK(catcache_refresh(cc) == 0 && last_since == 3);
+    CHECK(catcache_peek(cc, 3, &cat) == 0 && cat->version == 3);
+    /* a nil catalog for a version the cache asked for is a bad reply */
+    pthread_mutex_lock(&mu);
+    version = 4;
+    since_mode = 2;
+    pthread_mutex_unlock(&mu);
+    CHECK(catcache_refresh(cc) == SX_EPROTO && last_since == 4);
+    CHECK(catcache_peek(cc, 3, &cat) == 0 && cat->version == 3);
     catcache_free(cc);
     net_server_stop(srv);
     return CHECK_DONE();
