@@ -116,6 +116,7 @@ static int bf_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *v, si
     mp_cur c = mp_cur_make(v, vn);
     uint32_t cnt;
     uint64_t ver;
+    int rc;
 
     if (kn > ST_FACT_KEY_MAX)
         return SX_EIO;
@@ -132,12 +133,28 @@ static int bf_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *v, si
         bf_publish(s, true);
     /* a fact is [version, item]: the item is the rest of the value */
     if (kn < ST_FACT_HDR + 9 || mp_read_array(&c, &cnt) != 0 || cnt != 2 ||
-        mp_read_u64(&c, &ver) != 0 || item_view_parse(&s->view, c.p, mp_left(&c)) != 0)
+        mp_read_u64(&c, &ver) != 0)
         return SX_EIO;
+    rc = item_view_parse(&s->view, c.p, mp_left(&c));
+    if (rc == SX_ENOMEM)
+        return rc;
+    if (rc != 0) {
+        /* bytes after the item, or an item that is not a map (neither is
+         * written, but a fact is read as leniently as writes read it):
+         * the item alone, and none of it in any index if it is no map */
+        sx_buf item;
+
+        if (mp_read_raw(&c, &item) != 0)
+            return SX_EIO;
+        rc = item_view_parse(&s->view, item.p, item.n);
+        if (rc == SX_ENOMEM)
+            return rc;
+        if (rc != 0)
+            return 0;
+    }
     for (uint32_t i = 0; i < s->nix; i++) {
         const cat_index *ix = s->ix[i];
         uint8_t id[4];
-        int rc;
 
         s->key.n = 0;
         sx_put_be32(id, ix->id);
@@ -463,16 +480,17 @@ static int bf_gather(bf_scan *s, uint64_t *sent, uint64_t *skipped)
             bf_rec r;
 
             bf_recs_get(&s->run, s->ord[i], &r);
-            total++;
             if (u64set_has(&s->touch, st_fact_tag(r.fkey, r.fkn)) &&
                 !bf_current(s, &r, &rc)) {
                 *skipped += rc == 0;
+                total++;
                 continue;
             }
             rc = bf_dest_add(s, d, &r, &full);
             if (full)
                 break;
             *sent += rc == 0;
+            total++;
         }
         s->dstop[d] = i;
     }

@@ -30,11 +30,13 @@ typedef struct item_view {
     sx_buf inl[2 * ITEM_VIEW_INLINE];
 } item_view;
 
-/* Reads item p..n (a msgpack map with string keys, each value
- * depth-limited and the map using all n bytes) into v, whose memory it
- * borrows until the next parse or item_view_free. v must be zeroed before
- * its first use. Returns 0, SX_EPROTO, SX_ETOOBIG (over 4,096 attributes)
- * or SX_ENOMEM. Names are not checked for duplicates (item_validate is). */
+/* Reads item p..n (a msgpack map with string keys, each value nested at
+ * most MP_MAX_DEPTH deep, the map using all n bytes) into v, whose memory
+ * it borrows until the next parse or item_view_free. v must be zeroed
+ * before its first use. Returns 0, SX_EPROTO, SX_ETOOBIG (over 4,096
+ * attributes) or SX_ENOMEM. Lighter than item_validate, which every stored
+ * item passed: names are not checked for repeats, and values may nest one
+ * level deeper (item_validate counts the map itself as a level). */
 int item_view_parse(item_view *v, const uint8_t *p, size_t n);
 
 /* Frees what item_view_parse allocated (v may then be parsed again). */
