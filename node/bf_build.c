@@ -293,7 +293,7 @@ static bool bf_reachable(bf_scan *s)
 }
 
 /* Record r of the run joins destination d's I_BUILD; *full (nothing added)
- * when that share holds BF_SEND_MAX_BYTES with it. */
+ * when that share would pass s->send_max bytes with it. */
 static int bf_dest_add(bf_scan *s, int d, const bf_rec *r, bool *full)
 {
     static const uint8_t nil = 0xc0;       /* msgpack nil: no projection */
