@@ -239,12 +239,16 @@ static void test_submit_n_solo(const char *px_url, const char *srv_url, proxy *p
  * the same peer, one after another, and returns: it never waits for the
  * network, since nng may run it on a thread that network progress needs
  * (waiting there for the server to see a call stalled this test under
- * load, before and after this session's peer changes). */
+ * load, before and after this session's peer changes). A chained call may
+ * be answered before the submit that sent it has returned its code to
+ * the callback, so a test reads the codes once the callback has returned
+ * (returned, g_mu-guarded). */
 typedef struct chain {
     pcall *self;
     pcall *next[2];
     int nnext;
     net_peer *p;
+    int returned;
 } chain;
 
 static void chain_done(void *arg, int err, const uint8_t *resp, size_t n)
@@ -254,6 +258,7 @@ static void chain_done(void *arg, int err, const uint8_t *resp, size_t n)
     pcall_done(c->self, err, resp, n);
     for (int i = 0; i < c->nnext; i++)
         pcall_submit(c->p, c->next[i]);
+    set_int(&c->returned, 1);
 }
 
 static void test_carrier_return(const char *px_url, proxy *px)
@@ -278,6 +283,7 @@ static void test_carrier_return(const char *px_url, proxy *px)
     calls[0].submit_rc = net_peer_submit(p, calls[0].req, calls[0].req_n, WAIT_MS,
                                          chain_done, &ch);
     CHECK(wait_ge(&g_finished, 3));
+    CHECK(wait_ge(&ch.returned, 1));
     pthread_mutex_lock(&g_mu);
     check_calls_ok(calls, 3);
     for (int i = 0; i < 3; i++)
@@ -307,6 +313,7 @@ static void test_carrier_return(const char *px_url, proxy *px)
     pcall_submit(p, &calls[2]);
     set_int(&g_gate_open[0], 1);
     CHECK(wait_ge(&g_finished, 4));
+    CHECK(wait_ge(&ch.returned, 1));
     pthread_mutex_lock(&g_mu);
     check_calls_ok(calls, 4);
     CHECK(is_echo(calls[0].resp, calls[0].resp_n, 410));
