@@ -65,29 +65,40 @@ static void handler(void *arg, const uint8_t *req, size_t n, mp_buf *out)
 static net_peer *g_cli;
 static char g_err[256];
 
-/* Sends a request struct of type t; decodes the reply into rep (version). */
-static int call(msg_type t, const void *req, uint64_t *version)
+/* Sends a request struct of type t and decodes the reply into *rep (its
+ * type's reply struct, zeroed first), which borrows from *resp: the caller
+ * frees both (msg_free_rep, free) whatever the outcome. */
+static int call_into(msg_type t, const void *req, void *rep, uint8_t **resp)
 {
     mp_buf b;
-    uint8_t *f = NULL, *r = NULL;
+    uint8_t *f = NULL;
     size_t fn = 0, rn = 0;
-    msg_CAT_UPDATE_rep rep;   /* same shape as CAT_BACKFILLED's reply */
     int rc;
 
     g_err[0] = '\0';
+    *resp = NULL;
     mp_buf_init(&b);
     rc = msg_encode_req(t, req, &b);
     if (rc == 0)
         rc = mp_buf_take(&b, &f, &fn);
     mp_buf_free(&b);
-    if (rc != 0)
-        return rc;
-    rc = net_peer_call_sync(g_cli, f, fn, 5000, &r, &rn);
+    if (rc == 0)
+        rc = net_peer_call_sync(g_cli, f, fn, 5000, resp, &rn);
     free(f);
-    if (rc != 0)
-        return rc;
+    if (rc == 0)
+        rc = msg_decode_rep(t, *resp, rn, rep, g_err, sizeof(g_err));
+    return rc;
+}
+
+/* Sends a request struct of type t; decodes the reply into rep (version). */
+static int call(msg_type t, const void *req, uint64_t *version)
+{
+    msg_CAT_UPDATE_rep rep;   /* same shape as CAT_BACKFILLED's reply */
+    uint8_t *r = NULL;
+    int rc;
+
     memset(&rep, 0, sizeof(rep));
-    rc = msg_decode_rep(t, r, rn, &rep, g_err, sizeof(g_err));
+    rc = call_into(t, req, &rep, &r);
     if (rc == 0 && version)
         *version = rep.version;
     msg_free_rep(t, &rep);
@@ -100,22 +111,11 @@ static int catalog_since(uint64_t since, uint64_t *version, bool *nil)
 {
     msg_CATALOG_req rq = { .since = since };
     msg_CATALOG_rep rep;
-    mp_buf b;
-    uint8_t *f = NULL, *r = NULL;
-    size_t fn = 0, rn = 0;
+    uint8_t *r = NULL;
     int rc;
 
-    mp_buf_init(&b);
-    rc = msg_encode_req(MSG_CATALOG, &rq, &b);
-    if (rc == 0)
-        rc = mp_buf_take(&b, &f, &fn);
-    mp_buf_free(&b);
-    if (rc == 0)
-        rc = net_peer_call_sync(g_cli, f, fn, 5000, &r, &rn);
-    free(f);
     memset(&rep, 0, sizeof(rep));
-    if (rc == 0)
-        rc = msg_decode_rep(MSG_CATALOG, r, rn, &rep, g_err, sizeof(g_err));
+    rc = call_into(MSG_CATALOG, &rq, &rep, &r);
     if (rc == 0) {
         *version = rep.version;
         *nil = rep.catalog.n == 1 && rep.catalog.p[0] == 0xc0;

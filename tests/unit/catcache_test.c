@@ -85,6 +85,17 @@ static void handle(void *arg, const uint8_t *req, size_t n, mp_buf *out)
     cat_free(c);
 }
 
+/* The since of the last CATALOG the fake node received. */
+static uint64_t got_since(void)
+{
+    uint64_t v;
+
+    pthread_mutex_lock(&mu);
+    v = last_since;
+    pthread_mutex_unlock(&mu);
+    return v;
+}
+
 static uint64_t now_ms(void)
 {
     struct timespec t;
@@ -217,21 +228,21 @@ int main(void)
     pthread_mutex_lock(&mu);
     since_mode = 1;
     pthread_mutex_unlock(&mu);
-    CHECK(catcache_refresh(cc) == 0 && last_since == 3);
+    CHECK(catcache_refresh(cc) == 0 && got_since() == 3);
     CHECK(catcache_peek(cc, 2, &cat) == 0 && cat->version == 2 &&
           cat_table_by_name(cat, "t", 1) != NULL);
     /* a change is fetched whole */
     pthread_mutex_lock(&mu);
     version = 3;
     pthread_mutex_unlock(&mu);
-    CHECK(catcache_refresh(cc) == 0 && last_since == 3);
+    CHECK(catcache_refresh(cc) == 0 && got_since() == 3);
     CHECK(catcache_peek(cc, 3, &cat) == 0 && cat->version == 3);
     /* a nil catalog for a version the cache asked for is a bad reply */
     pthread_mutex_lock(&mu);
     version = 4;
     since_mode = 2;
     pthread_mutex_unlock(&mu);
-    CHECK(catcache_refresh(cc) == SX_EPROTO && last_since == 4);
+    CHECK(catcache_refresh(cc) == SX_EPROTO && got_since() == 4);
     CHECK(catcache_peek(cc, 3, &cat) == 0 && cat->version == 3);
     catcache_free(cc);
     net_server_stop(srv);
