@@ -113,6 +113,19 @@ int net_peer_open(nng_socket sock, int max_frames, net_peer **out);
  * (bad url) or SX_ENOMEM. */
 int net_peer_open_link(const char *url, int max_batches, net_peer **out);
 
+/* Opens a peer whose calls go to server srv of this same process (a
+ * router hosted by a storage node, calling that node): each call is
+ * dispatched on the calling thread as if srv had received it (a quick
+ * request runs there and then, a deferred one is handed over, anything
+ * else goes to srv's workers), without a socket, a copy or a frame of
+ * its own. done may therefore run inside net_peer_submit*, on the
+ * submitting thread, for a success too. Calls are not timed out by the
+ * peer (timeout_ms is ignored): srv answers every request it takes, and a
+ * write carries its own deadline. srv must outlive the peer's calls: stop
+ * whatever makes them before net_server_stop(srv). Returns 0 or
+ * SX_ENOMEM. */
+typedef struct net_server net_server;
+int net_peer_open_local(net_server *srv, net_peer **out);
 /* One call through peer p, solo (net_peer_submit_solo), waited for (the
  * calling fiber parks): on success *resp (malloc'd, the caller frees it)
  * holds the reply. Returns 0, SX_ETIMEDOUT, SX_EUNAVAIL, SX_ENET,
@@ -276,6 +289,13 @@ int net_server_open_link(const char *url, const net_server_opts *o, net_handler 
  * far below it (a router's fibers, a shipper's rounds). */
 #define NET_LINK_MAX_HELD 1024
 
+/* Runs request frame req..n on srv as if srv had received it, its reply
+ * (or SX_EUNAVAIL if srv drops it, stopping) going to done(arg, ...)
+ * exactly once, maybe before this returns (net_peer_open_local). req
+ * must stay valid until done has run. Returns 0, or SX_EUNAVAIL when srv
+ * is stopping (done will not run). */
+int net_server_call_local(net_server *srv, const uint8_t *req, size_t n, net_done_fn done,
+                          void *arg);
 /* Joins the workers, waits for every deferred reply and then (at most
  * NET_STOP_SEND_WAIT_S) for the replies to be sent, closes the socket,
  * frees the server. Accepts NULL. */

@@ -60,6 +60,7 @@ typedef struct peer_car {
 
 struct net_peer {
     lpeer *lp;          /* a link's peer (net_peer_open_link): all goes there */
+    net_server *local;  /* or a server of this process (net_peer_open_local) */
     nng_socket sock;
     pthread_mutex_t mu;
     peer_car *solo_all, *solo_free;   /* contexts made for solo calls */
@@ -542,6 +543,30 @@ int net_peer_open(nng_socket sock, int max_frames, net_peer **out)
     return 0;
 }
 
+int net_peer_open_local(net_server *srv, net_peer **out)
+{
+    net_peer *p = calloc(1, sizeof(*p));
+
+    if (p == NULL)
+        return SX_ENOMEM;
+    p->local = srv;
+    *out = p;
+    return 0;
+}
+
+/* Hands calls to p's server in this process, one by one (nothing to
+ * coalesce: no transport); a call the server refuses completes at once. */
+static int local_submit_n(net_peer *p, const net_peer_call *calls, int n)
+{
+    for (int i = 0; i < n; i++) {
+        int rc = net_server_call_local(p->local, calls[i].req, calls[i].n, calls[i].done,
+                                       calls[i].arg);
+        if (rc != 0)
+            calls[i].done(calls[i].arg, rc, NULL, 0);
+    }
+    return 0;
+}
+
 int net_peer_open_link(const char *url, int max_batches, net_peer **out)
 {
     net_peer *p = calloc(1, sizeof(*p));
@@ -566,7 +591,7 @@ void net_peer_shut(net_peer *p)
 
 bool net_peer_connected(net_peer *p)
 {
-    return p->lp != NULL && lpeer_connected(p->lp);
+    return p->local != NULL || (p->lp != NULL && lpeer_connected(p->lp));
 }
 
 /* A queue entry for call c, or NULL (out of memory). */
@@ -588,6 +613,8 @@ int net_peer_submit_n(net_peer *p, const net_peer_call *calls, int n, int timeou
 
     if (p->lp != NULL)
         return lpeer_submit_n(p->lp, calls, n, timeout_ms, false);
+    if (p->local != NULL)
+        return local_submit_n(p, calls, n);
     if (n <= 0)
         return 0;
     for (int i = 0; i < n; i++) {
@@ -638,6 +665,8 @@ int net_peer_submit_solo(net_peer *p, const uint8_t *req, size_t n, int timeout_
 
     if (p->lp != NULL)      /* a link's calls never hold each other up */
         return lpeer_submit_n(p->lp, &c, 1, timeout_ms, true);
+    if (p->local != NULL)
+        return local_submit_n(p, &c, 1);
     e = ent_new(&c, timeout_ms, true);
     if (e == NULL)
         return SX_ENOMEM;
@@ -704,6 +733,10 @@ void net_peer_close(net_peer *p)
         return;
     if (p->lp != NULL) {
         lpeer_close(p->lp);
+        free(p);
+        return;
+    }
+    if (p->local != NULL) {     /* its server answers every call it took */
         free(p);
         return;
     }

@@ -19,6 +19,11 @@
  * defer_flush runs on that thread (when it took any), so that it can send
  * what it gathered from the frame; a taken request it will not answer
  * itself goes back to the workers with net_reply_requeue.
+ *
+ * A request can also come from this very process (net_server_call_local:
+ * a router hosted by a storage node calling that node): it is dispatched
+ * the same way on the caller's thread, and its reply goes to the caller's
+ * completion function instead of a socket.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -35,14 +40,16 @@
 typedef struct srv_slot srv_slot;
 
 /* Where a request came from, and so where its reply goes: a REP context's
- * message, or a link's frame. */
+ * message, a link's frame, or a call from this process. */
 typedef struct srv_src {
     srv_slot *slot;     /* REP: the context (its message is reused) */
     nng_msg *msg;
     sx_link *link;      /* link: the connection (one reference held) */
     uint64_t id;        /* the request's id */
-    uint8_t *frame;     /* its bytes (owned) */
+    uint8_t *frame;     /* link: its bytes (owned); in-process: borrowed */
     size_t n;
+    net_done_fn ldone;  /* in-process: the caller's completion (else NULL) */
+    void *larg;
 } srv_src;
 
 /* One MULTI request in progress; its block also holds its jobs and replies. */
@@ -126,19 +133,31 @@ static void slot_reply(srv_slot *s, nng_msg *m, mp_buf *out)
     nng_ctx_send(s->ctx, s->aio);
 }
 
+/* True when o's bytes are in frame..n (a link's, or an in-process call's),
+ * not in a REP message. */
+static bool src_framed(const srv_src *o)
+{
+    return o->link != NULL || o->ldone != NULL;
+}
+
 static const uint8_t *src_body(const srv_src *o)
 {
-    return o->link != NULL ? o->frame : nng_msg_body(o->msg);
+    return src_framed(o) ? o->frame : nng_msg_body(o->msg);
 }
 
 static size_t src_len(const srv_src *o)
 {
-    return o->link != NULL ? o->n : nng_msg_len(o->msg);
+    return src_framed(o) ? o->n : nng_msg_len(o->msg);
 }
 
-/* Forgets request o unanswered. */
+/* Forgets request o unanswered (an in-process caller is told SX_EUNAVAIL:
+ * its completion runs exactly once). */
 static void src_drop(srv_src *o)
 {
+    if (o->ldone != NULL) {
+        o->ldone(o->larg, SX_EUNAVAIL, NULL, 0);
+        return;
+    }
     if (o->link == NULL) {
         nng_msg_free(o->msg);
         return;
@@ -155,6 +174,14 @@ static void src_reply(srv_src *o, mp_buf *out)
 {
     int rc;
 
+    if (o->ldone != NULL) {
+        if (out->oom)
+            o->ldone(o->larg, SX_ENOMEM, NULL, 0);
+        else
+            o->ldone(o->larg, 0, (const uint8_t *)out->sb.data, out->sb.size);
+        mp_buf_free(out);
+        return;
+    }
     if (o->link == NULL) {
         slot_reply(o->slot, o->msg, out);
         return;
@@ -432,10 +459,21 @@ static void srv_dispatch(net_server *srv, srv_src *src, bool flush)
         }
     }
     LOG_ERROR("request dropped: out of memory");
-    srv_slot *slot = src->link == NULL ? src->slot : NULL;
+    srv_slot *slot = src->slot;         /* NULL unless a REP context's */
     src_drop(src);
     if (slot != NULL)
         slot_recv(slot);
+}
+
+int net_server_call_local(net_server *srv, const uint8_t *req, size_t n, net_done_fn done,
+                          void *arg)
+{
+    if (atomic_load(&srv->closing))
+        return SX_EUNAVAIL;
+    /* the frame is borrowed: the caller keeps it until done has run */
+    srv_src src = { .frame = (uint8_t *)req, .n = n, .ldone = done, .larg = arg };
+    srv_dispatch(srv, &src, true);
+    return 0;
 }
 
 static void slot_cb(void *arg)
