@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include "config.h"
+#include "serve.h"
 #include "hash.h"
 #include "link_auth.h"
 #include "log.h"
@@ -46,11 +47,14 @@ static const char *usage_text =
     "  --log FILE      log file (default DIR/node.log)\n"
     "  --role ROLE     must match the node's role in the config, if given\n"
     "  --workers N     request-serving threads (default 16; a storage node's\n"
-    "                  writes are committed and answered by one thread per partition)\n";
+    "                  writes are committed and answered by one thread per partition);\n"
+    "                  given, also the requests at once of the router a storage node\n"
+    "                  hosts (config \"host\"; else shardex-router's default, 256)\n";
 
 typedef struct cli {
     const char *config, *name, *data, *log, *role;
     int workers;
+    bool workers_set;       /* --workers given */
 } cli;
 
 static int usage_error(const char *fmt, const char *arg)
@@ -92,6 +96,7 @@ static int parse_args(int argc, char **argv, cli *c)
             if (end == NULL || *end != '\0' || w < 1 || w > 256)
                 return usage_error("--workers must be 1..256, got '%s'", argv[i]);
             c->workers = (int)w;
+            c->workers_set = true;
         }
     }
     if (c->config == NULL) return usage_error("%s", "missing --config FILE");
@@ -212,6 +217,7 @@ int main(int argc, char **argv)
     o.self = self;
     o.data_dir = c.data;
     o.workers = c.workers;
+    o.router_fibers = c.workers_set ? c.workers : RT_DEFAULT_WORKERS;
     LOG_INFO("shardex-node %s starting (%s, %d workers)", c.name,
              cfg->nodes[self].role == SX_ROLE_STORAGE ? "storage" : "index", c.workers);
     rc = cfg->nodes[self].role == SX_ROLE_STORAGE ? st_node_run(&o) : ix_node_run(&o);

@@ -14,10 +14,13 @@ typedef struct node_opts {
     int self;               /* index of this node in cfg->nodes */
     const char *data_dir;   /* existing directory for this node's databases */
     int workers;            /* request-serving threads (default 16) */
+    int router_fibers;      /* a hosted router's requests at once */
 } node_opts;
 
 /* Runs a storage node (fact partitions; plus the catalog partition when
- * this node is cfg->catalog_node) until node_should_stop(). Prints "ready"
+ * this node is cfg->catalog_node; plus the router whose config "host" it
+ * is, if any, serving its clients from this process) until
+ * node_should_stop(). Prints "ready"
  * on stdout once serving. Returns 0 on a clean stop or an sx_err when it
  * cannot start (message logged). Implemented in storage_node.c. */
 int st_node_run(const node_opts *o);

@@ -20,6 +20,7 @@
 #include "msg.h"
 #include "net.h"
 #include "node.h"
+#include "serve.h"
 #include "shipper.h"
 #include "storage_part.h"
 #include "sx_errors.h"
@@ -50,6 +51,7 @@ typedef struct st_node {
     st_store *store;           /* the partitions' shared leveldb and committer */
     net_peer *catpeer;         /* calls to the catalog node (backfills done) */
     net_server *srv;
+    rt_serving *router;        /* the router this node hosts, or NULL */
     pthread_t poll_th;
     bool poll_started;
     st_bfthread *bf;            /* one per partition */
@@ -434,6 +436,12 @@ static int start(st_node *n)
         LOG_ERROR("cannot listen on %s: %s", me->url, sx_strerror(rc));
         return rc;
     }
+    /* the router this node hosts (config "host"): its calls to this node
+     * go straight to n->srv */
+    for (int i = 0; i < n->cfg->nnodes; i++)
+        if (n->cfg->nodes[i].role == SX_ROLE_ROUTER && n->cfg->nodes[i].host == n->o->self &&
+            (rc = rt_serve_start(n->cfg, i, n->o->router_fibers, n->srv, &n->router)) != 0)
+            return rc;
     if (pthread_create(&n->poll_th, NULL, poll_main, n) != 0)
         return SX_EINTERNAL;
     n->poll_started = true;
@@ -452,6 +460,8 @@ static int start(st_node *n)
 
 static void stop(st_node *n)
 {
+    /* first: the router's calls in hand need this node's server */
+    rt_serve_stop(n->router);
     pthread_mutex_lock(&n->mu);
     n->stop = true;
     pthread_cond_broadcast(&n->cv);

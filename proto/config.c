@@ -121,6 +121,7 @@ static int add_node(sx_config *c, json_t *jn, int role, cfg_err *e)
     v[c->nnodes].name = dupstr(name);
     v[c->nnodes].url = dupstr(url);
     v[c->nnodes].role = role;
+    v[c->nnodes].host = -1;
     c->nnodes++;
     if (!v[c->nnodes - 1].name || !v[c->nnodes - 1].url)
         return SX_ENOMEM;
@@ -274,6 +275,33 @@ static int load_nodes(sx_config *c, json_t *root, const char *key, int role, cfg
     return 0;
 }
 
+/* The routers' "host": a storage node whose process runs the router
+ * (calling that node in-process); each storage node hosts at most one.
+ * Runs once every node is loaded. */
+static int load_hosts(sx_config *c, json_t *root, cfg_err *e)
+{
+    json_t *arr = json_object_get(root, "routers"), *jn;
+    size_t i;
+
+    json_array_foreach(arr, i, jn) {
+        json_t *h = json_object_get(jn, "host");
+        const char *name = json_string_value(json_object_get(jn, "name"));
+        int self = name ? cfg_node_by_name(c, name) : -1, host;
+
+        if (h == NULL || self < 0)
+            continue;
+        host = json_is_string(h) ? cfg_node_by_name(c, json_string_value(h)) : -1;
+        if (host < 0 || c->nodes[host].role != SX_ROLE_STORAGE)
+            return fail(e, "router '%s': \"host\" must name a storage node", name);
+        for (int k = 0; k < c->nnodes; k++)
+            if (c->nodes[k].host == host)
+                return fail(e, "storage node '%s' hosts two routers ('%s' and '%s')",
+                            c->nodes[host].name, c->nodes[k].name, name);
+        c->nodes[self].host = host;
+    }
+    return 0;
+}
+
 /* "max_clock_skew_ms": the most any two hosts' clocks may differ (msg.h,
  * deadline_ms); CFG_SKEW_DEFAULT_MS when absent. */
 static int load_skew(sx_config *c, json_t *root, cfg_err *e)
@@ -403,6 +431,7 @@ int cfg_load(const char *path, sx_config **out, char *err, size_t errlen)
              (rc = load_nodes(c, root, "routers", SX_ROLE_ROUTER, &e)) == 0 &&
              (rc = load_nodes(c, root, "storage", SX_ROLE_STORAGE, &e)) == 0 &&
              (rc = load_nodes(c, root, "index", SX_ROLE_INDEX, &e)) == 0 &&
+             (rc = load_hosts(c, root, &e)) == 0 &&
              (rc = check_coverage(c, &e)) == 0 && (rc = check_link_key(c, &e)) == 0 &&
              (rc = load_client_tls(c, root, path, &e)) == 0) {
         s = json_string_value(json_object_get(root, "catalog_node"));

@@ -36,6 +36,10 @@ typedef struct cfg_node {
     char *name;
     int role;             /* SX_ROLE_* */
     char *url;            /* nng URL it listens on */
+    int host;             /* a router run inside a storage node's process
+                           * ("host": that node's name): the node's index
+                           * into cfg.nodes; -1: a process of its own
+                           * (shardex-router), and for every other node */
 } cfg_node;
 
 #define CFG_SKEW_DEFAULT_MS 100

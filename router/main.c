@@ -108,6 +108,15 @@ static int load_config(const rt_opts *o, sx_config **cfg, int *self)
         *cfg = NULL;
         return 1;
     }
+    if ((*cfg)->nodes[*self].host >= 0) {
+        fprintf(stderr, "shardex-router: %s: router '%s' runs inside storage node '%s' "
+                "(its \"host\"): start shardex-node %s, not shardex-router\n", o->config,
+                o->name, (*cfg)->nodes[(*cfg)->nodes[*self].host].name,
+                (*cfg)->nodes[(*cfg)->nodes[*self].host].name);
+        cfg_free(*cfg);
+        *cfg = NULL;
+        return 1;
+    }
     return 0;
 }
 
@@ -116,45 +125,18 @@ static int load_config(const rt_opts *o, sx_config **cfg, int *self)
 static int serve(const rt_opts *o, const sx_config *cfg, int self,
                  const sigset_t *sigs)
 {
-    router *rt = NULL;
-    net_server *srv = NULL;
-    nng_socket sock;
-    int rc, sig = 0;
-    const char *url = cfg->nodes[self].url;
+    rt_serving *s = NULL;
+    int sig = 0;
 
-    rc = rt_new(cfg, self, &rt);
-    if (rc != 0)
+    if (rt_serve_start(cfg, self, o->workers, NULL, &s) != 0)
         return 1;
-    net_tls tls = { .ca = cfg->tls_ca, .cert = cfg->tls_cert, .key = cfg->tls_key };
-    char why[256] = "";
-    rc = net_listen_tls(url, cfg->tls_ca != NULL ? &tls : NULL, &sock, why, sizeof(why));
-    if (rc != 0) {
-        LOG_ERROR("router %s: cannot listen on %s: %s", o->name, url,
-                  why[0] ? why : sx_strerror(rc));
-        rt_free(rt);
-        return 1;
-    }
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    net_server_opts so = { .workers = ncpu < 2 ? 2 : ncpu > 8 ? 8 : (int)ncpu,
-                           .fibers = o->workers, .defer = rt_defer,
-                           .defer_flush = rt_defer_flush };
-    rc = net_server_open(sock, &so, rt_handle, rt, &srv);
-    if (rc != 0) {
-        LOG_ERROR("router %s: cannot start serving: %s", o->name, sx_strerror(rc));
-        nng_close(sock);
-        rt_free(rt);
-        return 1;
-    }
-    LOG_INFO("router %s: serving on %s: %d requests at once on %d threads", o->name, url,
-             o->workers, so.workers);
     printf("ready\n");
     fflush(stdout);
     while (sigwait(sigs, &sig) != 0 || (sig != SIGTERM && sig != SIGINT))
         ;
     LOG_INFO("router %s: signal %d, stopping", o->name, sig);
     net_shutdown_guard(NET_SHUTDOWN_GRACE_S);
-    net_server_stop(srv);
-    rt_free(rt);
+    rt_serve_stop(s);
     LOG_INFO("router %s: stopped", o->name);
     return 0;
 }

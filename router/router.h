@@ -27,8 +27,8 @@
 #include "msg.h"
 #include "mp.h"
 #include "tuple.h"
+#include "serve.h"
 
-#define RT_DEFAULT_WORKERS 256  /* requests at once (fibers) */
 #define RT_ERRLEN 256
 /* Items in one QUERY/SCAN reply stop growing past this many bytes (the
  * frame limit is SX_MAX_FRAME, 16 MiB; one item is at most 400 KiB): the
@@ -82,6 +82,8 @@ int rt_new(const sx_config *cfg, int self, router **out);
 
 /* Closes sockets, frees the cache and the router; accepts NULL. */
 void rt_free(router *rt);
+
+/* ---- serve.c: a router serving its clients: see serve.h ---- */
 
 /* net_handler: decodes a client frame, runs its handler and appends the
  * reply (or an error reply) to out. Never aborts on input. Thread-safe. */

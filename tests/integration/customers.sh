@@ -153,7 +153,7 @@ pass "status: committers report $sgroups storage groups ($sops ops), $iops index
 # Every daemon names its threads (top -H, perf, gdb show them).
 names() { cat /proc/"$(cat "$IT_DIR/pids/$1.pid")"/task/*/comm 2>/dev/null | sort -u | tr '\n' ' '; }
 for want in "s1 sx-commit" "s1 sx-ship" "s1 sx-leveldb" "s1 sx-worker" "i1 sx-ix-commit" \
-            "i1 sx-leveldb" "r1 sx-fibers"; do
+            "i1 sx-leveldb" "$IT_ROUTER_PROC sx-fibers"; do
     set -- $want
     grep -qw -- "$2" <<<"$(names "$1")" || fail "$1 has no thread named $2: $(names "$1")"
 done

@@ -8,7 +8,11 @@
 #                          client port TLS, deploy/tls.sh, and
 #                          SHARDEX_TLS_DIR exported); sets IT_DIR, IT_URL,
 #                          exports SHARDEX_ROUTER; the cluster is torn down
-#                          on exit whatever happens
+#                          on exit whatever happens. With SHARDEX_IT_ROUTER_IN
+#                          set (s1 or s2: the *.hosted variants of some
+#                          tests), the router runs inside that storage node
+#                          (local-cluster --router-in); IT_ROUTER_PROC names
+#                          the process serving the router either way
 #   lc ARGS...             deploy/local-cluster ARGS --dir IT_DIR
 #   sx ARGS...             the shardex CLI against the cluster
 #   sx_rc ARGS...          same, sets RC to its exit status instead of failing
@@ -173,13 +177,19 @@ it_cluster_up() {
     local out
     mkdir -p "$IT_BUILD/it-clusters"
     IT_DIR="$(mktemp -d "$IT_BUILD/it-clusters/$IT_NAME.XXXXXX")"
-    out="$(lc up "$@")" || { echo "$out" >&2; fail "local-cluster up failed"; }
+    local hosted=()
+    IT_ROUTER_PROC=r1
+    if [ -n "${SHARDEX_IT_ROUTER_IN:-}" ]; then
+        hosted=(--router-in "$SHARDEX_IT_ROUTER_IN")
+        IT_ROUTER_PROC="$SHARDEX_IT_ROUTER_IN"
+    fi
+    out="$(lc up "$@" "${hosted[@]}")" || { echo "$out" >&2; fail "local-cluster up failed"; }
     IT_URL="$(tail -n 1 <<<"$out")"
     [[ "$IT_URL" =~ ^(tls\+)?tcp://[0-9.]+:[0-9]+$ ]] ||
         fail "up did not print the router URL last: $IT_URL"
     export SHARDEX_ROUTER="$IT_URL"
     if [ -d "$IT_DIR/tls" ]; then export SHARDEX_TLS_DIR="$IT_DIR/tls/client"; fi
-    pass "cluster up in $IT_DIR, router $IT_URL"
+    pass "cluster up in $IT_DIR, router $IT_URL${SHARDEX_IT_ROUTER_IN:+ (inside $SHARDEX_IT_ROUTER_IN)}"
 }
 
 # index_ready TABLE INDEX: true once INDEX answers queries (not SX_ENOTREADY)

@@ -86,6 +86,47 @@ static void skew_cases(void)
     }
 }
 
+/* A router's "host": absent, the router is a process of its own (-1);
+ * else it must name a storage node, which hosts at most one router. */
+static void host_cases(void)
+{
+    static const char *const R2 = ",{\"name\":\"r2\",\"url\":\"tcp://127.0.0.1:4\"";
+    static const struct { const char *r1, *r2; int rc; const char *why; } cases[] = {
+        { "", NULL, 0, NULL },
+        { ",\"host\":\"s1\"", NULL, 0, NULL },
+        { ",\"host\":\"s1\"", "", 0, NULL },
+        { ",\"host\":\"i1\"", NULL, SX_ECONFIG, "router 'r1': \"host\" must name a storage node" },
+        { ",\"host\":\"r1\"", NULL, SX_ECONFIG, "must name a storage node" },
+        { ",\"host\":\"nope\"", NULL, SX_ECONFIG, "must name a storage node" },
+        { ",\"host\":7", NULL, SX_ECONFIG, "must name a storage node" },
+        { ",\"host\":\"s1\"", ",\"host\":\"s1\"", SX_ECONFIG,
+          "storage node 's1' hosts two routers ('r1' and 'r2')" },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        sx_config *c = NULL;
+        char err[256] = "", r1[128], rs[256];
+        snprintf(r1, sizeof(r1), "\"url\":\"tcp://127.0.0.1:1\"%s}", cases[i].r1);
+        snprintf(rs, sizeof(rs), "%s%s%s%s", r1, cases[i].r2 ? R2 : "",
+                 cases[i].r2 ? cases[i].r2 : "", cases[i].r2 ? "}" : "");
+        char *text = subst(GOOD, "\"url\":\"tcp://127.0.0.1:1\"}", rs);
+        int rc = load(text, &c, err, sizeof(err));
+        CHECK_INT(rc, cases[i].rc);
+        if (rc == 0 && c != NULL) {
+            int r = cfg_node_by_name(c, "r1"), s = cfg_node_by_name(c, "s1");
+            CHECK_INT(c->nodes[r].host, cases[i].r1[0] ? s : -1);
+            CHECK_INT(c->nodes[s].host, -1);
+            if (cases[i].r2)
+                CHECK_INT(c->nodes[cfg_node_by_name(c, "r2")].host, -1);
+        } else if (rc != 0) {
+            CHECK(c == NULL && strstr(err, cases[i].why) != NULL);
+            if (strstr(err, cases[i].why) == NULL)
+                fprintf(stderr, "host case %zu: %s\n", i, err);
+        }
+        cfg_free(c);
+        free(text);
+    }
+}
+
 /* The link key's rules (DESIGN.md, "Security"). */
 static void link_key_cases(void)
 {
@@ -172,6 +213,7 @@ int main(void)
     cfg_index_range(c, NULL, 0, NULL, 0, &first, &count);
     CHECK(first == 0 && count == 3);
     bytes_free(&a); bytes_free(&m); bytes_free(&r); bytes_free(&z);
+    host_cases();
 
     uint64_t h1 = sx_shard_hash(c->hash_key, "abc", 3), h2 = sx_shard_hash(c->hash_key, "abc", 3);
     uint8_t other[16] = { 1 };
