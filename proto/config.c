@@ -293,6 +293,9 @@ static int load_hosts(sx_config *c, json_t *root, cfg_err *e)
         host = json_is_string(h) ? cfg_node_by_name(c, json_string_value(h)) : -1;
         if (host < 0 || c->nodes[host].role != SX_ROLE_STORAGE)
             return fail(e, "router '%s': \"host\" must name a storage node", name);
+        if (strcmp(c->nodes[self].url, c->nodes[host].url) == 0)
+            return fail(e, "router '%s' and its host '%s' have the same url: the node "
+                        "listens on both", name, c->nodes[host].name);
         for (int k = 0; k < c->nnodes; k++)
             if (c->nodes[k].host == host)
                 return fail(e, "storage node '%s' hosts two routers ('%s' and '%s')",

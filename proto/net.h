@@ -121,11 +121,16 @@ int net_peer_open_link(const char *url, int max_batches, net_peer **out);
  * its own. done may therefore run inside net_peer_submit*, on the
  * submitting thread, for a success too. Calls are not timed out by the
  * peer (timeout_ms is ignored): srv answers every request it takes, and a
- * write carries its own deadline. srv must outlive the peer's calls: stop
- * whatever makes them before net_server_stop(srv). Returns 0 or
- * SX_ENOMEM. */
+ * write carries its own deadline. A quick request runs on the caller's
+ * thread, so a read that waits on the disk holds that thread (a router's
+ * fiber thread: its other fibers wait too) until it returns. srv must
+ * outlive the peer's calls, and net_peer_close does not wait for them:
+ * stop whatever makes them before closing the peer, and before
+ * net_server_stop(srv). Returns 0 or SX_ENOMEM. */
 typedef struct net_server net_server;
 int net_peer_open_local(net_server *srv, net_peer **out);
+/* Calls handed to local peer p so far (0 for any other peer). */
+uint64_t net_peer_local_calls(net_peer *p);
 /* One call through peer p, solo (net_peer_submit_solo), waited for (the
  * calling fiber parks): on success *resp (malloc'd, the caller frees it)
  * holds the reply. Returns 0, SX_ETIMEDOUT, SX_EUNAVAIL, SX_ENET,

@@ -21,6 +21,7 @@
  * Completion callbacks run on nng's threads with no peer lock held.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include "net.h"
@@ -61,6 +62,7 @@ typedef struct peer_car {
 struct net_peer {
     lpeer *lp;          /* a link's peer (net_peer_open_link): all goes there */
     net_server *local;  /* or a server of this process (net_peer_open_local) */
+    atomic_ullong local_calls;  /* calls handed to it (net_peer_local_calls) */
     nng_socket sock;
     pthread_mutex_t mu;
     peer_car *solo_all, *solo_free;   /* contexts made for solo calls */
@@ -558,6 +560,8 @@ int net_peer_open_local(net_server *srv, net_peer **out)
  * coalesce: no transport); a call the server refuses completes at once. */
 static int local_submit_n(net_peer *p, const net_peer_call *calls, int n)
 {
+    if (n > 0)
+        atomic_fetch_add_explicit(&p->local_calls, (unsigned long long)n, memory_order_relaxed);
     for (int i = 0; i < n; i++) {
         int rc = net_server_call_local(p->local, calls[i].req, calls[i].n, calls[i].done,
                                        calls[i].arg);
@@ -565,6 +569,12 @@ static int local_submit_n(net_peer *p, const net_peer_call *calls, int n)
             calls[i].done(calls[i].arg, rc, NULL, 0);
     }
     return 0;
+}
+
+uint64_t net_peer_local_calls(net_peer *p)
+{
+    return p != NULL && p->local != NULL
+               ? atomic_load_explicit(&p->local_calls, memory_order_relaxed) : 0;
 }
 
 int net_peer_open_link(const char *url, int max_batches, net_peer **out)

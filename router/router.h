@@ -51,6 +51,7 @@ typedef struct router {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool stop;
+    atomic_bool stopping;   /* rt_serve_stop began: long waits give up */
     /* counters for STATUS (relaxed atomics) */
     atomic_ullong nreq, nerr;
     /* wcomb.c: PUTs answered by the combined path, the S_WRITEs that

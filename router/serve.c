@@ -82,6 +82,9 @@ void rt_serve_stop(rt_serving *s)
 {
     if (s == NULL)
         return;
+    /* a strong read waiting for the index would hold the stop for up to
+     * its deadline (and a hosted router's node with it) */
+    atomic_store(&s->rt->stopping, true);
     net_server_stop(s->srv);
     rt_free(s->rt);
     free(s);

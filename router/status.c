@@ -13,12 +13,17 @@
 
 /* The router's own figures: whether its links are authenticated and its
  * clients must show a certificate (TLS), requests served, failed, what the
- * combined PUT path did (wcomb.c), catalog version. */
+ * combined PUT path did (wcomb.c), calls made in-process to the storage
+ * node hosting it (0 for a router process), catalog version. */
 static void put_self(router *rt, mp_buf *acc)
 {
     const sx_catalog *cat = NULL;
 
-    mp_put_map(acc, 8);
+    uint64_t local = 0;
+
+    for (int i = 0; i < rt->cfg->nnodes; i++)
+        local += net_peer_local_calls(rt->peers[i]);
+    mp_put_map(acc, 9);
     mp_put_cstr(acc, "links_authenticated");
     mp_put_bool(acc, link_auth_enabled());
     mp_put_cstr(acc, "clients_tls");            /* client certificates required */
@@ -33,6 +38,8 @@ static void put_self(router *rt, mp_buf *acc)
     mp_put_u64(acc, atomic_load_explicit(&rt->comb_writes, memory_order_relaxed));
     mp_put_cstr(acc, "combined_reruns");
     mp_put_u64(acc, atomic_load_explicit(&rt->comb_reruns, memory_order_relaxed));
+    mp_put_cstr(acc, "in_process_calls");
+    mp_put_u64(acc, local);
     mp_put_cstr(acc, "catalog_version");
     if (catcache_get(rt->cc, 0, &cat) == 0 && cat != NULL)
         mp_put_u64(acc, cat->version);

@@ -200,6 +200,10 @@ int rt_strong_wait(router *rt, int first, int count, uint64_t timeout_ms,
                          (unsigned long long)timeout_ms);
             break;
         }
+        if (atomic_load(&rt->stopping)) {
+            rc = rt_errf(e, SX_EUNAVAIL, "strong read: the router is stopping (%s)", lag);
+            break;
+        }
         if (pause > timeout_ms - (now - start))
             pause = timeout_ms - (now - start);
         sleep_ms(pause);

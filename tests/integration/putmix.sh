@@ -4,7 +4,8 @@
 # router writes each frame's PUTs as one S_WRITE per storage partition
 # (router/wcomb.c). Valid and invalid PUTs mixed: each is answered on its
 # own, every valid item reads back, and the router's status shows that its
-# combined path answered the PUTs (with fewer S_WRITEs than PUTs).
+# combined path answered the PUTs (with fewer S_WRITEs than PUTs) and, for
+# a router inside a storage node, that it called that node in-process.
 source "$(dirname "$0")/lib.sh" "$@"
 
 it_cluster_up
@@ -33,6 +34,18 @@ reruns="$(( $(router_fig combined_reruns) - reruns0 ))"
 [ "$writes" -ge 1 ] && [ "$writes" -lt "$puts" ] ||
     fail "the combined path sent $writes S_WRITEs for $puts PUTs (expected fewer)"
 pass "the router combined $puts PUTs into $writes S_WRITEs"
+
+# A router inside a storage node (the .hosted variant) calls that node's
+# partitions in-process: about half the S_WRITEs above went that way. A
+# router process makes no such call.
+local_calls="$(router_fig in_process_calls)"
+if [ -n "${SHARDEX_IT_ROUTER_IN:-}" ]; then
+    [ "$local_calls" -ge 1 ] ||
+        fail "the router inside $SHARDEX_IT_ROUTER_IN made no in-process call"
+    pass "the router inside $SHARDEX_IT_ROUTER_IN made $local_calls in-process calls"
+else
+    [ "$local_calls" -eq 0 ] || fail "a router process counted $local_calls in-process calls"
+fi
 
 # A PUT declined at the offer leaves nothing behind on the router's thread:
 # the next valid PUT, whatever its table, is still combined.

@@ -125,6 +125,14 @@ static void host_cases(void)
         cfg_free(c);
         free(text);
     }
+    /* a hosted router on its node's own url: refused */
+    sx_config *c = NULL;
+    char err[256] = "";
+    char *same = subst(GOOD, "\"url\":\"tcp://127.0.0.1:1\"}",
+                       "\"url\":\"tcp://127.0.0.1:2\",\"host\":\"s1\"}");
+    CHECK_INT(load(same, &c, err, sizeof(err)), SX_ECONFIG);
+    CHECK(c == NULL && strstr(err, "router 'r1' and its host 's1' have the same url") != NULL);
+    free(same);
 }
 
 /* The link key's rules (DESIGN.md, "Security"). */
