@@ -18,7 +18,6 @@
 static void put_self(router *rt, mp_buf *acc)
 {
     const sx_catalog *cat = NULL;
-
     uint64_t local = 0;
 
     for (int i = 0; i < rt->cfg->nnodes; i++)
