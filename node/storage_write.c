@@ -32,6 +32,10 @@
 #include "storage_part.h"
 #include "sx_errors.h"
 
+/* The committer keeps its batches after a group of at least this many
+ * operations (a load's); after a smaller one it frees them. */
+#define COMMIT_KEEP_MIN_OPS 1024
+
 /* One put or delete of a request, validated. */
 typedef struct st_op {
     bool del;
@@ -427,7 +431,8 @@ static op_ref *sorted_ops(st_part *p, st_wreq *list, size_t nops, size_t *n)
 typedef struct part_grp {
     st_part *p;
     st_wreq *list;            /* its requests, queue order */
-    leveldb_writebatch_t *b;  /* its share */
+    leveldb_writebatch_t *b;  /* its share: the committer's scratch, kept across
+                               * groups (committer_main), emptied for each */
     st_commit_st cs;
     size_t nops;
     bool locked;              /* its write lock is held: in this group */
@@ -448,7 +453,10 @@ static void group_build(part_grp *g)
     op_ref *refs = NULL;
     int rc;
 
-    g->b = leveldb_writebatch_create();   /* run_group reset the rest */
+    if (g->b == NULL)         /* run_group reset the rest */
+        g->b = leveldb_writebatch_create();
+    else
+        leveldb_writebatch_clear(g->b);
     rc = g->b ? 0 : SX_ENOMEM;
     group_catalog(p, g->list);
     group_deadlines(p, g->list);
@@ -492,27 +500,25 @@ static void group_done(part_grp *g, int wrc)
                        "may or may not survive; the node refuses writes until it restarts)"
                      : "storage write failed");
     }
-    if (g->b)
-        leveldb_writebatch_destroy(g->b);
-    g->b = NULL;
 }
 
 /* The committer's work for one node group (n partitions with requests, in
  * the node's partition order): compute every share, write them as one
- * synced batch. A partition whose write lock is busy (a backfill chunk)
- * stays out of this group (g->locked false: its requests go back to its
- * queue), unless every one is busy: then the group waits for the first. */
-static void run_group(st_store *s, part_grp *g, int n)
+ * synced batch (*all: the committer's scratch for that, created when
+ * NULL). A partition whose write lock is busy (a backfill chunk) stays out
+ * of this group (g->locked false: its requests go back to its queue),
+ * unless every one is busy: then the group waits for the first. Returns
+ * the group's operations. */
+static size_t run_group(st_store *s, part_grp *g, int n, leveldb_writebatch_t **all)
 {
     unsigned long long t0 = sx_mono_us(), t1, t2;
-    leveldb_writebatch_t *all = NULL, *one = NULL;
+    leveldb_writebatch_t *one = NULL;
     unsigned skipped;
     size_t nops = 0;
     int shares = 0, wrc = 0, nlocked = 0;
 
     for (int i = 0; i < n; i++) {
-        g[i].b = NULL;        /* a partition left out has no share */
-        g[i].commit = false;
+        g[i].commit = false;  /* a partition left out has no share */
         g[i].nops = 0;
         g[i].rc = 0;
         g[i].locked = pthread_mutex_trylock(&g[i].p->wlock) == 0;
@@ -536,15 +542,17 @@ static void run_group(st_store *s, part_grp *g, int n)
     }
     t1 = sx_mono_us();
     if (shares > 1) {         /* one batch, one log record, one fsync */
-        all = leveldb_writebatch_create();
-        if (all == NULL) {
+        if (*all == NULL)
+            *all = leveldb_writebatch_create();
+        else
+            leveldb_writebatch_clear(*all);
+        if (*all == NULL) {
             wrc = SX_ENOMEM;
         } else {
             for (int i = 0; i < n; i++)
                 if (g[i].commit)
-                    leveldb_writebatch_append(all, g[i].b);
-            wrc = ldb_write_sync(s->db, all);
-            leveldb_writebatch_destroy(all);
+                    leveldb_writebatch_append(*all, g[i].b);
+            wrc = ldb_write_sync(s->db, *all);
         }
     } else if (shares == 1) {
         wrc = ldb_write_sync(s->db, one);
@@ -559,6 +567,22 @@ static void run_group(st_store *s, part_grp *g, int n)
         LOG_WARN("slow group: %zu ops in %d partitions, apply %llu ms, synced write %llu ms "
                  "(%u more slow groups since the last report)", nops, nlocked,
                  (t1 - t0) / 1000, (t2 - t1) / 1000, skipped);
+    return nops;
+}
+
+/* Frees the committer's scratch batches: after a small group (their
+ * memory back, so a load's MiBs are not held for the life of the node),
+ * and when it stops. */
+static void scratch_free(part_grp *g, int n, leveldb_writebatch_t **all)
+{
+    for (int i = 0; i < n; i++) {
+        if (g[i].b != NULL)
+            leveldb_writebatch_destroy(g[i].b);
+        g[i].b = NULL;
+    }
+    if (*all != NULL)
+        leveldb_writebatch_destroy(*all);
+    *all = NULL;
 }
 
 /* Queues r for the committer; false (r failed) when the partition is
@@ -679,6 +703,7 @@ static void *committer_main(void *arg)
 {
     st_store *s = arg;
     part_grp *g = s->grp;
+    leveldb_writebatch_t *all = NULL;
 
     sx_thread_name("sx-commit");
 
@@ -706,8 +731,11 @@ static void *committer_main(void *arg)
             if (g[n].list != NULL)
                 n++;
         }
-        if (n > 0)
-            run_group(s, g, n);
+        /* the batches are kept after a large group (a load's: the next is
+         * likely as large), so that each is not regrown, copied and faulted
+         * in anew */
+        if (n > 0 && run_group(s, g, n, &all) < COMMIT_KEEP_MIN_OPS)
+            scratch_free(g, s->nparts, &all);
         bool requeued = false;
         for (int i = 0; i < n; i++) {
             if (g[i].locked) {
@@ -722,6 +750,7 @@ static void *committer_main(void *arg)
             s->work = true;
     }
     pthread_mutex_unlock(&s->mu);
+    scratch_free(g, s->nparts, &all);
     return NULL;
 }
 

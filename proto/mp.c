@@ -385,6 +385,20 @@ void mp_buf_free(mp_buf *b)
     b->sb.alloc = 0;
 }
 
+void mp_buf_reserve(mp_buf *b, size_t n)
+{
+    char *d;
+
+    if (b->oom || b->sb.alloc - b->sb.size >= n)
+        return;
+    if (n > SIZE_MAX - b->sb.size || (d = realloc(b->sb.data, b->sb.size + n)) == NULL) {
+        b->oom = true;
+        return;
+    }
+    b->sb.data = d;
+    b->sb.alloc = b->sb.size + n;
+}
+
 int mp_buf_take(mp_buf *b, uint8_t **out, size_t *n)
 {
     if (b->oom) {

@@ -99,6 +99,10 @@ typedef struct mp_buf {
 void mp_buf_init(mp_buf *b);
 /* Frees the buffer's memory; accepts a zeroed or already-freed buffer. */
 void mp_buf_free(mp_buf *b);
+/* Makes room for at least n more bytes at once (one allocation instead of
+ * a chain of doublings, each a copy into fresh memory, when the size is
+ * known ahead). Failure is sticky in b->oom, as for an append. */
+void mp_buf_reserve(mp_buf *b, size_t n);
 /* Detaches the bytes: caller owns *out and frees it with free(). Returns
  * SX_ENOMEM if any append failed, else 0. The buffer is left empty. */
 int mp_buf_take(mp_buf *b, uint8_t **out, size_t *n);

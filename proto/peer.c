@@ -234,6 +234,21 @@ static void drop_expired(peer_car *car)
     ents_fail(take_expired(&car->ents, NULL, &car->n), SX_ETIMEDOUT);
 }
 
+/* A message holding a copy of the n bytes at p, allocated at its size
+ * once (nng_msg_alloc of n would zero them first). Returns an nng error. */
+static int frame_msg(nng_msg **m, const void *p, size_t n)
+{
+    int rv = nng_msg_alloc(m, 0);
+
+    if (rv == 0 && (rv = nng_msg_reserve(*m, n)) == 0)
+        rv = nng_msg_append(*m, p, n);
+    if (rv != 0 && *m != NULL) {
+        nng_msg_free(*m);
+        *m = NULL;
+    }
+    return rv;
+}
+
 /* Builds car's frame and starts sending it, after failing its calls whose
  * deadline has passed. Returns 0, or an sx_err after which the caller fails
  * car's calls (SX_ETIMEDOUT with none left when all had expired). */
@@ -247,37 +262,36 @@ static int car_send(peer_car *car)
     if (car->ents == NULL)
         return SX_ETIMEDOUT;
     timeout = frame_wait(car->ents);
-    if ((rv = nng_msg_alloc(&m, 0)) != 0)
-        return net_map_nng(rv);
+    /* each frame's message is allocated at its size, once (frames of
+     * bulk writes are MiBs: growing them would copy them over and over) */
     if (car->n == 1) {
-        rv = nng_msg_append(m, car->ents->req, car->ents->n);
+        rv = frame_msg(&m, car->ents->req, car->ents->n);
     } else {
         msg_MULTI_req rq;
         mp_buf b;
+        size_t size = 32;
         uint32_t i = 0;
 
         rq.frames.n = car->n;
         rq.frames.v = malloc(car->n * sizeof(sx_buf));
-        if (rq.frames.v == NULL) {
-            nng_msg_free(m);
+        if (rq.frames.v == NULL)
             return SX_ENOMEM;
-        }
         for (peer_ent *e = car->ents; e; e = e->next, i++) {
             rq.frames.v[i].p = e->req;
             rq.frames.v[i].n = e->n;
+            size += e->n + 5;       /* a bin's header is at most 5 bytes */
         }
         mp_buf_init(&b);
+        mp_buf_reserve(&b, size);
         if (msg_encode_req(MSG_MULTI, &rq, &b) != 0 || b.oom)
             rv = NNG_ENOMEM;
         else
-            rv = nng_msg_append(m, b.sb.data, b.sb.size);
+            rv = frame_msg(&m, b.sb.data, b.sb.size);
         mp_buf_free(&b);
         free(rq.frames.v);
     }
-    if (rv != 0) {
-        nng_msg_free(m);
+    if (rv != 0)
         return net_map_nng(rv);
-    }
     car->phase = 0;
     nng_aio_set_timeout(car->aio, timeout);
     nng_aio_set_msg(car->aio, m);

@@ -29,6 +29,7 @@
 #include <unistd.h>
 #include "bench.h"
 #include "data.h"
+#include "../cli/heap.h"
 
 typedef struct opts {
     const char *router, *table, *name;
@@ -100,6 +101,7 @@ static int parse(int argc, char **argv, opts *o)
 int main(int argc, char **argv)
 {
     opts o;
+    sx_heap_tune();
     int pr = parse(argc, argv, &o);
     if (pr == -1) {
         usage(NULL);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "heap.h"
 
 static const char *USAGE =
     "usage: shardex [-r URL[,URL...]] [--timeout MS] [--tls DIR] COMMAND [ARGS] [--help]\n"
@@ -197,6 +198,7 @@ int main(int argc, char **argv)
     cli_ctx ctx = { 0 };
     int k = 1;
     const char *tmo = getenv("SHARDEX_TIMEOUT_MS"), *tmo_from = "SHARDEX_TIMEOUT_MS";
+    sx_heap_tune();
     ctx.routers = getenv("SHARDEX_ROUTER");
     ctx.tls_dir = getenv("SHARDEX_TLS_DIR");
     for (; k < argc && argv[k][0] == '-'; k++) {

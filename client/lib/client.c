@@ -266,10 +266,25 @@ static void call_order(sx_client *c, int *order)
     }
 }
 
+/* The encoded size of a large request, ahead, so that its buffer is
+ * allocated once (a batch of puts: its items' bytes and a few per item);
+ * 0 for the others, which are small. */
+static size_t req_size_hint(msg_type t, const void *req)
+{
+    if (t != MSG_PUT)
+        return 0;
+    const msg_PUT_req *r = req;
+    size_t n = 64 + r->table.n;
+    for (uint32_t k = 0; k < r->items.n; k++)
+        n += r->items.v[k].n + 1;   /* an empty item is sent as nil */
+    return n;
+}
+
 int cl_req_encode(msg_type t, const void *req, uint8_t **wire, size_t *n)
 {
     mp_buf b;
     mp_buf_init(&b);
+    mp_buf_reserve(&b, req_size_hint(t, req));
     int rc = msg_encode_req(t, req, &b);
     if (!rc)
         rc = mp_buf_take(&b, wire, n);

@@ -82,6 +82,12 @@ void cl_item_encode(const sx_item *it, mp_buf *b);
  * malloc'd msgpack span (*p, *n; the caller frees *p). Returns 0 or
  * SX_ENOMEM. */
 int cl_item_bytes(const sx_item *it, uint8_t **p, size_t *n);
+/* Encodes items[0..n) one after another into b (a batch's items share one
+ * buffer: no allocation per item) and points out[k] at item k's bytes in
+ * b, valid until b changes. Returns 0, SX_ENOMEM, or SX_EINVAL when
+ * items[*bad] is NULL. */
+int cl_items_encode(const sx_item *const *items, size_t n, mp_buf *b, sx_buf *out,
+                    size_t *bad);
 /* Appends a scalar/nested value view to b (caller-filled views: scalars;
  * library views: any). Returns 0 or SX_EINVAL. */
 int cl_value_encode(const sx_value *v, mp_buf *b);

@@ -537,6 +537,30 @@ int cl_item_bytes(const sx_item *it, uint8_t **p, size_t *n)
     return rc;
 }
 
+int cl_items_encode(const sx_item *const *items, size_t n, mp_buf *b, sx_buf *out,
+                    size_t *bad)
+{
+    size_t at = b->sb.size;
+    mp_buf_reserve(b, n * 192);    /* a guess: it grows past it as needed */
+    for (size_t k = 0; k < n; k++) {
+        if (!items[k]) {
+            *bad = k;
+            return SX_EINVAL;
+        }
+        size_t from = b->sb.size;
+        cl_item_encode(items[k], b);
+        if (b->oom)
+            return SX_ENOMEM;
+        out[k] = (sx_buf){ NULL, b->sb.size - from };
+    }
+    /* only now: the buffer may have moved while it grew */
+    for (size_t k = 0; k < n; k++) {
+        out[k].p = (const uint8_t *)b->sb.data + at;
+        at += out[k].n;
+    }
+    return SX_OK;
+}
+
 static int item_decode_body(mp_cur *c, uint32_t count, sx_item *it, int depth);
 
 static int list_decode_body(mp_cur *c, uint32_t count, sx_list *l, int depth);

@@ -282,28 +282,23 @@ int sx_put_batch(sx_client *c, const char *table, const sx_item *const *items,
     }
     msg_PUT_req req = {0};
     msg_PUT_rep rep = {0};
+    mp_buf ib;
     uint8_t *frame = NULL;
-    int rc = SX_OK;
+    size_t bad = 0;
     req.table = cl_cstr_buf(table);
     req.deadline_ms = CL_DEADLINE_UNSET;
     req.items.v = calloc(n, sizeof *req.items.v);
     if (!req.items.v)
         return cl_fail(c, SX_ENOMEM, "out of memory");
-    for (size_t k = 0; k < n; k++) {
-        uint8_t *p;
-        size_t len;
-        if (!items[k]) {
-            rc = cl_fail(c, SX_EINVAL, "item %zu is NULL", k);
-            goto out;
-        }
-        rc = cl_item_bytes(items[k], &p, &len);
-        if (rc) {
+    req.items.n = (uint32_t)n;
+    mp_buf_init(&ib);
+    int rc = cl_items_encode(items, n, &ib, req.items.v, &bad);
+    if (rc) {
+        if (rc == SX_EINVAL)
+            cl_fail(c, rc, "item %zu is NULL", bad);
+        else
             cl_fail(c, rc, "out of memory");
-            goto out;
-        }
-        req.items.v[k].p = p;
-        req.items.v[k].n = len;
-        req.items.n = (uint32_t)k + 1;
+        goto out;
     }
     rc = cl_call(c, MSG_PUT, &req, &rep, &frame, 0);
     if (rc)
@@ -315,8 +310,7 @@ int sx_put_batch(sx_client *c, const char *table, const sx_item *const *items,
         memcpy(versions, rep.versions.v, n * sizeof *versions);
     msg_free_rep(MSG_PUT, &rep);
 out:
-    for (uint32_t k = 0; k < req.items.n; k++)
-        free((void *)req.items.v[k].p);
+    mp_buf_free(&ib);
     free(req.items.v);
     free(frame);
     return rc;

@@ -15,31 +15,20 @@ int sx_put_batch_async(sx_client *c, const char *table, const sx_item *const *it
     if (!c || !cb || !table || n == 0 || !items || n > MSG_MAX_LIST)
         return SX_EINVAL;
     msg_PUT_req req = {0};
+    mp_buf ib;
     uint8_t *wire = NULL;
-    size_t wire_n = 0;
-    int rc = SX_OK;
+    size_t wire_n = 0, bad = 0;
     req.table = cl_cstr_buf(table);
     req.deadline_ms = CL_DEADLINE_UNSET;
     req.items.v = calloc(n, sizeof *req.items.v);
     if (!req.items.v)
         return SX_ENOMEM;
-    for (size_t k = 0; k < n && !rc; k++) {
-        uint8_t *p;
-        size_t len;
-        if (!items[k]) {
-            rc = SX_EINVAL;
-            break;
-        }
-        rc = cl_item_bytes(items[k], &p, &len);
-        if (!rc) {
-            req.items.v[k] = (sx_buf){ p, len };
-            req.items.n = (uint32_t)k + 1;
-        }
-    }
+    req.items.n = (uint32_t)n;
+    mp_buf_init(&ib);
+    int rc = cl_items_encode(items, n, &ib, req.items.v, &bad);
     if (!rc)
         rc = cl_req_encode(MSG_PUT, &req, &wire, &wire_n);
-    for (uint32_t k = 0; k < req.items.n; k++)
-        free((void *)req.items.v[k].p);
+    mp_buf_free(&ib);
     free(req.items.v);
     if (rc)
         return rc;

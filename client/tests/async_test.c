@@ -305,12 +305,16 @@ int main(void)
     CHECK(sx_get_async(c, NULL, k1, got, NULL) == SX_EINVAL);
     CHECK(sx_get_async(c, "t", k1, NULL, NULL) == SX_EINVAL);
     CHECK(sx_put_batch_async(c, "t", batch, 0, put_done, NULL) == SX_EINVAL);
+    const sx_item *holed[3] = { k1, NULL, k1 };
+    CHECK(sx_put_batch_async(c, "t", holed, 3, put_done, NULL) == SX_EINVAL);
     sx_query_opts bad = { .prefix = "x", .from = &town };
     CHECK(sx_query_async(c, "t", "by_town", &bad, page_done, NULL) == SX_EINVAL);
     CHECK(sx_scan_async(c, "t", NULL, 0, "!!not base64!!", page_done, NULL) == SX_ETOKEN);
     CHECK(sx_client_wait(c, 1000) == SX_OK);
     CHECK(count() == base);
     CHECK(strcmp(sx_client_errmsg(c), "") == 0);   /* async calls leave it alone */
+    CHECK(sx_put_batch(c, "t", holed, 3, NULL) == SX_EINVAL);   /* so does the sync one */
+    CHECK(strcmp(sx_client_errmsg(c), "item 1 is NULL") == 0);
 
     /* close waits for what is in flight: every callback has run when it returns */
     base = count();

@@ -3,7 +3,8 @@
  * carry code and message; the bounded cursor rejects hostile frames
  * (counts beyond the bytes left, truncation, ext types, deep nesting,
  * wrong version) without allocating for them; an optional trailing field
- * (OBIN, OU64) may be absent, but not of another type.
+ * (OBIN, OU64) may be absent, but not of another type; a reserved buffer
+ * is written in place.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -273,8 +274,40 @@ static void optional_u64(void)
     mp_buf_free(&b);
 }
 
+/* mp_buf_reserve makes room once: the appends after it do not move the
+ * buffer, the bytes are those of an unreserved buffer, and an impossible
+ * reservation is sticky out-of-memory, as a failed append. */
+static void reserve(void)
+{
+    mp_buf a, b;
+
+    mp_buf_init(&a);
+    mp_buf_init(&b);
+    mp_buf_reserve(&b, 100000);
+    CHECK(!b.oom && b.sb.alloc >= 100000);
+    const char *at = b.sb.data;
+    for (int i = 0; i < 2000; i++) {
+        mp_put_u64(&a, (uint64_t)i * 977);
+        mp_put_str(&a, "payload-bytes-", 14);
+        mp_put_u64(&b, (uint64_t)i * 977);
+        mp_put_str(&b, "payload-bytes-", 14);
+    }
+    CHECK(b.sb.data == at && !b.oom);
+    CHECK(a.sb.size == b.sb.size && memcmp(a.sb.data, b.sb.data, a.sb.size) == 0);
+    mp_buf_reserve(&b, 10);     /* room enough: nothing moves */
+    CHECK(b.sb.data == at);
+    mp_buf_reserve(&b, SIZE_MAX);
+    CHECK(b.oom);
+    uint8_t *out = NULL;
+    size_t n = 0;
+    CHECK(mp_buf_take(&b, &out, &n) == SX_ENOMEM && out == NULL);
+    mp_buf_free(&a);
+    mp_buf_free(&b);
+}
+
 int main(void)
 {
+    reserve();
     optional_field();
     optional_u64();
     roundtrip_query();
