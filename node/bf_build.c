@@ -815,7 +815,7 @@ int bf_build(st_part *p, const sx_catalog *cat, const cat_table *t,
         s.resume_n = 0;
         uint64_t ts = sx_mono_us();
 
-        rc = st_kscan(p, s.snap, lo, lo_n, hi, hi_n, false, bf_visit, &s);
+        rc = st_ksweep(p, s.snap, lo, lo_n, hi, hi_n, bf_visit, &s);
         s.us_scan += sx_mono_us() - ts;
         if (rc == 0 && s.resume_n == 0) {
             /* scanned to the end: while the snapshot lives leveldb's

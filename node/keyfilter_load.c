@@ -71,8 +71,8 @@ static int load_range(kf_loader *l)
         }
         l->chunk_full = false;
         l->in_chunk = 0;
-        rc = first ? ldb_scan_nocache(l->db, r->lo, r->lo_n, r->hi, r->hi_n, load_visit, l)
-                   : ldb_scan_nocache(l->db, l->last, l->last_n, r->hi, r->hi_n, load_visit, l);
+        rc = first ? ldb_scan_nocache(l->db, NULL, r->lo, r->lo_n, r->hi, r->hi_n, load_visit, l)
+                   : ldb_scan_nocache(l->db, NULL, l->last, l->last_n, r->hi, r->hi_n, load_visit, l);
     }
     return rc;
 }

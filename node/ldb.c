@@ -458,8 +458,8 @@ int ldb_scan(ldb *d, const leveldb_snapshot_t *snap, const void *lo, size_t lo_n
     return scan_opts(d, snap, lo, lo_n, hi, hi_n, desc, true, fn, arg);
 }
 
-int ldb_scan_nocache(ldb *d, const void *lo, size_t lo_n, const void *hi, size_t hi_n,
-                     ldb_visit fn, void *arg)
+int ldb_scan_nocache(ldb *d, const leveldb_snapshot_t *snap, const void *lo, size_t lo_n,
+                     const void *hi, size_t hi_n, ldb_visit fn, void *arg)
 {
-    return scan_opts(d, NULL, lo, lo_n, hi, hi_n, false, false, fn, arg);
+    return scan_opts(d, snap, lo, lo_n, hi, hi_n, false, false, fn, arg);
 }

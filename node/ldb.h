@@ -116,8 +116,9 @@ int ldb_scan(ldb *d, const leveldb_snapshot_t *snap, const void *lo, size_t lo_n
              const void *hi, size_t hi_n, bool desc, ldb_visit fn, void *arg);
 
 /* As ldb_scan, ascending, without filling the block cache (a one-time
- * sweep over much of the store must not evict what the workload reads). */
-int ldb_scan_nocache(ldb *d, const void *lo, size_t lo_n, const void *hi, size_t hi_n,
-                     ldb_visit fn, void *arg);
+ * sweep over much of the store must not evict what the workload reads,
+ * nor grow the cache's memory with blocks read once). */
+int ldb_scan_nocache(ldb *d, const leveldb_snapshot_t *snap, const void *lo, size_t lo_n,
+                     const void *hi, size_t hi_n, ldb_visit fn, void *arg);
 
 #endif

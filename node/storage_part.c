@@ -74,8 +74,10 @@ static int kscan_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *v,
     return ks->fn(ks->arg, k + ST_PFX_LEN, kn - ST_PFX_LEN, v, vn);
 }
 
-int st_kscan(st_part *p, const leveldb_snapshot_t *snap, const void *lo, size_t lo_n,
-             const void *hi, size_t hi_n, bool desc, ldb_visit fn, void *arg)
+/* st_kscan (fill_cache) and st_ksweep (neither desc nor fill_cache). */
+static int kscan_range(st_part *p, const leveldb_snapshot_t *snap, const void *lo, size_t lo_n,
+                       const void *hi, size_t hi_n, bool desc, bool fill_cache, ldb_visit fn,
+                       void *arg)
 {
     uint8_t l[ST_PFX_LEN + ST_KEY_MAX], h[ST_PFX_LEN + ST_KEY_MAX];
     size_t hn = ST_PFX_LEN + hi_n;
@@ -92,7 +94,22 @@ int st_kscan(st_part *p, const leveldb_snapshot_t *snap, const void *lo, size_t 
         else
             sx_put_be64(h, p->id + 1);
     }
+    if (!fill_cache)
+        return ldb_scan_nocache(p->store->db, snap, l, ST_PFX_LEN + lo_n, h, hn, kscan_visit,
+                                &ks);
     return ldb_scan(p->store->db, snap, l, ST_PFX_LEN + lo_n, h, hn, desc, kscan_visit, &ks);
+}
+
+int st_kscan(st_part *p, const leveldb_snapshot_t *snap, const void *lo, size_t lo_n,
+             const void *hi, size_t hi_n, bool desc, ldb_visit fn, void *arg)
+{
+    return kscan_range(p, snap, lo, lo_n, hi, hi_n, desc, true, fn, arg);
+}
+
+int st_ksweep(st_part *p, const leveldb_snapshot_t *snap, const void *lo, size_t lo_n,
+              const void *hi, size_t hi_n, ldb_visit fn, void *arg)
+{
+    return kscan_range(p, snap, lo, lo_n, hi, hi_n, false, false, fn, arg);
 }
 
 int st_kput(st_part *p, leveldb_writebatch_t *b, const void *k, size_t kn,

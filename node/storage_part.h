@@ -113,6 +113,8 @@ void st_part_close(st_part *p);
  * st_kget: as ldb_get (0, SX_ENOTFOUND, SX_EIO, SX_ENOMEM; *val malloc'd).
  * st_kscan: as ldb_scan over [lo, hi) of the partition (hi_n 0: to the end
  * of the partition's keys); the visitor sees local keys.
+ * st_ksweep: as st_kscan, ascending, without filling the block cache
+ * (ldb_scan_nocache): for a sweep over the whole partition, a backfill's.
  * st_kput / st_kdel: add a put / delete to batch b (SX_EINVAL for a key
  * longer than ST_KEY_MAX, else 0). */
 #define ST_KEY_MAX (ST_FACT_KEY_MAX + 1)
@@ -120,6 +122,8 @@ int st_kget(st_part *p, const leveldb_snapshot_t *snap, const void *k, size_t kn
             uint8_t **val, size_t *vn);
 int st_kscan(st_part *p, const leveldb_snapshot_t *snap, const void *lo, size_t lo_n,
              const void *hi, size_t hi_n, bool desc, ldb_visit fn, void *arg);
+int st_ksweep(st_part *p, const leveldb_snapshot_t *snap, const void *lo, size_t lo_n,
+              const void *hi, size_t hi_n, ldb_visit fn, void *arg);
 int st_kput(st_part *p, leveldb_writebatch_t *b, const void *k, size_t kn,
             const void *v, size_t vn);
 int st_kdel(st_part *p, leveldb_writebatch_t *b, const void *k, size_t kn);

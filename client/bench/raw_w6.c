@@ -154,7 +154,7 @@ static void *w6_thread(void *arg)
     if (w->phase == 0)
         w->rc = w6_load(w);
     else if (w->phase == 1)
-        w->rc = ldb_scan_nocache(w->st, "", 0, NULL, 0, w6_visit, w);
+        w->rc = ldb_scan_nocache(w->st, NULL, "", 0, NULL, 0, w6_visit, w);
     else
         w->rc = w6_write(w);
     return NULL;
