@@ -18,6 +18,7 @@
 #include "config.h"
 #include "serve.h"
 #include "hash.h"
+#include "heap.h"
 #include "link_auth.h"
 #include "log.h"
 #include "node.h"
@@ -188,6 +189,7 @@ int main(int argc, char **argv)
     char logpath[4096];
     int self = -1, rc;
 
+    sx_heap_tune();
     rc = parse_args(argc, argv, &c);
     if (rc >= 0)
         return rc;

@@ -18,6 +18,7 @@
 #include "router.h"
 #include "config.h"
 #include "hash.h"
+#include "heap.h"
 #include "link_auth.h"
 #include "log.h"
 #include "net.h"
@@ -148,6 +149,7 @@ int main(int argc, char **argv)
     sigset_t sigs;
     int rc, self = -1;
 
+    sx_heap_tune();
     rc = parse_args(argc, argv, &o);
     if (rc == 1) {
         usage(stdout);

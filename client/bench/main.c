@@ -29,7 +29,7 @@
 #include <unistd.h>
 #include "bench.h"
 #include "data.h"
-#include "../cli/heap.h"
+#include "heap.h"   /* proto/ */
 
 typedef struct opts {
     const char *router, *table, *name;

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
-#include "heap.h"
+#include "heap.h"   /* proto/ */
 
 static const char *USAGE =
     "usage: shardex [-r URL[,URL...]] [--timeout MS] [--tls DIR] COMMAND [ARGS] [--help]\n"
