@@ -1,7 +1,7 @@
 /*
  * index_apply.c — I_APPLY on one index partition: request validation, group
- * commit (concurrent batches from many sources share one synced leveldb
- * WriteBatch), and the apply rules of index_rules.h against stored entries.
+ * commit (concurrent batches from many sources share one leveldb
+ * WriteBatch and one log sync), and the apply rules of index_rules.h against stored entries.
  *
  * Group commit: a request is validated on the thread that received it and
  * queued; the partition's committer thread takes the queued ops (bounded),
@@ -9,9 +9,10 @@
  * queue order, then
  * applies the records sorted by key (stable: one key's records keep queue
  * order, so the outcome is queue order's) with an in-memory overlay so
- * later records in the group see earlier ones, writes one synced batch
- * (entries, tombstone records, watermarks, counters), publishes the new
- * state and answers every op of the group: an asynchronous one through its
+ * later records in the group see earlier ones, writes one batch (entries,
+ * tombstone records, watermarks, counters) and then fsyncs the logs (the
+ * entries visible to readers during the sync, the index lag without it:
+ * write_group), publishes the new state and answers every op of the group: an asynchronous one through its
  * callback (the index node's deferred I_APPLY: no worker thread sleeps
  * through the sync, and no leader/follower hand-off), a synchronous one by
  * waking its caller.
@@ -357,12 +358,15 @@ static int put_watermarks(group_ctx *g)
 /* Under apply_mu: writes a group's batch b (index_part.h) and returns 0 or
  * the write's error. A group of build records only (lazy) is written
  * unsynced, the marker file created durably before the first one after a
- * seal; any other group is written synced, and with seal (a seal in the
- * group and the marker there) every log is then fsynced and the marker
- * removed, *seal_rc telling how that went: a seal that fails does not fail
- * the group's other requests, whose batch is durable. After a failed log
- * sync (p->seal_broken) every seal fails, and ldb refuses every later
- * write, until the node restarts (index_part.h). */
+ * seal. Any other group is written, then every log fsynced before this
+ * returns: on disk that is what leveldb's synced write does (append, then
+ * sync), but the entries reach the memtable first, so eventual and verified
+ * readers see them while the sync runs (the index lag no longer includes
+ * it); nothing is acknowledged, and no watermark published, before it
+ * returns. The sync covers the build records written before (the marker's
+ * seal: with seal, it is then removed, *seal_rc telling how that went). A
+ * failed sync fails the group and every seal after it (p->seal_broken), and
+ * ldb refuses every later write until the node restarts (index_part.h). */
 static int write_group(ix_part *p, leveldb_writebatch_t *b, bool lazy, bool seal,
                        int *seal_rc)
 {
@@ -371,19 +375,14 @@ static int write_group(ix_part *p, leveldb_writebatch_t *b, bool lazy, bool seal
 
     *seal_rc = 0;
     if (!lazy || p->seal_broken) {
-        rc = ldb_write_sync(p->db, b);
+        rc = ldb_write_lazy(p->db, b);
+        if (rc == 0 && (rc = ldb_sync_logs(p->db, &synced)) != 0) {
+            p->seal_broken = true;      /* fail-stop: see index_part.h */
+            LOG_ERROR("index p%llu: syncing the logs failed: this partition takes no more "
+                      "writes until the node restarts", (unsigned long long)p->id);
+        }
         if (rc != 0 || !seal)
             return rc;
-        if (p->seal_broken) {
-            *seal_rc = SX_EIO;
-            return 0;
-        }
-        if ((*seal_rc = ldb_sync_logs(p->db, &synced)) != 0) {
-            p->seal_broken = true;      /* fail-stop: see index_part.h */
-            LOG_ERROR("index p%llu: syncing the logs failed: no build can be sealed here "
-                      "until the node restarts", (unsigned long long)p->id);
-            return 0;
-        }
         if ((*seal_rc = ldb_marker_clear(p->unsealed)) != 0)
             return 0;
         p->build_open = false;

@@ -9,8 +9,11 @@
  *   'W' | source part id (8)         -> [watermark u64, hw_seen u64]
  *   'C'                              -> [entries u64, tombstones u64]
  * where index-local key = index id (4) | tuple. Every change (entries,
- * tombstone records, watermarks, counters) is written in one synced batch,
- * but for a group of build records only (I_BUILD, msg.h): those are
+ * tombstone records, watermarks, counters) is written in one batch whose
+ * log is fsynced before any of it is acknowledged or its watermarks
+ * published (written unsynced, then every log synced: the bytes leveldb's
+ * synced write leaves on disk, but readers see the entries while the sync
+ * runs), but for a group of build records only (I_BUILD, msg.h): those are
  * written unsynced once the marker file DATA/p<ID>.unsealed exists
  * (created durably before the first of them), and a seal (an I_BUILD
  * without records, sent by each building source at its end) fsyncs every
@@ -28,9 +31,8 @@
  * every later write, seals included, until the node restarts (ldb.h: the
  * kernel may have dropped the pages it could not write, and a failed
  * write may have left a torn record that nothing may follow; only a
- * restart and the rebuilds it causes make that safe); a seal that fails
- * fails alone, not the other requests of its group, whose batch was
- * written synced before the logs' sync.
+ * restart and the rebuilds it causes make that safe); a seal's sync is its
+ * group's, so a failed one fails the group's every request.
  *
  * Locking: apply_mu serialises writers (the committer and the collectors
  * of tombstones and of dropped indexes); state_mu guards the published watermarks, hw_seen
@@ -41,7 +43,7 @@
  * Applies run on the partition's committer thread (ix_part_open starts it,
  * ix_part_close stops it): I_APPLYs are validated on the thread that
  * received them and queued; the committer takes everything queued
- * (bounded), applies it as one synced group and answers each request.
+ * (bounded), applies it as one group, synced, and answers each request.
  */
 #ifndef SX_INDEX_PART_H
 #define SX_INDEX_PART_H
