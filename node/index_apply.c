@@ -366,7 +366,10 @@ static int put_watermarks(group_ctx *g)
  * returns. The sync covers the build records written before (the marker's
  * seal: with seal, it is then removed, *seal_rc telling how that went). A
  * failed sync fails the group and every seal after it (p->seal_broken), and
- * ldb refuses every later write until the node restarts (index_part.h). */
+ * ldb refuses every later write until the node restarts (index_part.h); the
+ * failed group's entries stay readable until then (its watermarks are not
+ * published, so no strong read and no source counts on them; verified
+ * reads check every hit against its fact). */
 static int write_group(ix_part *p, leveldb_writebatch_t *b, bool lazy, bool seal,
                        int *seal_rc)
 {

@@ -63,8 +63,11 @@ int ldb_write_lazy(ldb *d, leveldb_writebatch_t *b);
  * away from (when a memtable fills) — its data is durable only once that
  * memtable is flushed to a table, which is synced, and then the log is
  * deleted (a log that vanished between the listing and its fsync is
- * skipped for that reason). Returns 0 or SX_EIO (logged); *synced counts
- * the logs fsynced. */
+ * skipped for that reason). Each log is opened anew to be synced, so an
+ * earlier write-back error of its pages is reported here only by kernels
+ * that report it to every descriptor (Linux 4.16 and later; Debian 12's
+ * 6.1 does). Returns 0 or SX_EIO (logged); *synced counts the logs
+ * fsynced. Index partitions sync every group this way (index_apply.c). */
 int ldb_sync_logs(ldb *d, unsigned *synced);
 
 /* Whether every write and log sync through d so far succeeded: false once
