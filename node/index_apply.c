@@ -9,13 +9,20 @@
  * queue order, then
  * applies the records sorted by key (stable: one key's records keep queue
  * order, so the outcome is queue order's) with an in-memory overlay so
- * later records in the group see earlier ones, writes one batch (entries,
- * tombstone records, watermarks, counters) and then fsyncs the logs (the
- * entries visible to readers during the sync, the index lag without it:
- * write_group), publishes the new state and answers every op of the group: an asynchronous one through its
- * callback (the index node's deferred I_APPLY: no worker thread sleeps
- * through the sync, and no leader/follower hand-off), a synchronous one by
- * waking its caller.
+ * later records in the group see earlier ones, and writes one batch
+ * (entries, tombstone records, watermarks, counters). A group of I_APPLYs
+ * only is written unsynced and handed to the syncer thread, which fsyncs
+ * the logs once for all it was handed meanwhile, publishes the state the
+ * last of them reached and answers their ops, while the committer goes on
+ * with the next group (pipelined group commit: a slow sync holds up no
+ * entry's visibility, only acknowledgements); ops that asked for it
+ * (early) are answered right after the write. Any other group is written
+ * and synced by the committer itself once the syncer holds nothing
+ * (write_group), and answered by it. Either way the entries are visible to
+ * readers during the sync, and an op is answered through its callback
+ * (the index node's deferred I_APPLY: no worker thread sleeps through the
+ * sync, and no leader/follower hand-off) or, synchronous, by waking its
+ * caller.
  * The committer keeps its WriteBatch (emptied) from one large group to the
  * next, and frees it after a small one (COMMIT_KEEP_MIN_RECORDS).
  *
@@ -54,6 +61,8 @@ typedef struct ix_apply_op {
     bool build;                 /* I_BUILD: m->upto is the source's head at */
     bool stale;                 /* build refused: the source's watermark passed at */
     bool seal;                  /* an I_BUILD without records */
+    bool early;                 /* answer once written (I_APPLY's early) */
+    bool gap;                   /* refused: its after is past the watermark */
     int src;                    /* position in p->src */
     int err;
     uint64_t wm;
@@ -62,6 +71,17 @@ typedef struct ix_apply_op {
     bool done;                  /* guarded by q_mu */
     struct ix_apply_op *next;
 } ix_apply_op;
+
+/* A group the committer wrote and handed to the syncer: the ops to
+ * answer once it is synced, and the state the partition reaches with it
+ * (published then). */
+typedef struct ix_written {
+    ix_apply_op *ops;           /* not answered yet (not early) */
+    uint64_t *wm, *hw;          /* p->nsrc each (one allocation) */
+    uint64_t entries, tombstones;
+    uint64_t nrec, apply_us, write_us;  /* for the committer's figures */
+    struct ix_written *next;
+} ix_written;
 
 /* ---- validation ---- */
 
@@ -277,7 +297,10 @@ static int rec_cmp(const void *a, const void *b)
  * *nref) and moves the source's watermark past them, in queue order. An
  * I_BUILD's records are all collected, and move nothing, unless the
  * source's watermark is already past the head they were checked at: then
- * a later write's records came first, and none of them is (op->stale). */
+ * a later write's records came first, and none of them is (op->stale).
+ * An I_APPLY whose after is past the source's watermark is refused whole
+ * (op->gap): records it follows were applied once and lost before their
+ * sync (a restart); the source resends from what was synced. */
 static void collect_op(group_ctx *g, ix_apply_op *op, rec_ref *refs, size_t *nref)
 {
     ix_part *p = g->p;
@@ -291,6 +314,11 @@ static void collect_op(group_ctx *g, ix_apply_op *op, rec_ref *refs, size_t *nre
             refs[*nref] = (rec_ref){ m, i, (uint32_t)*nref };
             (*nref)++;
         }
+        op->wm = p->work_wm[s];
+        return;
+    }
+    if (m->after > p->work_wm[s]) {     /* records it follows were lost */
+        op->gap = true;
         op->wm = p->work_wm[s];
         return;
     }
@@ -355,19 +383,20 @@ static int put_watermarks(group_ctx *g)
     return 0;
 }
 
-/* Under apply_mu: writes a group's batch b (index_part.h) and returns 0 or
- * the write's error. A group of build records only (lazy) is written
- * unsynced, the marker file created durably before the first one after a
- * seal. Any other group is written, then every log fsynced before this
- * returns: on disk that is what leveldb's synced write does (append, then
- * sync), but the entries reach the memtable first, so eventual and verified
- * readers see them while the sync runs (the index lag no longer includes
- * it); nothing is acknowledged, and no watermark published, before it
- * returns. The sync covers the build records written before (the marker's
- * seal: with seal, it is then removed, *seal_rc telling how that went). A
- * failed sync fails the group and every seal after it (p->seal_broken), and
- * ldb refuses every later write until the node restarts (index_part.h); the
- * failed group's entries stay readable until then (its watermarks are not
+/* Under apply_mu, with the syncer holding nothing: writes a group's batch
+ * b (index_part.h) and returns 0 or the write's error. A group of build
+ * records only (lazy) is written unsynced, the marker file created durably
+ * before the first one after a seal. Any other group is written, then
+ * every log fsynced before this returns: on disk that is what leveldb's
+ * synced write does (append, then sync), but the entries reach the
+ * memtable first, so eventual and verified readers see them while the
+ * sync runs (the index lag no longer includes it); nothing is
+ * acknowledged, and no watermark published, before it returns. The sync
+ * covers the build records written before (the marker's seal: with seal,
+ * it is then removed, *seal_rc telling how that went). A failed sync fails
+ * the group and every seal after it (p->seal_broken), and ldb refuses
+ * every later write until the node restarts (index_part.h); the failed
+ * group's entries stay readable until then (its watermarks are not
  * published, so no strong read and no source counts on them; verified
  * reads check every hit against its fact). */
 static int write_group(ix_part *p, leveldb_writebatch_t *b, bool lazy, bool seal,
@@ -377,10 +406,10 @@ static int write_group(ix_part *p, leveldb_writebatch_t *b, bool lazy, bool seal
     int rc;
 
     *seal_rc = 0;
-    if (!lazy || p->seal_broken) {
+    if (!lazy || __atomic_load_n(&p->seal_broken, __ATOMIC_ACQUIRE)) {
         rc = ldb_write_lazy(p->db, b);
         if (rc == 0 && (rc = ldb_sync_logs(p->db, &synced)) != 0) {
-            p->seal_broken = true;      /* fail-stop: see index_part.h */
+            __atomic_store_n(&p->seal_broken, true, __ATOMIC_RELEASE);  /* fail-stop */
             LOG_ERROR("index p%llu: syncing the logs failed: this partition takes no more "
                       "writes until the node restarts", (unsigned long long)p->id);
         }
@@ -404,31 +433,200 @@ static int write_group(ix_part *p, leveldb_writebatch_t *b, bool lazy, bool seal
     return rc;
 }
 
-/* Applies the ops of group (n records in all) in one batch, synced unless
- * it holds build records only (write_group), and publishes the state.
- * Sets every op's err. Takes apply_mu. The batch is
- * *wb, created when NULL, else emptied: the committer keeps it across
- * large groups, so a build does not regrow (copy and fault in) a batch of
- * MiBs for every group. */
-static void run_group(ix_part *p, ix_apply_op *group, size_t nrec, leveldb_writebatch_t **wb)
+/* Publishes a state the partition reached (its synced groups'): the
+ * nsrc watermarks and hw_seen values, and the counters. */
+static void publish(ix_part *p, const uint64_t *wm, const uint64_t *hw, uint64_t entries,
+                    uint64_t tombstones)
 {
-    unsigned long long t0 = sx_mono_us(), t1, t2;
+    pthread_mutex_lock(&p->state_mu);
+    memcpy(p->wm, wm, sizeof(uint64_t) * (size_t)p->nsrc);
+    memcpy(p->hw, hw, sizeof(uint64_t) * (size_t)p->nsrc);
+    p->entries = entries;
+    p->tombstones = tombstones;
+    pthread_mutex_unlock(&p->state_mu);
+}
+
+/* ---- the syncer ---- */
+
+void ix_sync_drain(ix_part *p)
+{
+    pthread_mutex_lock(&p->sync_mu);
+    while (p->w_head != NULL || p->syncer_busy)
+        pthread_cond_wait(&p->drained_cv, &p->sync_mu);
+    pthread_mutex_unlock(&p->sync_mu);
+}
+
+/* Hands written group w to the syncer. */
+static void sync_hand(ix_part *p, ix_written *w)
+{
+    pthread_mutex_lock(&p->sync_mu);
+    if (p->w_tail != NULL)
+        p->w_tail->next = w;
+    else
+        p->w_head = w;
+    p->w_tail = w;
+    pthread_cond_signal(&p->sync_cv);
+    pthread_mutex_unlock(&p->sync_mu);
+}
+
+/* Under apply_mu, after a written group: a record of it for the syncer,
+ * with the state it reached (p->work_*), ops to answer after the sync and
+ * the group's timings. NULL when out of memory. */
+static ix_written *written_new(ix_part *p, ix_apply_op *ops, uint64_t nrec,
+                               uint64_t apply_us, uint64_t write_us)
+{
+    size_t n = (size_t)p->nsrc;
+    ix_written *w = calloc(1, sizeof(*w));
+
+    if (w == NULL)
+        return NULL;
+    w->wm = malloc(2 * (n ? n : 1) * sizeof(uint64_t));
+    if (w->wm == NULL) {
+        free(w);
+        return NULL;
+    }
+    w->hw = w->wm + n;
+    memcpy(w->wm, p->work_wm, n * sizeof(uint64_t));
+    memcpy(w->hw, p->work_hw, n * sizeof(uint64_t));
+    w->entries = p->work_entries;
+    w->tombstones = p->work_tombstones;
+    w->ops = ops;
+    w->nrec = nrec;
+    w->apply_us = apply_us;
+    w->write_us = write_us;
+    return w;
+}
+
+static void finish_group(ix_part *p, ix_apply_op *group);
+
+/* Syncs the logs once for the written groups of list (in the order they
+ * were written), publishes the state the last one reached and answers
+ * their ops. A failed sync fails them all and every later group (the
+ * partition's leveldb refuses writes from then on: index_part.h). */
+static void sync_groups(ix_part *p, ix_written *list)
+{
+    unsigned long long t0 = sx_mono_us(), us;
+    unsigned synced = 0, skipped;
+    uint64_t nrec = 0, apply_us = 0, write_us = 0;
+    ix_written *w, *last = list, *nx;
+    int rc, groups = 0;
+
+    rc = __atomic_load_n(&p->seal_broken, __ATOMIC_ACQUIRE) ? SX_EIO
+                                                            : ldb_sync_logs(p->db, &synced);
+    us = sx_mono_us() - t0;
+    if (rc != 0 && !__atomic_exchange_n(&p->seal_broken, true, __ATOMIC_ACQ_REL))
+        LOG_ERROR("index p%llu: syncing the logs failed: this partition takes no more "
+                  "writes until the node restarts", (unsigned long long)p->id);
+    for (w = list; w != NULL; w = w->next) {
+        last = w;
+        nrec += w->nrec;
+        apply_us += w->apply_us;
+        write_us += w->write_us;
+        groups++;
+    }
+    if (rc == 0) {
+        publish(p, last->wm, last->hw, last->entries, last->tombstones);
+        cstats_add(&p->commits, nrec, apply_us, write_us + us);
+    }
+    if (us >= SX_SLOW_MS * 1000ull && sx_ratelimit_ok(&p->slow_sync, 1000, &skipped))
+        LOG_WARN("index p%llu: slow sync: %llu ms for %d groups of %llu records (%u more "
+                 "slow syncs since the last report)", (unsigned long long)p->id, us / 1000,
+                 groups, (unsigned long long)nrec, skipped);
+    for (w = list; w != NULL; w = nx) {
+        nx = w->next;
+        for (ix_apply_op *op = w->ops; op != NULL; op = op->next)
+            op->err = rc;
+        finish_group(p, w->ops);
+        free(w->wm);
+        free(w);
+    }
+}
+
+static void *syncer_main(void *arg)
+{
+    ix_part *p = arg;
+
+    sx_thread_name("sx-ix-sync");
+
+    pthread_mutex_lock(&p->sync_mu);
+    for (;;) {
+        if (p->w_head == NULL) {
+            p->syncer_busy = false;
+            pthread_cond_broadcast(&p->drained_cv);
+            if (p->syncer_quit)
+                break;
+            pthread_cond_wait(&p->sync_cv, &p->sync_mu);
+            continue;
+        }
+        ix_written *list = p->w_head;
+
+        p->w_head = p->w_tail = NULL;
+        p->syncer_busy = true;
+        pthread_mutex_unlock(&p->sync_mu);
+        sync_groups(p, list);
+        pthread_mutex_lock(&p->sync_mu);
+    }
+    pthread_mutex_unlock(&p->sync_mu);
+    return NULL;
+}
+
+/* ---- the committer ---- */
+
+/* Whether group may be written unsynced and left to the syncer: I_APPLYs
+ * only, on a partition whose syncs have not failed. */
+static bool group_pipelined(ix_part *p, const ix_apply_op *group)
+{
+    if (__atomic_load_n(&p->seal_broken, __ATOMIC_ACQUIRE))
+        return false;
+    for (const ix_apply_op *op = group; op != NULL; op = op->next)
+        if (op->build)
+            return false;
+    return true;
+}
+
+/* Under apply_mu: makes p->work_* the published state when they are not
+ * the last written one (first group, or after a failure or a collector);
+ * the syncer then holds nothing. */
+static void work_load(ix_part *p)
+{
+    if (p->work_valid)
+        return;
+    ix_sync_drain(p);
+    pthread_mutex_lock(&p->state_mu);
+    memcpy(p->work_wm, p->wm, sizeof(uint64_t) * (size_t)p->nsrc);
+    memcpy(p->work_hw, p->hw, sizeof(uint64_t) * (size_t)p->nsrc);
+    p->work_entries = p->entries;
+    p->work_tombstones = p->tombstones;
+    pthread_mutex_unlock(&p->state_mu);
+    p->work_valid = true;
+}
+
+/* Applies the ops of group (n records in all) in one batch and writes
+ * it: unsynced, handed to the syncer (group_pipelined), or else synced
+ * here and published. Sets the err of every op it answers, and returns
+ * those ops (the caller answers them: finish_group); the syncer answers
+ * the others. Takes apply_mu. The batch is *wb, created when NULL, else
+ * emptied: the committer keeps it across large groups, so a build does
+ * not regrow (copy and fault in) a batch of MiBs for every group. */
+static ix_apply_op *run_group(ix_part *p, ix_apply_op *group, size_t nrec,
+                              leveldb_writebatch_t **wb)
+{
+    unsigned long long t0 = sx_mono_us(), t1 = t0, t2 = t0;
     unsigned skipped;
     group_ctx g;
-    ix_apply_op *op;
-    bool lazy = true, seal = false;
+    ix_apply_op *op, *nx, *now = NULL, *later = NULL, **now_end = &now, **later_end = &later;
+    bool lazy = true, seal = false, piped = group_pipelined(p, group), wrote = false;
     int rc, seal_rc = 0;
 
     memset(&g, 0, sizeof(g));
     g.p = p;
     mp_buf_init(&g.vb);
     pthread_mutex_lock(&p->apply_mu);
-    pthread_mutex_lock(&p->state_mu);
-    memcpy(p->work_wm, p->wm, sizeof(uint64_t) * (size_t)p->nsrc);
-    memcpy(p->work_hw, p->hw, sizeof(uint64_t) * (size_t)p->nsrc);
-    g.entries = p->entries;
-    g.tombstones = p->tombstones;
-    pthread_mutex_unlock(&p->state_mu);
+    if (!piped)
+        ix_sync_drain(p);       /* marker, seals and syncs keep their order */
+    work_load(p);
+    g.entries = p->work_entries;
+    g.tombstones = p->work_tombstones;
     memset(p->work_dirty, 0, sizeof(bool) * (size_t)p->nsrc);
 
     if (*wb == NULL)
@@ -444,39 +642,74 @@ static void run_group(ix_part *p, ix_apply_op *group, size_t nrec, leveldb_write
         seal = seal || op->seal;
     }
     seal = seal && p->build_open;   /* nothing unsealed: a seal is a no-op */
-    if (rc == 0 && g.changes == 0 && !seal)
-        goto unlock;            /* e.g. repeated heartbeats: nothing to sync */
-    if (rc == 0)
+    if (rc == 0 && (g.changes > 0 || seal)) {   /* e.g. repeated heartbeats: nothing */
         rc = put_watermarks(&g);
-    if (rc == 0)
-        rc = ix_put_counts(g.b, g.entries, g.tombstones);
-    t1 = sx_mono_us();
-    if (rc == 0)
-        rc = write_group(p, g.b, lazy, seal, &seal_rc);
-    t2 = sx_mono_us();
-    if (rc == 0)
-        cstats_add(&p->commits, nrec, t1 - t0, t2 - t1);
-    if (t2 - t0 >= SX_SLOW_MS * 1000ull && sx_ratelimit_ok(&p->slow, 1000, &skipped))
-        LOG_WARN("index p%llu: slow group: %zu records, apply %llu ms, write %llu ms "
-                 "(%u more slow groups since the last report)", (unsigned long long)p->id,
-                 nrec, (t1 - t0) / 1000, (t2 - t1) / 1000, skipped);
+        if (rc == 0)
+            rc = ix_put_counts(g.b, g.entries, g.tombstones);
+        t1 = sx_mono_us();
+        if (rc == 0)
+            rc = piped ? ldb_write_lazy(p->db, g.b) : write_group(p, g.b, lazy, seal, &seal_rc);
+        t2 = sx_mono_us();
+        wrote = rc == 0;
+        if (t2 - t0 >= SX_SLOW_MS * 1000ull && sx_ratelimit_ok(&p->slow, 1000, &skipped))
+            LOG_WARN("index p%llu: slow group: %zu records, apply %llu ms, write %llu ms "
+                     "(%u more slow groups since the last report)", (unsigned long long)p->id,
+                     nrec, (t1 - t0) / 1000, (t2 - t1) / 1000, skipped);
+    }
     if (rc == 0) {
-        pthread_mutex_lock(&p->state_mu);
-        memcpy(p->wm, p->work_wm, sizeof(uint64_t) * (size_t)p->nsrc);
-        memcpy(p->hw, p->work_hw, sizeof(uint64_t) * (size_t)p->nsrc);
-        p->entries = g.entries;
-        p->tombstones = g.tombstones;
-        pthread_mutex_unlock(&p->state_mu);
+        p->work_entries = g.entries;
+        p->work_tombstones = g.tombstones;
+        if (!piped && wrote) {
+            cstats_add(&p->commits, nrec, t1 - t0, t2 - t1);
+            publish(p, p->work_wm, p->work_hw, g.entries, g.tombstones);
+        }
     } else {
         LOG_ERROR("index p%llu: apply group failed: %s", (unsigned long long)p->id,
                   sx_strerror(rc));
+        p->work_valid = false;  /* the next group starts from what is published */
     }
-unlock:
-    pthread_mutex_unlock(&p->apply_mu);
     for (op = group; op != NULL; op = op->next)
-        op->err = rc != 0 ? rc : op->seal ? seal_rc : op->stale ? SX_EUNAVAIL : 0;
+        op->err = rc != 0 ? rc : op->gap || op->stale ? SX_EUNAVAIL : op->seal ? seal_rc : 0;
+    /* Pipelined: ops answered now are the early ones and the refused ones;
+     * the rest wait for the sync of this group (and of what it follows). */
+    for (op = group; op != NULL; op = nx) {
+        nx = op->next;
+        op->next = NULL;
+        if (!piped || rc != 0 || op->early || op->err != 0) {
+            *now_end = op;
+            now_end = &op->next;
+        } else {
+            *later_end = op;
+            later_end = &op->next;
+        }
+    }
+    if (piped && rc == 0 && (wrote || later != NULL)) {
+        ix_written *w = written_new(p, later, nrec, t1 - t0, t2 - t1);
+
+        if (w != NULL) {
+            sync_hand(p, w);
+        } else {                /* no memory for it: synced and answered here */
+            unsigned synced = 0;
+            int src;
+
+            ix_sync_drain(p);   /* what it follows first */
+            src = __atomic_load_n(&p->seal_broken, __ATOMIC_ACQUIRE)
+                      ? SX_EIO : ldb_sync_logs(p->db, &synced);
+            if (src == 0) {
+                publish(p, p->work_wm, p->work_hw, g.entries, g.tombstones);
+            } else {
+                __atomic_store_n(&p->seal_broken, true, __ATOMIC_RELEASE);
+                p->work_valid = false;
+            }
+            for (op = later; op != NULL; op = op->next)
+                op->err = src;
+            *now_end = later;
+        }
+    }
+    pthread_mutex_unlock(&p->apply_mu);
     free(g.ov.s);
     mp_buf_free(&g.vb);
+    return now;
 }
 
 /* Takes a bounded prefix of the queue (at least one op). Needs q_mu. */
@@ -502,7 +735,12 @@ static ix_apply_op *take_group(ix_part *p, size_t *nrec)
 /* The one-line reason op failed. */
 static void op_errmsg(const ix_apply_op *op, char *msg, size_t n)
 {
-    if (op->stale)
+    if (op->gap)
+        snprintf(msg, n, "records out of order: this partition holds the source's records "
+                 "up to %llu, these follow %llu (records it had applied were lost before "
+                 "their sync, in a restart): resend from what was synced",
+                 (unsigned long long)op->wm, (unsigned long long)op->m->after);
+    else if (op->stale)
         snprintf(msg, n, "build records refused: the source's watermark %llu is past "
                  "the head %llu they were read at (a later write came first)",
                  (unsigned long long)op->wm, (unsigned long long)op->m->upto);
@@ -514,24 +752,32 @@ static void op_errmsg(const ix_apply_op *op, char *msg, size_t n)
         snprintf(msg, n, "apply failed: %s", sx_strerror(op->err));
 }
 
-/* Answers the ops of a group run_group has finished: callbacks first (an
- * op with one is freed here), then the synchronous callers, which may
- * return (and drop their op) as soon as they see done. */
+/* Answers the ops of group (their err set): callbacks first (an op with
+ * one is freed here), each told how far its source is synced now, then
+ * the synchronous callers, which may return (and drop their op) as soon
+ * as they see done. */
 static void finish_group(ix_part *p, ix_apply_op *group)
 {
     ix_apply_op *waiting = NULL, *o, *nx;
-    char msg[200];
+    char msg[300];
 
     for (o = group; o != NULL; o = nx) {
+        uint64_t synced = 0;
+
         nx = o->next;
         if (o->cb == NULL) {
             o->next = waiting;
             waiting = o;
             continue;
         }
-        if (o->err != 0)
+        if (o->err != 0) {
             op_errmsg(o, msg, sizeof(msg));
-        o->cb(o->cb_arg, o->err, o->wm, o->err != 0 ? msg : "");
+        } else {
+            pthread_mutex_lock(&p->state_mu);
+            synced = p->wm[o->src];
+            pthread_mutex_unlock(&p->state_mu);
+        }
+        o->cb(o->cb_arg, o->err, o->wm, synced, o->err != 0 ? msg : "");
         free(o);
     }
     if (waiting == NULL)
@@ -566,8 +812,7 @@ static void *committer_main(void *arg)
         ix_apply_op *g = take_group(p, &nrec);
 
         pthread_mutex_unlock(&p->q_mu);
-        run_group(p, g, nrec, &wb);
-        finish_group(p, g);
+        finish_group(p, run_group(p, g, nrec, &wb));
         if (wb != NULL && nrec < COMMIT_KEEP_MIN_RECORDS) {
             leveldb_writebatch_destroy(wb);     /* small groups: its memory back */
             wb = NULL;
@@ -582,6 +827,9 @@ static void *committer_main(void *arg)
 
 int ix_committer_start(ix_part *p)
 {
+    if (pthread_create(&p->syncer, NULL, syncer_main, p) != 0)
+        return SX_EINTERNAL;
+    p->syncer_started = true;
     if (pthread_create(&p->committer, NULL, committer_main, p) != 0)
         return SX_EINTERNAL;
     p->committer_started = true;
@@ -598,11 +846,19 @@ void ix_committer_stop(ix_part *p)
     if (p->committer_started)
         pthread_join(p->committer, NULL);
     p->committer_started = false;
+    pthread_mutex_lock(&p->sync_mu);   /* it syncs and answers what it holds */
+    p->syncer_quit = true;
+    pthread_cond_signal(&p->sync_cv);
+    pthread_mutex_unlock(&p->sync_mu);
+    if (p->syncer_started)
+        pthread_join(p->syncer, NULL);
+    p->syncer_started = false;
 }
 
-/* Validates m and queues op for it; see ix_part_apply_start. */
+/* Validates m and queues op for it, answered once written when early (an
+ * I_APPLY asking for it); see ix_part_apply_start. */
 static int enqueue(ix_part *p, ix_apply_op *op, const msg_I_APPLY_req *m, bool build,
-                   char *err, size_t errlen)
+                   bool early, char *err, size_t errlen)
 {
     int rc = validate(p, m, build, &op->src, err, errlen);
 
@@ -611,6 +867,7 @@ static int enqueue(ix_part *p, ix_apply_op *op, const msg_I_APPLY_req *m, bool b
     op->m = m;
     op->build = build;
     op->seal = build && op_records(m, build) == 0;
+    op->early = early && !build;
     pthread_mutex_lock(&p->q_mu);
     if (p->stopping) {
         pthread_mutex_unlock(&p->q_mu);
@@ -639,7 +896,7 @@ int ix_part_apply_start(ix_part *p, const msg_I_APPLY_req *m, bool build, ix_app
         return fail(err, errlen, SX_ENOMEM, "out of memory");
     op->cb = cb;
     op->cb_arg = arg;
-    rc = enqueue(p, op, m, build, err, errlen);
+    rc = enqueue(p, op, m, build, m->early != 0, err, errlen);
     if (rc != 0)
         free(op);
     return rc;
@@ -652,7 +909,7 @@ int ix_part_apply(ix_part *p, const msg_I_APPLY_req *m, bool build, uint64_t *wm
     int rc;
 
     memset(&op, 0, sizeof(op));
-    rc = enqueue(p, &op, m, build, err, errlen);
+    rc = enqueue(p, &op, m, build, false, err, errlen);    /* answered once synced */
     if (rc != 0)
         return rc;
     pthread_mutex_lock(&p->q_mu);

@@ -86,15 +86,16 @@ static void build_view(const msg_I_BUILD_req *b, msg_I_APPLY_req *a)
 }
 
 /* Encodes the reply of an applied I_APPLY or (t == MSG_I_BUILD) I_BUILD:
- * the source's watermark wm, and an I_BUILD's node epoch. */
-static int apply_rep(msg_type t, uint64_t wm, uint64_t epoch, mp_buf *out)
+ * the source's watermark wm, and an I_APPLY's synced one or an I_BUILD's
+ * node epoch. */
+static int apply_rep(msg_type t, uint64_t wm, uint64_t synced, uint64_t epoch, mp_buf *out)
 {
     if (t == MSG_I_BUILD) {
         msg_I_BUILD_rep rep = { .watermark = wm, .epoch = epoch };
 
         return msg_encode_rep(t, &rep, out);
     }
-    msg_I_APPLY_rep rep = { .watermark = wm };
+    msg_I_APPLY_rep rep = { .watermark = wm, .synced = synced };
 
     return msg_encode_rep(t, &rep, out);
 }
@@ -118,7 +119,7 @@ static void apply_sync(ix_node *nd, msg_type t, const msg_I_APPLY_req *m, mp_buf
         msg_encode_err(t, rc, err, out);
         return;
     }
-    if (apply_rep(t, wm, nd->epoch, out) != 0 || out->oom) {
+    if (apply_rep(t, wm, wm, nd->epoch, out) != 0 || out->oom) {   /* synced: waited */
         mp_buf_free(out);
         mp_buf_init(out);
         msg_encode_err(t, SX_ENOMEM, "out of memory", out);
@@ -445,7 +446,7 @@ static void deferred_free(ix_deferred *d)
     free(d);
 }
 
-static void deferred_done(void *arg, int err, uint64_t wm, const char *msg)
+static void deferred_done(void *arg, int err, uint64_t wm, uint64_t synced, const char *msg)
 {
     ix_deferred *d = arg;
     mp_buf out;
@@ -456,7 +457,7 @@ static void deferred_done(void *arg, int err, uint64_t wm, const char *msg)
                  (unsigned long long)d->m.source, msg);
         msg_encode_err(d->t, err, msg, &out);
     } else {
-        if (apply_rep(d->t, wm, d->epoch, &out) != 0 || out.oom) {
+        if (apply_rep(d->t, wm, synced, d->epoch, &out) != 0 || out.oom) {
             mp_buf_free(&out);
             mp_buf_init(&out);
             msg_encode_err(d->t, SX_ENOMEM, "out of memory", &out);

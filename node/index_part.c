@@ -81,6 +81,8 @@ int ix_commit_removal(ix_part *p, leveldb_writebatch_t *b, uint64_t live, uint64
     uint64_t entries, tombstones;
     int rc;
 
+    ix_sync_drain(p);          /* the counters of every written group published */
+    p->work_valid = false;     /* the committer's next group starts from these */
     ix_part_state(p, &entries, &tombstones, NULL, NULL);
     entries = entries >= live ? entries - live : 0;
     tombstones = tombstones >= tombs ? tombstones - tombs : 0;
@@ -316,6 +318,9 @@ int ix_part_open(const sx_config *cfg, const cfg_part *cp, const char *data_dir,
     pthread_mutex_init(&p->q_mu, NULL);
     pthread_cond_init(&p->commit_cv, NULL);
     pthread_cond_init(&p->done_cv, NULL);
+    pthread_mutex_init(&p->sync_mu, NULL);
+    pthread_cond_init(&p->sync_cv, NULL);
+    pthread_cond_init(&p->drained_cv, NULL);
     if (snprintf(path, sizeof(path), "%s/p%llu", data_dir,
                  (unsigned long long)cp->id) >= (int)sizeof(path)) {
         rc = SX_EINVAL;
@@ -373,7 +378,8 @@ bool ix_part_close(ix_part *p)
     /* a clean stop seals what a build left unsealed: the next open then
      * needs neither the lenient recovery nor the recount, and the node
      * keeps its epoch, so the builds go on (ix_epoch.h) */
-    if (p->build_open && !p->seal_broken && ldb_sync_logs(p->db, &synced) == 0 &&
+    if (p->build_open && !__atomic_load_n(&p->seal_broken, __ATOMIC_ACQUIRE) &&
+        ldb_sync_logs(p->db, &synced) == 0 &&
         ldb_marker_clear(p->unsealed) == 0)
         p->build_open = false;
     /* a failed write or sync may have lost unsealed records even where a
@@ -397,6 +403,9 @@ bool ix_part_close(ix_part *p)
     pthread_mutex_destroy(&p->q_mu);
     pthread_cond_destroy(&p->commit_cv);
     pthread_cond_destroy(&p->done_cv);
+    pthread_mutex_destroy(&p->sync_mu);
+    pthread_cond_destroy(&p->sync_cv);
+    pthread_cond_destroy(&p->drained_cv);
     free(p);
     return sealed;
 }

@@ -10,8 +10,8 @@
  *   'C'                              -> [entries u64, tombstones u64]
  * where index-local key = index id (4) | tuple. Every change (entries,
  * tombstone records, watermarks, counters) is written in one batch whose
- * log is fsynced before any of it is acknowledged or its watermarks
- * published (written unsynced, then every log synced: the bytes leveldb's
+ * log is fsynced before any of it is acknowledged as durable or its
+ * watermarks published (written unsynced, then every log synced: the bytes leveldb's
  * synced write leaves on disk, but readers see the entries while the sync
  * runs), but for a group of build records only (I_BUILD, msg.h): those are
  * written unsynced once the marker file DATA/p<ID>.unsealed exists
@@ -36,14 +36,26 @@
  *
  * Locking: apply_mu serialises writers (the committer and the collectors
  * of tombstones and of dropped indexes); state_mu guards the published watermarks, hw_seen
- * and counters (written only by an apply_mu holder after a successful sync,
- * read by anyone); q_mu guards the apply queue and the committer's flags,
- * commit_cv wakes the committer, done_cv wakes synchronous callers.
+ * and counters (written after a successful sync, by an apply_mu holder or
+ * by the syncer, read by anyone); q_mu guards the apply queue and the
+ * committer's flags, commit_cv wakes the committer, done_cv wakes
+ * synchronous callers; sync_mu guards the syncer's queue and flags.
  *
  * Applies run on the partition's committer thread (ix_part_open starts it,
  * ix_part_close stops it): I_APPLYs are validated on the thread that
  * received them and queued; the committer takes everything queued
- * (bounded), applies it as one group, synced, and answers each request.
+ * (bounded), applies it as one group and writes it. A group of I_APPLYs
+ * only is written unsynced and handed to the partition's syncer thread,
+ * which fsyncs the logs once for every group handed over meanwhile, then
+ * publishes the last one's state and answers their requests; the
+ * committer goes on with the next group during that sync (pipelined group
+ * commit, since session 28: a slow sync no longer holds up the next
+ * group's entries, so the index lag does not include it). A request that
+ * asked to be answered early (I_APPLY's early, msg.h) is answered right
+ * after its group's write, with what is synced so far. Any other group
+ * (build records, a seal, a partition whose sync failed), and a collector,
+ * first waits for the syncer to finish what it holds (ix_sync_drain), so
+ * the marker file, seals and counters keep their order.
  */
 #ifndef SX_INDEX_PART_H
 #define SX_INDEX_PART_H
@@ -71,6 +83,7 @@
 #define IX_MAX_DBKEY (1 + 8 + IX_MAX_LOCAL)
 
 struct ix_apply_op;
+struct ix_written;
 
 typedef struct ix_part {
     uint64_t id;
@@ -86,12 +99,17 @@ typedef struct ix_part {
     uint64_t entries, tombstones;
 
     pthread_mutex_t apply_mu;  /* one writer at a time */
-    uint64_t *work_wm, *work_hw;   /* committer scratch, guarded by apply_mu */
+    uint64_t *work_wm, *work_hw;   /* the last written state (apply_mu): */
+    uint64_t work_entries, work_tombstones;    /* ahead of the published one
+                                                * by the groups the syncer holds */
+    bool work_valid;           /* (apply_mu) work_* hold it; false: copy the
+                                * published state (nothing held) first */
     bool *work_dirty;
     char *unsealed;            /* the marker file's path (index_part.h) */
     bool build_open;           /* the marker exists (apply_mu): build
                                 * records may sit in unsynced logs */
-    bool seal_broken;          /* a log sync failed (apply_mu): no more seals */
+    bool seal_broken;          /* a log sync failed: no more seals, no more
+                                * pipelined groups (atomic access) */
     bool recovered;            /* opened with the marker there: unsealed
                                 * records may have been lost (immutable) */
     uint64_t lazy_groups, seals, logs_synced;  /* committer; atomic reads:
@@ -107,6 +125,15 @@ typedef struct ix_part {
     bool committer_quit;
     bool stopping;             /* no more applies are queued */
     sx_ratelimit slow;         /* committer only: slow-group warnings */
+    pthread_mutex_t sync_mu;   /* guards the syncer's queue and flags */
+    pthread_cond_t sync_cv;    /* the syncer: groups to sync, or quit */
+    pthread_cond_t drained_cv; /* the syncer holds nothing */
+    struct ix_written *w_head, *w_tail;    /* written, not yet synced */
+    pthread_t syncer;
+    bool syncer_started;
+    bool syncer_busy;          /* syncing groups it took off the queue */
+    bool syncer_quit;
+    sx_ratelimit slow_sync;    /* syncer only: slow-sync warnings */
     commit_stats commits;      /* the committer's figures, for status */
     struct keyfilter *kf;      /* absent-key filter over entry keys (NULL: none);
                                 * the committer skips the read of a key it
@@ -159,21 +186,28 @@ size_t ix_tkey(uint8_t *k, uint64_t version, const uint8_t *local, size_t ln);
 /* Appends the counters record 'C' to batch b. Returns 0 or SX_ENOMEM. */
 int ix_put_counts(leveldb_writebatch_t *b, uint64_t entries, uint64_t tombstones);
 
-/* Under apply_mu: writes batch b, which deletes `live` entries and `tombs`
+/* Under apply_mu: waits for the syncer to finish the groups it holds
+ * (ix_sync_drain), writes batch b, which deletes `live` entries and `tombs`
  * tombstones, synced with the counters lowered to match, then publishes
  * the counters. Returns 0, SX_ENOMEM or SX_EIO (nothing published). */
 int ix_commit_removal(ix_part *p, leveldb_writebatch_t *b, uint64_t live, uint64_t tombs);
 
-/* How an asynchronous apply ends: err 0 and the source's watermark wm, or
- * an sx_err with a one-line reason msg (borrowed for the call). */
-typedef void (*ix_apply_cb)(void *arg, int err, uint64_t wm, const char *msg);
+/* How an asynchronous apply ends: err 0, the source's watermark wm (what
+ * is applied) and synced (what of it is durable: wm, unless the request
+ * asked to be answered early), or an sx_err with a one-line reason msg
+ * (borrowed for the call). */
+typedef void (*ix_apply_cb)(void *arg, int err, uint64_t wm, uint64_t synced,
+                            const char *msg);
 
 /* Starts I_APPLY for this partition (index_apply.c), or with build an
  * I_BUILD (m is then the I_BUILD's fields: msg.h): validates the request
  * against the partition (keys, ranges, lists, source) and queues it for the
  * committer, which applies it in a group (synced, except a group of build
  * records only: see the layout above) and then calls cb(arg, ...) exactly
- * once, on the committer thread. An I_BUILD whose source's watermark is
+ * once, on the committer thread or the syncer's: once the group is synced,
+ * or (an I_APPLY with early set) once it is written. An I_APPLY whose
+ * after is past the source's watermark applies nothing and fails with
+ * SX_EUNAVAIL. An I_BUILD whose source's watermark is
  * past m->upto by then applies nothing and fails with SX_EUNAVAIL; one
  * without records (a seal) is answered once every build record applied
  * before it is durable. Returns 0 when queued; otherwise
@@ -183,18 +217,25 @@ typedef void (*ix_apply_cb)(void *arg, int err, uint64_t wm, const char *msg);
 int ix_part_apply_start(ix_part *p, const msg_I_APPLY_req *m, bool build, ix_apply_cb cb,
                         void *arg, char *err, size_t errlen);
 
-/* ix_part_apply_start, then waits until the group holding the request is
- * written: returns 0 with *wm set to the source's watermark, or an sx_err
- * with a one-line reason in err[errlen]. Thread-safe. */
+/* ix_part_apply_start (never early: m->early is ignored), then waits until
+ * the group holding the request is written and synced (or, for build
+ * records only, written): returns 0 with *wm set to the source's
+ * watermark, or an sx_err with a one-line reason in err[errlen].
+ * Thread-safe. */
 int ix_part_apply(ix_part *p, const msg_I_APPLY_req *m, bool build, uint64_t *wm,
                   char *err, size_t errlen);
 
-/* Starts and stops the partition's committer thread (ix_part_open and
- * ix_part_close call them). Stopping first applies and answers everything
- * queued; applies started afterwards fail with SX_EUNAVAIL. Returns 0 or
- * SX_EINTERNAL. */
+/* Starts and stops the partition's committer and syncer threads
+ * (ix_part_open and ix_part_close call them). Stopping first applies,
+ * syncs and answers everything queued; applies started afterwards fail
+ * with SX_EUNAVAIL. Returns 0 or SX_EINTERNAL. */
 int ix_committer_start(ix_part *p);
 void ix_committer_stop(ix_part *p);
+
+/* Waits until the syncer has synced, published and answered every group
+ * handed to it. Under apply_mu (so that no group is handed over meanwhile);
+ * the syncer never takes apply_mu. */
+void ix_sync_drain(ix_part *p);
 
 /* Serves I_RANGE (index_read.c): live entries of one index in [lo, hi)
  * (index-local keys; empty hi = to the end of lo's index id), ascending or

@@ -14,14 +14,22 @@
  * The round's I_APPLYs (one per source partition) go to the destination's
  * node together, in one write on the node's link (net_call_all over the
  * node's peer): the index node reads them as one burst and commits them in
- * one synced group, instead of one group per partition. For
- * each I_APPLY that succeeded the shipper hands the shipped records'
- * deletion to its partition (the next synced group carries it, or, once
- * the partition's head has not moved for SHIP_IDLE_MS, the shipper writes
- * it; a lost deletion only causes a redelivery the index ignores) and
- * records the acknowledged watermark. A stream whose I_APPLY (or outbox
- * read) failed is retried from the same seq after its own delay, while
- * the others go on.
+ * one group, instead of one group per partition.
+ *
+ * Each I_APPLY asks to be answered early: once its records are applied
+ * (readable), before their sync; the reply says how far the stream's
+ * records are synced. So a slow sync at the index holds up no round (the
+ * index lag does not include it, since session 28): the next round may
+ * leave at once, and carries `after`, the seq its records follow, which
+ * the index refuses while its watermark is below it (records it had
+ * applied were lost before their sync, in a restart). The shipper keeps
+ * each answered round's outbox keys until a reply says they are synced,
+ * then hands their deletion to the partition (the next synced group
+ * carries it, or, once the partition's head has not moved for
+ * SHIP_IDLE_MS, the shipper writes it; a lost deletion only causes a
+ * redelivery the index ignores) and records the synced watermark
+ * (`acked`). A stream whose I_APPLY (or outbox read) failed is retried,
+ * after its own delay, from what is known synced, while the others go on.
  *
  * Each (destination, partition) stream stays in seq order: the thread has
  * one round in flight at a time.
@@ -47,6 +55,10 @@
 _Static_assert(OB_CHUNK_MAX_RECORDS <= SHIP_BATCH, "a chunk fits in one batch");
 #define SHIP_MAX_BYTES (4u << 20)
 #define SHIP_IDLE_MS 1000
+/* A stream whose answered records are not known synced asks again (a
+ * heartbeat's reply says how far they are) after this long without a
+ * round, so that a burst's outbox records leave soon after it ends. */
+#define SHIP_SYNCED_MS 50
 /* A partition whose head has not moved for this long gets its version
  * high-water raised to the clock before a heartbeat (st_hw_advance): one
  * tiny synced write per idle partition this often (and one at each index
@@ -79,11 +91,22 @@ typedef struct ship_batch {
     bool complete;
 } ship_batch;
 
+/* An answered round's records not known synced at the destination yet:
+ * the keys of their outbox values, deleted once they are. */
+typedef struct ship_pend {
+    uint64_t upto;            /* the round's upto */
+    uint32_t n;               /* records */
+    uint32_t nkeys;
+    uint64_t *keys;
+} ship_pend;
+
 /* One stream: a partition's queue for one destination. */
 typedef struct ship_src {
     st_part *p;
-    uint64_t acked;           /* guarded by p->mu */
+    uint64_t acked;           /* synced at the destination; guarded by p->mu */
     uint64_t next_seq;        /* shipping thread only, from here on */
+    ship_pend *pend;          /* answered rounds not synced yet, oldest first */
+    int npend, pend_cap;
     uint64_t last_ms;         /* when this stream last shipped */
     uint64_t seen_head;       /* the partition's head when last looked at */
     uint64_t head_ms;         /* when that head was first seen */
@@ -297,6 +320,8 @@ static int src_prepare(ship_src *c, uint64_t dest)
     c->rq.source = p->id;
     c->rq.upto = b->complete ? head : b->keys[b->nkeys - 1];
     c->rq.hw = b->complete ? hw : 0;
+    c->rq.after = c->next_seq > 0 ? c->next_seq - 1 : 0;
+    c->rq.early = 1;
     mp_buf_init(&req);
     rc = msg_encode_req(MSG_I_APPLY, &c->rq, &req);
     if (rc == 0)
@@ -318,20 +343,87 @@ static void src_backoff(ship_src *c)
     c->retry_ms = (uint64_t)sx_mono_ms() + (uint64_t)c->backoff_ms;
 }
 
-/* Stream c's reply: on success hands the shipped records' deletion to the
- * partition (st_shipped_add), publishes the new ack and moves next_seq on.
- * Returns 0 or the call's error. */
+/* Keeps the keys of the round stream c just had answered until the
+ * destination reports them synced. Returns 0 or SX_ENOMEM. */
+static int pend_push(ship_src *c)
+{
+    const ship_batch *b = &c->b;
+    ship_pend *e;
+
+    if (b->n == 0 && b->nkeys == 0)
+        return 0;
+    if (c->npend == c->pend_cap) {
+        int cap = c->pend_cap ? 2 * c->pend_cap : 8;
+        ship_pend *np = realloc(c->pend, (size_t)cap * sizeof(*np));
+
+        if (np == NULL)
+            return SX_ENOMEM;
+        c->pend = np;
+        c->pend_cap = cap;
+    }
+    e = &c->pend[c->npend];
+    e->keys = malloc((b->nkeys ? b->nkeys : 1) * sizeof(uint64_t));
+    if (e->keys == NULL)
+        return SX_ENOMEM;
+    memcpy(e->keys, b->keys, b->nkeys * sizeof(uint64_t));
+    e->nkeys = b->nkeys;
+    e->n = b->n;
+    e->upto = c->rq.upto;
+    c->npend++;
+    return 0;
+}
+
+/* The destination has stream c's records synced up to synced: hands the
+ * deletion of the answered rounds it covers to the partition and records
+ * the synced watermark. */
+static void pend_settle(ship_dest *d, ship_src *c, uint64_t synced)
+{
+    st_part *p = c->p;
+    uint64_t gone = 0;
+    int k = 0;
+
+    for (; k < c->npend && c->pend[k].upto <= synced; k++) {
+        st_shipped_add(p, d->dest->id, c->pend[k].keys, c->pend[k].nkeys);
+        gone += c->pend[k].n;
+        free(c->pend[k].keys);
+    }
+    if (k > 0) {
+        memmove(c->pend, c->pend + k, (size_t)(c->npend - k) * sizeof(*c->pend));
+        c->npend -= k;
+    }
+    pthread_mutex_lock(&p->mu);
+    if (synced > c->acked)
+        c->acked = synced;
+    p->outbox = p->outbox >= gone ? p->outbox - gone : 0;
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* Forgets stream c's answered rounds that are not known synced (their
+ * records stay in the outbox, and are read again). */
+static void pend_drop(ship_src *c)
+{
+    for (int k = 0; k < c->npend; k++)
+        free(c->pend[k].keys);
+    c->npend = 0;
+}
+
+/* Stream c's reply: on success keeps the shipped records' keys until they
+ * are synced (pend_push), settles what the reply says is synced and moves
+ * next_seq on; on failure the stream goes back to what is known synced:
+ * the records after it are read and sent again (the index ignores those
+ * it has), once its delay is over. Returns 0 or the call's error. */
 static int src_finish(ship_dest *d, ship_src *c, const net_job *j)
 {
     st_part *p = c->p;
-    const ship_batch *b = &c->b;
     msg_I_APPLY_rep rep;
-    char emsg[160] = "";
+    char emsg[300] = "";
     int rc = j->err;
 
     memset(&rep, 0, sizeof(rep));
     if (rc == 0)
         rc = msg_decode_rep(MSG_I_APPLY, j->resp, j->resp_n, &rep, emsg, sizeof(emsg));
+    if (rc == 0 && (rc = pend_push(c)) != 0)
+        snprintf(emsg, sizeof(emsg), "keeping the shipped records' keys");
     if (rc != 0) {
         if (c->backoff_ms == 0)
             LOG_WARN("shipper %llu -> %llu: I_APPLY failed: %s%s%s (retrying)",
@@ -339,16 +431,13 @@ static int src_finish(ship_dest *d, ship_src *c, const net_job *j)
                      sx_strerror(rc), emsg[0] ? ": " : "", emsg);
         src_backoff(c);
         msg_free_rep(MSG_I_APPLY, &rep);
+        pend_drop(c);
+        pthread_mutex_lock(&p->mu);
+        c->next_seq = c->acked > 0 ? c->acked + 1 : 0;
+        pthread_mutex_unlock(&p->mu);
         return rc;
     }
-    st_shipped_add(p, d->dest->id, b->keys, b->nkeys);
-    pthread_mutex_lock(&p->mu);
-    if (c->rq.upto > c->acked)
-        c->acked = c->rq.upto;
-    if (rep.watermark > c->acked)
-        c->acked = rep.watermark;
-    p->outbox = p->outbox >= b->n ? p->outbox - b->n : 0;
-    pthread_mutex_unlock(&p->mu);
+    pend_settle(d, c, rep.synced);
     msg_free_rep(MSG_I_APPLY, &rep);
     c->next_seq = c->rq.upto + 1;
     c->last_ms = (uint64_t)sx_mono_ms();
@@ -378,18 +467,20 @@ static void slow_round(ship_dest *d, int nsrc, uint32_t n, uint64_t t0, uint64_t
              (unsigned long long)(t2 - t1), (unsigned long long)(t3 - t2), skipped);
 }
 
-/* Whether stream c has something to say now: records or a head past its
- * ack, or a heartbeat due (idle for SHIP_IDLE_MS), unless it waits out a
- * failure's delay. Adds its pending count to *pending and lowers *next to
- * the time it becomes due, when it is not. */
+/* Whether stream c has something to say now: records or a head past what
+ * it sent, a round answered but not known synced for SHIP_SYNCED_MS (its
+ * reply says whether it is now), or a heartbeat due (idle for
+ * SHIP_IDLE_MS), unless it waits out a failure's delay. Adds its pending
+ * count to *pending and lowers *next to the time it becomes due, when it
+ * is not. */
 static bool src_due(ship_src *c, uint64_t now, uint64_t *pending, uint64_t *next)
 {
     st_part *p = c->p;
-    uint64_t head, acked, at;
+    uint64_t head, sent = c->next_seq > 0 ? c->next_seq - 1 : 0, at;
+    uint64_t idle = c->npend > 0 ? SHIP_SYNCED_MS : SHIP_IDLE_MS;
 
     pthread_mutex_lock(&p->mu);
     head = p->head;
-    acked = c->acked;
     pthread_mutex_unlock(&p->mu);
     if (head != c->seen_head) {
         c->seen_head = head;
@@ -397,13 +488,13 @@ static bool src_due(ship_src *c, uint64_t now, uint64_t *pending, uint64_t *next
     }
     if (now < c->retry_ms) {
         at = c->retry_ms;
-    } else if (head > acked) {
-        *pending += head - acked;
+    } else if (head > sent) {
+        *pending += head - sent;
         return true;
-    } else if (now >= c->last_ms + SHIP_IDLE_MS) {
+    } else if (now >= c->last_ms + idle) {
         return true;
     } else {
-        at = c->last_ms + SHIP_IDLE_MS;
+        at = c->last_ms + idle;
     }
     if (at < *next)
         *next = at;
@@ -617,6 +708,8 @@ static void ship_free(ship *s)
         for (int k = 0; d->src && k < s->nparts; k++) {
             src_clear(&d->src[k]);
             bytes_free(&d->src[k].b.vals);
+            pend_drop(&d->src[k]);
+            free(d->src[k].pend);
         }
         free(d->src);
         free(d->jobs);

@@ -138,10 +138,23 @@ enum { OUT_PUT = 0, OUT_DEL = 1 };
 #define MSG_S_HEADS_REQ(F, T)
 #define MSG_S_HEADS_REP(F, T) F(T, U64S, parts) F(T, U64S, heads)
 
-#define MSG_I_APPLY_REQ(F, T) F(T, U64, part) F(T, U64, source) F(T, U64, upto) F(T, U64, hw) \
-    F(T, U64S, seqs) F(T, U64S, kinds) F(T, U64S, versions) F(T, BINS, keys)            \
-    F(T, U64S, hashes) F(T, RAWS, projs)
-#define MSG_I_APPLY_REP(F, T) F(T, U64, watermark)
+/* A stream's records for one index partition (the fields I_BUILD shares),
+ * then (since session 28) after and early:
+ *   after  the seq the records follow: the partition refuses the request
+ *          (SX_EUNAVAIL, applying nothing) while its watermark for the
+ *          source is below it, i.e. when records it had applied were lost
+ *          (a restart before their sync); 0 (or absent) checks nothing;
+ *   early  1: answer once the records are applied (readable), before
+ *          their sync; the reply's synced then says how far the source's
+ *          records are durable, and only those may leave the outbox.
+ *          0 (or absent): answer once they are synced.
+ * The reply: the source's watermark (applied), and synced (durable; equal
+ * to watermark for a request answered after its sync). */
+#define MSG_I_APPLY_FIELDS(F, T) F(T, U64, part) F(T, U64, source) F(T, U64, upto)      \
+    F(T, U64, hw) F(T, U64S, seqs) F(T, U64S, kinds) F(T, U64S, versions)               \
+    F(T, BINS, keys) F(T, U64S, hashes) F(T, RAWS, projs)
+#define MSG_I_APPLY_REQ(F, T) MSG_I_APPLY_FIELDS(F, T) F(T, OU64, after) F(T, OU64, early)
+#define MSG_I_APPLY_REP(F, T) F(T, U64, watermark) F(T, OU64, synced)
 
 /* A backfill's records, sent by the building storage partition itself
  * rather than through its outbox: I_APPLY's fields, with upto = the
@@ -158,7 +171,7 @@ enum { OUT_PUT = 0, OUT_DEL = 1 };
  * builds again (the restarted node may have lost unsealed rounds). seals
  * must be 1: the sender promises to seal (an older sender, which lacks
  * the field, cannot be decoded: its builds fail until it is upgraded). */
-#define MSG_I_BUILD_REQ(F, T) MSG_I_APPLY_REQ(F, T) F(T, U64, seals)
+#define MSG_I_BUILD_REQ(F, T) MSG_I_APPLY_FIELDS(F, T) F(T, U64, seals)
 #define MSG_I_BUILD_REP(F, T) F(T, U64, watermark) F(T, U64, epoch)
 
 #define MSG_I_RANGE_REQ(F, T) F(T, U64, part) F(T, BIN, lo) F(T, BIN, hi) F(T, U64, desc) F(T, U64, limit)
