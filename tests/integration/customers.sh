@@ -153,8 +153,18 @@ pass "status: committers report $sgroups storage groups ($sops ops), $iops index
 # Every daemon names its threads (top -H, perf, gdb show them).
 names() { cat /proc/"$(cat "$IT_DIR/pids/$1.pid")"/task/*/comm 2>/dev/null | sort -u | tr '\n' ' '; }
 for want in "s1 sx-commit" "s1 sx-ship" "s1 sx-leveldb" "s1 sx-worker" "i1 sx-ix-commit" \
-            "i1 sx-leveldb" "$IT_ROUTER_PROC sx-fibers"; do
+            "i1 sx-ix-sync" "i1 sx-leveldb" "$IT_ROUTER_PROC sx-fibers"; do
     set -- $want
     grep -qw -- "$2" <<<"$(names "$1")" || fail "$1 has no thread named $2: $(names "$1")"
 done
 pass "threads named: s1: $(names s1)"
+
+# Shipped records leave the outboxes once the index partitions report them
+# synced (I_APPLY's synced: the shippers are answered before the sync, and
+# delete only what a later answer says is durable).
+outboxes_empty() {
+    sx status --json | jq -e '[.nodes[] | select(.role == "storage") | .status.partitions[].outbox]
+                              | length > 0 and all(. == 0)'
+}
+wait_for "every storage partition's outbox empty" 30 outboxes_empty
+pass "outboxes empty: every shipped record was deleted once synced at its index partition"
