@@ -78,6 +78,7 @@ typedef struct ix_apply_op {
 typedef struct ix_written {
     ix_apply_op *ops;           /* not answered yet (not early) */
     uint64_t *wm, *hw;          /* p->nsrc each (one allocation) */
+    uint64_t *s;                /* the last 'S' record's watermarks as of it */
     uint64_t entries, tombstones;
     uint64_t nrec, apply_us, write_us;  /* for the committer's figures */
     struct ix_written *next;
@@ -434,13 +435,17 @@ static int write_group(ix_part *p, leveldb_writebatch_t *b, bool lazy, bool seal
 }
 
 /* Publishes a state the partition reached (its synced groups'): the
- * nsrc watermarks and hw_seen values, and the counters. */
+ * nsrc watermarks and hw_seen values, the counters and, when dur is not
+ * NULL, the watermarks of the last 'S' record now known synced (what
+ * answers report as synced: index_part.h). */
 static void publish(ix_part *p, const uint64_t *wm, const uint64_t *hw, uint64_t entries,
-                    uint64_t tombstones)
+                    uint64_t tombstones, const uint64_t *dur)
 {
     pthread_mutex_lock(&p->state_mu);
     memcpy(p->wm, wm, sizeof(uint64_t) * (size_t)p->nsrc);
     memcpy(p->hw, hw, sizeof(uint64_t) * (size_t)p->nsrc);
+    if (dur != NULL)
+        memcpy(p->dur_wm, dur, sizeof(uint64_t) * (size_t)p->nsrc);
     p->entries = entries;
     p->tombstones = tombstones;
     pthread_mutex_unlock(&p->state_mu);
@@ -480,14 +485,16 @@ static ix_written *written_new(ix_part *p, ix_apply_op *ops, uint64_t nrec,
 
     if (w == NULL)
         return NULL;
-    w->wm = malloc(2 * (n ? n : 1) * sizeof(uint64_t));
+    w->wm = malloc(3 * (n ? n : 1) * sizeof(uint64_t));
     if (w->wm == NULL) {
         free(w);
         return NULL;
     }
     w->hw = w->wm + n;
+    w->s = w->hw + n;
     memcpy(w->wm, p->work_wm, n * sizeof(uint64_t));
     memcpy(w->hw, p->work_hw, n * sizeof(uint64_t));
+    memcpy(w->s, p->s_wm, n * sizeof(uint64_t));
     w->entries = p->work_entries;
     w->tombstones = p->work_tombstones;
     w->ops = ops;
@@ -525,7 +532,7 @@ static void sync_groups(ix_part *p, ix_written *list)
         groups++;
     }
     if (rc == 0) {
-        publish(p, last->wm, last->hw, last->entries, last->tombstones);
+        publish(p, last->wm, last->hw, last->entries, last->tombstones, last->s);
         cstats_add(&p->commits, nrec, apply_us, write_us + us);
     }
     if (us >= SX_SLOW_MS * 1000ull && sx_ratelimit_ok(&p->slow_sync, 1000, &skipped))
@@ -616,6 +623,9 @@ static ix_apply_op *run_group(ix_part *p, ix_apply_op *group, size_t nrec,
     group_ctx g;
     ix_apply_op *op, *nx, *now = NULL, *later = NULL, **now_end = &now, **later_end = &later;
     bool lazy = true, seal = false, piped = group_pipelined(p, group), wrote = false;
+    bool s_moved = false;
+    size_t ns = (size_t)p->nsrc;
+    uint64_t *snap = NULL;      /* the published state: ns watermarks, ns hw_seen */
     int rc, seal_rc = 0;
 
     memset(&g, 0, sizeof(g));
@@ -624,6 +634,8 @@ static ix_apply_op *run_group(ix_part *p, ix_apply_op *group, size_t nrec,
     pthread_mutex_lock(&p->apply_mu);
     if (!piped)
         ix_sync_drain(p);       /* marker, seals and syncs keep their order */
+    if (__atomic_load_n(&p->seal_broken, __ATOMIC_ACQUIRE))
+        p->work_valid = false;  /* what the failed sync held is not published */
     work_load(p);
     g.entries = p->work_entries;
     g.tombstones = p->work_tombstones;
@@ -642,8 +654,21 @@ static ix_apply_op *run_group(ix_part *p, ix_apply_op *group, size_t nrec,
         seal = seal || op->seal;
     }
     seal = seal && p->build_open;   /* nothing unsealed: a seal is a no-op */
-    if (rc == 0 && (g.changes > 0 || seal)) {   /* e.g. repeated heartbeats: nothing */
+    /* the 'S' record follows the published state (index_part.h) */
+    if (rc == 0 && (snap = malloc(2 * (ns ? ns : 1) * sizeof(uint64_t))) == NULL)
+        rc = SX_ENOMEM;
+    if (rc == 0) {
+        pthread_mutex_lock(&p->state_mu);
+        memcpy(snap, p->wm, ns * sizeof(uint64_t));
+        memcpy(snap + ns, p->hw, ns * sizeof(uint64_t));
+        pthread_mutex_unlock(&p->state_mu);
+        s_moved = memcmp(snap, p->s_wm, ns * sizeof(uint64_t)) != 0 ||
+                  memcmp(snap + ns, p->s_hw, ns * sizeof(uint64_t)) != 0;
+    }
+    if (rc == 0 && (g.changes > 0 || seal || s_moved)) {   /* repeated heartbeats: nothing */
         rc = put_watermarks(&g);
+        if (rc == 0 && s_moved)
+            rc = ix_put_synced(p, g.b, snap, snap + ns);
         if (rc == 0)
             rc = ix_put_counts(g.b, g.entries, g.tombstones);
         t1 = sx_mono_us();
@@ -659,9 +684,13 @@ static ix_apply_op *run_group(ix_part *p, ix_apply_op *group, size_t nrec,
     if (rc == 0) {
         p->work_entries = g.entries;
         p->work_tombstones = g.tombstones;
-        if (!piped && wrote) {
+        if (wrote && s_moved) {
+            memcpy(p->s_wm, snap, ns * sizeof(uint64_t));
+            memcpy(p->s_hw, snap + ns, ns * sizeof(uint64_t));
+        }
+        if (!piped && wrote) {  /* synced here, with everything before, unless lazy */
             cstats_add(&p->commits, nrec, t1 - t0, t2 - t1);
-            publish(p, p->work_wm, p->work_hw, g.entries, g.tombstones);
+            publish(p, p->work_wm, p->work_hw, g.entries, g.tombstones, lazy ? NULL : p->s_wm);
         }
     } else {
         LOG_ERROR("index p%llu: apply group failed: %s", (unsigned long long)p->id,
@@ -696,7 +725,7 @@ static ix_apply_op *run_group(ix_part *p, ix_apply_op *group, size_t nrec,
             src = __atomic_load_n(&p->seal_broken, __ATOMIC_ACQUIRE)
                       ? SX_EIO : ldb_sync_logs(p->db, &synced);
             if (src == 0) {
-                publish(p, p->work_wm, p->work_hw, g.entries, g.tombstones);
+                publish(p, p->work_wm, p->work_hw, g.entries, g.tombstones, p->s_wm);
             } else {
                 __atomic_store_n(&p->seal_broken, true, __ATOMIC_RELEASE);
                 p->work_valid = false;
@@ -707,6 +736,7 @@ static ix_apply_op *run_group(ix_part *p, ix_apply_op *group, size_t nrec,
         }
     }
     pthread_mutex_unlock(&p->apply_mu);
+    free(snap);
     free(g.ov.s);
     mp_buf_free(&g.vb);
     return now;
@@ -774,7 +804,7 @@ static void finish_group(ix_part *p, ix_apply_op *group)
             op_errmsg(o, msg, sizeof(msg));
         } else {
             pthread_mutex_lock(&p->state_mu);
-            synced = p->wm[o->src];
+            synced = p->dur_wm[o->src];
             pthread_mutex_unlock(&p->state_mu);
         }
         o->cb(o->cb_arg, o->err, o->wm, synced, o->err != 0 ? msg : "");
@@ -903,7 +933,7 @@ int ix_part_apply_start(ix_part *p, const msg_I_APPLY_req *m, bool build, ix_app
 }
 
 int ix_part_apply(ix_part *p, const msg_I_APPLY_req *m, bool build, uint64_t *wm,
-                  char *err, size_t errlen)
+                  uint64_t *synced, char *err, size_t errlen)
 {
     ix_apply_op op;
     int rc;
@@ -921,5 +951,8 @@ int ix_part_apply(ix_part *p, const msg_I_APPLY_req *m, bool build, uint64_t *wm
         return op.err;
     }
     *wm = op.wm;
+    pthread_mutex_lock(&p->state_mu);
+    *synced = p->dur_wm[op.src];
+    pthread_mutex_unlock(&p->state_mu);
     return 0;
 }

@@ -104,7 +104,7 @@ static int apply_rep(msg_type t, uint64_t wm, uint64_t synced, uint64_t epoch, m
 static void apply_sync(ix_node *nd, msg_type t, const msg_I_APPLY_req *m, mp_buf *out)
 {
     ix_part *p = find_part(nd, m->part);
-    uint64_t wm = 0;
+    uint64_t wm = 0, synced = 0;
     char err[200];
     int rc;
 
@@ -112,14 +112,14 @@ static void apply_sync(ix_node *nd, msg_type t, const msg_I_APPLY_req *m, mp_buf
         msg_encode_err(t, SX_EWRONGPART, "index partition not on this node", out);
         return;
     }
-    rc = ix_part_apply(p, m, t == MSG_I_BUILD, &wm, err, sizeof(err));
+    rc = ix_part_apply(p, m, t == MSG_I_BUILD, &wm, &synced, err, sizeof(err));
     if (rc != 0) {
         LOG_WARN("%s p%llu from %llu: %s", msg_name(t), (unsigned long long)m->part,
                  (unsigned long long)m->source, err);
         msg_encode_err(t, rc, err, out);
         return;
     }
-    if (apply_rep(t, wm, wm, nd->epoch, out) != 0 || out->oom) {   /* synced: waited */
+    if (apply_rep(t, wm, synced, nd->epoch, out) != 0 || out->oom) {
         mp_buf_free(out);
         mp_buf_init(out);
         msg_encode_err(t, SX_ENOMEM, "out of memory", out);

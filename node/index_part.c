@@ -259,7 +259,11 @@ static int load_sources(ix_part *p, const sx_config *cfg)
     p->work_wm = calloc((size_t)cap + 1, sizeof(uint64_t));
     p->work_hw = calloc((size_t)cap + 1, sizeof(uint64_t));
     p->work_dirty = calloc((size_t)cap + 1, sizeof(bool));
-    if (!p->src || !p->wm || !p->hw || !p->work_wm || !p->work_hw || !p->work_dirty) {
+    p->dur_wm = calloc((size_t)cap + 1, sizeof(uint64_t));
+    p->s_wm = calloc((size_t)cap + 1, sizeof(uint64_t));
+    p->s_hw = calloc((size_t)cap + 1, sizeof(uint64_t));
+    if (!p->src || !p->wm || !p->hw || !p->work_wm || !p->work_hw || !p->work_dirty ||
+        !p->dur_wm || !p->s_wm || !p->s_hw) {
         rc = SX_ENOMEM;
         goto out;
     }
@@ -281,6 +285,109 @@ static int load_sources(ix_part *p, const sx_config *cfg)
 out:
     free(l.v);
     return rc;
+}
+
+/* Takes the watermarks and hw_seen values from the 'S' record (index_part.h):
+ * what is known on disk whatever a crash lost of the groups written after
+ * the last sync; a source it lacks starts from 0. Without one (a partition
+ * written before session 28, or never), the 'W' records stand. Sets dur_wm
+ * and the 'S' record last written. Returns 0, SX_EIO (corrupt), SX_ENOMEM. */
+static int load_synced(ix_part *p)
+{
+    static const uint8_t key = IX_PFX_SYNCED;
+    size_t n = (size_t)p->nsrc;
+    uint8_t *v = NULL;
+    size_t vn = 0;
+    uint32_t cnt = 0;
+    bool back = false;
+    int rc = ldb_get(p->db, &key, 1, &v, &vn);
+
+    if (rc == SX_ENOTFOUND) {
+        rc = 0;
+        goto done;
+    }
+    if (rc != 0)
+        return rc;
+    mp_cur c = mp_cur_make(v, vn);
+    uint64_t *sw = calloc(n + 1, sizeof(uint64_t)), *sh = calloc(n + 1, sizeof(uint64_t));
+
+    if (sw == NULL || sh == NULL) {
+        rc = SX_ENOMEM;
+    } else if (mp_read_array(&c, &cnt) != 0 || cnt % 3 != 0) {
+        rc = SX_EIO;
+    } else {
+        for (uint32_t i = 0; rc == 0 && i < cnt; i += 3) {
+            uint64_t src, wm, hw;
+            int j;
+
+            if (mp_read_u64(&c, &src) != 0 || mp_read_u64(&c, &wm) != 0 ||
+                mp_read_u64(&c, &hw) != 0)
+                rc = SX_EIO;
+            else if ((j = ix_part_src_index(p, src)) >= 0) {
+                sw[j] = wm;
+                sh[j] = hw;
+            }
+        }
+    }
+    if (rc == SX_EIO)
+        LOG_ERROR("index p%llu: corrupt synced-state record", (unsigned long long)p->id);
+    for (size_t j = 0; rc == 0 && j < n; j++) {
+        back = back || sw[j] < p->wm[j];
+        if (sw[j] < p->wm[j])
+            p->wm[j] = sw[j];
+        if (sh[j] < p->hw[j])
+            p->hw[j] = sh[j];
+    }
+    free(sw);
+    free(sh);
+    free(v);
+    if (rc != 0)
+        return rc;
+    if (back)
+        LOG_WARN("index p%llu: the last stop was not clean: watermarks taken from the last "
+                 "synced state; the sources ship again what follows it",
+                 (unsigned long long)p->id);
+done:
+    memcpy(p->dur_wm, p->wm, n * sizeof(uint64_t));
+    memcpy(p->s_wm, p->wm, n * sizeof(uint64_t));
+    memcpy(p->s_hw, p->hw, n * sizeof(uint64_t));
+    return rc;
+}
+
+int ix_put_synced(ix_part *p, leveldb_writebatch_t *b, const uint64_t *wm, const uint64_t *hw)
+{
+    static const uint8_t key = IX_PFX_SYNCED;
+    mp_buf vb;
+    int rc;
+
+    mp_buf_init(&vb);
+    mp_put_array(&vb, 3u * (uint32_t)p->nsrc);
+    for (int j = 0; j < p->nsrc; j++) {
+        mp_put_u64(&vb, p->src[j]);
+        mp_put_u64(&vb, wm[j]);
+        mp_put_u64(&vb, hw[j]);
+    }
+    rc = vb.oom ? SX_ENOMEM : 0;
+    if (rc == 0)
+        leveldb_writebatch_put(b, (const char *)&key, 1, vb.sb.data, vb.sb.size);
+    mp_buf_free(&vb);
+    return rc;
+}
+
+/* A clean close: every group is synced and published, so the 'S' record
+ * becomes the final state (the next open then ships nothing again).
+ * Failing leaves the older one, which only costs redeliveries. */
+static void write_final_synced(ix_part *p)
+{
+    leveldb_writebatch_t *b;
+
+    if (p->db == NULL || p->wm == NULL || ldb_failed(p->db) ||
+        (b = leveldb_writebatch_create()) == NULL)
+        return;
+    if (ix_put_synced(p, b, p->wm, p->hw) == 0 && ldb_write_sync(p->db, b) != 0)
+        LOG_WARN("index p%llu: could not record its final state: the next start ships "
+                 "some records again", (unsigned long long)p->id);
+    leveldb_writebatch_destroy(b);
 }
 
 /* The partition's absent-key filter over its entry keys ('E' | local),
@@ -346,6 +453,8 @@ int ix_part_open(const sx_config *cfg, const cfg_part *cp, const char *data_dir,
     if (rc != 0)
         goto fail;
     rc = load_sources(p, cfg);
+    if (rc == 0)
+        rc = load_synced(p);
     if (rc != 0)
         goto fail;
     rc = unsealed ? recount_unsealed(p) : load_counts(p);
@@ -355,6 +464,7 @@ int ix_part_open(const sx_config *cfg, const cfg_part *cp, const char *data_dir,
     rc = ix_committer_start(p);
     if (rc != 0)
         goto fail;
+    p->opened = true;
     LOG_INFO("index p%llu open at %s: %llu entries, %llu tombstones, %d sources",
              (unsigned long long)p->id, path, (unsigned long long)p->entries,
              (unsigned long long)p->tombstones, p->nsrc);
@@ -375,6 +485,8 @@ bool ix_part_close(ix_part *p)
     if (p == NULL)
         return true;
     ix_committer_stop(p);
+    if (p->opened)
+        write_final_synced(p);
     /* a clean stop seals what a build left unsealed: the next open then
      * needs neither the lenient recovery nor the recount, and the node
      * keeps its epoch, so the builds go on (ix_epoch.h) */
@@ -397,6 +509,9 @@ bool ix_part_close(ix_part *p)
     free(p->work_wm);
     free(p->work_hw);
     free(p->work_dirty);
+    free(p->dur_wm);
+    free(p->s_wm);
+    free(p->s_hw);
     free(p->unsealed);
     pthread_mutex_destroy(&p->state_mu);
     pthread_mutex_destroy(&p->apply_mu);

@@ -8,7 +8,18 @@
  *   'T' | version (8) | index-local  -> ""   (one per tombstone, for GC by version)
  *   'W' | source part id (8)         -> [watermark u64, hw_seen u64]
  *   'C'                              -> [entries u64, tombstones u64]
- * where index-local key = index id (4) | tuple. Every change (entries,
+ *   'S'                              -> [source u64, wm u64, hw u64, ...]
+ * where index-local key = index id (4) | tuple. 'S' is the published
+ * (synced) state when the batch holding it was written: since session 28
+ * several groups may be written before one sync covers them, and a machine
+ * crash may then lose an earlier one and keep a later one (its 'W' records
+ * claiming what was lost), so an open takes each source's watermark and
+ * hw_seen from 'S' (what it says is on disk whatever was lost), and the
+ * sources ship again what follows (redeliveries apply idempotently); a
+ * clean close writes 'S' equal to the final state. A batch writes 'S'
+ * whenever the published state moved since the last one it wrote, and
+ * once such a batch is synced its values are what answers report as a
+ * source's synced watermark (ix_apply_cb). Every change (entries,
  * tombstone records, watermarks, counters) is written in one batch whose
  * log is fsynced before any of it is acknowledged as durable or its
  * watermarks published (written unsynced, then every log synced: the bytes leveldb's
@@ -76,6 +87,7 @@
 #define IX_PFX_TOMB 'T'
 #define IX_PFX_WM 'W'
 #define IX_PFX_COUNT 'C'
+#define IX_PFX_SYNCED 'S'
 
 /* Longest index-local key: 4-byte index id + tuple. */
 #define IX_MAX_LOCAL (SX_MAX_KEY + 4)
@@ -94,9 +106,11 @@ typedef struct ix_part {
     int nsrc, ncfg;
     uint64_t *src;
 
-    pthread_mutex_t state_mu;  /* guards wm, hw, entries, tombstones */
+    pthread_mutex_t state_mu;  /* guards wm, hw, entries, tombstones, dur_wm */
     uint64_t *wm, *hw;
     uint64_t entries, tombstones;
+    uint64_t *dur_wm;          /* each source's watermark in the last 'S'
+                                * record known synced: what answers report */
 
     pthread_mutex_t apply_mu;  /* one writer at a time */
     uint64_t *work_wm, *work_hw;   /* the last written state (apply_mu): */
@@ -105,11 +119,14 @@ typedef struct ix_part {
     bool work_valid;           /* (apply_mu) work_* hold it; false: copy the
                                 * published state (nothing held) first */
     bool *work_dirty;
+    uint64_t *s_wm, *s_hw;     /* (apply_mu) the last 'S' record written */
     char *unsealed;            /* the marker file's path (index_part.h) */
     bool build_open;           /* the marker exists (apply_mu): build
                                 * records may sit in unsynced logs */
     bool seal_broken;          /* a log sync failed: no more seals, no more
                                 * pipelined groups (atomic access) */
+    bool opened;               /* ix_part_open succeeded (close then records
+                                * the final state) */
     bool recovered;            /* opened with the marker there: unsealed
                                 * records may have been lost (immutable) */
     uint64_t lazy_groups, seals, logs_synced;  /* committer; atomic reads:
@@ -183,6 +200,11 @@ size_t ix_ekey(uint8_t *k, const uint8_t *local, size_t ln);
 /* Writes 'T' | version | local into k (>= 9 + ln); returns its length. */
 size_t ix_tkey(uint8_t *k, uint64_t version, const uint8_t *local, size_t ln);
 
+/* Appends the synced-state record 'S' (the layout above) holding the
+ * p->nsrc watermarks wm and hw_seen values hw to batch b. Returns 0 or
+ * SX_ENOMEM. */
+int ix_put_synced(ix_part *p, leveldb_writebatch_t *b, const uint64_t *wm, const uint64_t *hw);
+
 /* Appends the counters record 'C' to batch b. Returns 0 or SX_ENOMEM. */
 int ix_put_counts(leveldb_writebatch_t *b, uint64_t entries, uint64_t tombstones);
 
@@ -193,9 +215,10 @@ int ix_put_counts(leveldb_writebatch_t *b, uint64_t entries, uint64_t tombstones
 int ix_commit_removal(ix_part *p, leveldb_writebatch_t *b, uint64_t live, uint64_t tombs);
 
 /* How an asynchronous apply ends: err 0, the source's watermark wm (what
- * is applied) and synced (what of it is durable: wm, unless the request
- * asked to be answered early), or an sx_err with a one-line reason msg
- * (borrowed for the call). */
+ * is applied) and synced (what of it is known durable whatever a crash
+ * loses: the last synced 'S' record's, which may lag wm, even for a
+ * request answered after its sync), or an sx_err with a one-line reason
+ * msg (borrowed for the call). */
 typedef void (*ix_apply_cb)(void *arg, int err, uint64_t wm, uint64_t synced,
                             const char *msg);
 
@@ -220,10 +243,10 @@ int ix_part_apply_start(ix_part *p, const msg_I_APPLY_req *m, bool build, ix_app
 /* ix_part_apply_start (never early: m->early is ignored), then waits until
  * the group holding the request is written and synced (or, for build
  * records only, written): returns 0 with *wm set to the source's
- * watermark, or an sx_err with a one-line reason in err[errlen].
- * Thread-safe. */
+ * watermark and *synced to what an answer reports as synced (ix_apply_cb),
+ * or an sx_err with a one-line reason in err[errlen]. Thread-safe. */
 int ix_part_apply(ix_part *p, const msg_I_APPLY_req *m, bool build, uint64_t *wm,
-                  char *err, size_t errlen);
+                  uint64_t *synced, char *err, size_t errlen);
 
 /* Starts and stops the partition's committer and syncer threads
  * (ix_part_open and ix_part_close call them). Stopping first applies,

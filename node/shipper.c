@@ -59,6 +59,10 @@ _Static_assert(OB_CHUNK_MAX_RECORDS <= SHIP_BATCH, "a chunk fits in one batch");
  * heartbeat's reply says how far they are) after this long without a
  * round, so that a burst's outbox records leave soon after it ends. */
 #define SHIP_SYNCED_MS 50
+/* Answered rounds a stream keeps waiting for their sync, at most: past
+ * it (an index node whose syncs stall) the stream sends only heartbeats,
+ * which carry no record, until a reply says some are synced. */
+#define SHIP_PEND_MAX 64
 /* A partition whose head has not moved for this long gets its version
  * high-water raised to the clock before a heartbeat (st_hw_advance): one
  * tiny synced write per idle partition this often (and one at each index
@@ -107,6 +111,7 @@ typedef struct ship_src {
     uint64_t next_seq;        /* shipping thread only, from here on */
     ship_pend *pend;          /* answered rounds not synced yet, oldest first */
     int npend, pend_cap;
+    bool refused;             /* the last I_APPLY was refused as out of order */
     uint64_t last_ms;         /* when this stream last shipped */
     uint64_t seen_head;       /* the partition's head when last looked at */
     uint64_t head_ms;         /* when that head was first seen */
@@ -282,9 +287,10 @@ static void src_clear(ship_src *c)
     c->fn = 0;
 }
 
-/* Reads stream c's snapshot (metadata, up to SHIP_BATCH records) and
- * encodes its I_APPLY for destination dest into c->frame. Returns 0 or an
- * sx_err (nothing to send then). */
+/* Reads stream c's snapshot (metadata, up to SHIP_BATCH records; none
+ * while SHIP_PEND_MAX rounds wait for their sync: a heartbeat claiming
+ * only what was sent) and encodes its I_APPLY for destination dest into
+ * c->frame. Returns 0 or an sx_err (nothing to send then). */
 static int src_prepare(ship_src *c, uint64_t dest)
 {
     st_part *p = c->p;
@@ -305,7 +311,9 @@ static int src_prepare(ship_src *c, uint64_t dest)
     sx_put_be64(hi + 1, dest);
     sx_put_be64(hi + 9, UINT64_MAX);
     rc = snap_meta(p, snap, &head, &hw);
-    if (rc == 0)
+    if (rc == 0 && c->npend >= SHIP_PEND_MAX)
+        b->complete = false;        /* a heartbeat: no record, no claim */
+    else if (rc == 0)
         rc = st_kscan(p, snap, lo, sizeof(lo), hi, sizeof(hi), false,
                       collect_visit, b);
     leveldb_release_snapshot(p->store->db->db, snap);
@@ -318,7 +326,8 @@ static int src_prepare(ship_src *c, uint64_t dest)
     }
     c->rq.part = dest;
     c->rq.source = p->id;
-    c->rq.upto = b->complete ? head : b->keys[b->nkeys - 1];
+    c->rq.upto = b->complete ? head : b->nkeys > 0 ? b->keys[b->nkeys - 1]
+                                                   : c->next_seq > 0 ? c->next_seq - 1 : 0;
     c->rq.hw = b->complete ? hw : 0;
     c->rq.after = c->next_seq > 0 ? c->next_seq - 1 : 0;
     c->rq.early = 1;
@@ -431,12 +440,31 @@ static int src_finish(ship_dest *d, ship_src *c, const net_job *j)
                      sx_strerror(rc), emsg[0] ? ": " : "", emsg);
         src_backoff(c);
         msg_free_rep(MSG_I_APPLY, &rep);
-        pend_drop(c);
+        /* from what is known synced, or from the oldest round kept (one
+         * that a reply covered only in part: its values up to the synced
+         * point were not deleted) */
         pthread_mutex_lock(&p->mu);
-        c->next_seq = c->acked > 0 ? c->acked + 1 : 0;
+        uint64_t from = c->acked > 0 ? c->acked + 1 : 0;
         pthread_mutex_unlock(&p->mu);
+        if (c->npend > 0 && c->pend[0].nkeys > 0 && c->pend[0].keys[0] < from)
+            from = c->pend[0].keys[0];
+        /* refused again from what it reported synced: the partition holds
+         * less than it said (its data restored from an older copy): the
+         * whole outbox goes again, after 0, checked by nothing */
+        bool gap = rc == SX_EUNAVAIL && strstr(emsg, "out of order") != NULL;
+        if (gap && c->refused && c->rq.after + 1 >= from && from > 0) {
+            LOG_WARN("shipper %llu -> %llu: the index partition holds less than it reported "
+                     "synced (restored from an older copy?): shipping the whole outbox again; "
+                     "records that had left it need the index rebuilt",
+                     (unsigned long long)p->id, (unsigned long long)d->dest->id);
+            from = 0;
+        }
+        c->refused = gap;
+        pend_drop(c);
+        c->next_seq = from;
         return rc;
     }
+    c->refused = false;
     pend_settle(d, c, rep.synced);
     msg_free_rep(MSG_I_APPLY, &rep);
     c->next_seq = c->rq.upto + 1;
@@ -468,27 +496,28 @@ static void slow_round(ship_dest *d, int nsrc, uint32_t n, uint64_t t0, uint64_t
 }
 
 /* Whether stream c has something to say now: records or a head past what
- * it sent, a round answered but not known synced for SHIP_SYNCED_MS (its
- * reply says whether it is now), or a heartbeat due (idle for
- * SHIP_IDLE_MS), unless it waits out a failure's delay. Adds its pending
- * count to *pending and lowers *next to the time it becomes due, when it
- * is not. */
+ * it sent (unless SHIP_PEND_MAX rounds wait for their sync), what it sent
+ * not known synced for SHIP_SYNCED_MS (a heartbeat's reply says whether
+ * it is now), or a heartbeat due (idle for SHIP_IDLE_MS), unless it waits
+ * out a failure's delay. Adds its pending count to *pending and lowers
+ * *next to the time it becomes due, when it is not. */
 static bool src_due(ship_src *c, uint64_t now, uint64_t *pending, uint64_t *next)
 {
     st_part *p = c->p;
-    uint64_t head, sent = c->next_seq > 0 ? c->next_seq - 1 : 0, at;
-    uint64_t idle = c->npend > 0 ? SHIP_SYNCED_MS : SHIP_IDLE_MS;
+    uint64_t head, acked, sent = c->next_seq > 0 ? c->next_seq - 1 : 0, at, idle;
 
     pthread_mutex_lock(&p->mu);
     head = p->head;
+    acked = c->acked;
     pthread_mutex_unlock(&p->mu);
+    idle = c->npend > 0 || acked < sent ? SHIP_SYNCED_MS : SHIP_IDLE_MS;
     if (head != c->seen_head) {
         c->seen_head = head;
         c->head_ms = now;
     }
     if (now < c->retry_ms) {
         at = c->retry_ms;
-    } else if (head > sent) {
+    } else if (head > sent && c->npend < SHIP_PEND_MAX) {
         *pending += head - sent;
         return true;
     } else if (now >= c->last_ms + idle) {
