@@ -301,7 +301,7 @@ static int rec_cmp(const void *a, const void *b)
  * a later write's records came first, and none of them is (op->stale).
  * An I_APPLY whose after is past the source's watermark is refused whole
  * (op->gap): records it follows were applied once and lost before their
- * sync (a restart); the source resends from what was synced. */
+ * sync (a machine crash); the source resends from what was synced. */
 static void collect_op(group_ctx *g, ix_apply_op *op, rec_ref *refs, size_t *nref)
 {
     ix_part *p = g->p;
@@ -384,6 +384,21 @@ static int put_watermarks(group_ctx *g)
     return 0;
 }
 
+/* fsyncs every log of p (ldb_sync_logs, counting them in *synced), unless
+ * a sync failed before; a failure makes the partition fail-stop
+ * (p->seal_broken, reported once). Returns 0 or SX_EIO. The committer's
+ * and the syncer's one way to make groups durable. */
+static int sync_logs(ix_part *p, unsigned *synced)
+{
+    int rc = __atomic_load_n(&p->seal_broken, __ATOMIC_ACQUIRE) ? SX_EIO
+                                                                : ldb_sync_logs(p->db, synced);
+
+    if (rc != 0 && !__atomic_exchange_n(&p->seal_broken, true, __ATOMIC_ACQ_REL))
+        LOG_ERROR("index p%llu: syncing the logs failed: this partition takes no more "
+                  "writes until the node restarts", (unsigned long long)p->id);
+    return rc;
+}
+
 /* Under apply_mu, with the syncer holding nothing: writes a group's batch
  * b (index_part.h) and returns 0 or the write's error. A group of build
  * records only (lazy) is written unsynced, the marker file created durably
@@ -409,11 +424,8 @@ static int write_group(ix_part *p, leveldb_writebatch_t *b, bool lazy, bool seal
     *seal_rc = 0;
     if (!lazy || __atomic_load_n(&p->seal_broken, __ATOMIC_ACQUIRE)) {
         rc = ldb_write_lazy(p->db, b);
-        if (rc == 0 && (rc = ldb_sync_logs(p->db, &synced)) != 0) {
-            __atomic_store_n(&p->seal_broken, true, __ATOMIC_RELEASE);  /* fail-stop */
-            LOG_ERROR("index p%llu: syncing the logs failed: this partition takes no more "
-                      "writes until the node restarts", (unsigned long long)p->id);
-        }
+        if (rc == 0)
+            rc = sync_logs(p, &synced);     /* fail-stop: see index_part.h */
         if (rc != 0 || !seal)
             return rc;
         if ((*seal_rc = ldb_marker_clear(p->unsealed)) != 0)
@@ -518,12 +530,8 @@ static void sync_groups(ix_part *p, ix_written *list)
     ix_written *w, *last = list, *nx;
     int rc, groups = 0;
 
-    rc = __atomic_load_n(&p->seal_broken, __ATOMIC_ACQUIRE) ? SX_EIO
-                                                            : ldb_sync_logs(p->db, &synced);
+    rc = sync_logs(p, &synced);
     us = sx_mono_us() - t0;
-    if (rc != 0 && !__atomic_exchange_n(&p->seal_broken, true, __ATOMIC_ACQ_REL))
-        LOG_ERROR("index p%llu: syncing the logs failed: this partition takes no more "
-                  "writes until the node restarts", (unsigned long long)p->id);
     for (w = list; w != NULL; w = w->next) {
         last = w;
         nrec += w->nrec;
@@ -722,14 +730,11 @@ static ix_apply_op *run_group(ix_part *p, ix_apply_op *group, size_t nrec,
             int src;
 
             ix_sync_drain(p);   /* what it follows first */
-            src = __atomic_load_n(&p->seal_broken, __ATOMIC_ACQUIRE)
-                      ? SX_EIO : ldb_sync_logs(p->db, &synced);
-            if (src == 0) {
+            src = sync_logs(p, &synced);
+            if (src == 0)
                 publish(p, p->work_wm, p->work_hw, g.entries, g.tombstones, p->s_wm);
-            } else {
-                __atomic_store_n(&p->seal_broken, true, __ATOMIC_RELEASE);
+            else
                 p->work_valid = false;
-            }
             for (op = later; op != NULL; op = op->next)
                 op->err = src;
             *now_end = later;

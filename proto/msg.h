@@ -143,13 +143,15 @@ enum { OUT_PUT = 0, OUT_DEL = 1 };
  *   after  the seq the records follow: the partition refuses the request
  *          (SX_EUNAVAIL, applying nothing) while its watermark for the
  *          source is below it, i.e. when records it had applied were lost
- *          (a restart before their sync); 0 (or absent) checks nothing;
+ *          (a machine crash before their sync); 0 (or absent) checks nothing;
  *   early  1: answer once the records are applied (readable), before
  *          their sync; the reply's synced then says how far the source's
  *          records are durable, and only those may leave the outbox.
  *          0 (or absent): answer once they are synced.
- * The reply: the source's watermark (applied), and synced (durable; equal
- * to watermark for a request answered after its sync). */
+ * The reply: the source's watermark (applied), and synced (what the
+ * partition holds whatever a crash loses: the last synced 'S' record's,
+ * node/index_part.h; it may lag watermark by a sync or two, even for a
+ * request answered after its sync). */
 #define MSG_I_APPLY_FIELDS(F, T) F(T, U64, part) F(T, U64, source) F(T, U64, upto)      \
     F(T, U64, hw) F(T, U64S, seqs) F(T, U64S, kinds) F(T, U64S, versions)               \
     F(T, BINS, keys) F(T, U64S, hashes) F(T, RAWS, projs)

@@ -178,10 +178,11 @@ static const char *config_text =
     " \"index\": [{\"name\": \"i1\", \"url\": \"tcp://127.0.0.1:3\", \"partitions\": [\n"
     "   {\"id\": 101, \"lo\": null, \"hi\": null}]}]}\n";
 
-int main(int argc, char **argv)
+/* Every check, in scratch dir `dir`; false when the set-up failed (the
+ * config or the partition could not be opened). */
+static bool run(const char *dir)
 {
-    char tmpl[] = "/tmp/sx-ixapply-XXXXXX", path[4200], err[300];
-    const char *dir = argc > 1 ? argv[1] : mkdtemp(tmpl);
+    char path[4200], err[300];
     sx_config *cfg = NULL;
     ix_part *p = NULL;
     uint64_t entries = 0, wm = 0;
@@ -189,20 +190,22 @@ int main(int argc, char **argv)
     answer a;
     FILE *f;
 
-    if (dir == NULL || snprintf(path, sizeof(path), "%s/cluster.json", dir) >= (int)sizeof(path) ||
+    if (snprintf(path, sizeof(path), "%s/cluster.json", dir) >= (int)sizeof(path) ||
         (f = fopen(path, "w")) == NULL) {
-        fprintf(stderr, "ix_apply_nodetest: scratch dir unusable\n");
-        return 1;
+        fprintf(stderr, "ix_apply_nodetest: scratch dir unusable: %s\n", dir);
+        return false;
     }
     CHECK(fputs(config_text, f) >= 0);
     CHECK(fclose(f) == 0);
     if (cfg_load(path, &cfg, err, sizeof(err)) != 0) {
         fprintf(stderr, "ix_apply_nodetest: config: %s\n", err);
-        return 1;
+        return false;
     }
     CHECK(ix_part_open(cfg, &cfg->index[0], dir, &p) == 0);
-    if (p == NULL)
-        return 1;
+    if (p == NULL) {
+        cfg_free(cfg);
+        return false;
+    }
 
     /* answered early: applied through 3, synced no further than that;
      * published once the syncer has synced it */
@@ -304,7 +307,21 @@ int main(int argc, char **argv)
         CHECK(ix_part_close(p));
     }
     cfg_free(cfg);
-    if (argc <= 1)          /* our own scratch dir */
+    return true;
+}
+
+int main(int argc, char **argv)
+{
+    char tmpl[] = "/tmp/sx-ixapply-XXXXXX";
+    const char *dir = argc > 1 ? argv[1] : mkdtemp(tmpl);
+    bool ok;
+
+    if (dir == NULL) {
+        perror("ix_apply_nodetest: mkdtemp");
+        return 1;
+    }
+    ok = run(dir);
+    if (argc <= 1)          /* our own scratch dir, whatever happened in it */
         nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-    return CHECK_DONE();
+    return ok ? CHECK_DONE() : 1;
 }
