@@ -28,6 +28,14 @@
  * when no compaction is under way, so it never waits for one. */
 static atomic_bool compactor_named;
 
+/* Large memtables: a bulk load of 1,000,000 items with 2 indexes ran
+ * 15-40 % faster with 64 MiB than with 8 MiB (the index nodes' CPU
+ * 23 s -> 12 s: fewer level-0 files, less compaction). The cost: up to
+ * two memtables (128 MiB) per leveldb under heavy writes, and up to
+ * 64 MiB of log to replay when a node restarts. Each log is preallocated
+ * to this size too (ldb_log.h): disk space reserved while it lives. */
+#define LDB_MEMTABLE_BYTES (64u << 20)
+
 /* True when a thread of this process other than the caller is named
  * "sx-leveldb" (the caller's own name is restored before). */
 static bool compactor_running(void)
@@ -91,6 +99,7 @@ static int open_checked(const char *dir, bool create, bool paranoid, ldb **out)
         return SX_ENOMEM;
     atomic_init(&d->failed, false);
     atomic_init(&d->refusing, false);
+    d->logs.ino = -1;
     d->opts = leveldb_options_create();
     d->ropts = leveldb_readoptions_create();
     d->wsync = leveldb_writeoptions_create();
@@ -107,12 +116,8 @@ static int open_checked(const char *dir, bool create, bool paranoid, ldb **out)
     leveldb_options_set_paranoid_checks(d->opts, paranoid);
     leveldb_options_set_cache(d->opts, d->cache);
     leveldb_options_set_filter_policy(d->opts, d->filter);
-    /* Large memtables: a bulk load of 1,000,000 items with 2 indexes ran
-     * 15-40 % faster with 64 MiB than with 8 MiB (the index nodes' CPU
-     * 23 s -> 12 s: fewer level-0 files, less compaction). The cost: up to
-     * two memtables (128 MiB) per leveldb under heavy writes, and up to
-     * 64 MiB of log to replay when a node restarts. */
-    leveldb_options_set_write_buffer_size(d->opts, 64u << 20);
+    /* large memtables: see LDB_MEMTABLE_BYTES */
+    leveldb_options_set_write_buffer_size(d->opts, LDB_MEMTABLE_BYTES);
     /* 8 MiB tables. leveldb's 2 MiB default made a 2-index load of
      * 1,000,000 items ~12 % faster only by leaving compaction for later:
      * 340 MB compacted during the load with 8 MiB, against 170 during it
@@ -121,6 +126,11 @@ static int open_checked(const char *dir, bool create, bool paranoid, ldb **out)
      * Session 11, docs/PERFORMANCE.md. */
     leveldb_options_set_max_file_size(d->opts, 8u << 20);
     leveldb_writeoptions_set_sync(d->wsync, 1);
+    /* the preallocated zeros after the last record, cut (ldb_log.h) */
+    if (ldb_logs_trim(dir) != 0) {
+        ldb_close(d);
+        return SX_EIO;
+    }
     d->db = open_named(d->opts, dir, &err);
     if (err != NULL) {
         LOG_ERROR("leveldb open %s: %s", dir, err);
@@ -128,6 +138,8 @@ static int open_checked(const char *dir, bool create, bool paranoid, ldb **out)
         ldb_close(d);
         return SX_EIO;
     }
+    /* a log holds one memtable's writes: preallocated to that */
+    ldb_logs_watch(&d->logs, dir, LDB_MEMTABLE_BYTES);
     *out = d;
     return 0;
 }
@@ -152,6 +164,7 @@ void ldb_close(ldb *d)
         return;
     if (d->db)
         leveldb_close(d->db);
+    ldb_logs_close(&d->logs);
     if (d->opts)
         leveldb_options_destroy(d->opts);
     if (d->filter)
@@ -236,6 +249,7 @@ static int write_opts(ldb *d, const leveldb_writeoptions_t *o, leveldb_writebatc
         atomic_store(&d->failed, true);
         return SX_EIO;
     }
+    ldb_logs_poll(&d->logs, d->dir);    /* a log this write started */
     return 0;
 }
 

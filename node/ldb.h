@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdbool.h>
 #include <leveldb/c.h>
+#include "ldb_log.h"
 
 typedef struct ldb {
     leveldb_t *db;
@@ -24,6 +25,7 @@ typedef struct ldb {
     atomic_bool failed;              /* a write or a log sync failed (sticky):
                                       * every later write is refused */
     atomic_bool refusing;            /* that has been logged */
+    ldb_logs logs;                   /* new logs preallocated (ldb_log.h) */
 } ldb;
 
 /* Opens (creating if missing) the database at dir. Returns 0 or SX_EIO with

@@ -286,19 +286,18 @@ grep -q 'index build: sending records again after' "$IT_DIR"/logs/s*.log ||
     fail "no build logged sending its records again once i2 was back"
 pass "the builds sent their rounds again until i2 was back; none started over"
 
-# tear_log DIR: appends to the newest leveldb log in DIR a record whose
-# checksum is wrong, as a machine crash can leave an unsynced tail (a
-# record that starts a block, after zeros to the block's end when the
-# block has less than 32 bytes left: leveldb skips those). leveldb's
-# paranoid open refuses such a log; nothing already in it is lost.
+# tear_log DIR: writes into the newest leveldb log in DIR, at the start of
+# the block after its records, a record whose checksum is wrong, as a
+# machine crash can leave an unsynced tail (zeros up to it: the log is
+# preallocated, node/ldb_log.h, and leveldb skips a block's zeros).
+# leveldb's paranoid open refuses such a log; nothing already in it is lost.
 tear_log() {
-    local log size rem
+    local log at
     log="$(ls "$1"/*.log | sort | tail -n 1)"
-    size="$(stat -c %s "$log")"
-    rem=$((32768 - size % 32768))
-    ((rem >= 32)) || head -c "$rem" /dev/zero >>"$log"
+    at=$(( ($(ldb_log_data_end "$log") / 32768 + 1) * 32768 ))
     # header: checksum 0 (wrong), length 16, type 1 (a full record); payload
-    printf '\x00\x00\x00\x00\x10\x00\x01abababababababab' >>"$log"
+    printf '\x00\x00\x00\x00\x10\x00\x01abababababababab' |
+        dd of="$log" bs=1 seek="$at" conv=notrunc status=none
 }
 
 # i2_restart_held HOLDFILE WHERE INDEX [tear]: creates INDEX on grp with

@@ -40,8 +40,8 @@ for i in $(seq 1 20); do put_one "$i" "a$i"; done
 
 # s1's store: its log is the file its next writes append to
 pid="$(cat "$IT_DIR/pids/s1.pid")"
-log="$(ls -S "$IT_DIR"/data/s1/store/*.log | head -n 1)"
-limit=$(($(stat -c %s "$log") + 400))
+log="$(ls "$IT_DIR"/data/s1/store/*.log | sort | tail -n 1)"
+limit=$(($(ldb_log_data_end "$log") + 400))
 prlimit --pid "$pid" --fsize="$limit:unlimited" || fail "prlimit on s1 failed"
 for i in $(seq 21 60); do put_one "$i" "b$i"; done
 [ -s "$W/failed" ] || fail "no put failed with s1 past its file size limit"

@@ -11,7 +11,10 @@
  * file size limit, RLIMIT_FSIZE, makes leveldb's write fail half-way): every
  * later write is refused, and after a reopen every acknowledged record is
  * there (leveldb itself would have carried on after the torn record, and
- * the records acknowledged after it would have been lost).
+ * the records acknowledged after it would have been lost). And the logs
+ * preallocated by node/ldb_log.c: a new log's file is 64 MiB at once, a
+ * record torn half-way (its later fragments zeros) does not stop the usual
+ * open, and the zero tails it cuts before an open (and only those).
  * Standalone: builds from node/ldb.c + sx_proto + leveldb (named
  * *_nodetest.c so the plain unit-test glob skips it).
  * Argument: a scratch dir (default: a fresh mkdtemp under /tmp).
@@ -107,15 +110,13 @@ static int count(ldb *d, char c, tally *t)
     return ldb_scan(d, NULL, &lo, 1, &hi, 1, false, tally_visit, t);
 }
 
-/* Overwrites the last `n` bytes of the database's one log with garbage;
- * returns 0, or -1 when there is no single log or it is too short. */
-static int tear_log(const char *dir, off_t n)
+/* The path of the database's one log into path; 0, or -1 when there is not
+ * exactly one. */
+static int one_log(const char *dir, char *path, size_t cap)
 {
-    char path[4200] = "";
-    int logs = 0, fd, rc = -1;
+    int logs = 0;
     struct dirent *e;
     DIR *d = opendir(dir);
-    struct stat st;
 
     if (d == NULL)
         return -1;
@@ -123,53 +124,211 @@ static int tear_log(const char *dir, off_t n)
         size_t l = strlen(e->d_name);
 
         if (l > 4 && strcmp(e->d_name + l - 4, ".log") == 0 &&
-            strlen(dir) + l + 2 <= sizeof(path)) {
-            memcpy(path, dir, strlen(dir));
-            path[strlen(dir)] = '/';
-            memcpy(path + strlen(dir) + 1, e->d_name, l + 1);
+            snprintf(path, cap, "%s/%s", dir, e->d_name) < (int)cap)
             logs++;
-        }
     }
     closedir(d);
-    if (logs != 1 || (fd = open(path, O_WRONLY)) < 0)
-        return -1;
-    if (fstat(fd, &st) == 0 && st.st_size > n) {
-        char *junk = malloc((size_t)n);
+    return logs == 1 ? 0 : -1;
+}
 
-        if (junk != NULL) {
-            memset(junk, 0xab, (size_t)n);
-            rc = pwrite(fd, junk, (size_t)n, st.st_size - n) == (ssize_t)n ? 0 : -1;
-            free(junk);
-        }
+/* Where the records of the database's one log end (its preallocated zeros
+ * follow), or -1. */
+static off_t log_size(const char *dir)
+{
+    char path[4200];
+    off_t end = -1;
+
+    if (one_log(dir, path, sizeof(path)) != 0 || ldb_log_end(path, &end) != 0)
+        return -1;
+    return end;
+}
+
+/* The file size of the database's one log, or -1. */
+static off_t log_file_size(const char *dir)
+{
+    char path[4200];
+    struct stat st;
+
+    if (one_log(dir, path, sizeof(path)) != 0 || stat(path, &st) != 0)
+        return -1;
+    return st.st_size;
+}
+
+/* Fills [from, to) of the database's one log with byte c; 0 or -1. */
+static int fill_log(const char *dir, off_t from, off_t to, int c)
+{
+    char path[4200];
+    char *buf;
+    int fd, rc = -1;
+
+    if (to <= from || one_log(dir, path, sizeof(path)) != 0 ||
+        (fd = open(path, O_WRONLY)) < 0)
+        return -1;
+    if ((buf = malloc((size_t)(to - from))) != NULL) {
+        memset(buf, c, (size_t)(to - from));
+        rc = pwrite(fd, buf, (size_t)(to - from), from) == (ssize_t)(to - from) ? 0 : -1;
+        free(buf);
     }
     close(fd);
     return rc;
 }
 
-/* The size of the database's one log, or -1 when there is not exactly one. */
-static off_t log_size(const char *dir)
+/* Overwrites the last `n` bytes of the database's one log's records with
+ * garbage; returns 0, or -1 when there is no single log or it is too short. */
+static int tear_log(const char *dir, off_t n)
 {
-    char path[4200];
-    int logs = 0;
-    off_t size = -1;
-    struct dirent *e;
-    struct stat st;
-    DIR *d = opendir(dir);
+    off_t end = log_size(dir);
 
+    return end > n ? fill_log(dir, end - n, end, 0xab) : -1;
+}
+
+/* Preallocated logs: a new log's file is 64 MiB at once; a process killed
+ * half-way through a record of several fragments leaves its first ones
+ * followed by zeros, and the usual (paranoid) open still works, without
+ * the torn record (the zero tail is cut first: leveldb would otherwise
+ * report an error in the middle of a record). */
+static void preallocated(const char *dir)
+{
+    static uint8_t big[100000];
+    ldb *d = NULL;
+    off_t e1, e2, cut;
+    leveldb_writebatch_t *b;
+    tally t;
+
+    CHECK(ldb_open(dir, &d) == 0);
     if (d == NULL)
-        return -1;
-    while ((e = readdir(d)) != NULL) {
-        size_t l = strlen(e->d_name);
-
-        if (l > 4 && strcmp(e->d_name + l - 4, ".log") == 0 &&
-            snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) < (int)sizeof(path) &&
-            stat(path, &st) == 0) {
-            size = st.st_size;
-            logs++;
-        }
+        return;
+    CHECK(log_file_size(dir) >= (off_t)64 << 20);  /* preallocated */
+    CHECK(write_recs(d, 'P', 50, true) == 0);
+    e1 = log_size(dir);
+    CHECK(e1 > 50 * VLEN && e1 < log_file_size(dir));
+    memset(big, 0x5a, sizeof(big));
+    b = leveldb_writebatch_create();
+    CHECK(b != NULL);
+    if (b == NULL) {
+        ldb_close(d);
+        return;
     }
-    closedir(d);
-    return logs == 1 ? size : -1;
+    leveldb_writebatch_put(b, "Q", 1, (const char *)big, sizeof(big));
+    CHECK(ldb_write_sync(d, b) == 0);
+    leveldb_writebatch_destroy(b);
+    e2 = log_size(dir);
+    CHECK(e2 > e1 + (off_t)sizeof(big));
+    ldb_close(d);
+    d = NULL;
+    /* the big record's fragments after its first one never written */
+    cut = (e1 / 32768 + 1) * 32768;
+    CHECK(cut < e2 && fill_log(dir, cut, e2, 0) == 0);
+    CHECK(ldb_open(dir, &d) == 0);                  /* paranoid, and it opens */
+    if (d == NULL)
+        return;
+    CHECK(count(d, 'P', &t) == 0);
+    CHECK(t.n == 50 && t.bad == 0);
+    CHECK(count(d, 'Q', &t) == 0);
+    CHECK(t.n == 0);                                /* the torn record: gone */
+    ldb_close(d);
+}
+
+/* Writes a log file at path: parts of (bytes, n) in order. */
+static int write_file(const char *path, const void *const *parts, const size_t *ns, int k)
+{
+    FILE *f = fopen(path, "w");
+    int rc = 0;
+
+    if (f == NULL)
+        return -1;
+    for (int i = 0; i < k; i++)
+        if (fwrite(parts[i], 1, ns[i], f) != ns[i])
+            rc = -1;
+    return fclose(f) == 0 ? rc : -1;
+}
+
+static off_t file_size(const char *path)
+{
+    struct stat st;
+
+    return stat(path, &st) == 0 ? st.st_size : -1;
+}
+
+/* ldb_logs_trim on logs made of a real record (one leveldb wrote): records
+ * then zeros are cut after the records; a record cut short by the zeros is
+ * cut off; zeros then a record, or a bad checksum the zeros do not reach,
+ * or a header running past its block, are left alone. */
+static void trim_cases(const char *base)
+{
+    static uint8_t zeros[40000], rec[7 + 2 * VLEN], bad[7 + 2 * VLEN];
+    char db[4200], dir[4200], path[4300], src[4300];
+    size_t rn = 0;
+    off_t end = -1;
+    ldb *d = NULL;
+    FILE *f;
+
+    CHECK(snprintf(db, sizeof(db), "%s/db4", base) < (int)sizeof(db));
+    CHECK(snprintf(dir, sizeof(dir), "%s/trim", base) < (int)sizeof(dir));
+    CHECK(snprintf(path, sizeof(path), "%s/000001.log", dir) < (int)sizeof(path));
+    CHECK(mkdir(dir, 0755) == 0);
+    /* one record of leveldb's own: a batch with one put of VLEN bytes */
+    CHECK(ldb_open(db, &d) == 0);
+    if (d == NULL)
+        return;
+    CHECK(write_recs(d, 'T', 1, true) == 0);
+    ldb_close(d);
+    CHECK(one_log(db, src, sizeof(src)) == 0 && (f = fopen(src, "r")) != NULL);
+    if (f == NULL)
+        return;
+    rn = fread(rec, 1, 7, f);
+    if (rn == 7) {
+        rn = 7 + ((size_t)rec[4] | (size_t)rec[5] << 8);
+        CHECK(rn > 7 + VLEN && rn <= sizeof(rec) && fread(rec + 7, 1, rn - 7, f) == rn - 7);
+    }
+    fclose(f);
+    CHECK(rn > 7 + VLEN);
+    if (rn <= 7 + VLEN || rn > sizeof(rec))
+        return;
+    memcpy(bad, rec, rn);
+    bad[rn - 1] ^= 0x55;                        /* its checksum no longer holds */
+    {   /* records, then zeros: cut right after the records; again: nothing */
+        const void *pp[] = { rec, rec, zeros };
+        size_t nn[] = { rn, rn, sizeof(zeros) };
+
+        CHECK(write_file(path, pp, nn, 3) == 0);
+        CHECK(ldb_log_end(path, &end) == 0 && end == 2 * (off_t)rn);
+        CHECK(ldb_logs_trim(dir) == 0 && file_size(path) == 2 * (off_t)rn);
+        CHECK(ldb_logs_trim(dir) == 0 && file_size(path) == 2 * (off_t)rn);
+    }
+    {   /* a record cut short, the rest zeros: cut before it */
+        const void *pp[] = { rec, rec, zeros };
+        size_t nn[] = { rn, rn / 2, sizeof(zeros) };
+
+        CHECK(write_file(path, pp, nn, 3) == 0);
+        CHECK(ldb_logs_trim(dir) == 0 && file_size(path) == (off_t)rn);
+    }
+    {   /* zeros, then a record: left alone */
+        const void *pp[] = { rec, zeros, rec };
+        size_t nn[] = { rn, sizeof(zeros), rn };
+
+        CHECK(write_file(path, pp, nn, 3) == 0);
+        CHECK(ldb_log_end(path, &end) == SX_EINVAL);
+        CHECK(ldb_logs_trim(dir) == 0 && file_size(path) == 2 * (off_t)rn + (off_t)sizeof(zeros));
+    }
+    {   /* a bad checksum the zeros do not reach: left alone */
+        const void *pp[] = { rec, bad, zeros };
+        size_t nn[] = { rn, rn, sizeof(zeros) };
+
+        CHECK(write_file(path, pp, nn, 3) == 0);
+        CHECK(ldb_log_end(path, &end) == SX_EINVAL);
+        CHECK(ldb_logs_trim(dir) == 0 && file_size(path) == 2 * (off_t)rn + (off_t)sizeof(zeros));
+    }
+    {   /* a header running past its block: left alone */
+        const void *pp[] = { rec, zeros };
+        size_t nn[] = { rn, sizeof(zeros) };
+
+        rec[4] = 0xff;
+        rec[5] = 0xff;
+        CHECK(write_file(path, pp, nn, 2) == 0);
+        CHECK(ldb_log_end(path, &end) == SX_EINVAL);
+        CHECK(ldb_logs_trim(dir) == 0 && file_size(path) == (off_t)rn + (off_t)sizeof(zeros));
+    }
 }
 
 /* A log write that fails half-way: writes to d are refused from then on,
@@ -220,7 +379,7 @@ static void failed_write(const char *dir)
 int main(int argc, char **argv)
 {
     char tmpl[] = "/tmp/sx-ldb-XXXXXX", dir[4200], marker[4200], inside[4200], moved[4200];
-    char dir2[4200];
+    char dir2[4200], dir3[4200];
     const char *base = argc > 1 ? argv[1] : mkdtemp(tmpl);
     unsigned synced = 0;
     bool exists = false;
@@ -236,7 +395,8 @@ int main(int argc, char **argv)
         snprintf(marker, sizeof(marker), "%s.unsealed", dir) >= (int)sizeof(marker) ||
         snprintf(inside, sizeof(inside), "%s/x", marker) >= (int)sizeof(inside) ||
         snprintf(moved, sizeof(moved), "%s/moved", base) >= (int)sizeof(moved) ||
-        snprintf(dir2, sizeof(dir2), "%s/db2", base) >= (int)sizeof(dir2)) {
+        snprintf(dir2, sizeof(dir2), "%s/db2", base) >= (int)sizeof(dir2) ||
+        snprintf(dir3, sizeof(dir3), "%s/db3", base) >= (int)sizeof(dir3)) {
         fprintf(stderr, "ldb_nodetest: scratch dir path too long: %s\n", base);
         return 1;
     }
@@ -287,6 +447,8 @@ int main(int argc, char **argv)
     ldb_close(d);
 
     failed_write(dir2);
+    preallocated(dir3);
+    trim_cases(base);
 
     if (argc <= 1)      /* a scratch dir of our own: removed; one given: kept */
         nftw(base, rm_one, 16, FTW_DEPTH | FTW_PHYS);
