@@ -99,7 +99,8 @@ static int open_checked(const char *dir, bool create, bool paranoid, ldb **out)
         return SX_ENOMEM;
     atomic_init(&d->failed, false);
     atomic_init(&d->refusing, false);
-    d->logs.ino = -1;
+    d->logs.wd = -1;
+    d->logs.lockfd = -1;
     d->opts = leveldb_options_create();
     d->ropts = leveldb_readoptions_create();
     d->wsync = leveldb_writeoptions_create();
@@ -126,8 +127,9 @@ static int open_checked(const char *dir, bool create, bool paranoid, ldb **out)
      * Session 11, docs/PERFORMANCE.md. */
     leveldb_options_set_max_file_size(d->opts, 8u << 20);
     leveldb_writeoptions_set_sync(d->wsync, 1);
-    /* the preallocated zeros after the last record, cut (ldb_log.h) */
-    if (ldb_logs_trim(dir) != 0) {
+    /* the folder locked, and the preallocated zeros after the logs'
+     * records cut (ldb_log.h) */
+    if (ldb_logs_open(&d->logs, dir) != 0) {
         ldb_close(d);
         return SX_EIO;
     }
@@ -164,7 +166,7 @@ void ldb_close(ldb *d)
         return;
     if (d->db)
         leveldb_close(d->db);
-    ldb_logs_close(&d->logs);
+    ldb_logs_close(&d->logs, d->dir);
     if (d->opts)
         leveldb_options_destroy(d->opts);
     if (d->filter)
@@ -249,7 +251,7 @@ static int write_opts(ldb *d, const leveldb_writeoptions_t *o, leveldb_writebatc
         atomic_store(&d->failed, true);
         return SX_EIO;
     }
-    ldb_logs_poll(&d->logs, d->dir);    /* a log this write started */
+    ldb_logs_poll();                    /* a log this write started */
     return 0;
 }
 

@@ -6,10 +6,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -24,9 +27,10 @@
 #define LOG_BLOCK 32768
 #define LOG_HEADER 7
 #define READ_CHUNK (32 * LOG_BLOCK)
-/* Preallocate only while the disk keeps this many times the size free
- * afterwards: a nearly full disk needs its room for compactions. */
+/* Preallocate only on a disk with this many times the size free: a nearly
+ * full disk needs its room for compactions. */
 #define FREE_FACTOR 16
+#define LOCK_NAME "LOCK.shardex"
 
 static bool is_log(const char *name)
 {
@@ -56,25 +60,28 @@ static int read_at(int fd, uint8_t *buf, size_t n, off_t off)
     return 0;
 }
 
+static uint32_t crc_table[256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+
+static void crc_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t v = i;
+
+        for (int k = 0; k < 8; k++)
+            v = v & 1 ? (v >> 1) ^ 0x82f63b78u : v >> 1;
+        crc_table[i] = v;
+    }
+}
+
 /* CRC-32C (Castagnoli), as leveldb checks its records. */
 static uint32_t crc32c(const uint8_t *p, size_t n)
 {
-    static uint32_t table[256];
-    static atomic_bool ready;
     uint32_t c = 0xffffffffu;
 
-    if (!atomic_load(&ready)) {         /* idempotent: racing fillers agree */
-        for (uint32_t i = 0; i < 256; i++) {
-            uint32_t v = i;
-
-            for (int k = 0; k < 8; k++)
-                v = v & 1 ? (v >> 1) ^ 0x82f63b78u : v >> 1;
-            table[i] = v;
-        }
-        atomic_store(&ready, true);
-    }
+    pthread_once(&crc_once, crc_init);
     while (n--)
-        c = table[(c ^ *p++) & 0xff] ^ (c >> 8);
+        c = crc_table[(c ^ *p++) & 0xff] ^ (c >> 8);
     return c ^ 0xffffffffu;
 }
 
@@ -155,6 +162,8 @@ static int log_end_fd(int fd, const char *path, off_t *end)
             p += room;
             continue;
         }
+        if (p + LOG_HEADER > st.st_size)
+            return SX_EINVAL;           /* ends inside a header: leveldb's EOF */
         if (read_at(fd, h, LOG_HEADER, p) != 0) {
             LOG_ERROR("leveldb log %s: read at %lld: %s", path, (long long)p,
                       strerror(errno));
@@ -173,6 +182,8 @@ static int log_end_fd(int fd, const char *path, off_t *end)
         *end = 0;
         return 0;
     }
+    if (last_end > st.st_size)
+        return SX_EINVAL;               /* ends inside a record: leveldb's EOF */
     if (record_sound(fd, lh, last_len, last, &sound) != 0) {
         LOG_ERROR("leveldb log %s: read at %lld: %s", path, (long long)last,
                   strerror(errno));
@@ -201,13 +212,13 @@ int ldb_log_end(const char *path, off_t *end)
     return rc;
 }
 
-/* Trims log name of folder dfd (see ldb_logs_trim). */
+/* Cuts log name of folder dfd (see ldb_logs_trim). */
 static int trim_one(int dfd, const char *dir, const char *name)
 {
-    int fd = openat(dfd, name, O_RDWR | O_CLOEXEC);
+    int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC);
     char path[4200];
     struct stat st;
-    off_t end = 0;
+    off_t end = 0, records = 0;
     int rc;
 
     snprintf(path, sizeof(path), "%s/%s", dir, name);
@@ -218,16 +229,23 @@ static int trim_one(int dfd, const char *dir, const char *name)
         return SX_EIO;
     }
     rc = log_end_fd(fd, path, &end);
-    if (rc == SX_EINVAL)
-        rc = 0;                         /* a tail for leveldb to judge */
-    else if (rc == 0 && fstat(fd, &st) == 0 && end < st.st_size) {
-        if (ftruncate(fd, end) != 0) {
-            LOG_ERROR("leveldb log %s: cut its preallocated tail at %lld: %s", path,
-                      (long long)end, strerror(errno));
+    if (rc == 0 && fstat(fd, &st) == 0 && end < st.st_size &&
+        last_nonzero(fd, st.st_size, &records) == 0) {
+        close(fd);
+        if (records > end)
+            LOG_WARN("leveldb log %s: its last record, at %lld, was cut short (its writer "
+                     "stopped half-way); dropped, as leveldb drops one at a file's end",
+                     path, (long long)end);
+        if ((fd = openat(dfd, name, O_WRONLY | O_CLOEXEC)) < 0 || ftruncate(fd, end) != 0) {
+            LOG_ERROR("leveldb log %s: cut it at %lld: %s", path, (long long)end,
+                      strerror(errno));
             rc = SX_EIO;
         }
     }
-    close(fd);
+    if (rc == SX_EINVAL)
+        rc = 0;                         /* a tail for leveldb to judge */
+    if (fd >= 0)
+        close(fd);
     return rc;
 }
 
@@ -259,105 +277,154 @@ int ldb_logs_trim(const char *dir)
     return rc;
 }
 
-/* Logs a failed preallocation once per database; off for good when the
- * file system cannot do it. */
-static void prealloc_failed(ldb_logs *w, const char *path, int err)
-{
-    bool unsupported = err == EOPNOTSUPP || err == ENOSYS;
+/* The process's watch: one inotify instance, one watch per open database
+ * (folder, bytes to preallocate, whether a failure was logged). */
+typedef struct watched {
+    int wd;
+    char *dir;
+    size_t bytes;
+    bool warned;
+} watched;
 
-    if (!atomic_exchange(&w->warned, true))
-        LOG_WARN("leveldb log %s: cannot preallocate it (%s)%s", path, strerror(err),
-                 unsupported ? "; logs grow as written on this file system"
-                             : "; its syncs cost more until the next log");
-    if (unsupported)
-        atomic_store(&w->bytes, 0);
-}
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static int reg_ino = -1;
+static watched *reg;
+static size_t nreg, capreg;
 
-/* Preallocates log name of folder dir to w->bytes. */
-static void prealloc(ldb_logs *w, const char *dir, const char *name)
+/* Preallocates log `name` of folder dir to `bytes`; returns 0 or the errno
+ * of a failed fallocate. */
+static int prealloc(const char *dir, const char *name, size_t bytes)
 {
-    size_t bytes = atomic_load(&w->bytes);
     char path[4200];
     struct statvfs vfs;
-    int fd;
+    int fd, err = 0;
 
     if (bytes == 0 || snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path))
-        return;
+        return 0;
     if ((fd = open(path, O_WRONLY | O_CLOEXEC)) < 0)
-        return;                         /* gone already: switched and flushed */
+        return 0;                       /* gone already: switched and flushed */
     if (fstatvfs(fd, &vfs) == 0 &&
         (uint64_t)vfs.f_bavail * vfs.f_frsize < (uint64_t)bytes * FREE_FACTOR) {
         close(fd);
-        return;                         /* leave a nearly full disk its room */
+        return 0;                       /* leave a nearly full disk its room */
     }
     if (fallocate(fd, 0, 0, (off_t)bytes) != 0)
-        prealloc_failed(w, path, errno);
+        err = errno;
     close(fd);
+    return err;
 }
 
-/* The newest log in dir (the highest number), preallocated. */
-static void prealloc_newest(ldb_logs *w, const char *dir)
+/* Logs a failed preallocation in dir once per database; turns it off for
+ * good there when the file system cannot do it. */
+static void prealloc_failed(int wd, const char *dir, const char *name, int err)
+{
+    bool unsupported = err == EOPNOTSUPP || err == ENOSYS, log = false;
+
+    pthread_mutex_lock(&reg_mu);
+    for (size_t i = 0; i < nreg; i++) {
+        if (reg[i].wd != wd)
+            continue;
+        log = !reg[i].warned;
+        reg[i].warned = true;
+        if (unsupported)
+            reg[i].bytes = 0;
+    }
+    pthread_mutex_unlock(&reg_mu);
+    if (log)
+        LOG_WARN("leveldb log %s/%s: cannot preallocate it (%s)%s", dir, name, strerror(err),
+                 unsupported ? "; logs grow as written on this file system"
+                             : "; its syncs cost more until the next log");
+}
+
+/* The newest log in dir (the highest number) into name; false if none. */
+static bool newest_log(const char *dir, char *name, size_t cap)
 {
     DIR *d = opendir(dir);
     struct dirent *e;
     unsigned long long best = 0;
-    char name[256] = "";
+    bool found = false;
 
     if (d == NULL)
-        return;
+        return false;
     while ((e = readdir(d)) != NULL) {
         unsigned long long num = strtoull(e->d_name, NULL, 10);
 
-        if (is_log(e->d_name) && num >= best && strlen(e->d_name) < sizeof(name)) {
+        if (is_log(e->d_name) && num >= best && strlen(e->d_name) < cap) {
             best = num;
             strcpy(name, e->d_name);
+            found = true;
         }
     }
     closedir(d);
-    if (name[0] != '\0')
-        prealloc(w, dir, name);
+    return found;
 }
 
-void ldb_logs_watch(ldb_logs *w, const char *dir, size_t bytes)
+/* Preallocates the newest log of the database watched as wd. */
+static void prealloc_newest(int wd, const char *dir, size_t bytes)
 {
-    const char *env = getenv("SHARDEX_LOG_PREALLOC_MB");
+    char name[256];
+    int err;
 
-    w->ino = -1;
-    atomic_init(&w->warned, false);
-    atomic_init(&w->bytes, 0);
-    if (env != NULL && *env != '\0') {
-        char *endp;
-        unsigned long mb = strtoul(env, &endp, 10);
-
-        if (*endp == '\0' && mb <= 4096)
-            bytes = (size_t)mb << 20;
-    }
-    if (bytes == 0)
-        return;
-    w->ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    if (w->ino < 0 || inotify_add_watch(w->ino, dir, IN_CREATE | IN_ONLYDIR) < 0) {
-        LOG_WARN("leveldb %s: cannot watch it for new logs (%s); they grow as written",
-                 dir, strerror(errno));
-        if (w->ino >= 0)
-            close(w->ino);
-        w->ino = -1;
-        return;
-    }
-    atomic_store(&w->bytes, bytes);
-    prealloc_newest(w, dir);
+    if (newest_log(dir, name, sizeof(name)) && (err = prealloc(dir, name, bytes)) != 0)
+        prealloc_failed(wd, dir, name, err);
 }
 
-void ldb_logs_poll(ldb_logs *w, const char *dir)
+/* What one event asks (a new log in a watched folder: preallocated), with
+ * the folder looked up under the lock and the work done outside it. */
+static void on_event(const struct inotify_event *ev)
+{
+    char dir[4200] = "";
+    size_t bytes = 0;
+
+    pthread_mutex_lock(&reg_mu);
+    for (size_t i = 0; i < nreg; i++) {
+        if (reg[i].wd == ev->wd && strlen(reg[i].dir) < sizeof(dir)) {
+            strcpy(dir, reg[i].dir);
+            bytes = reg[i].bytes;
+        }
+    }
+    pthread_mutex_unlock(&reg_mu);
+    if (dir[0] != '\0' && bytes > 0) {
+        int err = prealloc(dir, ev->name, bytes);
+
+        if (err != 0)
+            prealloc_failed(ev->wd, dir, ev->name, err);
+    }
+}
+
+/* After a lost event (the queue overflowed): every database's newest log. */
+static void on_overflow(void)
+{
+    for (size_t i = 0;; i++) {
+        char dir[4200] = "";
+        size_t bytes = 0;
+        int wd = -1;
+
+        pthread_mutex_lock(&reg_mu);
+        if (i < nreg && strlen(reg[i].dir) < sizeof(dir)) {
+            strcpy(dir, reg[i].dir);
+            bytes = reg[i].bytes;
+            wd = reg[i].wd;
+        }
+        pthread_mutex_unlock(&reg_mu);
+        if (wd < 0)
+            return;
+        prealloc_newest(wd, dir, bytes);
+    }
+}
+
+void ldb_logs_poll(void)
 {
     union {
         struct inotify_event ev;
         char raw[4096];
     } u;
+    int ino = __atomic_load_n(&reg_ino, __ATOMIC_ACQUIRE);
 
-    if (w->ino < 0)
+    if (ino < 0)
         return;
     for (;;) {
-        ssize_t n = read(w->ino, u.raw, sizeof(u.raw));
+        ssize_t n = read(ino, u.raw, sizeof(u.raw));
 
         if (n <= 0)
             return;                     /* EAGAIN: nothing new */
@@ -365,17 +432,133 @@ void ldb_logs_poll(ldb_logs *w, const char *dir)
             const struct inotify_event *ev = (const struct inotify_event *)p;
 
             if (ev->mask & IN_Q_OVERFLOW)
-                prealloc_newest(w, dir);
-            else if (ev->len > 0 && is_log(ev->name))
-                prealloc(w, dir, ev->name);
+                on_overflow();
+            else if (ev->len > 0 && (ev->mask & IN_CREATE) && is_log(ev->name))
+                on_event(ev);
             p += sizeof(*ev) + ev->len;
         }
     }
 }
 
-void ldb_logs_close(ldb_logs *w)
+/* The lock on folder dir into w->lockfd: 0, SX_EEXIST (held elsewhere) or
+ * SX_EIO; ENOENT (no folder yet) is 0 with no lock. */
+static int take_lock(ldb_logs *w, const char *dir)
 {
-    if (w->ino >= 0)
-        close(w->ino);
-    w->ino = -1;
+    char path[4200];
+    int fd;
+
+    if (snprintf(path, sizeof(path), "%s/" LOCK_NAME, dir) >= (int)sizeof(path)) {
+        LOG_ERROR("leveldb %s: path too long", dir);
+        return SX_EIO;
+    }
+    if ((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0) {
+        if (errno == ENOENT)
+            return 0;
+        LOG_ERROR("leveldb %s: %s: %s", dir, LOCK_NAME, strerror(errno));
+        return SX_EIO;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int err = errno;
+
+        close(fd);
+        if (err == EWOULDBLOCK) {
+            LOG_ERROR("leveldb %s: in use (another open holds %s)", dir, LOCK_NAME);
+            return SX_EEXIST;
+        }
+        LOG_ERROR("leveldb %s: lock %s: %s", dir, LOCK_NAME, strerror(err));
+        return SX_EIO;
+    }
+    w->lockfd = fd;
+    return 0;
+}
+
+int ldb_logs_open(ldb_logs *w, const char *dir)
+{
+    int rc;
+
+    w->wd = -1;
+    w->lockfd = -1;
+    if ((rc = take_lock(w, dir)) != 0)
+        return rc;
+    return w->lockfd >= 0 ? ldb_logs_trim(dir) : 0;
+}
+
+/* SHARDEX_LOG_PREALLOC_MB, or dflt when unset (a bad value is logged). */
+static size_t prealloc_bytes(size_t dflt)
+{
+    static atomic_bool told;
+    const char *env = getenv("SHARDEX_LOG_PREALLOC_MB");
+    char *endp;
+    unsigned long mb;
+
+    if (env == NULL || *env == '\0')
+        return dflt;
+    errno = 0;
+    mb = strtoul(env, &endp, 10);
+    if (errno == 0 && *endp == '\0' && mb <= 4096)
+        return (size_t)mb << 20;
+    if (!atomic_exchange(&told, true))
+        LOG_WARN("SHARDEX_LOG_PREALLOC_MB=%s: not a number of MiB from 0 to 4096; ignored", env);
+    return dflt;
+}
+
+void ldb_logs_watch(ldb_logs *w, const char *dir, size_t bytes)
+{
+    watched e = { .wd = -1, .bytes = prealloc_bytes(bytes) };
+
+    if (w->lockfd < 0)
+        (void)take_lock(w, dir);        /* the folder is leveldb's now */
+    if (e.bytes == 0)
+        return;
+    pthread_mutex_lock(&reg_mu);
+    if (reg_ino < 0) {
+        int ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+
+        if (ino < 0)
+            LOG_WARN("leveldb: no inotify (%s): logs grow as written", strerror(errno));
+        __atomic_store_n(&reg_ino, ino, __ATOMIC_RELEASE);
+    }
+    if (reg_ino >= 0 && nreg == capreg) {
+        size_t cap = capreg ? 2 * capreg : 8;
+        watched *r = realloc(reg, cap * sizeof(*r));
+
+        if (r != NULL) {
+            reg = r;
+            capreg = cap;
+        }
+    }
+    if (reg_ino >= 0 && nreg < capreg && (e.dir = strdup(dir)) != NULL &&
+        (e.wd = inotify_add_watch(reg_ino, dir, IN_CREATE | IN_ONLYDIR)) >= 0) {
+        reg[nreg++] = e;
+        w->wd = e.wd;
+    } else if (reg_ino >= 0) {
+        LOG_WARN("leveldb %s: cannot watch it for new logs (%s); they grow as written", dir,
+                 e.dir == NULL || nreg >= capreg ? "out of memory" : strerror(errno));
+        free(e.dir);
+    }
+    pthread_mutex_unlock(&reg_mu);
+    if (w->wd >= 0)
+        prealloc_newest(w->wd, dir, e.bytes);
+}
+
+void ldb_logs_close(ldb_logs *w, const char *dir)
+{
+    if (w->wd >= 0) {
+        pthread_mutex_lock(&reg_mu);
+        for (size_t i = 0; i < nreg; i++) {
+            if (reg[i].wd == w->wd) {
+                inotify_rm_watch(reg_ino, w->wd);
+                free(reg[i].dir);
+                reg[i] = reg[--nreg];
+                break;
+            }
+        }
+        pthread_mutex_unlock(&reg_mu);
+        w->wd = -1;
+    }
+    if (w->lockfd >= 0) {
+        (void)ldb_logs_trim(dir);       /* a clean stop leaves no zero tail */
+        close(w->lockfd);               /* releases the lock */
+        w->lockfd = -1;
+    }
 }

@@ -215,10 +215,11 @@ expect_eq() {
 # ldb_log_data_end LOG: prints the offset just past the last byte of LOG (a
 # leveldb log) that is not zero: about where leveldb's writes to it end (a
 # record may end in zero bytes, so the true end is at most a few bytes
-# further). Its file size says nothing: each log is preallocated
+# further). Its file size says nothing: a live log is preallocated
 # (node/ldb_log.h), the space after its records zeros.
 ldb_log_data_end() {
     local last
-    last="$(LC_ALL=C grep -obaP '[^\x00]' "$1" | tail -n 1 | cut -d: -f1)"
-    echo $((${last:--1} + 1))
+    # cmp -l lists each byte that differs from /dev/zero: offset (1-based)
+    last="$(cmp -l "$1" /dev/zero 2>/dev/null | tail -n 1 | awk '{print $1}')"
+    echo "${last:-0}"
 }

@@ -29,6 +29,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include "check.h"
 #include "hash.h"
@@ -154,6 +155,33 @@ static off_t log_file_size(const char *dir)
     return st.st_size;
 }
 
+/* The file size of the database's newest log, or -1. */
+static off_t newest_log_size(const char *dir)
+{
+    char path[4300];
+    unsigned long long best = 0;
+    off_t size = -1;
+    struct dirent *e;
+    struct stat st;
+    DIR *d = opendir(dir);
+
+    if (d == NULL)
+        return -1;
+    while ((e = readdir(d)) != NULL) {
+        size_t l = strlen(e->d_name);
+        unsigned long long num = strtoull(e->d_name, NULL, 10);
+
+        if (l > 4 && strcmp(e->d_name + l - 4, ".log") == 0 && num >= best &&
+            snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) < (int)sizeof(path) &&
+            stat(path, &st) == 0) {
+            best = num;
+            size = st.st_size;
+        }
+    }
+    closedir(d);
+    return size;
+}
+
 /* Fills [from, to) of the database's one log with byte c; 0 or -1. */
 static int fill_log(const char *dir, off_t from, off_t to, int c)
 {
@@ -182,26 +210,55 @@ static int tear_log(const char *dir, off_t n)
     return end > n ? fill_log(dir, end - n, end, 0xab) : -1;
 }
 
-/* Preallocated logs: a new log's file is 64 MiB at once; a process killed
- * half-way through a record of several fragments leaves its first ones
- * followed by zeros, and the usual (paranoid) open still works, without
- * the torn record (the zero tail is cut first: leveldb would otherwise
- * report an error in the middle of a record). */
+/* Whether the disk under dir has room for preallocation (node/ldb_log.c
+ * leaves a disk with less than 16 logs' worth free alone). */
+static bool room_for_prealloc(const char *dir)
+{
+    struct statvfs v;
+
+    return statvfs(dir, &v) == 0 && (uint64_t)v.f_bavail * v.f_frsize >= (uint64_t)16 << 26;
+}
+
+/* Preallocated logs: a new log's file is 64 MiB at once (the one an open
+ * starts, and one started later, seen by the watch after the next write);
+ * a second open of a database in use is refused and cuts nothing; a
+ * process killed half-way through a record of several fragments leaves
+ * its first ones followed by zeros, and the usual (paranoid) open still
+ * works, without the torn record (the zero tail is cut first: leveldb
+ * would otherwise report an error in the middle of a record); a clean
+ * close leaves no zero tail. */
 static void preallocated(const char *dir)
 {
     static uint8_t big[100000];
-    ldb *d = NULL;
+    ldb *d = NULL, *d2 = NULL;
     off_t e1, e2, cut;
     leveldb_writebatch_t *b;
+    bool room = room_for_prealloc("/tmp");
     tally t;
 
+    if (!room)
+        printf("preallocated: under 1 GiB free here, the logs' sizes are not checked\n");
     CHECK(ldb_open(dir, &d) == 0);
     if (d == NULL)
         return;
-    CHECK(log_file_size(dir) >= (off_t)64 << 20);  /* preallocated */
+    CHECK(!room || log_file_size(dir) >= (off_t)64 << 20);
     CHECK(write_recs(d, 'P', 50, true) == 0);
     e1 = log_size(dir);
-    CHECK(e1 > 50 * VLEN && e1 < log_file_size(dir));
+    CHECK(e1 > 50 * VLEN && (!room || e1 < log_file_size(dir)));
+    CHECK(ldb_open(dir, &d2) != 0 && d2 == NULL);   /* in use: refused */
+    CHECK(log_size(dir) == e1 && (!room || log_file_size(dir) >= (off_t)64 << 20));
+    /* a new log (leveldb switches memtables to compact), preallocated once
+     * a write through ldb sees it */
+    leveldb_compact_range(d->db, NULL, 0, NULL, 0);
+    CHECK(write_recs(d, 'P', 50, true) == 0);       /* the same records again */
+    CHECK(!room || newest_log_size(dir) >= (off_t)64 << 20);
+    ldb_close(d);
+    d = NULL;
+    CHECK(log_file_size(dir) == log_size(dir));     /* a clean close: no zeros */
+    CHECK(ldb_open(dir, &d) == 0);
+    if (d == NULL)
+        return;
+    e1 = log_size(dir);
     memset(big, 0x5a, sizeof(big));
     b = leveldb_writebatch_create();
     CHECK(b != NULL);
@@ -214,11 +271,16 @@ static void preallocated(const char *dir)
     leveldb_writebatch_destroy(b);
     e2 = log_size(dir);
     CHECK(e2 > e1 + (off_t)sizeof(big));
-    ldb_close(d);
-    d = NULL;
-    /* the big record's fragments after its first one never written */
+    /* killed: the big record's fragments after its first one never
+     * written (a copy of the folder as the kill left it: a clean close
+     * would cut the tail itself) */
     cut = (e1 / 32768 + 1) * 32768;
     CHECK(cut < e2 && fill_log(dir, cut, e2, 0) == 0);
+    close(d->logs.lockfd);                          /* as a kill: no cut at close */
+    d->logs.lockfd = -1;
+    ldb_close(d);
+    CHECK(log_file_size(dir) > e2);                 /* the zeros still there */
+    d = NULL;
     CHECK(ldb_open(dir, &d) == 0);                  /* paranoid, and it opens */
     if (d == NULL)
         return;
@@ -319,6 +381,20 @@ static void trim_cases(const char *base)
         CHECK(ldb_log_end(path, &end) == SX_EINVAL);
         CHECK(ldb_logs_trim(dir) == 0 && file_size(path) == 2 * (off_t)rn + (off_t)sizeof(zeros));
     }
+    {   /* the file ends inside a record, or inside a header (a log that was
+         * not preallocated, its writer stopped): left for leveldb, which
+         * drops such a record at its end */
+        const void *pp[] = { rec, rec };
+        size_t nn[] = { rn, rn / 2 };
+
+        CHECK(write_file(path, pp, nn, 2) == 0);
+        CHECK(ldb_log_end(path, &end) == SX_EINVAL);
+        CHECK(ldb_logs_trim(dir) == 0 && file_size(path) == (off_t)rn + (off_t)(rn / 2));
+        nn[1] = 3;
+        CHECK(write_file(path, pp, nn, 2) == 0);
+        CHECK(ldb_log_end(path, &end) == SX_EINVAL);
+        CHECK(ldb_logs_trim(dir) == 0 && file_size(path) == (off_t)rn + 3);
+    }
     {   /* a header running past its block: left alone */
         const void *pp[] = { rec, zeros };
         size_t nn[] = { rn, sizeof(zeros) };
@@ -387,6 +463,7 @@ int main(int argc, char **argv)
     tally t;
     int rc;
 
+    unsetenv("SHARDEX_LOG_PREALLOC_MB");     /* preallocation as shipped */
     if (base == NULL) {
         perror("ldb_nodetest: mkdtemp");
         return 1;
