@@ -119,6 +119,8 @@ static int last_nonzero(int fd, off_t size, off_t *z)
             free(buf);
             return SX_EIO;
         }
+        if (buf[0] == 0 && memcmp(buf, buf + 1, n - 1) == 0)
+            n = 0;                      /* a chunk of zeros (the usual tail) */
         while (n > 0 && buf[n - 1] == 0)
             n--;
         if (n > 0) {
