@@ -11,7 +11,7 @@
  * order, so the outcome is queue order's) with an in-memory overlay so
  * later records in the group see earlier ones, and writes one batch
  * (entries, tombstone records, watermarks, counters). A group of I_APPLYs
- * only is written unsynced and handed to the syncer thread, which fsyncs
+ * only is written unsynced and handed to the syncer thread (index_sync.c), which fsyncs
  * the logs once for all it was handed meanwhile, publishes the state the
  * last of them reached and answers their ops, while the committer goes on
  * with the next group (pipelined group commit: a slow sync holds up no
@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "index_part.h"
+#include "index_commit.h"
 #include "index_rules.h"
 #include "keyfilter.h"
 #include "hash.h"
@@ -55,34 +56,6 @@ _Static_assert(OUT_PUT == 0 && OUT_DEL == 1, "index_rules.c mirrors OUT_PUT/OUT_
  * a smaller one (a heartbeat, a trickle of writes) it frees it, so the
  * MiBs of a build are not held for the life of the node. */
 #define COMMIT_KEEP_MIN_RECORDS 1024
-
-typedef struct ix_apply_op {
-    const msg_I_APPLY_req *m;
-    bool build;                 /* I_BUILD: m->upto is the source's head at */
-    bool stale;                 /* build refused: the source's watermark passed at */
-    bool seal;                  /* an I_BUILD without records */
-    bool early;                 /* answer once written (I_APPLY's early) */
-    bool gap;                   /* refused: its after is past the watermark */
-    int src;                    /* position in p->src */
-    int err;
-    uint64_t wm;
-    ix_apply_cb cb;             /* NULL: a synchronous caller waits on done */
-    void *cb_arg;
-    bool done;                  /* guarded by q_mu */
-    struct ix_apply_op *next;
-} ix_apply_op;
-
-/* A group the committer wrote and handed to the syncer: the ops to
- * answer once it is synced, and the state the partition reaches with it
- * (published then). */
-typedef struct ix_written {
-    ix_apply_op *ops;           /* not answered yet (not early) */
-    uint64_t *wm, *hw;          /* p->nsrc each (one allocation) */
-    uint64_t *s;                /* the last 'S' record's watermarks as of it */
-    uint64_t entries, tombstones;
-    uint64_t nrec, apply_us, write_us;  /* for the committer's figures */
-    struct ix_written *next;
-} ix_written;
 
 /* ---- validation ---- */
 
@@ -384,207 +357,6 @@ static int put_watermarks(group_ctx *g)
     return 0;
 }
 
-/* fsyncs every log of p (ldb_sync_logs, counting them in *synced), unless
- * a sync failed before; a failure makes the partition fail-stop
- * (p->seal_broken, reported once). Returns 0 or SX_EIO. The committer's
- * and the syncer's one way to make groups durable. */
-static int sync_logs(ix_part *p, unsigned *synced)
-{
-    int rc = __atomic_load_n(&p->seal_broken, __ATOMIC_ACQUIRE) ? SX_EIO
-                                                                : ldb_sync_logs(p->db, synced);
-
-    if (rc != 0 && !__atomic_exchange_n(&p->seal_broken, true, __ATOMIC_ACQ_REL))
-        LOG_ERROR("index p%llu: syncing the logs failed: this partition takes no more "
-                  "writes until the node restarts", (unsigned long long)p->id);
-    return rc;
-}
-
-/* Under apply_mu, with the syncer holding nothing: writes a group's batch
- * b (index_part.h) and returns 0 or the write's error. A group of build
- * records only (lazy) is written unsynced, the marker file created durably
- * before the first one after a seal. Any other group is written, then
- * every log fsynced before this returns: on disk that is what leveldb's
- * synced write does (append, then sync), but the entries reach the
- * memtable first, so eventual and verified readers see them while the
- * sync runs (the index lag no longer includes it); nothing is
- * acknowledged, and no watermark published, before it returns. The sync
- * covers the build records written before (the marker's seal: with seal,
- * it is then removed, *seal_rc telling how that went). A failed sync fails
- * the group and every seal after it (p->seal_broken), and ldb refuses
- * every later write until the node restarts (index_part.h); the failed
- * group's entries stay readable until then (its watermarks are not
- * published, so no strong read and no source counts on them; verified
- * reads check every hit against its fact). */
-static int write_group(ix_part *p, leveldb_writebatch_t *b, bool lazy, bool seal,
-                       int *seal_rc)
-{
-    unsigned synced = 0;
-    int rc;
-
-    *seal_rc = 0;
-    if (!lazy || __atomic_load_n(&p->seal_broken, __ATOMIC_ACQUIRE)) {
-        rc = ldb_write_lazy(p->db, b);
-        if (rc == 0)
-            rc = sync_logs(p, &synced);     /* fail-stop: see index_part.h */
-        if (rc != 0 || !seal)
-            return rc;
-        if ((*seal_rc = ldb_marker_clear(p->unsealed)) != 0)
-            return 0;
-        p->build_open = false;
-        __atomic_add_fetch(&p->seals, 1, __ATOMIC_RELAXED);
-        __atomic_add_fetch(&p->logs_synced, synced, __ATOMIC_RELAXED);
-        return 0;
-    }
-    if (!p->build_open) {
-        if ((rc = ldb_marker_set(p->unsealed)) != 0)
-            return rc;
-        p->build_open = true;
-    }
-    rc = ldb_write_lazy(p->db, b);
-    if (rc == 0)
-        __atomic_add_fetch(&p->lazy_groups, 1, __ATOMIC_RELAXED);
-    return rc;
-}
-
-/* Publishes a state the partition reached (its synced groups'): the
- * nsrc watermarks and hw_seen values, the counters and, when dur is not
- * NULL, the watermarks of the last 'S' record now known synced (what
- * answers report as synced: index_part.h). */
-static void publish(ix_part *p, const uint64_t *wm, const uint64_t *hw, uint64_t entries,
-                    uint64_t tombstones, const uint64_t *dur)
-{
-    pthread_mutex_lock(&p->state_mu);
-    memcpy(p->wm, wm, sizeof(uint64_t) * (size_t)p->nsrc);
-    memcpy(p->hw, hw, sizeof(uint64_t) * (size_t)p->nsrc);
-    if (dur != NULL)
-        memcpy(p->dur_wm, dur, sizeof(uint64_t) * (size_t)p->nsrc);
-    p->entries = entries;
-    p->tombstones = tombstones;
-    pthread_mutex_unlock(&p->state_mu);
-}
-
-/* ---- the syncer ---- */
-
-void ix_sync_drain(ix_part *p)
-{
-    pthread_mutex_lock(&p->sync_mu);
-    while (p->w_head != NULL || p->syncer_busy)
-        pthread_cond_wait(&p->drained_cv, &p->sync_mu);
-    pthread_mutex_unlock(&p->sync_mu);
-}
-
-/* Hands written group w to the syncer. */
-static void sync_hand(ix_part *p, ix_written *w)
-{
-    pthread_mutex_lock(&p->sync_mu);
-    if (p->w_tail != NULL)
-        p->w_tail->next = w;
-    else
-        p->w_head = w;
-    p->w_tail = w;
-    pthread_cond_signal(&p->sync_cv);
-    pthread_mutex_unlock(&p->sync_mu);
-}
-
-/* Under apply_mu, after a written group: a record of it for the syncer,
- * with the state it reached (p->work_*), ops to answer after the sync and
- * the group's timings. NULL when out of memory. */
-static ix_written *written_new(ix_part *p, ix_apply_op *ops, uint64_t nrec,
-                               uint64_t apply_us, uint64_t write_us)
-{
-    size_t n = (size_t)p->nsrc;
-    ix_written *w = calloc(1, sizeof(*w));
-
-    if (w == NULL)
-        return NULL;
-    w->wm = malloc(3 * (n ? n : 1) * sizeof(uint64_t));
-    if (w->wm == NULL) {
-        free(w);
-        return NULL;
-    }
-    w->hw = w->wm + n;
-    w->s = w->hw + n;
-    memcpy(w->wm, p->work_wm, n * sizeof(uint64_t));
-    memcpy(w->hw, p->work_hw, n * sizeof(uint64_t));
-    memcpy(w->s, p->s_wm, n * sizeof(uint64_t));
-    w->entries = p->work_entries;
-    w->tombstones = p->work_tombstones;
-    w->ops = ops;
-    w->nrec = nrec;
-    w->apply_us = apply_us;
-    w->write_us = write_us;
-    return w;
-}
-
-static void finish_group(ix_part *p, ix_apply_op *group);
-
-/* Syncs the logs once for the written groups of list (in the order they
- * were written), publishes the state the last one reached and answers
- * their ops. A failed sync fails them all and every later group (the
- * partition's leveldb refuses writes from then on: index_part.h). */
-static void sync_groups(ix_part *p, ix_written *list)
-{
-    unsigned long long t0 = sx_mono_us(), us;
-    unsigned synced = 0, skipped;
-    uint64_t nrec = 0, apply_us = 0, write_us = 0;
-    ix_written *w, *last = list, *nx;
-    int rc, groups = 0;
-
-    rc = sync_logs(p, &synced);
-    us = sx_mono_us() - t0;
-    for (w = list; w != NULL; w = w->next) {
-        last = w;
-        nrec += w->nrec;
-        apply_us += w->apply_us;
-        write_us += w->write_us;
-        groups++;
-    }
-    if (rc == 0) {
-        publish(p, last->wm, last->hw, last->entries, last->tombstones, last->s);
-        cstats_add(&p->commits, nrec, apply_us, write_us + us);
-    }
-    if (us >= SX_SLOW_MS * 1000ull && sx_ratelimit_ok(&p->slow_sync, 1000, &skipped))
-        LOG_WARN("index p%llu: slow sync: %llu ms for %d groups of %llu records (%u more "
-                 "slow syncs since the last report)", (unsigned long long)p->id, us / 1000,
-                 groups, (unsigned long long)nrec, skipped);
-    for (w = list; w != NULL; w = nx) {
-        nx = w->next;
-        for (ix_apply_op *op = w->ops; op != NULL; op = op->next)
-            op->err = rc;
-        finish_group(p, w->ops);
-        free(w->wm);
-        free(w);
-    }
-}
-
-static void *syncer_main(void *arg)
-{
-    ix_part *p = arg;
-
-    sx_thread_name("sx-ix-sync");
-
-    pthread_mutex_lock(&p->sync_mu);
-    for (;;) {
-        if (p->w_head == NULL) {
-            p->syncer_busy = false;
-            pthread_cond_broadcast(&p->drained_cv);
-            if (p->syncer_quit)
-                break;
-            pthread_cond_wait(&p->sync_cv, &p->sync_mu);
-            continue;
-        }
-        ix_written *list = p->w_head;
-
-        p->w_head = p->w_tail = NULL;
-        p->syncer_busy = true;
-        pthread_mutex_unlock(&p->sync_mu);
-        sync_groups(p, list);
-        pthread_mutex_lock(&p->sync_mu);
-    }
-    pthread_mutex_unlock(&p->sync_mu);
-    return NULL;
-}
-
 /* ---- the committer ---- */
 
 /* Whether group may be written unsynced and left to the syncer: I_APPLYs
@@ -681,7 +453,7 @@ static ix_apply_op *run_group(ix_part *p, ix_apply_op *group, size_t nrec,
             rc = ix_put_counts(g.b, g.entries, g.tombstones);
         t1 = sx_mono_us();
         if (rc == 0)
-            rc = piped ? ldb_write_lazy(p->db, g.b) : write_group(p, g.b, lazy, seal, &seal_rc);
+            rc = piped ? ldb_write_lazy(p->db, g.b) : ix_write_group(p, g.b, lazy, seal, &seal_rc);
         t2 = sx_mono_us();
         wrote = rc == 0;
         if (t2 - t0 >= SX_SLOW_MS * 1000ull && sx_ratelimit_ok(&p->slow, 1000, &skipped))
@@ -698,7 +470,7 @@ static ix_apply_op *run_group(ix_part *p, ix_apply_op *group, size_t nrec,
         }
         if (!piped && wrote) {  /* synced here, with everything before, unless lazy */
             cstats_add(&p->commits, nrec, t1 - t0, t2 - t1);
-            publish(p, p->work_wm, p->work_hw, g.entries, g.tombstones, lazy ? NULL : p->s_wm);
+            ix_publish(p, p->work_wm, p->work_hw, g.entries, g.tombstones, lazy ? NULL : p->s_wm);
         }
     } else {
         LOG_ERROR("index p%llu: apply group failed: %s", (unsigned long long)p->id,
@@ -721,18 +493,18 @@ static ix_apply_op *run_group(ix_part *p, ix_apply_op *group, size_t nrec,
         }
     }
     if (piped && rc == 0 && (wrote || later != NULL)) {
-        ix_written *w = written_new(p, later, nrec, t1 - t0, t2 - t1);
+        ix_written *w = ix_written_new(p, later, nrec, t1 - t0, t2 - t1);
 
         if (w != NULL) {
-            sync_hand(p, w);
+            ix_sync_hand(p, w);
         } else {                /* no memory for it: synced and answered here */
             unsigned synced = 0;
             int src;
 
             ix_sync_drain(p);   /* what it follows first */
-            src = sync_logs(p, &synced);
+            src = ix_sync_logs(p, &synced);
             if (src == 0)
-                publish(p, p->work_wm, p->work_hw, g.entries, g.tombstones, p->s_wm);
+                ix_publish(p, p->work_wm, p->work_hw, g.entries, g.tombstones, p->s_wm);
             else
                 p->work_valid = false;
             for (op = later; op != NULL; op = op->next)
@@ -787,11 +559,8 @@ static void op_errmsg(const ix_apply_op *op, char *msg, size_t n)
         snprintf(msg, n, "apply failed: %s", sx_strerror(op->err));
 }
 
-/* Answers the ops of group (their err set): callbacks first (an op with
- * one is freed here), each told how far its source is synced now, then
- * the synchronous callers, which may return (and drop their op) as soon
- * as they see done. */
-static void finish_group(ix_part *p, ix_apply_op *group)
+/* Answers the ops of group: index_commit.h. */
+void ix_finish_group(ix_part *p, ix_apply_op *group)
 {
     ix_apply_op *waiting = NULL, *o, *nx;
     char msg[300];
@@ -847,7 +616,7 @@ static void *committer_main(void *arg)
         ix_apply_op *g = take_group(p, &nrec);
 
         pthread_mutex_unlock(&p->q_mu);
-        finish_group(p, run_group(p, g, nrec, &wb));
+        ix_finish_group(p, run_group(p, g, nrec, &wb));
         if (wb != NULL && nrec < COMMIT_KEEP_MIN_RECORDS) {
             leveldb_writebatch_destroy(wb);     /* small groups: its memory back */
             wb = NULL;
@@ -862,9 +631,8 @@ static void *committer_main(void *arg)
 
 int ix_committer_start(ix_part *p)
 {
-    if (pthread_create(&p->syncer, NULL, syncer_main, p) != 0)
+    if (ix_syncer_start(p) != 0)
         return SX_EINTERNAL;
-    p->syncer_started = true;
     if (pthread_create(&p->committer, NULL, committer_main, p) != 0)
         return SX_EINTERNAL;
     p->committer_started = true;
@@ -881,13 +649,7 @@ void ix_committer_stop(ix_part *p)
     if (p->committer_started)
         pthread_join(p->committer, NULL);
     p->committer_started = false;
-    pthread_mutex_lock(&p->sync_mu);   /* it syncs and answers what it holds */
-    p->syncer_quit = true;
-    pthread_cond_signal(&p->sync_cv);
-    pthread_mutex_unlock(&p->sync_mu);
-    if (p->syncer_started)
-        pthread_join(p->syncer, NULL);
-    p->syncer_started = false;
+    ix_syncer_stop(p);                 /* it syncs and answers what it holds */
 }
 
 /* Validates m and queues op for it, answered once written when early (an
