@@ -391,7 +391,7 @@ static void work_load(ix_part *p)
 /* Applies the ops of group (n records in all) in one batch and writes
  * it: unsynced, handed to the syncer (group_pipelined), or else synced
  * here and published. Sets the err of every op it answers, and returns
- * those ops (the caller answers them: finish_group); the syncer answers
+ * those ops (the caller answers them: ix_finish_group); the syncer answers
  * the others. Takes apply_mu. The batch is *wb, created when NULL, else
  * emptied: the committer keeps it across large groups, so a build does
  * not regrow (copy and fault in) a batch of MiBs for every group. */

@@ -108,8 +108,10 @@ static int last_nonzero(int fd, off_t size, off_t *z)
     uint8_t *buf = malloc(READ_CHUNK);
     off_t hi = size;
 
-    if (buf == NULL)
+    if (buf == NULL) {
+        errno = ENOMEM;
         return SX_ENOMEM;
+    }
     *z = 0;
     while (hi > 0) {
         off_t lo = hi > READ_CHUNK ? hi - READ_CHUNK : 0;
@@ -133,7 +135,8 @@ static int last_nonzero(int fd, off_t size, off_t *z)
     return 0;
 }
 
-/* Where leveldb's last write to log fd ended, into *end (see ldb_log_end);
+/* Where leveldb's last write to log fd ended, into *end (see ldb_log_end),
+ * and whether its last record was cut short (*cut; NULL: not asked);
  * SX_EINVAL when that cannot be told (left for leveldb to judge). Writes
  * the zeros after them (preallocated) are told from a record's own zeros
  * by the records' headers: they are walked from the start to the last one
@@ -144,7 +147,7 @@ static int last_nonzero(int fd, off_t size, off_t *z)
  * drops a record cut short at the end). Anything else (zeros between
  * records and more records, a header running past its block, a bad
  * checksum in a record the zeros do not reach) is not ours to cut. */
-static int log_end_fd(int fd, const char *path, off_t *end)
+static int log_end_fd(int fd, const char *path, off_t *end, bool *cut)
 {
     struct stat st;
     off_t z, p = 0, last = -1, last_end = 0;
@@ -180,6 +183,8 @@ static int log_end_fd(int fd, const char *path, off_t *end)
         p += LOG_HEADER + (off_t)len;
         last_end = p;
     }
+    if (cut != NULL)
+        *cut = false;
     if (last < 0) {                     /* nothing but zeros */
         *end = 0;
         return 0;
@@ -191,12 +196,15 @@ static int log_end_fd(int fd, const char *path, off_t *end)
                   strerror(errno));
         return SX_EIO;
     }
-    if (sound)
+    if (sound) {
         *end = last_end;
-    else if (z < last_end)
+    } else if (z < last_end) {
         *end = last;                    /* being written when it stopped */
-    else
+        if (cut != NULL)
+            *cut = true;
+    } else {
         return SX_EINVAL;
+    }
     return 0;
 }
 
@@ -209,7 +217,7 @@ int ldb_log_end(const char *path, off_t *end)
         LOG_ERROR("leveldb log %s: %s", path, strerror(errno));
         return SX_EIO;
     }
-    rc = log_end_fd(fd, path, end);
+    rc = log_end_fd(fd, path, end, NULL);
     close(fd);
     return rc;
 }
@@ -220,7 +228,8 @@ static int trim_one(int dfd, const char *dir, const char *name)
     int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC);
     char path[4200];
     struct stat st;
-    off_t end = 0, records = 0;
+    off_t end = 0;
+    bool cut = false;
     int rc;
 
     snprintf(path, sizeof(path), "%s/%s", dir, name);
@@ -230,11 +239,10 @@ static int trim_one(int dfd, const char *dir, const char *name)
         LOG_ERROR("leveldb log %s: %s", path, strerror(errno));
         return SX_EIO;
     }
-    rc = log_end_fd(fd, path, &end);
-    if (rc == 0 && fstat(fd, &st) == 0 && end < st.st_size &&
-        last_nonzero(fd, st.st_size, &records) == 0) {
+    rc = log_end_fd(fd, path, &end, &cut);
+    if (rc == 0 && fstat(fd, &st) == 0 && end < st.st_size) {
         close(fd);
-        if (records > end)
+        if (cut)
             LOG_WARN("leveldb log %s: its last record, at %lld, was cut short (its writer "
                      "stopped half-way); dropped, as leveldb drops one at a file's end",
                      path, (long long)end);
