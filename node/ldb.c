@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -35,6 +36,53 @@ static atomic_bool compactor_named;
  * 64 MiB of log to replay when a node restarts. Each log is preallocated
  * to this size too (ldb_log.h): disk space reserved while it lives. */
 #define LDB_MEMTABLE_BYTES (64u << 20)
+
+/* The block cache (uncompressed table blocks) that every leveldb of the
+ * process shares: one budget per process, whatever the number of
+ * partitions it holds. Made by the first open with the size
+ * ldb_cache_configure set, and never destroyed: it must outlive every
+ * database that uses it, and it lives as long as the process. */
+static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static leveldb_cache_t *shared_cache;
+static size_t cache_mb = LDB_CACHE_DEFAULT_MB;
+
+int ldb_cache_configure(size_t mb)
+{
+    int rc = 0;
+
+    if (mb < 1 || mb > LDB_CACHE_MAX_MB)
+        return SX_EINVAL;
+    pthread_mutex_lock(&cache_mu);
+    if (shared_cache != NULL && mb != cache_mb)
+        rc = SX_EINVAL;         /* too late: a database is using it */
+    else
+        cache_mb = mb;
+    pthread_mutex_unlock(&cache_mu);
+    return rc;
+}
+
+size_t ldb_cache_mb(void)
+{
+    size_t mb;
+
+    pthread_mutex_lock(&cache_mu);
+    mb = cache_mb;
+    pthread_mutex_unlock(&cache_mu);
+    return mb;
+}
+
+/* The shared cache, made on first use; NULL when out of memory. */
+static leveldb_cache_t *cache_get(void)
+{
+    leveldb_cache_t *c;
+
+    pthread_mutex_lock(&cache_mu);
+    if (shared_cache == NULL)
+        shared_cache = leveldb_cache_create_lru(cache_mb << 20);
+    c = shared_cache;
+    pthread_mutex_unlock(&cache_mu);
+    return c;
+}
 
 /* True when a thread of this process other than the caller is named
  * "sx-leveldb" (the caller's own name is restored before). */
@@ -93,6 +141,7 @@ int ldb_open(const char *dir, ldb **out)
 static int open_checked(const char *dir, bool create, bool paranoid, ldb **out)
 {
     ldb *d = calloc(1, sizeof(*d));
+    leveldb_cache_t *cache;
     char *err = NULL;
 
     if (d == NULL)
@@ -106,16 +155,15 @@ static int open_checked(const char *dir, bool create, bool paranoid, ldb **out)
     d->wsync = leveldb_writeoptions_create();
     d->wlazy = leveldb_writeoptions_create();
     d->dir = strdup(dir);
-    d->cache = leveldb_cache_create_lru(32u << 20);
     d->filter = leveldb_filterpolicy_create_bloom(10);
-    if (!d->opts || !d->ropts || !d->wsync || !d->wlazy || !d->dir || !d->cache ||
-        !d->filter) {
+    cache = cache_get();
+    if (!d->opts || !d->ropts || !d->wsync || !d->wlazy || !d->dir || !cache || !d->filter) {
         ldb_close(d);
         return SX_ENOMEM;
     }
     leveldb_options_set_create_if_missing(d->opts, create);
     leveldb_options_set_paranoid_checks(d->opts, paranoid);
-    leveldb_options_set_cache(d->opts, d->cache);
+    leveldb_options_set_cache(d->opts, cache);
     leveldb_options_set_filter_policy(d->opts, d->filter);
     /* large memtables: see LDB_MEMTABLE_BYTES */
     leveldb_options_set_write_buffer_size(d->opts, LDB_MEMTABLE_BYTES);
@@ -171,8 +219,6 @@ void ldb_close(ldb *d)
         leveldb_options_destroy(d->opts);
     if (d->filter)
         leveldb_filterpolicy_destroy(d->filter);
-    if (d->cache)
-        leveldb_cache_destroy(d->cache);
     if (d->ropts)
         leveldb_readoptions_destroy(d->ropts);
     if (d->wsync)

@@ -20,13 +20,27 @@ typedef struct ldb {
     leveldb_writeoptions_t *wsync;   /* sync = true */
     leveldb_writeoptions_t *wlazy;   /* sync = false */
     char *dir;                       /* the database's folder */
-    leveldb_cache_t *cache;
     leveldb_filterpolicy_t *filter;
     atomic_bool failed;              /* a write or a log sync failed (sticky):
                                       * every later write is refused */
     atomic_bool refusing;            /* that has been logged */
     ldb_logs logs;                   /* new logs preallocated (ldb_log.h) */
 } ldb;
+
+/* The block cache every leveldb of a process shares (uncompressed table
+ * blocks: a read that finds its block there neither reads the file nor
+ * decompresses it). 128 MiB by default, so a local cluster's four nodes
+ * hold at most 512 MiB between them; shardex-node --cache-mb sets it. */
+#define LDB_CACHE_DEFAULT_MB 128
+#define LDB_CACHE_MAX_MB (1024 * 1024)
+
+/* Sets the shared block cache's size, 1..LDB_CACHE_MAX_MB MiB. Call it
+ * before the process opens its first leveldb: once the cache exists only
+ * its own size is accepted. Returns 0 or SX_EINVAL. */
+int ldb_cache_configure(size_t mb);
+
+/* The shared block cache's size in MiB (as configured, or the default). */
+size_t ldb_cache_mb(void);
 
 /* Opens (creating if missing) the database at dir. Returns 0 or SX_EIO with
  * leveldb's message logged. On success *out is owned by the caller. */

@@ -3,7 +3,7 @@
  * dispatch to the storage or index role (st_node_run / ix_node_run).
  *
  *   shardex-node --config FILE --name NAME --data DIR [--log FILE]
- *                [--role storage|index] [--workers N] [--help]
+ *                [--role storage|index] [--workers N] [--cache-mb N] [--help]
  *
  * Usage errors print one line on stderr and exit 2; start-up failures exit 1.
  */
@@ -19,6 +19,7 @@
 #include "serve.h"
 #include "hash.h"
 #include "heap.h"
+#include "ldb.h"
 #include "link_auth.h"
 #include "log.h"
 #include "node.h"
@@ -41,7 +42,7 @@ static void on_signal(int sig)
 
 static const char *usage_text =
     "usage: shardex-node --config FILE --name NAME --data DIR [--log FILE]\n"
-    "                    [--role storage|index] [--workers N] [--help]\n"
+    "                    [--role storage|index] [--workers N] [--cache-mb N] [--help]\n"
     "  --config FILE   cluster config (JSON)\n"
     "  --name NAME     this node's name in the config\n"
     "  --data DIR      data directory (created if missing)\n"
@@ -50,12 +51,15 @@ static const char *usage_text =
     "  --workers N     request-serving threads (default 16; a storage node's\n"
     "                  writes are committed and answered by one thread per partition);\n"
     "                  given, also the requests at once of the router a storage node\n"
-    "                  hosts (config \"host\"; else shardex-router's default, 256)\n";
+    "                  hosts (config \"host\"; else shardex-router's default, 256)\n"
+    "  --cache-mb N    MiB of leveldb block cache, shared by every partition of\n"
+    "                  this node (default 128; 1..1048576)\n";
 
 typedef struct cli {
     const char *config, *name, *data, *log, *role;
     int workers;
     bool workers_set;       /* --workers given */
+    long cache_mb;
 } cli;
 
 static int usage_error(const char *fmt, const char *arg)
@@ -66,11 +70,26 @@ static int usage_error(const char *fmt, const char *arg)
     return 2;
 }
 
+/* Parses a whole decimal number in [lo, hi] into *v: 0, or -1. */
+static int parse_long(const char *s, long lo, long hi, long *v)
+{
+    char *end = NULL;
+    long x;
+
+    errno = 0;
+    x = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || x < lo || x > hi)
+        return -1;
+    *v = x;
+    return 0;
+}
+
 /* Parses argv into c. Returns -1 to go on, or an exit status (0 for --help). */
 static int parse_args(int argc, char **argv, cli *c)
 {
     memset(c, 0, sizeof(*c));
     c->workers = 16;
+    c->cache_mb = LDB_CACHE_DEFAULT_MB;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char **slot = NULL;
@@ -84,20 +103,21 @@ static int parse_args(int argc, char **argv, cli *c)
         else if (strcmp(a, "--data") == 0) slot = &c->data;
         else if (strcmp(a, "--log") == 0) slot = &c->log;
         else if (strcmp(a, "--role") == 0) slot = &c->role;
-        else if (strcmp(a, "--workers") != 0)
+        else if (strcmp(a, "--workers") != 0 && strcmp(a, "--cache-mb") != 0)
             return usage_error("unknown option '%s'", a);
         if (i + 1 >= argc || argv[i + 1][0] == '\0')
             return usage_error("option '%s' needs a value", a);
         if (slot != NULL) {
             *slot = argv[++i];
-        } else {
-            char *end = NULL;
-            long w = strtol(argv[++i], &end, 10);
+        } else if (strcmp(a, "--workers") == 0) {
+            long w;
 
-            if (end == NULL || *end != '\0' || w < 1 || w > 256)
+            if (parse_long(argv[++i], 1, 256, &w) != 0)
                 return usage_error("--workers must be 1..256, got '%s'", argv[i]);
             c->workers = (int)w;
             c->workers_set = true;
+        } else if (parse_long(argv[++i], 1, LDB_CACHE_MAX_MB, &c->cache_mb) != 0) {
+            return usage_error("--cache-mb must be 1..1048576 (MiB), got '%s'", argv[i]);
         }
     }
     if (c->config == NULL) return usage_error("%s", "missing --config FILE");
@@ -215,13 +235,19 @@ int main(int argc, char **argv)
         rc = 1;
         goto out;
     }
+    if (ldb_cache_configure((size_t)c.cache_mb) != 0) {  /* before any leveldb opens */
+        fprintf(stderr, "shardex-node: cannot set the block cache to %ld MiB\n", c.cache_mb);
+        rc = 1;
+        goto out;
+    }
     o.cfg = cfg;
     o.self = self;
     o.data_dir = c.data;
     o.workers = c.workers;
     o.router_fibers = c.workers_set ? c.workers : RT_DEFAULT_WORKERS;
-    LOG_INFO("shardex-node %s starting (%s, %d workers)", c.name,
-             cfg->nodes[self].role == SX_ROLE_STORAGE ? "storage" : "index", c.workers);
+    LOG_INFO("shardex-node %s starting (%s, %d workers, %ld MiB block cache)", c.name,
+             cfg->nodes[self].role == SX_ROLE_STORAGE ? "storage" : "index", c.workers,
+             c.cache_mb);
     rc = cfg->nodes[self].role == SX_ROLE_STORAGE ? st_node_run(&o) : ix_node_run(&o);
     if (rc != 0) {
         fprintf(stderr, "shardex-node: %s: %s (see %s)\n", c.name, sx_strerror(rc), c.log);

@@ -67,12 +67,21 @@ if kill -0 "$old_pid" 2>/dev/null && [ "$(awk '{print $3}' "/proc/$old_pid/stat"
 fi
 sx_rc get one '{"id": 1}' >/dev/null 2>&1   # s1 (and the catalog) down: an error, not a crash
 ((RC < 128)) || fail "the CLI died of a signal while s1 was down"
-lc start s1 >/dev/null
+SHARDEX_CACHE_MB=48 lc start s1 >/dev/null   # and with a block cache of its own size
 new_pid="$(lc status | awk '$2 == "s1" { print $3 }')"
 [ "$(lc status | awk '$2 == "s1" { print $5 }')" = running ] || fail "s1 not running after start"
 [ "$new_pid" != "$old_pid" ] || fail "start did not start a new process"
 wait_for "get after restarting s1" 60 sx get one '{"id": 1}'
 pass "kill s1 (pid $old_pid) and start s1 (pid $new_pid); the item is still there"
+tr '\0' ' ' <"/proc/$new_pid/cmdline" | grep -q -- "--cache-mb 48 " \
+    || fail "SHARDEX_CACHE_MB did not reach s1's command line: $(tr '\0' ' ' <"/proc/$new_pid/cmdline")"
+grep -q "s1 starting (storage, [0-9]* workers, 48 MiB block cache)" "$IT_DIR/logs/s1.log" \
+    || fail "s1's log does not say its 48 MiB block cache"
+rc=0
+out="$("$IT_BUILD/bin/shardex-node" --config "$cfg" --name s1 --data "$IT_DIR/x" --cache-mb 0 2>&1)" \
+    || rc=$?
+[ "$rc" -eq 2 ] && grep -q "cache-mb must be" <<<"$out" || fail "--cache-mb 0: exit $rc, $out"
+pass "SHARDEX_CACHE_MB reaches the node as --cache-mb (logged); --cache-mb 0 is a usage error"
 
 # ---- up is idempotent; down stops all; data survives down/up ----------------------------
 before="$(lc status)"

@@ -488,8 +488,18 @@ int main(int argc, char **argv)
     CHECK(ldb_marker_state(marker, &exists) == 0 && !exists);
     CHECK(ldb_marker_clear(marker) == 0);            /* already gone: fine */
 
+    /* the block cache all leveldbs of the process share: sized before the
+     * first open (shardex-node --cache-mb), fixed from then on */
+    CHECK(ldb_cache_mb() == LDB_CACHE_DEFAULT_MB);
+    CHECK(ldb_cache_configure(0) == SX_EINVAL);
+    CHECK(ldb_cache_configure((size_t)LDB_CACHE_MAX_MB + 1) == SX_EINVAL);
+    CHECK(ldb_cache_mb() == LDB_CACHE_DEFAULT_MB);
+    CHECK(ldb_cache_configure(16) == 0 && ldb_cache_mb() == 16);
+
     /* synced records, then an unsynced tail; ldb_sync_logs syncs the log */
     CHECK(ldb_open(dir, &d) == 0);
+    CHECK(ldb_cache_configure(64) == SX_EINVAL && ldb_cache_mb() == 16);
+    CHECK(ldb_cache_configure(16) == 0);
     CHECK(write_recs(d, 'S', NSYNC, true) == 0);
     CHECK(write_recs(d, 'L', NLAZY, false) == 0);
     CHECK(ldb_sync_logs(d, &synced) == 0);
