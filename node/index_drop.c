@@ -123,7 +123,9 @@ static int drop_batch(ix_part *p, uint32_t id, uint64_t *collected, bool *more)
         sx_put_be32(hi + 1, id + 1);
     }
     pthread_mutex_lock(&p->apply_mu);
-    rc = ldb_scan(p->db, NULL, lo, sizeof(lo), hi, sizeof(hi), false, drop_visit, &d);
+    /* past the block cache (shared by every partition of the node): a
+     * sweep reads each block once and would only evict what reads use */
+    rc = ldb_scan_nocache(p->db, NULL, lo, sizeof(lo), hi, sizeof(hi), drop_visit, &d);
     if (rc == 0 && d.seen > 0) {
         rc = ix_commit_removal(p, d.b, d.live, d.tombs);
         if (rc == 0) {

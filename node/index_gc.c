@@ -87,7 +87,8 @@ static int gc_batch(ix_part *p, uint64_t horizon, uint64_t *collected, bool *mor
     sx_put_be64(lo + 1, 0);
     sx_put_be64(hi + 1, horizon);   /* versions < horizon */
     pthread_mutex_lock(&p->apply_mu);
-    rc = ldb_scan(p->db, NULL, lo, 9, hi, 9, false, gc_visit, &g);
+    /* past the block cache: these records are read once, then deleted */
+    rc = ldb_scan_nocache(p->db, NULL, lo, 9, hi, 9, gc_visit, &g);
     if (rc == 0 && g.seen > 0) {
         rc = ix_commit_removal(p, g.b, 0, g.n);
         if (rc == 0) {

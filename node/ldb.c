@@ -42,6 +42,7 @@ static atomic_bool compactor_named;
  * partitions it holds. Made by the first open with the size
  * ldb_cache_configure set, and never destroyed: it must outlive every
  * database that uses it, and it lives as long as the process. */
+_Static_assert(sizeof(size_t) >= 8, "LDB_CACHE_MAX_MB MiB must fit a size_t");
 static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
 static leveldb_cache_t *shared_cache;
 static size_t cache_mb = LDB_CACHE_DEFAULT_MB;

@@ -76,6 +76,8 @@ static int parse_long(const char *s, long lo, long hi, long *v)
     char *end = NULL;
     long x;
 
+    if (*s < '0' || *s > '9')       /* no sign, no leading space */
+        return -1;
     errno = 0;
     x = strtol(s, &end, 10);
     if (errno != 0 || end == s || *end != '\0' || x < lo || x > hi)
@@ -236,7 +238,9 @@ int main(int argc, char **argv)
         goto out;
     }
     if (ldb_cache_configure((size_t)c.cache_mb) != 0) {  /* before any leveldb opens */
-        fprintf(stderr, "shardex-node: cannot set the block cache to %ld MiB\n", c.cache_mb);
+        /* cannot happen: the range is checked and no leveldb is open yet */
+        fprintf(stderr, "shardex-node: cannot set the block cache to %ld MiB (a leveldb "
+                "is already open)\n", c.cache_mb);
         rc = 1;
         goto out;
     }

@@ -100,7 +100,7 @@ int st_store_migrate(st_store *s, const char *old_dir, uint64_t id)
         ldb_close(old);
         return SX_ENOMEM;
     }
-    rc = ldb_scan(old, NULL, "", 0, NULL, 0, false, mig_visit, &m);
+    rc = ldb_scan_nocache(old, NULL, "", 0, NULL, 0, mig_visit, &m);   /* a sweep */
     if (rc == 0 && m.bytes > 0)
         rc = ldb_write_sync(s->db, m.b);
     leveldb_writebatch_destroy(m.b);

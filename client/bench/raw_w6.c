@@ -8,7 +8,10 @@
  * entries of 26-byte keys, whose values are 200 bytes for by_town (it
  * projects whole items) and 10 for by_last. One thread per node of the
  * local cluster (2 storage, 2 index nodes), each with its own database
- * opened as the daemons open theirs (node/ldb.c). Three phases, one after
+ * opened as the daemons open theirs (node/ldb.c), except that the four
+ * share one process's block cache where the daemons have one each (no
+ * difference here: the scan goes past the cache, the writes read
+ * nothing). Three phases, one after
  * the other:
  *   load   each storage thread writes its half of the facts in placement
  *          order (hashed keys), in synced batches of 16,000 (what W6
