@@ -1,6 +1,7 @@
 /*
  * ldb.c — leveldb C API wrapper: open/close, synced batches, gets and
- * bounded ordered scans. See ldb.h.
+ * bounded ordered scans, and the block cache every leveldb of the process
+ * shares. See ldb.h.
  */
 #include <dirent.h>
 #include <errno.h>
