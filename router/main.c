@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <nng/nng.h>
 
 #include "router.h"
 #include "config.h"
@@ -180,5 +181,10 @@ int main(int argc, char **argv)
     }
     rc = serve(&o, cfg, self, &sigs);
     cfg_free(cfg);
+    /* Every socket is closed by now, but nng frees a closed connection's
+     * pipe (and a request that reached it after the server stopped
+     * listening) on its reaper thread, later: wait for that, so that the
+     * process ends with nothing of nng's still held. */
+    nng_fini();
     return rc;
 }
