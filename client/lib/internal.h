@@ -33,6 +33,11 @@ struct sx_item {
     size_t n, cap;
     char **names;
     cl_val *vals;
+    /* A decoded item's names and top-level strings, in one block (one
+     * allocation instead of one each); a name or value pointing into it
+     * is not freed on its own. NULL for an item built by hand. */
+    char *blob;
+    size_t blob_n;
 };
 
 struct sx_list {

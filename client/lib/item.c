@@ -3,6 +3,7 @@
  * msgpack form (encode for the wire; bounded decode of replies through
  * mp_cur, never msgpack-c's unpacker).
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
@@ -119,6 +120,28 @@ static void val_view(const cl_val *v, sx_value *out)
 
 /* ---- items ---- */
 
+/* Whether p points into it's decoded block (see sx_item.blob). */
+static bool in_blob(const sx_item *it, const char *p)
+{
+    uintptr_t a = (uintptr_t)p, b = (uintptr_t)it->blob;
+    return it->blob != NULL && a >= b && a < b + it->blob_n;
+}
+
+/* val_clear for a value of item it (its string may live in the block). */
+static void item_val_clear(sx_item *it, cl_val *v)
+{
+    if (in_blob(it, v->s))
+        v->s = NULL;
+    val_clear(v);
+}
+
+/* Frees name nm of item it, unless it lives in the block. */
+static void item_name_free(sx_item *it, char *nm)
+{
+    if (!in_blob(it, nm))
+        free(nm);
+}
+
 sx_item *sx_item_new(void)
 {
     return calloc(1, sizeof(sx_item));
@@ -129,9 +152,10 @@ void sx_item_free(sx_item *it)
     if (!it)
         return;
     for (size_t k = 0; k < it->n; k++) {
-        free(it->names[k]);
-        val_clear(&it->vals[k]);
+        item_name_free(it, it->names[k]);
+        item_val_clear(it, &it->vals[k]);
     }
+    free(it->blob);
     free(it->names);
     free(it->vals);
     free(it);
@@ -152,7 +176,7 @@ static cl_val *item_slot(sx_item *it, const char *name, size_t name_len, bool ch
     if (check) {
         long k = item_find(it, name);
         if (k >= 0) {
-            val_clear(&it->vals[k]);
+            item_val_clear(it, &it->vals[k]);
             return &it->vals[k];
         }
     }
@@ -282,8 +306,8 @@ int sx_item_remove(sx_item *it, const char *name)
     long k = item_find(it, name);
     if (k < 0)
         return SX_ENOTFOUND;
-    free(it->names[k]);
-    val_clear(&it->vals[k]);
+    item_name_free(it, it->names[k]);
+    item_val_clear(it, &it->vals[k]);
     size_t rest = it->n - (size_t)k - 1;
     memmove(&it->names[k], &it->names[k + 1], rest * sizeof *it->names);
     memmove(&it->vals[k], &it->vals[k + 1], rest * sizeof *it->vals);
@@ -637,6 +661,59 @@ static int item_decode_body(mp_cur *c, uint32_t count, sx_item *it, int depth)
     return SX_OK;
 }
 
+/* Copies [p, p+n) and a NUL to the block's free end *at. */
+static char *blob_put(char **at, const void *p, size_t n)
+{
+    char *s = *at;
+    if (n)
+        memcpy(s, p, n);
+    s[n] = '\0';
+    *at = s + n + 1;
+    return s;
+}
+
+/* item_decode_body for a whole item (depth 1) of n encoded bytes: its
+ * names and its string and binary values go to one block of n bytes
+ * (each, with its NUL, takes no more room than its encoding, a header
+ * byte at least), its arrays are sized once; nested lists and maps are
+ * decoded as item_decode_body does. */
+static int item_decode_top(mp_cur *c, uint32_t count, size_t n, sx_item *it)
+{
+    if (count > n / 2)  /* a pair takes two bytes at least */
+        return SX_EPROTO;
+    it->blob = malloc(n ? n : 1);
+    it->names = malloc((count ? count : 1) * sizeof *it->names);
+    it->vals = malloc((count ? count : 1) * sizeof *it->vals);
+    if (!it->blob || !it->names || !it->vals)
+        return SX_ENOMEM;
+    it->blob_n = n;
+    it->cap = count;
+    char *at = it->blob;
+    for (uint32_t k = 0; k < count; k++) {
+        sx_buf name;
+        mp_cur peek;
+        mp_val m;
+        if (mp_read_str(c, &name) || name.n == 0)
+            return SX_EPROTO;
+        it->names[k] = blob_put(&at, name.p, name.n);
+        cl_val *v = &it->vals[k];
+        memset(v, 0, sizeof *v);
+        it->n = k + 1;
+        peek = *c;
+        if (mp_read(&peek, &m) == 0 && (m.kind == MP_STR || m.kind == MP_BIN)) {
+            *c = peek;
+            v->type = m.kind == MP_STR ? SX_STR : SX_BIN;
+            v->s = blob_put(&at, m.s.p, m.s.n);
+            v->len = m.s.n;
+            continue;
+        }
+        int rc = val_decode(c, v, 1);
+        if (rc)
+            return rc;
+    }
+    return SX_OK;
+}
+
 int cl_item_decode(const uint8_t *p, size_t n, sx_item **out)
 {
     mp_cur c = mp_cur_make(p, n);
@@ -646,7 +723,7 @@ int cl_item_decode(const uint8_t *p, size_t n, sx_item **out)
     sx_item *it = sx_item_new();
     if (!it)
         return SX_ENOMEM;
-    int rc = item_decode_body(&c, count, it, 1);
+    int rc = item_decode_top(&c, count, n, it);
     if (rc) {
         sx_item_free(it);
         return rc;

@@ -189,6 +189,50 @@ static void test_round_trip_and_clone(void)
     sx_item_free(copy);
 }
 
+/* A decoded item keeps its names and strings in one block: replacing,
+ * removing and adding attributes afterwards must free only what was
+ * allocated on its own (ASan reports a bad free or a leak). */
+static void test_decoded_then_edited(void)
+{
+    sx_item *it = sx_item_new(), *d = NULL;
+    uint8_t *p;
+    size_t n;
+    sx_value v;
+    CHECK(it && sx_item_set_str(it, "town", "Redmond") == SX_OK);
+    CHECK(sx_item_set_str(it, "lastname", "Smith") == SX_OK);
+    CHECK(sx_item_set_int(it, "id", 7) == SX_OK);
+    encode(it, &p, &n);
+    CHECK(cl_item_decode(p, n, &d) == SX_OK && d != NULL);
+    free(p);            /* the decoded item holds no pointer into the frame */
+    if (d == NULL) {
+        sx_item_free(it);
+        return;
+    }
+    CHECK(sx_item_get(d, "town", &v) == SX_OK && v.type == SX_STR && v.len == 7
+          && strcmp(v.s, "Redmond") == 0);
+    CHECK(sx_item_set_str(d, "town", "Kirkland") == SX_OK);      /* replaced */
+    CHECK(sx_item_remove(d, "lastname") == SX_OK);               /* removed */
+    CHECK(sx_item_set_str(d, "a", "1") == SX_OK);                /* grown */
+    CHECK(sx_item_set_str(d, "b", "2") == SX_OK);
+    CHECK(sx_item_set_int(d, "c", 3) == SX_OK);
+    CHECK(sx_item_count(d) == 5);
+    CHECK(sx_item_get(d, "town", &v) == SX_OK && strcmp(v.s, "Kirkland") == 0);
+    CHECK(sx_item_get(d, "lastname", &v) == SX_ENOTFOUND);
+    CHECK(sx_item_get(d, "id", &v) == SX_OK && v.type == SX_INT && v.i == 7);
+    sx_item *c = sx_item_clone(d);
+    CHECK(c && item_eq(c, d));
+    sx_item_free(d);
+    CHECK(c && sx_item_get(c, "b", &v) == SX_OK && strcmp(v.s, "2") == 0);
+    sx_item_free(c);
+    sx_item_free(it);
+    /* the empty item */
+    static const uint8_t empty[] = { 0x80 };
+    d = NULL;
+    CHECK(cl_item_decode(empty, sizeof empty, &d) == SX_OK && d && sx_item_count(d) == 0);
+    CHECK(d && sx_item_set_int(d, "x", 1) == SX_OK && sx_item_count(d) == 1);
+    sx_item_free(d);
+}
+
 static void test_depth_limit(void)
 {
     /* {"a":[[[[...]]]]} nested far beyond MP_MAX_DEPTH is rejected */
@@ -209,6 +253,7 @@ int main(void)
 {
     test_build_and_read();
     test_round_trip_and_clone();
+    test_decoded_then_edited();
     test_depth_limit();
     if (failures) {
         fprintf(stderr, "item_test: %d failures\n", failures);
