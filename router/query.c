@@ -48,9 +48,7 @@ int rt_q_add(rt_query *qc, const uint8_t *item, size_t n)
         if (rc != 0)
             return rc;
     } else {
-        if (mp_validate(item, n) != 0)
-            return SX_EPROTO;
-        mp_put_raw(&qc->acc, item, n);
+        mp_put_raw(&qc->acc, item, n);  /* one whole value: see query.h */
     }
     if (qc->acc.oom)
         return SX_ENOMEM;

@@ -55,9 +55,13 @@ typedef struct rt_query {
 /* Adds id to s unless present. Returns 0 or SX_ENOMEM. */
 int rt_ids_add(rt_ids *s, uint64_t id);
 
-/* Appends one result item (selected down to qc->attrs when given). When
+/* Appends one result item (selected down to qc->attrs when given). The
+ * item must be one whole msgpack value, as every element of a decoded
+ * reply's RAWS list is (msg_decode_rep skipped over it, which checks its
+ * form): it is copied as it is, not parsed again, unless selected. When
  * the results reach RT_REPLY_BYTES the page's limit shrinks to what it
- * holds. Returns 0, SX_EPROTO (malformed item), SX_ENOMEM. */
+ * holds. Returns 0, SX_EPROTO (an item to select from that is not a map),
+ * SX_ENOMEM. */
 int rt_q_add(rt_query *qc, const uint8_t *item, size_t n);
 
 /* Records the last consumed key. Returns 0 or SX_ENOMEM. */
