@@ -18,6 +18,7 @@
 typedef struct range_ctx {
     uint8_t *arena;             /* copied keys and projections */
     size_t an, acap;
+    void *lists;                /* one block: the six per-entry arrays below */
     size_t *koff, *klen, *poff, *plen;
     uint64_t *hashes, *versions;
     uint32_t n, limit;
@@ -76,12 +77,7 @@ static int range_visit(void *arg, const uint8_t *k, size_t kn,
 static void range_free(range_ctx *r)
 {
     free(r->arena);
-    free(r->koff);
-    free(r->klen);
-    free(r->poff);
-    free(r->plen);
-    free(r->hashes);
-    free(r->versions);
+    free(r->lists);
     free(r->wms.v);
 }
 
@@ -144,17 +140,19 @@ void ix_part_range(ix_part *p, const msg_I_RANGE_req *m, mp_buf *out)
     }
     r.limit = m->limit == 0 || m->limit > RANGE_MAX_LIMIT ? RANGE_MAX_LIMIT
                                                           : (uint32_t)m->limit;
-    r.koff = calloc(r.limit, sizeof(size_t));
-    r.klen = calloc(r.limit, sizeof(size_t));
-    r.poff = calloc(r.limit, sizeof(size_t));
-    r.plen = calloc(r.limit, sizeof(size_t));
-    r.hashes = calloc(r.limit, sizeof(uint64_t));
-    r.versions = calloc(r.limit, sizeof(uint64_t));
+    _Static_assert(sizeof(size_t) == sizeof(uint64_t), "one block holds both kinds");
+    r.lists = malloc(6 * (size_t)r.limit * sizeof(uint64_t));
     r.wms.v = calloc((size_t)p->nsrc + 1, sizeof(uint64_t));
-    if (!r.koff || !r.klen || !r.poff || !r.plen || !r.hashes || !r.versions || !r.wms.v) {
+    if (r.lists == NULL || r.wms.v == NULL) {
         rc = SX_ENOMEM;
         goto fail;
     }
+    r.koff = r.lists;
+    r.klen = r.koff + r.limit;
+    r.poff = r.klen + r.limit;
+    r.plen = r.poff + r.limit;
+    r.hashes = (uint64_t *)(r.plen + r.limit);
+    r.versions = r.hashes + r.limit;
     /* Watermarks first: they are published after their batch is synced and
      * visible, so the range read next sees at least everything they cover
      * (a router may then trust the entries without fetching the facts). */
