@@ -120,7 +120,7 @@ static void val_view(const cl_val *v, sx_value *out)
 
 /* ---- items ---- */
 
-/* Whether p points into it's decoded block (see sx_item.blob). */
+/* Whether p points into its decoded block (see sx_item.blob). */
 static bool in_blob(const sx_item *it, const char *p)
 {
     uintptr_t a = (uintptr_t)p, b = (uintptr_t)it->blob;
