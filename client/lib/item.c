@@ -589,8 +589,21 @@ static int item_decode_body(mp_cur *c, uint32_t count, sx_item *it, int depth);
 
 static int list_decode_body(mp_cur *c, uint32_t count, sx_list *l, int depth);
 
-/* Decodes one value from c into the zeroed slot v. */
-static int val_decode(mp_cur *c, cl_val *v, int depth)
+/* Copies [p, p+n) and a NUL to the block's free end *at. */
+static char *blob_put(char **at, const void *p, size_t n)
+{
+    char *s = *at;
+    if (n)
+        memcpy(s, p, n);
+    s[n] = '\0';
+    *at = s + n + 1;
+    return s;
+}
+
+/* Decodes one value from c into the zeroed slot v; a string or binary
+ * value goes to the block at *at when at is not NULL (see
+ * item_decode_top), else to an allocation of its own. */
+static int val_decode(mp_cur *c, cl_val *v, int depth, char **at)
 {
     mp_val m;
     if (depth > MP_MAX_DEPTH || mp_read(c, &m))
@@ -612,7 +625,7 @@ static int val_decode(mp_cur *c, cl_val *v, int depth)
     case MP_STR:
     case MP_BIN:
         v->type = m.kind == MP_STR ? SX_STR : SX_BIN;
-        v->s = dup_bytes(m.s.p, m.s.n);
+        v->s = at ? blob_put(at, m.s.p, m.s.n) : dup_bytes(m.s.p, m.s.n);
         v->len = m.s.n;
         return v->s ? SX_OK : SX_ENOMEM;
     case MP_ARRAY:
@@ -638,7 +651,7 @@ static int list_decode_body(mp_cur *c, uint32_t count, sx_list *l, int depth)
         cl_val *slot = list_slot(l);
         if (!slot)
             return SX_ENOMEM;
-        int rc = val_decode(c, slot, depth);
+        int rc = val_decode(c, slot, depth, NULL);
         if (rc)
             return rc;
     }
@@ -654,33 +667,21 @@ static int item_decode_body(mp_cur *c, uint32_t count, sx_item *it, int depth)
         cl_val *slot = item_slot(it, (const char *)name.p, name.n, false);
         if (!slot)
             return SX_ENOMEM;
-        int rc = val_decode(c, slot, depth);
+        int rc = val_decode(c, slot, depth, NULL);
         if (rc)
             return rc;
     }
     return SX_OK;
 }
 
-/* Copies [p, p+n) and a NUL to the block's free end *at. */
-static char *blob_put(char **at, const void *p, size_t n)
-{
-    char *s = *at;
-    if (n)
-        memcpy(s, p, n);
-    s[n] = '\0';
-    *at = s + n + 1;
-    return s;
-}
-
 /* item_decode_body for a whole item (depth 1) of n encoded bytes: its
  * names and its string and binary values go to one block of n bytes
  * (each, with its NUL, takes no more room than its encoding, a header
- * byte at least), its arrays are sized once; nested lists and maps are
- * decoded as item_decode_body does. */
+ * byte at least), its arrays are sized once (count is bounded by n:
+ * mp_read_map refuses more pairs than the bytes left could hold); nested
+ * lists and maps are decoded as item_decode_body does. */
 static int item_decode_top(mp_cur *c, uint32_t count, size_t n, sx_item *it)
 {
-    if (count > n / 2)  /* a pair takes two bytes at least */
-        return SX_EPROTO;
     it->blob = malloc(n ? n : 1);
     it->names = malloc((count ? count : 1) * sizeof *it->names);
     it->vals = malloc((count ? count : 1) * sizeof *it->vals);
@@ -691,23 +692,13 @@ static int item_decode_top(mp_cur *c, uint32_t count, size_t n, sx_item *it)
     char *at = it->blob;
     for (uint32_t k = 0; k < count; k++) {
         sx_buf name;
-        mp_cur peek;
-        mp_val m;
         if (mp_read_str(c, &name) || name.n == 0)
             return SX_EPROTO;
         it->names[k] = blob_put(&at, name.p, name.n);
         cl_val *v = &it->vals[k];
         memset(v, 0, sizeof *v);
         it->n = k + 1;
-        peek = *c;
-        if (mp_read(&peek, &m) == 0 && (m.kind == MP_STR || m.kind == MP_BIN)) {
-            *c = peek;
-            v->type = m.kind == MP_STR ? SX_STR : SX_BIN;
-            v->s = blob_put(&at, m.s.p, m.s.n);
-            v->len = m.s.n;
-            continue;
-        }
-        int rc = val_decode(c, v, 1);
+        int rc = val_decode(c, v, 1, &at);
         if (rc)
             return rc;
     }
