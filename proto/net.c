@@ -32,6 +32,23 @@ int net_map_nng(int rv)
     }
 }
 
+int net_msg_copy(nng_msg **m, const void *p, size_t n)
+{
+    int rv = nng_msg_alloc(m, 0);
+
+    if (rv != 0) {
+        *m = NULL;
+        return rv;
+    }
+    if ((rv = nng_msg_reserve(*m, n)) == 0)
+        rv = nng_msg_append(*m, p, n);
+    if (rv != 0) {
+        nng_msg_free(*m);
+        *m = NULL;
+    }
+    return rv;
+}
+
 int net_listen(const char *url, nng_socket *out)
 {
     int rv = nng_rep0_open(out);
@@ -225,12 +242,8 @@ int net_call_all(net_job *jobs, int n, int timeout_ms)
             rv = nng_aio_alloc(&st[i].aio, NULL, NULL);
         }
         if (rv == 0)
-            rv = nng_msg_alloc(&m, 0);
-        if (rv == 0)
-            rv = nng_msg_append(m, jobs[i].req, jobs[i].req_n);
+            rv = net_msg_copy(&m, jobs[i].req, jobs[i].req_n);
         if (rv != 0) {
-            if (m)
-                nng_msg_free(m);
             jobs[i].err = net_map_nng(rv);
             continue;
         }

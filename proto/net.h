@@ -21,6 +21,11 @@
  * SX_EUNAVAIL; anything else SX_ENET. */
 int net_map_nng(int rv);
 
+/* Sets *m to a new message holding a copy of the n bytes at p, allocated
+ * at its size once (nng_msg_alloc of n would zero them first), or to NULL.
+ * Returns 0 or an nng error. */
+int net_msg_copy(nng_msg **m, const void *p, size_t n);
+
 /* Opens a REP socket listening on url. Returns 0, SX_ENET (bad or busy url). */
 int net_listen(const char *url, nng_socket *out);
 

@@ -234,21 +234,6 @@ static void drop_expired(peer_car *car)
     ents_fail(take_expired(&car->ents, NULL, &car->n), SX_ETIMEDOUT);
 }
 
-/* A message holding a copy of the n bytes at p, allocated at its size
- * once (nng_msg_alloc of n would zero them first). Returns an nng error. */
-static int frame_msg(nng_msg **m, const void *p, size_t n)
-{
-    int rv = nng_msg_alloc(m, 0);
-
-    if (rv == 0 && (rv = nng_msg_reserve(*m, n)) == 0)
-        rv = nng_msg_append(*m, p, n);
-    if (rv != 0 && *m != NULL) {
-        nng_msg_free(*m);
-        *m = NULL;
-    }
-    return rv;
-}
-
 /* Builds car's frame and starts sending it, after failing its calls whose
  * deadline has passed. Returns 0, or an sx_err after which the caller fails
  * car's calls (SX_ETIMEDOUT with none left when all had expired). */
@@ -265,7 +250,7 @@ static int car_send(peer_car *car)
     /* each frame's message is allocated at its size, once (frames of
      * bulk writes are MiBs: growing them would copy them over and over) */
     if (car->n == 1) {
-        rv = frame_msg(&m, car->ents->req, car->ents->n);
+        rv = net_msg_copy(&m, car->ents->req, car->ents->n);
     } else {
         msg_MULTI_req rq;
         mp_buf b;
@@ -286,7 +271,7 @@ static int car_send(peer_car *car)
         if (msg_encode_req(MSG_MULTI, &rq, &b) != 0 || b.oom)
             rv = NNG_ENOMEM;
         else
-            rv = frame_msg(&m, b.sb.data, b.sb.size);
+            rv = net_msg_copy(&m, b.sb.data, b.sb.size);
         mp_buf_free(&b);
         free(rq.frames.v);
     }
