@@ -30,12 +30,14 @@
  * when no compaction is under way, so it never waits for one. */
 static atomic_bool compactor_named;
 
-/* Large memtables: a bulk load of 1,000,000 items with 2 indexes ran
- * 15-40 % faster with 64 MiB than with 8 MiB (the index nodes' CPU
- * 23 s -> 12 s: fewer level-0 files, less compaction). The cost: up to
- * two memtables (128 MiB) per leveldb under heavy writes, and up to
- * 64 MiB of log to replay when a node restarts. Each log is preallocated
- * to this size too (ldb_log.h): disk space reserved while it lives. */
+/* Large memtables by default (ldb_open): a bulk load of 1,000,000 items
+ * with 2 indexes ran 15-40 % faster with 64 MiB than with 8 MiB (the index
+ * nodes' CPU 23 s -> 12 s: fewer level-0 files, less compaction). The
+ * cost: up to two memtables (128 MiB) per leveldb under heavy writes, and
+ * up to 64 MiB of log to replay when a node restarts. Each log is
+ * preallocated to its memtable's size too (ldb_log.h): disk space reserved
+ * while it lives. A storage node's store takes larger ones (ldb_open_mem,
+ * storage_store.h). */
 #define LDB_MEMTABLE_BYTES (64u << 20)
 
 /* The block cache (uncompressed table blocks) that every leveldb of the
@@ -139,8 +141,9 @@ int ldb_open(const char *dir, ldb **out)
     return ldb_open_ex(dir, true, out);
 }
 
-/* ldb_open_ex with leveldb's paranoid checks on or off. */
-static int open_checked(const char *dir, bool create, bool paranoid, ldb **out)
+/* ldb_open_ex with leveldb's paranoid checks on or off, and memtables of
+ * mem bytes. */
+static int open_checked(const char *dir, bool create, bool paranoid, size_t mem, ldb **out)
 {
     ldb *d = calloc(1, sizeof(*d));
     leveldb_cache_t *cache;
@@ -168,7 +171,7 @@ static int open_checked(const char *dir, bool create, bool paranoid, ldb **out)
     leveldb_options_set_cache(d->opts, cache);
     leveldb_options_set_filter_policy(d->opts, d->filter);
     /* large memtables: see LDB_MEMTABLE_BYTES */
-    leveldb_options_set_write_buffer_size(d->opts, LDB_MEMTABLE_BYTES);
+    leveldb_options_set_write_buffer_size(d->opts, mem);
     /* 8 MiB tables. leveldb's 2 MiB default made a 2-index load of
      * 1,000,000 items ~12 % faster only by leaving compaction for later:
      * 340 MB compacted during the load with 8 MiB, against 170 during it
@@ -191,20 +194,27 @@ static int open_checked(const char *dir, bool create, bool paranoid, ldb **out)
         return SX_EIO;
     }
     /* a log holds one memtable's writes: preallocated to that */
-    ldb_logs_watch(&d->logs, dir, LDB_MEMTABLE_BYTES);
+    ldb_logs_watch(&d->logs, dir, mem);
     *out = d;
     return 0;
 }
 
 int ldb_open_ex(const char *dir, bool create, ldb **out)
 {
-    return open_checked(dir, create, true, out);
+    return open_checked(dir, create, true, LDB_MEMTABLE_BYTES, out);
+}
+
+int ldb_open_mem(const char *dir, size_t memtable_bytes, ldb **out)
+{
+    if (memtable_bytes < LDB_MEMTABLE_MIN_BYTES)
+        return SX_EINVAL;
+    return open_checked(dir, true, true, memtable_bytes, out);
 }
 
 int ldb_recover_lenient(const char *dir)
 {
     ldb *d = NULL;
-    int rc = open_checked(dir, false, false, &d);
+    int rc = open_checked(dir, false, false, LDB_MEMTABLE_BYTES, &d);
 
     ldb_close(d);
     return rc;

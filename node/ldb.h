@@ -49,6 +49,14 @@ int ldb_open(const char *dir, ldb **out);
 /* ldb_open; without create, a folder that holds no database is SX_EIO. */
 int ldb_open_ex(const char *dir, bool create, ldb **out);
 
+#define LDB_MEMTABLE_MIN_BYTES (1u << 20)
+
+/* ldb_open with memtables of memtable_bytes (ldb_open's are 64 MiB): up
+ * to two of them in memory under heavy writes, and each log preallocated
+ * to that size. Returns 0, SX_EINVAL (under LDB_MEMTABLE_MIN_BYTES) or
+ * SX_EIO. */
+int ldb_open_mem(const char *dir, size_t memtable_bytes, ldb **out);
+
 /* Closes the database and frees the handle; accepts NULL. */
 void ldb_close(ldb *d);
 

@@ -22,7 +22,7 @@ int st_store_open(const char *dir, st_store **out)
         return SX_ENOMEM;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
-    rc = ldb_open(dir, &s->db);
+    rc = ldb_open_mem(dir, ST_MEMTABLE_BYTES, &s->db);
     if (rc != 0) {
         st_store_close(s);
         return rc;

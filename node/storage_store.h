@@ -57,6 +57,18 @@ typedef struct st_store {
     struct kf_loader *kf_load;         /* the scan that fills it */
 } st_store;
 
+/* The store's memtables: twice an index partition's 64 MiB, since a write
+ * puts its outbox chunk beside its fact (with an index projecting whole
+ * items, about as many bytes again). Its keys are hashed, so each memtable
+ * flushed after the first overlaps the whole store and soon sets off a
+ * compaction that rewrites it: fewer, larger flushes rewrite it less
+ * often. A maintained load of 1,000,000 items with 2 indexes flushed 3-4
+ * memtables a store and compacted ~110 MB in each with 64 MiB, 1-2 and
+ * nothing with 128 MiB (docs/PERFORMANCE.md, session 32). The cost: up to
+ * 256 MiB of memtables under heavy writes, and up to 128 MiB of log to
+ * replay (and preallocated) per storage node. */
+#define ST_MEMTABLE_BYTES (128u << 20)
+
 /* Opens (creating) the store's leveldb at dir. Returns 0, SX_EIO or
  * SX_ENOMEM; *out is freed by st_store_close. */
 int st_store_open(const char *dir, st_store **out);
