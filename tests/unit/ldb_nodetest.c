@@ -14,7 +14,8 @@
  * the records acknowledged after it would have been lost). And the logs
  * preallocated by node/ldb_log.c: a new log's file is 64 MiB at once, a
  * record torn half-way (its later fragments zeros) does not stop the usual
- * open, and the zero tails it cuts before an open (and only those).
+ * open, and the zero tails it cuts before an open (and only those). And
+ * ldb_open_mem's memtable size (a store's 128 MiB: its log preallocated so).
  * Standalone: builds from node/ldb.c + sx_proto + leveldb (named
  * *_nodetest.c so the plain unit-test glob skips it).
  * Argument: a scratch dir (default: a fresh mkdtemp under /tmp).
@@ -217,6 +218,33 @@ static bool room_for_prealloc(const char *dir)
     struct statvfs v;
 
     return statvfs(dir, &v) == 0 && (uint64_t)v.f_bavail * v.f_frsize >= (uint64_t)16 << 26;
+}
+
+/* ldb_open_mem: a memtable under LDB_MEMTABLE_MIN_BYTES is refused and
+ * nothing is opened; a database opened with 128 MiB memtables (a store's)
+ * gets its log preallocated to that, and holds what it was given after a
+ * reopen with ldb_open's default. */
+static void memtable_sized(const char *dir)
+{
+    ldb *d = NULL;
+    tally t;
+    struct statvfs v;
+    bool room = statvfs("/tmp", &v) == 0 &&
+                (uint64_t)v.f_bavail * v.f_frsize >= (uint64_t)16 << 27;
+
+    CHECK(ldb_open_mem(dir, LDB_MEMTABLE_MIN_BYTES - 1, &d) == SX_EINVAL && d == NULL);
+    CHECK(ldb_open_mem(dir, (size_t)128 << 20, &d) == 0);
+    if (d == NULL)
+        return;
+    CHECK(!room || log_file_size(dir) >= (off_t)128 << 20);
+    CHECK(write_recs(d, 'M', 50, true) == 0);
+    ldb_close(d);
+    d = NULL;
+    CHECK(ldb_open(dir, &d) == 0);
+    if (d == NULL)
+        return;
+    CHECK(count(d, 'M', &t) == 0 && t.n == 50 && t.bad == 0);
+    ldb_close(d);
 }
 
 /* Preallocated logs: a new log's file is 64 MiB at once (the one an open
@@ -455,7 +483,7 @@ static void failed_write(const char *dir)
 int main(int argc, char **argv)
 {
     char tmpl[] = "/tmp/sx-ldb-XXXXXX", dir[4200], marker[4200], inside[4200], moved[4200];
-    char dir2[4200], dir3[4200];
+    char dir2[4200], dir3[4200], dir4[4200];
     const char *base = argc > 1 ? argv[1] : mkdtemp(tmpl);
     unsigned synced = 0;
     bool exists = false;
@@ -473,7 +501,8 @@ int main(int argc, char **argv)
         snprintf(inside, sizeof(inside), "%s/x", marker) >= (int)sizeof(inside) ||
         snprintf(moved, sizeof(moved), "%s/moved", base) >= (int)sizeof(moved) ||
         snprintf(dir2, sizeof(dir2), "%s/db2", base) >= (int)sizeof(dir2) ||
-        snprintf(dir3, sizeof(dir3), "%s/db3", base) >= (int)sizeof(dir3)) {
+        snprintf(dir3, sizeof(dir3), "%s/db3", base) >= (int)sizeof(dir3) ||
+        snprintf(dir4, sizeof(dir4), "%s/db4", base) >= (int)sizeof(dir4)) {
         fprintf(stderr, "ldb_nodetest: scratch dir path too long: %s\n", base);
         return 1;
     }
@@ -535,6 +564,7 @@ int main(int argc, char **argv)
 
     failed_write(dir2);
     preallocated(dir3);
+    memtable_sized(dir4);
     trim_cases(base);
 
     if (argc <= 1)      /* a scratch dir of our own: removed; one given: kept */
