@@ -145,7 +145,7 @@ const char *__lsan_default_suppressions(void)
     return "leak:reply_msg_new\n";
 }
 
-/* Sends out as the reply on s, and frees request m; on failure drops the
+/* Sends out as the reply on s, and frees request req; on failure drops the
  * request (the caller times out) and listens again. Frees out. */
 static void slot_reply(srv_slot *s, nng_msg *req, mp_buf *out)
 {
