@@ -217,6 +217,8 @@ int st_part_open(const sx_config *cfg, const cfg_part *cp, st_cat *cc,
     p->cfg = cfg;
     p->cc = cc;
     p->store = store;
+    p->range_slice_us = (uint64_t)sx_env_long("SHARDEX_SCAN_SLICE_MS", 0, ST_RANGE_SLICE_MAX_MS,
+                                              ST_RANGE_SLICE_MS) * 1000u;
     sx_put_be64(p->pfx, p->id);
     pthread_mutex_init(&p->wlock, NULL);
     pthread_mutex_init(&p->mu, NULL);

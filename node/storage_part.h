@@ -96,6 +96,8 @@ typedef struct st_part {
     st_build build;                    /* the index build under way, for status */
     struct ship *ship;                 /* the node's shipper (set before the
                                         * node serves writes), or NULL */
+    uint64_t range_slice_us;           /* an S_RANGE page's time slice
+                                        * (SHARDEX_SCAN_SLICE_MS) */
 } st_part;
 
 /* Opens the partition's keyspace in store and loads its metadata,
@@ -153,7 +155,17 @@ typedef void (*st_write_cb)(void *arg, mp_buf *reply);
  * yet) or memory runs out: the caller then uses st_write. */
 bool st_write_start(st_part *p, const msg_S_WRITE_req *rq, st_write_cb cb, void *arg);
 
-/* Serves S_GET and S_RANGE (storage_read.c). Thread-safe, lock-free. */
+/* Serves S_GET and S_RANGE (storage_read.c). Thread-safe, lock-free.
+ * An S_RANGE page also stops once it has run for the partition's
+ * range_slice_us (checked every ST_RANGE_SLICE_ITEMS items examined, so at
+ * least that many are examined), with `next` set as for the other limits:
+ * a worker is held for a bounded time whatever the filter skips, so calls
+ * queued behind a crowd of scans still meet their callers' timeouts.
+ * SHARDEX_SCAN_SLICE_MS sets it (0..ST_RANGE_SLICE_MAX_MS; 0 stops every
+ * page at the first check, for tests). */
+#define ST_RANGE_SLICE_MS 50
+#define ST_RANGE_SLICE_MAX_MS 10000
+#define ST_RANGE_SLICE_ITEMS 16
 void st_get(st_part *p, const msg_S_GET_req *rq, mp_buf *out);
 void st_range(st_part *p, const msg_S_RANGE_req *rq, mp_buf *out);
 

@@ -6,9 +6,10 @@
  *
  * S_RANGE paging: lo is inclusive, hi exclusive (empty hi: to the end of
  * the table in this partition). When the reply stops early (limit reached,
- * reply size or scan budget exhausted) `next` holds the last fact-local key
- * examined; the caller continues after it (ascending: lo = next | 0x00;
- * descending: hi = next). Otherwise next is empty.
+ * reply size, scan budget or time slice exhausted: storage_part.h) `next`
+ * holds the last fact-local key examined; the caller continues after it
+ * (ascending: lo = next | 0x00; descending: hi = next). Otherwise next is
+ * empty.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -107,6 +108,7 @@ typedef struct range_st {
     const uint8_t *where;     /* NULL: no filter */
     size_t wn;
     uint32_t limit, count, scanned;
+    uint64_t t_end;           /* sx_mono_us: the time slice ends */
     sx_bytes arena;           /* returned items, concatenated */
     size_t *offs;             /* count + 1 offsets into arena */
     uint8_t next[ST_LOCAL_MAX];
@@ -138,7 +140,8 @@ static int range_visit(void *arg, const uint8_t *k, size_t kn,
         s->offs[s->count] = s->arena.n;
     }
     if (s->count >= s->limit || s->arena.n >= ST_RANGE_MAX_BYTES ||
-        s->scanned >= ST_RANGE_MAX_SCAN) {
+        s->scanned >= ST_RANGE_MAX_SCAN ||
+        (s->scanned % ST_RANGE_SLICE_ITEMS == 0 && sx_mono_us() >= s->t_end)) {
         s->next_n = kn - ST_FACT_HDR;
         memcpy(s->next, k + ST_FACT_HDR, s->next_n);
         return 1;
@@ -215,6 +218,7 @@ void st_range(st_part *p, const msg_S_RANGE_req *rq, mp_buf *out)
     int rc;
 
     memset(&s, 0, sizeof(s));
+    s.t_end = sx_mono_us() + p->range_slice_us;
     rc = range_setup(p, rq, &s, lo, &lo_n, hi, &hi_n);
     if (rc == 0)
         rc = st_kscan(p, NULL, lo, lo_n, hi, hi_n, rq->desc != 0, range_visit, &s);
