@@ -34,7 +34,7 @@ typedef struct slot {
     uint64_t id;          /* W2/W8: the key asked for */
     size_t got;           /* W5: matches collected so far */
     uint64_t tack;        /* W7: acknowledgement time of the probe */
-    uint64_t probe;       /* W7: probe number */
+    uint64_t probe;       /* W7: the current probe's number */
 } slot;
 
 struct bench {
@@ -49,7 +49,7 @@ struct bench {
     hist h;
     uint64_t ops, errors, bad;     /* atomics */
     uint64_t last_done;            /* atomic max, ns */
-    uint64_t next;                 /* atomic: W1 ids, W6 batches, W7 ids */
+    uint64_t next;                 /* atomic: W1 ids, W6 batches, W7 probes */
     uint64_t id_base;              /* W1/W7 fresh ids start here */
     pthread_mutex_t lock;
     pthread_cond_t idle;
@@ -82,10 +82,11 @@ int bench_loop(bench *b);
  * built. Fills *items_per_s. Returns 0 or an sx_err. */
 int bench_load(bench *b, int nidx, bool after, double *items_per_s);
 
-/* W7 (lag.c): a background write load at b->rate puts per second while a
- * probe measures, for each of its puts, the time from acknowledgement to
- * visibility in an eventual query (into b->h). Fills *write_rate with the
- * achieved background rate. Returns 0. */
+/* W7 (lag.c): a background write load at b->rate puts per second while
+ * b->conc probes, one after another in each slot, measure for each of
+ * their puts the time from acknowledgement to visibility in an eventual
+ * query (into b->h). Fills *write_rate with the achieved background rate.
+ * Returns 0, or SX_ENOMEM. */
 int bench_lag(bench *b, double *write_rate);
 
 /* Starts a request on the slot's behalf, recording a submission failure. */

@@ -1,11 +1,13 @@
 /*
  * lag.c — W7, index lag: while a background load puts fresh items at a
- * fixed rate (open loop, at most 1024 in flight), a probe puts one item
- * with a town of its own, notes the acknowledgement time, and repeats an
- * eventual query on that town until the item is visible; the time from
- * acknowledgement to visibility goes into the histogram (resolution: one
- * query round trip). Probes alternate between towns on both sides of the
- * index split point, so both index partitions are measured.
+ * fixed rate (open loop, at most 1024 in flight), each of the run's conc
+ * probe slots puts one item with a town of its own, notes the
+ * acknowledgement time, and repeats an eventual query on that town until
+ * the item is visible; the time from acknowledgement to visibility goes
+ * into the histogram (resolution: one query round trip), and the slot
+ * starts its next probe. Probes are numbered across the slots (each number
+ * gives the probe its id and town) and alternate between towns on both
+ * sides of the index split point, so both index partitions are measured.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,9 +20,11 @@
 
 static void probe_put(slot *s);
 
+#define PROBE_TOWN_MAX 48
+
 static void probe_town(const slot *s, char *t)
 {
-    snprintf(t, 24, "%cag%06llu-%llu", (s->probe & 1) ? 'Z' : 'L',
+    snprintf(t, PROBE_TOWN_MAX, "%cag%07llu-%llu", (s->probe & 1) ? 'Z' : 'L',
              (unsigned long long)s->probe, (unsigned long long)s->b->id_base);
 }
 
@@ -28,7 +32,7 @@ static void probe_seen(sx_op *op, void *arg);
 
 static void probe_query(slot *s)
 {
-    char t[24];
+    char t[PROBE_TOWN_MAX];
     probe_town(s, t);
     sx_value eq[1] = { sx_val_str(t) };
     sx_query_opts q = { .eq = eq, .neq = 1, .limit = 1, .consistency = SX_EVENTUAL };
@@ -57,7 +61,6 @@ static void probe_seen(sx_op *op, void *arg)
     else
         hist_add(&s->b->h, t - s->tack);
     __atomic_fetch_add(&s->b->ops, 1, __ATOMIC_RELAXED);
-    s->probe++;
     if (t >= s->b->t_end)
         slot_retire(s);
     else
@@ -77,9 +80,11 @@ static void probe_acked(sx_op *op, void *arg)
     probe_query(s);
 }
 
+/* Starts s's next probe: takes the next probe number (b->next). */
 static void probe_put(slot *s)
 {
-    char t[24];
+    char t[PROBE_TOWN_MAX];
+    s->probe = __atomic_fetch_add(&s->b->next, 1, __ATOMIC_RELAXED);
     probe_town(s, t);
     sx_item *it = data_item_with(s->b->seed, s->b->id_base + (1ULL << 23) + s->probe, t, "probe");
     if (!it) {
@@ -106,14 +111,16 @@ static void bg_done(sx_op *op, void *arg)
 
 int bench_lag(bench *b, double *write_rate)
 {
-    b->slots = calloc(1, sizeof *b->slots);
+    b->slots = calloc((size_t)b->conc, sizeof *b->slots);
     if (!b->slots)
         return SX_ENOMEM;
     bg g = { .b = b };
     uint64_t rng = b->seed + 17, sent = 0, t0 = now_ns(), skipped = 0;
-    b->active = 1;
-    b->slots[0] = (slot){ .b = b };
-    probe_put(&b->slots[0]);
+    b->active = b->conc;
+    for (int i = 0; i < b->conc; i++)
+        b->slots[i] = (slot){ .b = b, .idx = i };
+    for (int i = 0; i < b->conc; i++)
+        probe_put(&b->slots[i]);
     for (;;) {
         uint64_t t = now_ns();
         if (t >= b->t_end)

@@ -17,7 +17,8 @@
  * load, which maintains them; "after" creates them once the items are in,
  * and the load ends when they are built (PostgreSQL's COPY, then CREATE
  * INDEX). W6 sends --batch items a request (default 2,000, as `shardex load`
- * does), --clients requests in flight.
+ * does), --clients requests in flight. W7 runs --clients probes at once
+ * over its background load of --rate puts per second (lag.c).
  *
  * Exit status: 0, 1 when any request failed or a check failed (W2 item
  * absent, W3/W5 not exactly the pair's 10 items; W4 mismatches are only
