@@ -150,7 +150,7 @@ int main(int argc, char **argv)
         snprintf(name, sizeof name, "W6-%didx%s", o.indexes, o.index_after ? "-after" : "");
     else
         snprintf(name, sizeof name, "W%d", o.wl);
-    printf("{\"name\":\"%s\",\"system\":\"shardex\",\"clients\":%d,\"ops_per_s\":%.1f,"
+    printf("{\"name\":\"%s\",\"system\":\"shardex\",\"clients\":%d,\"ops_per_s\":%.3f,"
            "\"p50_us\":%.1f,\"p99_us\":%.1f,\"p999_us\":%.1f,\"ops\":%llu,\"errors\":%llu,"
            "\"bad\":%llu,\"items\":%llu,\"seconds\":%.2f}\n",
            name, o.clients, ops_per_s, hist_quantile_us(&b.h, 0.5), hist_quantile_us(&b.h, 0.99),
