@@ -395,8 +395,11 @@ SX_API int sx_query(sx_client *c, const char *table, const char *index,
 
 /* Scans a table (all partitions) keeping items whose attributes equal every
  * attribute of where (NULL = all). A page holds at most limit items (0 = the
- * server's page; fewer when the reply's byte budget is reached). token as
- * for queries. *out as for sx_query. */
+ * server's page); it may hold fewer, even none, and still carry a token:
+ * each storage partition answers its share after a time slice or byte
+ * budget, with what it found so far. Follow sx_result_token until it is
+ * NULL to read the whole table. token as for queries. *out as for
+ * sx_query. */
 SX_API int sx_scan(sx_client *c, const char *table, const sx_item *where,
                    uint64_t limit, const char *token, sx_result **out);
 

@@ -35,8 +35,9 @@ pass "strong read with a frozen index node timed out"
 pass "strong read after the thaw"
 
 # The storage nodes again, with a time slice of 0: every S_RANGE page stops
-# at its first check, so the filtered scan that took one page in main takes
-# several (node/storage_part.h), and still returns each match once.
+# at its first check, so a filtered scan that fits one page without the
+# slice takes several (node/storage_part.h), and still returns each match
+# once.
 for s in s1 s2; do
     lc stop "$s" >/dev/null || fail "stop $s"
     SHARDEX_SCAN_SLICE_MS=0 lc start "$s" >/dev/null || fail "start $s"

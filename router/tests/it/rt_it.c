@@ -482,16 +482,17 @@ static void scans(sx_client *c)
     scan_pages(c, 64);
     scan_pages(c, 7);
     scan_pages(c, 1);
-    /* 75 items a partition: far inside one page's time slice */
+    /* (how many pages it takes depends on the storage nodes' time slice
+     * and on how fast they run: scan-slice checks the count) */
     pages = scan_mike(c);
-    CHECK(pages == 1, "scan where g=Mike: %d pages, expected 1", pages);
+    CHECK(pages >= 1, "scan where g=Mike: no page");
     printf("ok   scan paging and filter\n");
 }
 
 /* The storage nodes run with SHARDEX_SCAN_SLICE_MS=0: an S_RANGE page
  * stops after ST_RANGE_SLICE_ITEMS (16) items examined, so the filtered
- * scan that took one page takes several, and still returns each match
- * once. */
+ * scan (75 items a partition, a page's limit 1,000: one page without the
+ * slice) takes several, and still returns each match once. */
 static int scan_slice(sx_client *c)
 {
     int pages = scan_mike(c);
