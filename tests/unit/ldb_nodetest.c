@@ -211,13 +211,13 @@ static int tear_log(const char *dir, off_t n)
     return end > n ? fill_log(dir, end - n, end, 0xab) : -1;
 }
 
-/* Whether the disk under dir has room for preallocation (node/ldb_log.c
- * leaves a disk with less than 16 logs' worth free alone). */
-static bool room_for_prealloc(const char *dir)
+/* Whether the disk under dir has room to preallocate a log of log_bytes
+ * (node/ldb_log.c leaves a disk with less than 16 logs' worth free alone). */
+static bool room_for_prealloc(const char *dir, uint64_t log_bytes)
 {
     struct statvfs v;
 
-    return statvfs(dir, &v) == 0 && (uint64_t)v.f_bavail * v.f_frsize >= (uint64_t)16 << 26;
+    return statvfs(dir, &v) == 0 && (uint64_t)v.f_bavail * v.f_frsize >= 16 * log_bytes;
 }
 
 /* ldb_open_mem: a memtable under LDB_MEMTABLE_MIN_BYTES is refused and
@@ -228,15 +228,13 @@ static void memtable_sized(const char *dir)
 {
     ldb *d = NULL;
     tally t;
-    struct statvfs v;
-    bool room = statvfs("/tmp", &v) == 0 &&
-                (uint64_t)v.f_bavail * v.f_frsize >= (uint64_t)16 << 27;
 
     CHECK(ldb_open_mem(dir, LDB_MEMTABLE_MIN_BYTES - 1, &d) == SX_EINVAL && d == NULL);
     CHECK(ldb_open_mem(dir, (size_t)128 << 20, &d) == 0);
     if (d == NULL)
         return;
-    CHECK(!room || log_file_size(dir) >= (off_t)128 << 20);
+    CHECK(!room_for_prealloc(dir, (uint64_t)128 << 20) ||
+          log_file_size(dir) >= (off_t)128 << 20);
     CHECK(write_recs(d, 'M', 50, true) == 0);
     ldb_close(d);
     d = NULL;
@@ -261,7 +259,7 @@ static void preallocated(const char *dir)
     ldb *d = NULL, *d2 = NULL;
     off_t e1, e2, cut;
     leveldb_writebatch_t *b;
-    bool room = room_for_prealloc("/tmp");
+    bool room = room_for_prealloc("/tmp", (uint64_t)64 << 20);
     tally t;
 
     if (!room)

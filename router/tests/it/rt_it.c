@@ -388,43 +388,66 @@ static void primary(sx_client *c)
     printf("ok   primary-key paging and sort-key range\n");
 }
 
+/* What a scan read, page by page (scan_all). */
+typedef struct scan_tally {
+    long n, dups, other;      /* items marked in seen, seen twice, outside it */
+    int pages, over;          /* pages read; pages over the limit */
+} scan_tally;
+
+/* Scans table (where: NULL = all; limit 0 = the server's page) to its last
+ * page, at most 2 * nseen + 10 pages: an item whose integer attribute attr
+ * is in [0, nseen) marks seen[attr] (cleared first), the others count in
+ * t->other. Returns false after a failed call (reported). */
+static bool scan_all(sx_client *c, const char *table, const sx_item *where, uint32_t limit,
+                     const char *attr, bool *seen, long nseen, scan_tally *t)
+{
+    char *tok = NULL;
+    int rc = 0;
+
+    memset(seen, 0, (size_t)nseen * sizeof(*seen));
+    memset(t, 0, sizeof(*t));
+    do {
+        sx_result *r = NULL;
+        rc = sx_scan(c, table, where, limit, tok, &r);
+        free(tok);
+        tok = NULL;
+        CHECK(rc == 0, "scan %s: %s", table, sx_client_errmsg(c));
+        if (rc != 0)
+            break;
+        t->pages++;
+        t->over += limit > 0 && sx_result_count(r) > limit;
+        for (size_t i = 0; i < sx_result_count(r); i++) {
+            int64_t v = item_int(sx_result_item(r, i), attr);
+            if (v >= 0 && v < nseen) {
+                t->dups += seen[v];
+                seen[v] = true;
+                t->n++;
+            } else {
+                t->other++;
+            }
+        }
+        if (sx_result_token(r))
+            tok = strdup(sx_result_token(r));
+        sx_result_free(r);
+    } while (tok != NULL && t->pages < 2 * nseen + 10);
+    free(tok);
+    return rc == 0;
+}
+
 /* Scans table pg in pages of at most `limit` items: every item once, no
  * page over the limit (each partition is asked for its share rounded up,
  * so together they may return more: the router cuts the page). */
 static void scan_pages(sx_client *c, uint32_t limit)
 {
     static bool seen[NITEMS];
-    char *tok = NULL;
-    long n = 0, dups = 0;
-    int pages = 0, over = 0, rc;
-    sx_result *r = NULL;
+    scan_tally t;
 
-    memset(seen, 0, sizeof(seen));
-    do {
-        rc = sx_scan(c, "pg", NULL, limit, tok, &r);
-        free(tok);
-        tok = NULL;
-        CHECK(rc == 0, "scan: %s", sx_client_errmsg(c));
-        if (rc != 0)
-            return;
-        pages++;
-        over += sx_result_count(r) > limit;
-        for (size_t i = 0; i < sx_result_count(r); i++) {
-            int64_t id = item_int(sx_result_item(r, i), "id");
-            if (id >= 0 && id < NITEMS) {
-                dups += seen[id];
-                seen[id] = true;
-                n++;
-            }
-        }
-        if (sx_result_token(r))
-            tok = strdup(sx_result_token(r));
-        sx_result_free(r);
-    } while (tok != NULL && pages < 2 * NITEMS);
-    free(tok);
-    CHECK(n == NITEMS && dups == 0, "scan by %u: %ld items, %ld duplicates", limit, n, dups);
-    CHECK(pages >= NITEMS / (int)limit, "scan by %u: %d pages", limit, pages);
-    CHECK(over == 0, "scan by %u: %d pages over the limit", limit, over);
+    if (!scan_all(c, "pg", NULL, limit, "id", seen, NITEMS, &t))
+        return;
+    CHECK(t.n == NITEMS && t.dups == 0, "scan by %u: %ld items, %ld duplicates", limit, t.n,
+          t.dups);
+    CHECK(t.pages >= NITEMS / (int)limit, "scan by %u: %d pages", limit, t.pages);
+    CHECK(t.over == 0, "scan by %u: %d pages over the limit", limit, t.over);
 }
 
 /* Scans table pg where g = Mike (a third of its items: the ids i with
@@ -434,45 +457,25 @@ static int scan_mike(sx_client *c)
 {
     static bool seen[NITEMS];
     sx_item *where = sx_item_new();
-    char *tok = NULL;
-    long n = 0, dups = 0, other = 0;
-    int pages = 0, rc = 0;
+    scan_tally t;
+    long wrong = 0;
+    bool ok;
 
-    memset(seen, 0, sizeof(seen));
     if (where == NULL || sx_item_set_str(where, "g", "Mike") != 0) {
         CHECK(0, "out of memory");
         sx_item_free(where);
         return 0;
     }
-    do {
-        sx_result *r = NULL;
-        rc = sx_scan(c, "pg", where, 0, tok, &r);
-        free(tok);
-        tok = NULL;
-        CHECK(rc == 0, "scan where g=Mike: %s", sx_client_errmsg(c));
-        if (rc != 0)
-            break;
-        pages++;
-        for (size_t i = 0; i < sx_result_count(r); i++) {
-            int64_t id = item_int(sx_result_item(r, i), "id");
-            if (id >= 0 && id < NITEMS && id % 3 == 1) {
-                dups += seen[id];
-                seen[id] = true;
-                n++;
-            } else {
-                other++;
-            }
-        }
-        if (sx_result_token(r))
-            tok = strdup(sx_result_token(r));
-        sx_result_free(r);
-    } while (tok != NULL && pages < 2 * NITEMS);
-    free(tok);
+    ok = scan_all(c, "pg", where, 0, "id", seen, NITEMS, &t);
     sx_item_free(where);
-    CHECK(rc == 0 && n == 100 && dups == 0 && other == 0,
-          "scan where g=Mike: %ld items, %ld duplicates, %ld others, %d pages",
-          n, dups, other, pages);
-    return rc == 0 ? pages : 0;
+    if (!ok)
+        return 0;
+    for (int i = 0; i < NITEMS; i++)
+        wrong += seen[i] != (i % 3 == 1);
+    CHECK(t.n == 100 && t.dups == 0 && t.other == 0 && wrong == 0,
+          "scan where g=Mike: %ld items, %ld duplicates, %ld others, %ld wrong ids, %d pages",
+          t.n, t.dups, t.other, wrong, t.pages);
+    return t.pages;
 }
 
 static void scans(sx_client *c)
@@ -588,33 +591,12 @@ static void big_items(sx_client *c)
           n, pages);
 
     {
-        char *tok = NULL;
-        bool seen[NB] = { false };
-        long cnt = 0, dups = 0;
-        pages = 0;
-        do {
-            sx_result *r = NULL;
-            rc = sx_scan(c, "big2", NULL, 0, tok, &r);
-            free(tok);
-            tok = NULL;
-            CHECK(rc == 0, "big scan: %s", sx_client_errmsg(c));
-            if (rc != 0)
-                break;
-            pages++;
-            for (size_t i = 0; i < sx_result_count(r); i++) {
-                int64_t s = item_int(sx_result_item(r, i), "s");
-                if (s >= 0 && s < NB) {
-                    dups += seen[s];
-                    seen[s] = true;
-                    cnt++;
-                }
-            }
-            if (sx_result_token(r))
-                tok = strdup(sx_result_token(r));
-            sx_result_free(r);
-        } while (tok != NULL && pages < 100);
-        CHECK(cnt == NB && dups == 0 && pages >= 2, "big scan: %ld items, %ld dups, "
-              "%d pages", cnt, dups, pages);
+        bool seen[NB];
+        scan_tally t;
+
+        if (scan_all(c, "big2", NULL, 0, "s", seen, NB, &t))
+            CHECK(t.n == NB && t.dups == 0 && t.pages >= 2, "big scan: %ld items, %ld dups, "
+                  "%d pages", t.n, t.dups, t.pages);
     }
     printf("ok   pages of big items are cut by the reply byte budget and resume\n");
 }
