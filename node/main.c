@@ -25,6 +25,29 @@
 #include "node.h"
 #include "sx_errors.h"
 
+/* The router a storage node hosts (config "host"): this is the one place
+ * where a router is composed into a node. fibers <= 0 takes the router's
+ * own default. */
+typedef struct hosted_router {
+    int fibers;
+    rt_serving *serving;
+} hosted_router;
+
+static int hosted_start(void *arg, const cfg_cluster *cfg, int router, net_server *srv)
+{
+    hosted_router *h = arg;
+
+    return rt_serve_start(cfg, router, h->fibers, srv, &h->serving);
+}
+
+static void hosted_stop(void *arg)
+{
+    hosted_router *h = arg;
+
+    rt_serve_stop(h->serving);
+    h->serving = NULL;
+}
+
 /* The only mutable global: set from the signal handler, read by any
  * thread. A lock-free atomic (async-signal-safe) instead of a lock. */
 static atomic_int g_stop;
@@ -171,7 +194,7 @@ static int mkdir_p(const char *dir)
 }
 
 /* Loads the config and finds this node. Returns 0 or an exit status. */
-static int load_config(const cli *c, sx_config **cfg, int *self)
+static int load_config(const cli *c, cfg_cluster **cfg, int *self)
 {
     char err[256] = "";
     int rc = cfg_load(c->config, cfg, err, sizeof(err));
@@ -206,12 +229,13 @@ static int load_config(const cli *c, sx_config **cfg, int *self)
 int main(int argc, char **argv)
 {
     cli c;
-    sx_config *cfg = NULL;
+    cfg_cluster *cfg = NULL;
     node_opts o;
+    hosted_router hosted = { 0 };
     char logpath[4096];
     int self = -1, rc;
 
-    sx_heap_tune();
+    heap_tune();
     rc = parse_args(argc, argv, &c);
     if (rc >= 0)
         return rc;
@@ -227,12 +251,12 @@ int main(int argc, char **argv)
         snprintf(logpath, sizeof(logpath), "%s/node.log", c.data);
         c.log = logpath;
     }
-    if (sx_log_open(c.log) != 0) {
+    if (log_open(c.log) != 0) {
         fprintf(stderr, "shardex-node: cannot open log %s\n", c.log);
         rc = 1;
         goto out;
     }
-    if (sx_proto_init() != 0 || install_signals() != 0) {
+    if (proto_init() != 0 || install_signals() != 0) {
         fprintf(stderr, "shardex-node: initialisation failed\n");
         rc = 1;
         goto out;
@@ -248,7 +272,8 @@ int main(int argc, char **argv)
     o.self = self;
     o.data_dir = c.data;
     o.workers = c.workers;
-    o.router_fibers = c.workers_set ? c.workers : RT_DEFAULT_WORKERS;
+    hosted.fibers = c.workers_set ? c.workers : 0;
+    o.hosted = (node_hosted){ .start = hosted_start, .stop = hosted_stop, .arg = &hosted };
     LOG_INFO("shardex-node %s starting (%s, %d workers, %ld MiB block cache)", c.name,
              cfg->nodes[self].role == SX_ROLE_STORAGE ? "storage" : "index", c.workers,
              c.cache_mb);

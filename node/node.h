@@ -7,14 +7,26 @@
 
 #include <stdbool.h>
 #include "config.h"
+#include "net.h"
+
+/* What a storage node starts beside its own server: the router it hosts
+ * (config "host"). main.c, the one place that composes the router into a
+ * node, fills it; the storage role calls start once its server listens
+ * (calls to this node then go to srv in-process) and stop first thing on
+ * its way down. start returns 0 or an sx_err. */
+typedef struct node_hosted {
+    int (*start)(void *arg, const cfg_cluster *cfg, int router, net_server *srv);
+    void (*stop)(void *arg);
+    void *arg;
+} node_hosted;
 
 /* Node start-up options, filled by main.c from the command line. */
 typedef struct node_opts {
-    const sx_config *cfg;   /* the cluster map; outlives the node */
+    const cfg_cluster *cfg;   /* the cluster map; outlives the node */
     int self;               /* index of this node in cfg->nodes */
     const char *data_dir;   /* existing directory for this node's databases */
     int workers;            /* request-serving threads (default 16) */
-    int router_fibers;      /* a hosted router's requests at once */
+    node_hosted hosted;     /* the router a storage node hosts; start NULL: none */
 } node_opts;
 
 /* Runs a storage node (fact partitions; plus the catalog partition when

@@ -1,6 +1,6 @@
 /*
  * catalog.c — the router's catalog lookups over the shared catalog cache
- * (proto/catalog_cache.h): find a table or index in the newest cached
+ * (proto/cluster/catalog_cache.h): find a table or index in the newest cached
  * catalog, refreshing once when it is missing (another router may have
  * just created it), and turn a miss into a clear error.
  */
@@ -11,7 +11,7 @@
 
 /* Newest cached catalog, fetching it if nothing is cached; refresh first
  * when asked. */
-static int cat_now(router *rt, bool refresh, const sx_catalog **cat, rt_err *e)
+static int cat_now(router *rt, bool refresh, const cat_catalog **cat, rt_err *e)
 {
     int rc;
 
@@ -31,7 +31,7 @@ static int cat_now(router *rt, bool refresh, const sx_catalog **cat, rt_err *e)
     return 0;
 }
 
-int rt_table(router *rt, sx_buf name, const sx_catalog **cat,
+int rt_table(router *rt, mp_span name, const cat_catalog **cat,
              const cat_table **t, rt_err *e)
 {
     int pass, rc;
@@ -48,7 +48,7 @@ int rt_table(router *rt, sx_buf name, const sx_catalog **cat,
                    (const char *)name.p);
 }
 
-int rt_index(router *rt, sx_buf table, sx_buf index, const sx_catalog **cat,
+int rt_index(router *rt, mp_span table, mp_span index, const cat_catalog **cat,
              const cat_table **t, const cat_index **ix, rt_err *e)
 {
     int pass, rc;

@@ -123,13 +123,13 @@ static void rpc_finish(rt_rpc *c, net_job *j)
         int is_reply = 0, pk = msg_peek(c->frame, j->resp_n, &t, &is_reply);
 
         static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-        static sx_ratelimit rl;
+        static log_ratelimit rl;
         unsigned skipped = 0;
         int ok;
 
         snprintf(c->msg, sizeof(c->msg), "%s", sx_strerror(c->err));
         pthread_mutex_lock(&mu);
-        ok = sx_ratelimit_ok(&rl, 1000, &skipped);
+        ok = log_ratelimit_ok(&rl, 1000, &skipped);
         pthread_mutex_unlock(&mu);
         if (ok)
             LOG_WARN("node %d answered %s with an undecodable frame: %zu bytes, %s%s%s "

@@ -20,7 +20,7 @@ static int cat_update(router *rt, msg_type t, const msg_CAT_UPDATE_req *upd,
 {
     msg_CAT_UPDATE_rep rep;
     rt_rpc c;
-    const sx_catalog *cat;
+    const cat_catalog *cat;
     uint64_t version;
     int rc;
 
@@ -134,7 +134,7 @@ int rt_h_index_list(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err 
 {
     msg_INDEX_LIST_req q;
     msg_INDEX_LIST_rep rep;
-    const sx_catalog *cat;
+    const cat_catalog *cat;
     const cat_table *t;
     mp_buf acc;
     size_t *off = NULL;
@@ -154,7 +154,7 @@ int rt_h_index_list(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err 
     if (rc != 0)
         goto out;
     off = calloc((size_t)t->nindexes + 1, sizeof(*off));
-    rep.indexes.v = calloc((size_t)t->nindexes + 1, sizeof(sx_buf));
+    rep.indexes.v = calloc((size_t)t->nindexes + 1, sizeof(mp_span));
     if (off == NULL || rep.indexes.v == NULL) {
         rc = rt_errf(e, SX_ENOMEM, "out of memory");
         goto out;

@@ -92,7 +92,7 @@ static int parse_args(int argc, char **argv, rt_opts *o)
 
 /* Loads the config and finds this router in it. Returns 0 or 1 (reason on
  * stderr). */
-static int load_config(const rt_opts *o, sx_config **cfg, int *self)
+static int load_config(const rt_opts *o, cfg_cluster **cfg, int *self)
 {
     char err[256] = "";
 
@@ -124,7 +124,7 @@ static int load_config(const rt_opts *o, sx_config **cfg, int *self)
 
 /* Serves until SIGTERM or SIGINT. The signals are blocked in every thread
  * (the mask is set before any thread starts) and taken here by sigwait. */
-static int serve(const rt_opts *o, const sx_config *cfg, int self,
+static int serve(const rt_opts *o, const cfg_cluster *cfg, int self,
                  const sigset_t *sigs)
 {
     rt_serving *s = NULL;
@@ -146,11 +146,11 @@ static int serve(const rt_opts *o, const sx_config *cfg, int self,
 int main(int argc, char **argv)
 {
     rt_opts o;
-    sx_config *cfg = NULL;
+    cfg_cluster *cfg = NULL;
     sigset_t sigs;
     int rc, self = -1;
 
-    sx_heap_tune();
+    heap_tune();
     rc = parse_args(argc, argv, &o);
     if (rc == 1) {
         usage(stdout);
@@ -160,11 +160,11 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (sx_proto_init() != 0) {
+    if (proto_init() != 0) {
         fprintf(stderr, "shardex-router: cannot initialise libsodium\n");
         return 1;
     }
-    if (o.log != NULL && sx_log_open(o.log) != 0) {
+    if (o.log != NULL && log_open(o.log) != 0) {
         fprintf(stderr, "shardex-router: cannot open log file %s\n", o.log);
         return 1;
     }

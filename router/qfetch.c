@@ -21,14 +21,14 @@
  * RT_SGET_MAX_KEYS keys (the group's first is call_of[group]). */
 typedef struct fetch {
     uint32_t n;
-    sx_bytes arena;           /* fact-local keys, concatenated */
+    tuple_bytes arena;           /* fact-local keys, concatenated */
     size_t *koff, *klen;
     int *grp;
     uint32_t *slot;
     int nst;                  /* cfg->nstorage */
     uint32_t *cnt;            /* keys per group */
     int *call_of;             /* group -> call index, -1 when none */
-    sx_buf **gkeys;           /* group -> its keys */
+    mp_span **gkeys;           /* group -> its keys */
     msg_S_GET_req *reqs;
     msg_S_GET_rep *reps;
     rt_rpc *calls;
@@ -81,7 +81,7 @@ static int fetch_alloc(fetch *f, uint32_t n, int nst)
 static int fetch_keys(fetch *f, const rt_query *qc, const msg_I_RANGE_rep *page,
                       rt_err *e)
 {
-    const sx_config *cfg = qc->rt->cfg;
+    const cfg_cluster *cfg = qc->rt->cfg;
     uint32_t i;
 
     for (i = 0; i < f->n; i++) {
@@ -92,7 +92,7 @@ static int fetch_keys(fetch *f, const rt_query *qc, const msg_I_RANGE_rep *page,
 
         if (tup_split(tup, tn, qc->ix->nattrs, &hl) != 0 || hl >= tn)
             return rt_errf(e, SX_EPROTO, "index entry %u has a malformed key", i);
-        sx_put_be64(hb, h);
+        be_put64(hb, h);
         f->koff[i] = f->arena.n;
         if (bytes_append(&f->arena, hb, 8) != 0 ||
             bytes_append(&f->arena, tup + hl, tn - hl) != 0)
@@ -107,7 +107,7 @@ static int fetch_keys(fetch *f, const rt_query *qc, const msg_I_RANGE_rep *page,
 /* Builds the S_GETs of one group (its keys in chunks). */
 static void group_calls(fetch *f, const rt_query *qc, int g)
 {
-    const sx_config *cfg = qc->rt->cfg;
+    const cfg_cluster *cfg = qc->rt->cfg;
     uint32_t off;
 
     f->call_of[g] = f->ncalls;
@@ -118,7 +118,7 @@ static void group_calls(fetch *f, const rt_query *qc, int g)
             k = RT_SGET_MAX_KEYS;
         f->reqs[m].part = cfg->storage[g].id;
         f->reqs[m].table_id = qc->t->id;
-        f->reqs[m].keys = (sx_bufs){ k, f->gkeys[g] + off };
+        f->reqs[m].keys = (msg_spans){ k, f->gkeys[g] + off };
         f->calls[m].node = cfg->storage[g].node;
         f->calls[m].type = MSG_S_GET;
         f->calls[m].req = &f->reqs[m];
@@ -129,7 +129,7 @@ static void group_calls(fetch *f, const rt_query *qc, int g)
 /* Builds the S_GETs of every group and runs them in parallel. */
 static int fetch_run(fetch *f, rt_query *qc, rt_err *e)
 {
-    const sx_config *cfg = qc->rt->cfg;
+    const cfg_cluster *cfg = qc->rt->cfg;
     uint32_t i;
     int g, rc;
 
@@ -137,13 +137,13 @@ static int fetch_run(fetch *f, rt_query *qc, rt_err *e)
         f->call_of[g] = -1;
         if (f->cnt[g] == 0)
             continue;
-        f->gkeys[g] = calloc(f->cnt[g], sizeof(sx_buf));
+        f->gkeys[g] = calloc(f->cnt[g], sizeof(mp_span));
         if (f->gkeys[g] == NULL)
             return rt_errf(e, SX_ENOMEM, "out of memory");
     }
     for (i = 0; i < f->n; i++)
         f->gkeys[f->grp[i]][f->slot[i]] =
-            (sx_buf){ f->arena.p + f->koff[i], f->klen[i] };
+            (mp_span){ f->arena.p + f->koff[i], f->klen[i] };
     for (g = 0; g < f->nst; g++) {
         if (f->cnt[g] == 0)
             continue;
@@ -166,17 +166,17 @@ static int fetch_run(fetch *f, rt_query *qc, rt_err *e)
 }
 
 /* True when the fact still carries the entry's index tuple. */
-static int fact_matches(const rt_query *qc, const sx_buf *item, const sx_buf *key,
+static int fact_matches(const rt_query *qc, const mp_span *item, const mp_span *key,
                         bool *match)
 {
-    sx_bytes cur = { 0 };
+    tuple_bytes cur = { 0 };
     int rc = item_index_tuple(qc->t, qc->ix, item->p, item->n, &cur);
 
     *match = false;
     if (rc == SX_ENOTFOUND || rc == SX_EKEY)
         rc = 0;
     else if (rc == 0)
-        *match = sx_keycmp(cur.p, cur.n, key->p + 4, key->n - 4) == 0;
+        *match = tuple_keycmp(cur.p, cur.n, key->p + 4, key->n - 4) == 0;
     bytes_free(&cur);
     return rc;
 }
@@ -194,7 +194,7 @@ static int fetch_merge(fetch *f, rt_query *qc, const msg_I_RANGE_rep *page,
         *used = i + 1;
         const msg_S_GET_rep *r =
             &f->reps[f->call_of[f->grp[i]] + f->slot[i] / RT_SGET_MAX_KEYS];
-        const sx_buf *item = &r->items.v[f->slot[i] % RT_SGET_MAX_KEYS];
+        const mp_span *item = &r->items.v[f->slot[i] % RT_SGET_MAX_KEYS];
         bool ok = !rt_raw_nil(*item);
 
         if (ok && verify) {
@@ -222,7 +222,7 @@ static int take_projections(rt_query *qc, const msg_I_RANGE_rep *page,
     int rc;
 
     for (i = 0; i < page->projs.n && qc->nres < qc->limit; i++) {
-        const sx_buf *pr = &page->projs.v[i];
+        const mp_span *pr = &page->projs.v[i];
         *used = i + 1;
         if (rt_raw_nil(*pr))
             return rt_errf(e, SX_EPROTO, "index entry %u has no projection", i);

@@ -16,7 +16,7 @@
 
 /* An I_RANGE page shorter than asked is the end of the partition's range,
  * unless the node stopped at its reply byte budget (8 MiB in
- * node/index_read.c); a page holding this many bytes is treated as cut
+ * node/index/index_read.c); a page holding this many bytes is treated as cut
  * short and read on (at worst one extra, empty page). */
 #define RT_IRANGE_CUT_BYTES (4u * 1024u * 1024u)
 #define RT_IRANGE_MAX_LIMIT 1000
@@ -26,7 +26,7 @@ int rt_q_index_range(rt_query *qc, rt_err *e)
 {
     const msg_QUERY_req *q = qc->q;
     const cat_index *ix = qc->ix;
-    sx_bytes base = { 0 };
+    tuple_bytes base = { 0 };
     uint32_t k = 0;
     int rc;
 
@@ -49,23 +49,23 @@ out:
  * index, lie in the range asked, [lo, hi) (hi empty: open), and move in the
  * query's direction: a faulty node's page could otherwise answer for
  * entries outside the query, or move the read back over ground covered. */
-static int page_check(const rt_query *qc, const msg_I_RANGE_rep *r, const sx_bytes *lo,
-                      const sx_bytes *hi, rt_err *e)
+static int page_check(const rt_query *qc, const msg_I_RANGE_rep *r, const tuple_bytes *lo,
+                      const tuple_bytes *hi, rt_err *e)
 {
     uint32_t i, n = r->keys.n;
 
     if (r->hashes.n != n || r->versions.n != n || r->projs.n != n)
         return rt_errf(e, SX_EPROTO, "index node sent a malformed range page");
     for (i = 0; i < n; i++) {
-        const sx_buf *k = &r->keys.v[i];
+        const mp_span *k = &r->keys.v[i];
 
-        if (k->n <= 4 || sx_get_be32(k->p) != qc->ix->id)
+        if (k->n <= 4 || be_get32(k->p) != qc->ix->id)
             return rt_errf(e, SX_EPROTO, "index node sent a key of another index");
-        if (sx_keycmp(k->p, k->n, lo->p, lo->n) < 0 ||
-            (hi->n > 0 && sx_keycmp(k->p, k->n, hi->p, hi->n) >= 0))
+        if (tuple_keycmp(k->p, k->n, lo->p, lo->n) < 0 ||
+            (hi->n > 0 && tuple_keycmp(k->p, k->n, hi->p, hi->n) >= 0))
             return rt_errf(e, SX_EPROTO, "index node sent a key outside the range asked");
         if (i > 0) {
-            int c = sx_keycmp(r->keys.v[i - 1].p, r->keys.v[i - 1].n, k->p, k->n);
+            int c = tuple_keycmp(r->keys.v[i - 1].p, r->keys.v[i - 1].n, k->p, k->n);
 
             if (qc->desc ? c <= 0 : c >= 0)
                 return rt_errf(e, SX_EPROTO, "index node sent keys out of order");
@@ -79,7 +79,7 @@ static int page_check(const rt_query *qc, const msg_I_RANGE_rep *r, const sx_byt
  * it read the page: its entries are then the facts' current state. */
 static bool page_fresh(const rt_query *qc, const msg_I_RANGE_rep *page, const uint64_t *heads)
 {
-    const sx_config *cfg = qc->rt->cfg;
+    const cfg_cluster *cfg = qc->rt->cfg;
 
     if (page->sources.n == 0 || page->sources.n != page->wms.n)
         return false;
@@ -98,10 +98,10 @@ static bool page_fresh(const rt_query *qc, const msg_I_RANGE_rep *page, const ui
  * *done tells whether the partition's range is exhausted; lo/hi are moved
  * past the page. */
 static int read_page(rt_query *qc, const cfg_part *part, bool covering,
-                     sx_bytes *lo, sx_bytes *hi, bool *done, rt_err *e)
+                     tuple_bytes *lo, tuple_bytes *hi, bool *done, rt_err *e)
 {
     static const uint8_t zero = 0;
-    const sx_config *cfg = qc->rt->cfg;
+    const cfg_cluster *cfg = qc->rt->cfg;
     msg_I_RANGE_req req;
     msg_I_RANGE_rep rep;
     msg_S_HEADS_req hreq;
@@ -131,8 +131,8 @@ static int read_page(rt_query *qc, const cfg_part *part, bool covering,
     memset(&req, 0, sizeof(req));
     memset(&rep, 0, sizeof(rep));
     req.part = part->id;
-    req.lo = (sx_buf){ lo->p, lo->n };
-    req.hi = (sx_buf){ hi->p, hi->n };
+    req.lo = (mp_span){ lo->p, lo->n };
+    req.hi = (mp_span){ hi->p, hi->n };
     req.desc = qc->desc;
     req.limit = ask;
     calls[0].node = part->node;
@@ -184,8 +184,8 @@ static int read_page(rt_query *qc, const cfg_part *part, bool covering,
     /* entries left unconsumed mean the partition has more */
     *done = used == n && n < ask && bytes < RT_IRANGE_CUT_BYTES;
     {
-        const sx_buf *k = &rep.keys.v[used - 1];
-        sx_bytes *b = qc->desc ? hi : lo;
+        const mp_span *k = &rep.keys.v[used - 1];
+        tuple_bytes *b = qc->desc ? hi : lo;
         rc = rt_q_mark(qc, k->p + 4, k->n - 4);
         b->n = 0;
         if (rc == 0 && (bytes_append(b, k->p, k->n) != 0 ||
@@ -207,7 +207,7 @@ out:
 static int read_part(rt_query *qc, const cfg_part *part, bool covering,
                      bool *done, rt_err *e)
 {
-    sx_bytes lo = { 0 }, hi = { 0 };
+    tuple_bytes lo = { 0 }, hi = { 0 };
     int rc;
 
     *done = false;
@@ -235,7 +235,7 @@ out:
 
 int rt_q_index(rt_query *qc, rt_err *e)
 {
-    const sx_config *cfg = qc->rt->cfg;
+    const cfg_cluster *cfg = qc->rt->cfg;
     const msg_QUERY_req *q = qc->q;
     int first = 0, count = 0, j, rc;
     bool done = true;

@@ -15,7 +15,7 @@
 int rt_q_primary_range(rt_query *qc, rt_err *e)
 {
     const msg_QUERY_req *q = qc->q;
-    sx_bytes pk = { 0 }, base = { 0 };
+    tuple_bytes pk = { 0 }, base = { 0 };
     uint8_t hb[8];
     uint32_t k = 0;
     int rc;
@@ -33,7 +33,7 @@ int rt_q_primary_range(rt_query *qc, rt_err *e)
                      "on it takes no condition", qc->t->name);
         goto out;
     }
-    sx_put_be64(hb, sx_shard_hash(qc->rt->cfg->hash_key, pk.p, pk.n));
+    be_put64(hb, hash_shard(qc->rt->cfg->hash_key, pk.p, pk.n));
     if (bytes_append(&base, hb, 8) != 0 || bytes_append(&base, pk.p, pk.n) != 0) {
         rc = rt_errf(e, SX_ENOMEM, "out of memory");
         goto out;
@@ -52,7 +52,7 @@ out:
 static int take_page(rt_query *qc, const msg_S_RANGE_rep *rep, bool *more,
                      rt_err *e)
 {
-    sx_bytes key = { 0 };
+    tuple_bytes key = { 0 };
     uint32_t i;
     int rc;
 
@@ -66,7 +66,7 @@ static int take_page(rt_query *qc, const msg_S_RANGE_rep *rep, bool *more,
     *more = rep->next.n > 0;
     if (i > 0 && i < rep->items.n) {
         /* cut short: resume after the last item taken */
-        const sx_buf *it = &rep->items.v[i - 1];
+        const mp_span *it = &rep->items.v[i - 1];
         rc = rt_item_key(qc->rt, qc->t, it->p, it->n, &key);
         if (rc == 0)
             rc = rt_q_mark(qc, key.p, key.n);
@@ -81,7 +81,7 @@ static int take_page(rt_query *qc, const msg_S_RANGE_rep *rep, bool *more,
 
 int rt_q_primary(rt_query *qc, rt_err *e)
 {
-    const sx_config *cfg = qc->rt->cfg;
+    const cfg_cluster *cfg = qc->rt->cfg;
     const cfg_part *part;
     msg_S_RANGE_req req;
     msg_S_RANGE_rep rep;
@@ -89,7 +89,7 @@ int rt_q_primary(rt_query *qc, rt_err *e)
     bool more = false;
     int rc = 0;
 
-    part = cfg_storage_for(cfg, sx_get_be64(qc->cur.lo.p));
+    part = cfg_storage_for(cfg, be_get64(qc->cur.lo.p));
     if (rt_ids_add(&qc->fact_parts, part->id) != 0)
         return rt_errf(e, SX_ENOMEM, "out of memory");
     while (qc->nres < qc->limit) {
@@ -98,8 +98,8 @@ int rt_q_primary(rt_query *qc, rt_err *e)
         memset(&c, 0, sizeof(c));
         req.part = part->id;
         req.table_id = qc->t->id;
-        req.lo = (sx_buf){ qc->cur.lo.p, qc->cur.lo.n };
-        req.hi = (sx_buf){ qc->cur.hi.p, qc->cur.hi_open ? 0 : qc->cur.hi.n };
+        req.lo = (mp_span){ qc->cur.lo.p, qc->cur.lo.n };
+        req.hi = (mp_span){ qc->cur.hi.p, qc->cur.hi_open ? 0 : qc->cur.hi.n };
         req.desc = qc->desc;
         req.limit = qc->limit - qc->nres;
         c.node = part->node;

@@ -67,7 +67,7 @@ int rt_q_mark(rt_query *qc, const uint8_t *key, size_t n)
 /* Copies the request's attribute names into C strings. */
 static int attrs_dup(rt_query *qc, rt_err *e)
 {
-    const sx_bufs *a = &qc->q->attrs;
+    const msg_spans *a = &qc->q->attrs;
     uint32_t i;
 
     if (a->n == 0)
@@ -100,8 +100,8 @@ static rt_tokctx tok_ctx(const rt_query *qc)
     c.table_id = qc->t->id;
     c.index_id = qc->ix != NULL ? qc->ix->id : 0;
     c.desc = qc->desc;
-    c.lo = (sx_buf){ qc->range.lo.p, qc->range.lo.n };
-    c.hi = (sx_buf){ qc->range.hi.p, qc->range.hi_open ? 0 : qc->range.hi.n };
+    c.lo = (mp_span){ qc->range.lo.p, qc->range.lo.n };
+    c.hi = (mp_span){ qc->range.hi.p, qc->range.hi_open ? 0 : qc->range.hi.n };
     return c;
 }
 
@@ -109,7 +109,7 @@ static rt_tokctx tok_ctx(const rt_query *qc)
 static int apply_token(rt_query *qc, rt_err *e)
 {
     rt_tokctx c = tok_ctx(qc);
-    sx_buf *pos = NULL;
+    mp_span *pos = NULL;
     uint32_t npos = 0;
     int rc;
 
@@ -138,7 +138,7 @@ static int apply_token(rt_query *qc, rt_err *e)
 static int plan(rt_query *qc, rt_err *e)
 {
     const msg_QUERY_req *q = qc->q;
-    const sx_catalog *cat;
+    const cat_catalog *cat;
     int rc;
 
     /* A page holds at most RT_QUERY_MAX_LIMIT items; a larger limit gets a
@@ -152,7 +152,7 @@ static int plan(rt_query *qc, rt_err *e)
                        "or 2 (strong), got %llu", (unsigned long long)q->consistency);
     if ((rc = attrs_dup(qc, e)) != 0)
         return rc;
-    if (q->index.n == 0 || sx_buf_eq_cstr(q->index, "primary")) {
+    if (q->index.n == 0 || mp_span_eq_cstr(q->index, "primary")) {
         if ((rc = rt_table(qc->rt, q->table, &cat, &qc->t, e)) != 0)
             return rc;
         rc = rt_q_primary_range(qc, e);
@@ -178,7 +178,7 @@ static int plan(rt_query *qc, rt_err *e)
 static int reply(rt_query *qc, mp_buf *out, rt_err *e)
 {
     msg_QUERY_rep rep;
-    sx_buf *items = NULL;
+    mp_span *items = NULL;
     uint8_t *tok = NULL;
     size_t tokn = 0;
     uint32_t i;
@@ -195,17 +195,17 @@ static int reply(rt_query *qc, mp_buf *out, rt_err *e)
     }
     if (!qc->exhausted && qc->last.n > 0) {
         rt_tokctx c = tok_ctx(qc);
-        sx_buf pos = { qc->last.p, qc->last.n };
+        mp_span pos = { qc->last.p, qc->last.n };
         rc = rt_token_seal(qc->rt->cfg->token_key, &c, &pos, 1, &tok, &tokn);
         if (rc != 0) {
             free(items);
             return rt_errf(e, rc, "cannot make a continuation token");
         }
     }
-    rep.items = (sx_bufs){ qc->nres, items };
-    rep.token = (sx_buf){ tok, tokn };
-    rep.index_parts = (sx_u64s){ qc->index_parts.n, qc->index_parts.v };
-    rep.fact_parts = (sx_u64s){ qc->fact_parts.n, qc->fact_parts.v };
+    rep.items = (msg_spans){ qc->nres, items };
+    rep.token = (mp_span){ tok, tokn };
+    rep.index_parts = (msg_u64s){ qc->index_parts.n, qc->index_parts.v };
+    rep.fact_parts = (msg_u64s){ qc->fact_parts.n, qc->fact_parts.v };
     rep.entries = qc->entries;
     rep.stale = qc->stale;
     /* covering: answered from the index alone (a covering eventual read,

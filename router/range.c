@@ -9,12 +9,12 @@
 #include "hash.h"
 #include "sx_errors.h"
 
-bool rt_raw_nil(sx_buf raw)
+bool rt_raw_nil(mp_span raw)
 {
     return raw.n == 0 || (raw.n == 1 && raw.p[0] == 0xc0);
 }
 
-int rt_eq_encode(sx_buf eq, uint32_t max_k, sx_bytes *out, uint32_t *k, rt_err *e)
+int rt_eq_encode(mp_span eq, uint32_t max_k, tuple_bytes *out, uint32_t *k, rt_err *e)
 {
     mp_cur c;
     uint32_t cnt, i;
@@ -44,7 +44,7 @@ int rt_eq_encode(sx_buf eq, uint32_t max_k, sx_bytes *out, uint32_t *k, rt_err *
 }
 
 /* Appends the tuple component of a msgpack scalar bound. */
-static int put_bound(sx_bytes *b, sx_buf v, const char *name, const char *what,
+static int put_bound(tuple_bytes *b, mp_span v, const char *name, const char *what,
                      rt_err *e)
 {
     mp_cur c = mp_cur_make(v.p, v.n);
@@ -59,7 +59,7 @@ static int put_bound(sx_bytes *b, sx_buf v, const char *name, const char *what,
 }
 
 /* hi = strinc(b) (b's copy), or open when no bound exists. */
-static int upper_of(const sx_bytes *b, rt_range *r)
+static int upper_of(const tuple_bytes *b, rt_range *r)
 {
     r->hi.n = 0;
     if (b->n == 0) {
@@ -75,11 +75,11 @@ static int upper_of(const sx_bytes *b, rt_range *r)
     return 0;
 }
 
-int rt_range_build(const uint8_t *base, size_t bn, uint64_t cond, sx_buf from,
-                   sx_buf to, sx_buf prefix, const char *what, rt_range *r,
+int rt_range_build(const uint8_t *base, size_t bn, uint64_t cond, mp_span from,
+                   mp_span to, mp_span prefix, const char *what, rt_range *r,
                    rt_err *e)
 {
-    sx_bytes tmp = { 0 };
+    tuple_bytes tmp = { 0 };
     int rc = 0;
 
     r->hi_open = false;
@@ -125,15 +125,15 @@ out:
 
 bool rt_range_empty(const rt_range *r)
 {
-    return !r->hi_open && sx_keycmp(r->lo.p, r->lo.n, r->hi.p, r->hi.n) >= 0;
+    return !r->hi_open && tuple_keycmp(r->lo.p, r->lo.n, r->hi.p, r->hi.n) >= 0;
 }
 
 int rt_range_resume(rt_range *r, const uint8_t *pos, size_t n, bool desc)
 {
     static const uint8_t zero = 0;
 
-    if (sx_keycmp(pos, n, r->lo.p, r->lo.n) < 0 ||
-        (!r->hi_open && sx_keycmp(pos, n, r->hi.p, r->hi.n) >= 0))
+    if (tuple_keycmp(pos, n, r->lo.p, r->lo.n) < 0 ||
+        (!r->hi_open && tuple_keycmp(pos, n, r->hi.p, r->hi.n) >= 0))
         return SX_ETOKEN;
     if (desc) {
         r->hi.n = 0;
@@ -147,33 +147,33 @@ int rt_range_resume(rt_range *r, const uint8_t *pos, size_t n, bool desc)
 }
 
 /* Appends the 4-byte index id then tuple t..n. */
-static int put_local(sx_bytes *b, uint32_t id, const uint8_t *t, size_t n)
+static int put_local(tuple_bytes *b, uint32_t id, const uint8_t *t, size_t n)
 {
     uint8_t be[4];
 
-    sx_put_be32(be, id);
+    be_put32(be, id);
     if (bytes_append(b, be, 4) != 0 || (n > 0 && bytes_append(b, t, n) != 0))
         return -SX_ENOMEM;
     return 0;
 }
 
 int rt_range_clip(const rt_range *r, const cfg_part *p, uint32_t index_id,
-                  sx_bytes *lo, sx_bytes *hi)
+                  tuple_bytes *lo, tuple_bytes *hi)
 {
     const uint8_t *l = r->lo.p, *h = r->hi.p;
     size_t ln = r->lo.n, hn = r->hi.n;
     bool hopen = r->hi_open;
 
-    if (p->lo_n > 0 && sx_keycmp(p->lo, p->lo_n, l, ln) > 0) {
+    if (p->lo_n > 0 && tuple_keycmp(p->lo, p->lo_n, l, ln) > 0) {
         l = p->lo;
         ln = p->lo_n;
     }
-    if (p->hi_n > 0 && (hopen || sx_keycmp(p->hi, p->hi_n, h, hn) < 0)) {
+    if (p->hi_n > 0 && (hopen || tuple_keycmp(p->hi, p->hi_n, h, hn) < 0)) {
         h = p->hi;
         hn = p->hi_n;
         hopen = false;
     }
-    if (!hopen && sx_keycmp(l, ln, h, hn) >= 0)
+    if (!hopen && tuple_keycmp(l, ln, h, hn) >= 0)
         return 0;
     if (put_local(lo, index_id, l, ln) != 0)
         return -SX_ENOMEM;

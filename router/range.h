@@ -21,27 +21,27 @@
 
 /* A byte range [lo, hi); hi_open means no upper bound. */
 typedef struct rt_range {
-    sx_bytes lo;
-    sx_bytes hi;
+    tuple_bytes lo;
+    tuple_bytes hi;
     bool hi_open;
 } rt_range;
 
 /* True when the msgpack value raw is absent or nil. */
-bool rt_raw_nil(sx_buf raw);
+bool rt_raw_nil(mp_span raw);
 
 /* Encodes the msgpack array eq (nil: no values) as consecutive tuple
  * components appended to out; *k is the number of values. At most max_k
  * values are accepted. Returns 0, SX_EINVAL or SX_EKEY (reason in e),
  * SX_ENOMEM. */
-int rt_eq_encode(sx_buf eq, uint32_t max_k, sx_bytes *out, uint32_t *k, rt_err *e);
+int rt_eq_encode(mp_span eq, uint32_t max_k, tuple_bytes *out, uint32_t *k, rt_err *e);
 
 /* Builds r (zeroed by the caller) from base (the equality prefix) and a
  * condition on the next component: Q_COND_NONE (everything under base),
  * Q_COND_RANGE (from..to inclusive, nil bounds open), Q_COND_PREFIX
  * (strings starting with prefix). `what` names the conditioned attribute
  * in messages. Returns 0, SX_EINVAL/SX_EKEY (reason in e), SX_ENOMEM. */
-int rt_range_build(const uint8_t *base, size_t bn, uint64_t cond, sx_buf from,
-                   sx_buf to, sx_buf prefix, const char *what, rt_range *r,
+int rt_range_build(const uint8_t *base, size_t bn, uint64_t cond, mp_span from,
+                   mp_span to, mp_span prefix, const char *what, rt_range *r,
                    rt_err *e);
 
 /* True when r holds no key. */
@@ -57,7 +57,7 @@ int rt_range_resume(rt_range *r, const uint8_t *pos, size_t n, bool desc);
  * I_RANGE reads as "to the end of this index"). Returns 1 when the clip is
  * non-empty, 0 when empty, or -SX_ENOMEM. */
 int rt_range_clip(const rt_range *r, const cfg_part *p, uint32_t index_id,
-                  sx_bytes *lo, sx_bytes *hi);
+                  tuple_bytes *lo, tuple_bytes *hi);
 
 /* Frees r's bytes (accepts a zeroed range). */
 void rt_range_free(rt_range *r);

@@ -13,16 +13,16 @@
 #include "sx_errors.h"
 
 int rt_item_key(const router *rt, const cat_table *t, const uint8_t *p, size_t n,
-                sx_bytes *key)
+                tuple_bytes *key)
 {
-    sx_bytes pk = { 0 };
+    tuple_bytes pk = { 0 };
     size_t pklen = 0;
     uint8_t hb[8];
     int rc;
 
     rc = item_primary_key(t, p, n, &pk, &pklen);
     if (rc == 0) {
-        sx_put_be64(hb, sx_shard_hash(rt->cfg->hash_key, pk.p, pklen));
+        be_put64(hb, hash_shard(rt->cfg->hash_key, pk.p, pklen));
         if (bytes_append(key, hb, 8) != 0 || bytes_append(key, pk.p, pk.n) != 0)
             rc = SX_ENOMEM;
     }
@@ -32,10 +32,10 @@ int rt_item_key(const router *rt, const cat_table *t, const uint8_t *p, size_t n
 
 /* Builds the fact-local key h | pk of key map `key` for table t and finds
  * its partition. */
-static int point_key(router *rt, const cat_table *t, sx_buf key, sx_bytes *local,
+static int point_key(router *rt, const cat_table *t, mp_span key, tuple_bytes *local,
                      const cfg_part **part, rt_err *e)
 {
-    sx_bytes pk = { 0 };
+    tuple_bytes pk = { 0 };
     size_t pklen = 0;
     uint64_t h;
     uint8_t hb[8];
@@ -52,8 +52,8 @@ static int point_key(router *rt, const cat_table *t, sx_buf key, sx_bytes *local
         bytes_free(&pk);
         return rc;
     }
-    h = sx_shard_hash(rt->cfg->hash_key, pk.p, pklen);
-    sx_put_be64(hb, h);
+    h = hash_shard(rt->cfg->hash_key, pk.p, pklen);
+    be_put64(hb, h);
     rc = bytes_append(local, hb, 8) != 0 || bytes_append(local, pk.p, pk.n) != 0;
     bytes_free(&pk);
     if (rc != 0)
@@ -68,11 +68,11 @@ int rt_h_get(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e)
     msg_S_GET_req req;
     msg_S_GET_rep rep;
     msg_GET_rep r;
-    const sx_catalog *cat;
+    const cat_catalog *cat;
     const cat_table *t;
     const cfg_part *part;
-    sx_bytes local = { 0 };
-    sx_buf key;
+    tuple_bytes local = { 0 };
+    mp_span key;
     rt_rpc c;
     int rc;
 
@@ -87,10 +87,10 @@ int rt_h_get(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e)
     if (rc != 0)
         goto out;
     memset(&req, 0, sizeof(req));
-    key = (sx_buf){ local.p, local.n };
+    key = (mp_span){ local.p, local.n };
     req.part = part->id;
     req.table_id = t->id;
-    req.keys = (sx_bufs){ 1, &key };
+    req.keys = (msg_spans){ 1, &key };
     c = (rt_rpc){ .node = part->node, .type = MSG_S_GET, .req = &req, .rep = &rep };
     if (rt_rpc_run(rt, &c, 1) != 0) {
         rc = rt_errf(e, SX_ENOMEM, "out of memory");
@@ -125,11 +125,11 @@ out:
  * rt_write_deadline; req borrows key and del, which must outlive it);
  * retried once if the catalog was stale. */
 static int delete_call(router *rt, const cat_table *t, uint64_t catver,
-                       const cfg_part *part, sx_buf *key, uint64_t deadline_ms,
+                       const cfg_part *part, mp_span *key, uint64_t deadline_ms,
                        uint64_t *del, rt_rpc *c, msg_S_WRITE_req *req,
                        msg_S_WRITE_rep *rep, rt_err *e)
 {
-    const sx_catalog *cat;
+    const cat_catalog *cat;
     int pass;
 
     memset(req, 0, sizeof(*req));
@@ -137,8 +137,8 @@ static int delete_call(router *rt, const cat_table *t, uint64_t catver,
     req->catver = catver;
     req->table_id = t->id;
     *del = 1;
-    req->dels = (sx_u64s){ 1, del };
-    req->objs = (sx_bufs){ 1, key };
+    req->dels = (msg_u64s){ 1, del };
+    req->objs = (msg_spans){ 1, key };
     for (pass = 0; pass < 2; pass++) {
         req->deadline_ms = rt_write_deadline(rt, deadline_ms);
         rt_rpc_release(c, 1);
@@ -167,7 +167,7 @@ int rt_h_delete(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e)
     msg_S_WRITE_req req;
     msg_S_WRITE_rep rep;
     msg_DELETE_rep r;
-    const sx_catalog *cat;
+    const cat_catalog *cat;
     const cat_table *t;
     const cfg_part *part;
     uint64_t del = 1;
@@ -181,7 +181,7 @@ int rt_h_delete(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e)
         return rt_errf(e, rc, "malformed DELETE request");
     rc = rt_table(rt, q.table, &cat, &t, e);
     {
-        sx_bytes local = { 0 };
+        tuple_bytes local = { 0 };
         if (rc == 0)
             rc = point_key(rt, t, q.key, &local, &part, e);
         bytes_free(&local);

@@ -20,7 +20,7 @@ static void *refresher(void *arg)
     struct timespec until;
     bool warned = false;
 
-    sx_thread_name("sx-refresh");
+    os_thread_name("sx-refresh");
 
     pthread_mutex_lock(&rt->mu);
     while (!rt->stop) {

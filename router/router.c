@@ -12,7 +12,7 @@
 #include "log.h"
 #include "sx_errors.h"
 
-int rt_new(const sx_config *cfg, int self, router **out)
+int rt_new(const cfg_cluster *cfg, int self, router **out)
 {
     router *rt;
     int i, rc;
@@ -39,7 +39,7 @@ int rt_new(const sx_config *cfg, int self, router **out)
         }
     }
     /* (a test lowers it, to see a write the router gave up on refused) */
-    rt->timeout_ms = (int)sx_env_long("SHARDEX_ROUTER_CALL_MS", 100, SX_CALL_TIMEOUT_MS,
+    rt->timeout_ms = (int)os_env_long("SHARDEX_ROUTER_CALL_MS", 100, SX_CALL_TIMEOUT_MS,
                                       SX_CALL_TIMEOUT_MS);
     rt->peers = calloc((size_t)cfg->nnodes, sizeof(*rt->peers));
     rt->dialed = calloc((size_t)cfg->nnodes, sizeof(*rt->dialed));

@@ -37,7 +37,7 @@
 
 /* The router. Immutable after rt_new (see the file comment). */
 typedef struct router {
-    const sx_config *cfg;   /* borrowed; outlives the router */
+    const cfg_cluster *cfg;   /* borrowed; outlives the router */
     int self;               /* this router's index in cfg->nodes */
     net_peer **peers;       /* per cfg node: its link; every call goes through it */
     bool *dialed;           /* per cfg node: has a link (not routers) */
@@ -79,7 +79,7 @@ int rt_key_errf(rt_err *e, const cat_table *t, size_t enc_len, const char *what)
  * node and creates the catalog cache (no network round trip yet). On
  * success *out is owned by the caller (rt_free). Returns 0, SX_ENOMEM,
  * SX_ENET. */
-int rt_new(const sx_config *cfg, int self, router **out);
+int rt_new(const cfg_cluster *cfg, int self, router **out);
 
 /* Closes sockets, frees the cache and the router; accepts NULL. */
 void rt_free(router *rt);
@@ -152,12 +152,12 @@ const char *rt_role_name(int role);
 /* Finds table `name` in the newest cached catalog, refreshing the cache
  * once when it is not there. On success *cat and *t are borrowed (valid
  * for the router's life). Returns 0, SX_ENOTABLE, or a fetch error. */
-int rt_table(router *rt, sx_buf name, const sx_catalog **cat,
+int rt_table(router *rt, mp_span name, const cat_catalog **cat,
              const cat_table **t, rt_err *e);
 
 /* Same for table + index (refreshing once when either is missing).
  * Returns 0, SX_ENOTABLE, SX_ENOINDEX, or a fetch error. */
-int rt_index(router *rt, sx_buf table, sx_buf index, const sx_catalog **cat,
+int rt_index(router *rt, mp_span table, mp_span index, const cat_catalog **cat,
              const cat_table **t, const cat_index **ix, rt_err *e);
 
 /* ---- write.c / wcomb.c: PUTs ---- */
@@ -165,7 +165,7 @@ int rt_index(router *rt, sx_buf table, sx_buf index, const sx_catalog **cat,
 /* Checks item i (it) of a PUT for table t (size, a valid item, its key)
  * and sets *g to the index of the storage partition owning it. Returns 0,
  * or an sx_err with the reason, naming the item by i, in e. */
-int rt_put_place(router *rt, const cat_table *t, const sx_buf *it, uint32_t i, int *g,
+int rt_put_place(router *rt, const cat_table *t, const mp_span *it, uint32_t i, int *g,
                  rt_err *e);
 
 /* The error of a PUT whose cnt items for storage partition index g, the
@@ -203,7 +203,7 @@ void rt_defer_flush(void *arg);
 /* Appends the fact-local key h (8 BE) | pk of item p..n of table t to key.
  * Returns 0 or an sx_err (SX_EKEY, SX_ENOMEM, ...). */
 int rt_item_key(const router *rt, const cat_table *t, const uint8_t *p, size_t n,
-                sx_bytes *key);
+                tuple_bytes *key);
 
 /* ---- handlers: each decodes frame p..n, and on success appends its reply
  * to out and returns 0; on failure returns an sx_err with the reason in e

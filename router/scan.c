@@ -21,7 +21,7 @@
 #define RT_SCAN_MAX_LIMIT 10000
 
 /* Checks where is nil or a map of attribute names to scalars. */
-static int where_check(sx_buf w, rt_err *e)
+static int where_check(mp_span w, rt_err *e)
 {
     mp_cur c;
     uint32_t cnt, i;
@@ -33,8 +33,8 @@ static int where_check(sx_buf w, rt_err *e)
         return rt_errf(e, SX_EINVAL, "where must be a map of attribute names to "
                        "scalar values");
     for (i = 0; i < cnt; i++) {
-        sx_buf k;
-        sx_bytes tmp = { 0 };
+        mp_span k;
+        tuple_bytes tmp = { 0 };
         int rc;
         if (mp_read_str(&c, &k) != 0 || k.n == 0 || k.n > CAT_MAX_NAME)
             return rt_errf(e, SX_EINVAL, "where: key %u is not an attribute name", i);
@@ -52,7 +52,7 @@ static int where_check(sx_buf w, rt_err *e)
 /* Per-request scan state. */
 typedef struct scan_st {
     int nst;
-    sx_bytes *pos;           /* per storage partition: resume key */
+    tuple_bytes *pos;           /* per storage partition: resume key */
     bool *done;
     msg_S_RANGE_req *reqs;
     msg_S_RANGE_rep *reps;
@@ -79,11 +79,11 @@ static void scan_free(scan_st *s)
 }
 
 /* Loads positions from the request's token (or starts every partition). */
-static int scan_start(scan_st *s, router *rt, const rt_tokctx *ctx, sx_buf tok,
+static int scan_start(scan_st *s, router *rt, const rt_tokctx *ctx, mp_span tok,
                       rt_err *e)
 {
     static const uint8_t zero = 0;
-    sx_buf *pos = NULL;
+    mp_span *pos = NULL;
     uint32_t npos = 0;
     int i, rc;
 
@@ -108,7 +108,7 @@ static int scan_start(scan_st *s, router *rt, const rt_tokctx *ctx, sx_buf tok,
 }
 
 /* Sends one S_RANGE per running partition. */
-static int scan_run(scan_st *s, router *rt, const cat_table *t, sx_buf where,
+static int scan_run(scan_st *s, router *rt, const cat_table *t, mp_span where,
                     uint32_t limit, rt_err *e)
 {
     int i, active = 0;
@@ -125,9 +125,9 @@ static int scan_run(scan_st *s, router *rt, const cat_table *t, sx_buf where,
             continue;
         s->reqs[m].part = rt->cfg->storage[i].id;
         s->reqs[m].table_id = t->id;
-        s->reqs[m].lo = (sx_buf){ s->pos[i].p, s->pos[i].n };
+        s->reqs[m].lo = (mp_span){ s->pos[i].p, s->pos[i].n };
         s->reqs[m].limit = per;
-        s->reqs[m].where = rt_raw_nil(where) ? (sx_buf){ NULL, 0 } : where;
+        s->reqs[m].where = rt_raw_nil(where) ? (mp_span){ NULL, 0 } : where;
         s->calls[m] = (rt_rpc){ .node = rt->cfg->storage[i].node,
                                 .type = MSG_S_RANGE, .req = &s->reqs[m],
                                 .rep = &s->reps[m] };
@@ -147,7 +147,7 @@ static int scan_run(scan_st *s, router *rt, const cat_table *t, sx_buf where,
  * the last item taken; or, when none was, where it stood before. The key
  * is built in *key when needed. */
 static int next_pos(const scan_st *s, router *rt, const cat_table *t, int ci,
-                    uint32_t take, sx_bytes *key, sx_buf *pos)
+                    uint32_t take, tuple_bytes *key, mp_span *pos)
 {
     static const uint8_t start = 0;
     const msg_S_RANGE_rep *r = &s->reps[ci];
@@ -159,13 +159,13 @@ static int next_pos(const scan_st *s, router *rt, const cat_table *t, int ci,
     }
     if (take > 0) {
         rc = rt_item_key(rt, t, r->items.v[take - 1].p, r->items.v[take - 1].n, key);
-        *pos = (sx_buf){ key->p, key->n };
+        *pos = (mp_span){ key->p, key->n };
         return rc;
     }
     if (s->pos[pi].n == 0)
-        *pos = (sx_buf){ &start, 1 };
+        *pos = (mp_span){ &start, 1 };
     else    /* s->pos holds "last key | 0x00" */
-        *pos = (sx_buf){ s->pos[pi].p, s->pos[pi].n - 1 };
+        *pos = (mp_span){ s->pos[pi].p, s->pos[pi].n - 1 };
     return 0;
 }
 
@@ -176,8 +176,8 @@ static int scan_reply(scan_st *s, router *rt, const cat_table *t, const rt_tokct
                       uint32_t limit, mp_buf *out, rt_err *e)
 {
     msg_SCAN_rep rep;
-    sx_buf *items = NULL, *pos = NULL;
-    sx_bytes *keys = NULL;
+    mp_span *items = NULL, *pos = NULL;
+    tuple_bytes *keys = NULL;
     uint32_t total = 0, k = 0, j;
     uint8_t *tok = NULL;
     size_t tokn = 0, bytes = 0;
@@ -195,7 +195,7 @@ static int scan_reply(scan_st *s, router *rt, const cat_table *t, const rt_tokct
     }
     /* Partitions not called this time are done (their position is empty). */
     for (i = 0; i < s->ncalls; i++) {
-        const sx_bufs *v = &s->reps[i].items;
+        const msg_spans *v = &s->reps[i].items;
         for (j = 0; j < v->n && !full; j++) {
             if (k == limit || (k > 0 && bytes + v->v[j].n > RT_REPLY_BYTES)) {
                 full = true;
@@ -217,8 +217,8 @@ static int scan_reply(scan_st *s, router *rt, const cat_table *t, const rt_tokct
         goto out;
     }
     memset(&rep, 0, sizeof(rep));
-    rep.items = (sx_bufs){ k, items };
-    rep.token = (sx_buf){ tok, tokn };
+    rep.items = (msg_spans){ k, items };
+    rep.token = (mp_span){ tok, tokn };
     if (msg_encode_rep(MSG_SCAN, &rep, out) != 0)
         rc = rt_errf(e, SX_ENOMEM, "out of memory");
 out:
@@ -235,7 +235,7 @@ out:
 int rt_h_scan(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e)
 {
     msg_SCAN_req q;
-    const sx_catalog *cat;
+    const cat_catalog *cat;
     const cat_table *t;
     rt_tokctx ctx;
     scan_st s;

@@ -2,7 +2,7 @@
  * serve.c — a router serving its clients: the router (rt_new), its client
  * port (plain or TLS, from the config) and the request server on fibers.
  * shardex-router runs one on its own (main.c); a storage node runs the
- * router it hosts (config "host", node/storage_node.c), whose calls to
+ * router it hosts (config "host", node/storage/storage_node.c), whose calls to
  * that node then stay in the process (net_peer_open_local): no socket, no
  * thread hand-off, no copy of the frame.
  */
@@ -18,7 +18,7 @@ struct rt_serving {
     net_server *srv;
 };
 
-int rt_serve_start(const sx_config *cfg, int self, int fibers, net_server *local,
+int rt_serve_start(const cfg_cluster *cfg, int self, int fibers, net_server *local,
                    rt_serving **out)
 {
     const cfg_node *me = &cfg->nodes[self];
@@ -29,6 +29,8 @@ int rt_serve_start(const sx_config *cfg, int self, int fibers, net_server *local
 
     if (s == NULL)
         return SX_ENOMEM;
+    if (fibers <= 0)
+        fibers = RT_DEFAULT_WORKERS;
     rc = rt_new(cfg, self, &s->rt);
     if (rc != 0) {
         free(s);

@@ -17,7 +17,7 @@
  * node hosting it (0 for a router process), catalog version. */
 static void put_self(router *rt, mp_buf *acc)
 {
-    const sx_catalog *cat = NULL;
+    const cat_catalog *cat = NULL;
     uint64_t local = 0;
 
     for (int i = 0; i < rt->cfg->nnodes; i++)
@@ -78,7 +78,7 @@ static void put_node(router *rt, mp_buf *acc, const cfg_node *nd, const rt_rpc *
 
 int rt_h_status(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e)
 {
-    const sx_config *cfg = rt->cfg;
+    const cfg_cluster *cfg = rt->cfg;
     rt_rpc *calls = NULL;
     msg_NODE_STATUS_rep *reps = NULL;
     msg_NODE_STATUS_req req;
@@ -95,7 +95,7 @@ int rt_h_status(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e)
     calls = calloc((size_t)cfg->nnodes + 1, sizeof(*calls));
     reps = calloc((size_t)cfg->nnodes + 1, sizeof(*reps));
     off = calloc((size_t)cfg->nnodes + 2, sizeof(*off));
-    rep.nodes.v = calloc((size_t)cfg->nnodes + 1, sizeof(sx_buf));
+    rep.nodes.v = calloc((size_t)cfg->nnodes + 1, sizeof(mp_span));
     if (calls == NULL || reps == NULL || off == NULL || rep.nodes.v == NULL) {
         rc = rt_errf(e, SX_ENOMEM, "out of memory");
         goto out;

@@ -28,7 +28,7 @@ static void sleep_ms(uint64_t ms)
 int rt_heads_calls(router *rt, const msg_S_HEADS_req *req, rt_rpc *calls,
                    msg_S_HEADS_rep *reps)
 {
-    const sx_config *cfg = rt->cfg;
+    const cfg_cluster *cfg = rt->cfg;
     int m = 0;
 
     for (int i = 0; i < cfg->nnodes; i++) {
@@ -43,7 +43,7 @@ int rt_heads_calls(router *rt, const msg_S_HEADS_req *req, rt_rpc *calls,
 int rt_heads_collect(router *rt, const rt_rpc *calls, const msg_S_HEADS_rep *reps, int m,
                      uint64_t *heads, rt_err *e)
 {
-    const sx_config *cfg = rt->cfg;
+    const cfg_cluster *cfg = rt->cfg;
 
     for (int i = 0; i < m; i++) {
         if (calls[i].err != 0)
@@ -62,7 +62,7 @@ int rt_heads_collect(router *rt, const rt_rpc *calls, const msg_S_HEADS_rep *rep
 /* Every storage partition's head: heads[i] for cfg->storage[i]. */
 static int take_heads(router *rt, uint64_t *heads, int wait_ms, rt_err *e)
 {
-    const sx_config *cfg = rt->cfg;
+    const cfg_cluster *cfg = rt->cfg;
     rt_rpc *calls = calloc((size_t)cfg->nnodes, sizeof(*calls));
     msg_S_HEADS_rep *reps = calloc((size_t)cfg->nnodes, sizeof(*reps));
     msg_S_HEADS_req req;
@@ -103,7 +103,7 @@ static uint64_t wm_of(const msg_I_WATERMARKS_rep *r, uint64_t source)
 static int poll_once(router *rt, int first, int count, const uint64_t *heads,
                      int wait_ms, char *lag, size_t laglen, rt_err *e)
 {
-    const sx_config *cfg = rt->cfg;
+    const cfg_cluster *cfg = rt->cfg;
     rt_rpc *calls = calloc((size_t)count, sizeof(*calls));
     msg_I_WATERMARKS_req *reqs = calloc((size_t)count, sizeof(*reqs));
     msg_I_WATERMARKS_rep *reps = calloc((size_t)count, sizeof(*reps));

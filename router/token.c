@@ -42,7 +42,7 @@ static int token_mac(const uint8_t key[RT_TOKEN_KEYBYTES], const rt_tokctx *ctx,
 }
 
 int rt_token_seal(const uint8_t key[RT_TOKEN_KEYBYTES], const rt_tokctx *ctx,
-                  const sx_buf *pos, uint32_t npos, uint8_t **tok, size_t *tokn)
+                  const mp_span *pos, uint32_t npos, uint8_t **tok, size_t *tokn)
 {
     mp_buf b;
     uint8_t mac[crypto_auth_BYTES];
@@ -81,13 +81,13 @@ int rt_token_seal(const uint8_t key[RT_TOKEN_KEYBYTES], const rt_tokctx *ctx,
 }
 
 int rt_token_open(const uint8_t key[RT_TOKEN_KEYBYTES], const rt_tokctx *ctx,
-                  const uint8_t *tok, size_t n, sx_buf **pos, uint32_t *npos)
+                  const uint8_t *tok, size_t n, mp_span **pos, uint32_t *npos)
 {
     uint8_t mac[crypto_auth_BYTES];
     size_t bn;
     mp_cur c;
     uint32_t cnt, i;
-    sx_buf *v;
+    mp_span *v;
     int rc;
 
     if (tok == NULL || n <= sizeof(mac))

@@ -76,7 +76,7 @@ typedef struct wc_call {
 /* The PUTs of one received frame for one table. */
 struct wc_batch {
     router *rt;
-    const sx_catalog *cat;
+    const cat_catalog *cat;
     const cat_table *t;
     wc_put *puts;
     uint32_t nputs, capputs;
@@ -233,7 +233,7 @@ static void batch_finish(wc_batch *b)
             continue;
         }
         memset(&rep, 0, sizeof(rep));
-        rep.versions = (sx_u64s){ w->q.items.n, w->versions };
+        rep.versions = (msg_u64s){ w->q.items.n, w->versions };
         mp_buf_init(&out);
         if (msg_encode_rep(MSG_PUT, &rep, &out) != 0 || out.oom) {
             mp_buf_free(&out);
@@ -335,7 +335,7 @@ static bool batch_calls(wc_batch *b)
     }
     for (int k = 0; ok && k < b->ncalls; k++) {
         wc_call *c = &b->calls[k];
-        sx_buf *objs = malloc(c->n * sizeof(*objs));
+        mp_span *objs = malloc(c->n * sizeof(*objs));
         uint64_t *dels = calloc(c->n, sizeof(*dels));
         msg_S_WRITE_req q;
 
@@ -356,8 +356,8 @@ static bool batch_calls(wc_batch *b)
             q.part = rt->cfg->storage[c->g].id;
             q.catver = b->cat->version;
             q.table_id = b->t->id;
-            q.dels = (sx_u64s){ c->n, dels };
-            q.objs = (sx_bufs){ c->n, objs };
+            q.dels = (msg_u64s){ c->n, dels };
+            q.objs = (msg_spans){ c->n, objs };
             ok = msg_encode_req(MSG_S_WRITE, &q, &c->req) == 0 && !c->req.oom &&
                  c->req.sb.size <= SX_MAX_FRAME;
         }
@@ -410,7 +410,7 @@ void rt_defer_flush(void *arg)
  * taken, false to leave it to the ordinary handler (q untouched). */
 static bool batch_add(router *rt, msg_PUT_req *q, net_reply *r)
 {
-    const sx_catalog *cat;
+    const cat_catalog *cat;
     const cat_table *t;
     wc_batch *b = tl_batch;
     rt_err e;

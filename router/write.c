@@ -25,7 +25,7 @@ typedef struct put_plan {
     uint32_t *slot;
     uint32_t *cnt;          /* items per partition index */
     int *first;             /* first item (input position) per partition */
-    sx_buf **objs;          /* per partition: its items */
+    mp_span **objs;          /* per partition: its items */
     uint64_t **dels;        /* per partition: zeros */
     int *call_of;           /* partition index -> call, -1 when none */
     msg_S_WRITE_req *reqs;
@@ -78,10 +78,10 @@ static int plan_alloc(put_plan *pl, uint32_t n, int nst)
                ? 0 : SX_ENOMEM;
 }
 
-int rt_put_place(router *rt, const cat_table *t, const sx_buf *it, uint32_t i, int *g,
+int rt_put_place(router *rt, const cat_table *t, const mp_span *it, uint32_t i, int *g,
                  rt_err *e)
 {
-    sx_bytes pk = { 0 };
+    tuple_bytes pk = { 0 };
     size_t pklen = 0;
     uint64_t h = 0;
     int rc;
@@ -95,7 +95,7 @@ int rt_put_place(router *rt, const cat_table *t, const sx_buf *it, uint32_t i, i
                        "attribute names to values)", i);
     rc = item_primary_key(t, it->p, it->n, &pk, &pklen);
     if (rc == 0)
-        h = sx_shard_hash(rt->cfg->hash_key, pk.p, pklen);
+        h = hash_shard(rt->cfg->hash_key, pk.p, pklen);
     if (rc == SX_EKEY) {
         char what[32];
         snprintf(what, sizeof(what), "item %u", i);
@@ -112,7 +112,7 @@ int rt_put_place(router *rt, const cat_table *t, const sx_buf *it, uint32_t i, i
 
 /* Checks every item and finds its partition. */
 static int plan_items(put_plan *pl, router *rt, const cat_table *t,
-                      const sx_bufs *items, rt_err *e)
+                      const msg_spans *items, rt_err *e)
 {
     uint32_t i;
 
@@ -140,7 +140,7 @@ static int plan_calls(put_plan *pl, router *rt, const cat_table *t,
         pl->call_of[g] = -1;
         if (pl->cnt[g] == 0)
             continue;
-        pl->objs[g] = calloc(pl->cnt[g], sizeof(sx_buf));
+        pl->objs[g] = calloc(pl->cnt[g], sizeof(mp_span));
         pl->dels[g] = calloc(pl->cnt[g], sizeof(uint64_t));
         if (pl->objs[g] == NULL || pl->dels[g] == NULL)
             return rt_errf(e, SX_ENOMEM, "out of memory");
@@ -154,8 +154,8 @@ static int plan_calls(put_plan *pl, router *rt, const cat_table *t,
         pl->reqs[m].part = rt->cfg->storage[g].id;
         pl->reqs[m].catver = catver;
         pl->reqs[m].table_id = t->id;
-        pl->reqs[m].dels = (sx_u64s){ pl->cnt[g], pl->dels[g] };
-        pl->reqs[m].objs = (sx_bufs){ pl->cnt[g], pl->objs[g] };
+        pl->reqs[m].dels = (msg_u64s){ pl->cnt[g], pl->dels[g] };
+        pl->reqs[m].objs = (msg_spans){ pl->cnt[g], pl->objs[g] };
         pl->reqs[m].deadline_ms = rt_write_deadline(rt, q->deadline_ms);
         pl->calls[m] = (rt_rpc){ .node = rt->cfg->storage[g].node,
                                  .type = MSG_S_WRITE, .req = &pl->reqs[m],
@@ -169,7 +169,7 @@ static int plan_calls(put_plan *pl, router *rt, const cat_table *t,
 /* Runs the calls; retries once those that found the catalog stale. */
 static int plan_run(put_plan *pl, router *rt, rt_err *e)
 {
-    const sx_catalog *cat;
+    const cat_catalog *cat;
     int m, retry = 0;
 
     if (rt_rpc_run(rt, pl->calls, pl->ncalls) != 0)
@@ -224,7 +224,7 @@ static int group_fail(const put_plan *pl, router *rt, int g, const rt_rpc *c,
 
 uint64_t rt_write_deadline(const router *rt, uint64_t client_deadline)
 {
-    uint64_t own = (uint64_t)sx_real_ms() + (uint64_t)rt->timeout_ms;
+    uint64_t own = (uint64_t)os_real_ms() + (uint64_t)rt->timeout_ms;
 
     return client_deadline != 0 && client_deadline < own ? client_deadline : own;
 }
@@ -286,7 +286,7 @@ static int plan_reply(put_plan *pl, router *rt, mp_buf *out, rt_err *e)
     for (i = 0; i < pl->n; i++)
         v[i] = pl->reps[pl->call_of[pl->grp[i]]].versions.v[pl->slot[i]];
     memset(&rep, 0, sizeof(rep));
-    rep.versions = (sx_u64s){ pl->n, v };
+    rep.versions = (msg_u64s){ pl->n, v };
     if (msg_encode_rep(MSG_PUT, &rep, out) != 0)
         rc = rt_errf(e, SX_ENOMEM, "out of memory");
     free(v);
@@ -296,7 +296,7 @@ static int plan_reply(put_plan *pl, router *rt, mp_buf *out, rt_err *e)
 int rt_h_put(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e)
 {
     msg_PUT_req q;
-    const sx_catalog *cat;
+    const cat_catalog *cat;
     const cat_table *t;
     put_plan pl;
     int rc;

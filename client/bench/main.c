@@ -102,7 +102,7 @@ static int parse(int argc, char **argv, opts *o)
 int main(int argc, char **argv)
 {
     opts o;
-    sx_heap_tune();
+    heap_tune();
     int pr = parse(argc, argv, &o);
     if (pr == -1) {
         usage(NULL);

@@ -8,7 +8,7 @@
  * entries of 26-byte keys, whose values are 200 bytes for by_town (it
  * projects whole items) and 10 for by_last. One thread per node of the
  * local cluster (2 storage, 2 index nodes), each with its own database
- * opened as the daemons open theirs (node/ldb.c), except that the four
+ * opened as the daemons open theirs (node/engine/ldb.c), except that the four
  * share one process's block cache where the daemons have one each (no
  * difference here: the scan goes past the cache, the writes read
  * nothing). Three phases, one after
@@ -100,8 +100,8 @@ static int w6_load(w6_node *w)
             return SX_ENOMEM;
         for (uint64_t j = i; j < w->n && j < i + W6_LOAD_BATCH; j++) {
             uint64_t id = w->first + j;
-            sx_put_be64(k + 5, id * 0x9E3779B97F4A7C15ULL);   /* the placement hash */
-            sx_put_be64(k + 13, id);
+            be_put64(k + 5, id * 0x9E3779B97F4A7C15ULL);   /* the placement hash */
+            be_put64(k + 13, id);
             leveldb_writebatch_put(b, (const char *)k, sizeof k,
                                    (const char *)w6_vals[id % W6_POOL], W6_FACT_V);
         }
@@ -134,10 +134,10 @@ static int w6_write(w6_node *w)
             leveldb_writebatch_t *b = leveldb_writebatch_create();
             if (b == NULL)
                 return SX_ENOMEM;
-            sx_put_be64(k + 1, (uint64_t)x + 1);
+            be_put64(k + 1, (uint64_t)x + 1);
             for (uint64_t j = i; j < w->n && j < i + W6_IX_BATCH; j++) {
                 uint64_t id = w->first + j;
-                sx_put_be64(k + 9, id);
+                be_put64(k + 9, id);
                 leveldb_writebatch_put(b, (const char *)k, sizeof k,
                                        (const char *)w6_vals[(id + (uint64_t)x) % W6_POOL],
                                        x == 0 ? W6_TOWN_V : W6_LAST_V);

@@ -9,7 +9,7 @@
  *       echoes a 64-byte request; the client keeps N requests in flight on
  *       one REQ socket (one context and aio each).
  *   shardex-rawbench link --clients N [--duration S] [--warmup S] [--port P]
- *       the same hop over a link (proto/link.h), what shardex's daemons
+ *       the same hop over a link (proto/runtime/link.h), what shardex's daemons
  *       speak to each other: the child serves it with 16 workers
  *       (net_server_open_link), the client keeps N calls in flight on one
  *       link peer, each its own frame (no batch window).
@@ -23,7 +23,7 @@
  *       the engine's floor under W6 with two indexes built after the load:
  *       the leveldb writes and the scan that load-then-build makes, and
  *       nothing else (no network, no encoding, no sort), on the daemons'
- *       own leveldb settings (node/ldb.c), one thread per node of the
+ *       own leveldb settings (node/engine/ldb.c), one thread per node of the
  *       local cluster; see raw_w6.c.
  */
 #include <leveldb/c.h>
@@ -415,7 +415,7 @@ int main(int argc, char **argv)
         if (strcmp(argv[1], "link") == 0)
             return run_link(clients, duration, warmup, port, "link-hop");
         uint8_t key[LINK_KEY_BYTES];
-        if (sx_proto_init() != 0)
+        if (proto_init() != 0)
             return 1;
         randombytes_buf(key, sizeof key);
         link_auth_set_key(key, "rawbench");     /* the forked server inherits it */

@@ -198,7 +198,7 @@ int main(int argc, char **argv)
     cli_ctx ctx = { 0 };
     int k = 1;
     const char *tmo = getenv("SHARDEX_TIMEOUT_MS"), *tmo_from = "SHARDEX_TIMEOUT_MS";
-    sx_heap_tune();
+    heap_tune();
     ctx.routers = getenv("SHARDEX_ROUTER");
     ctx.tls_dir = getenv("SHARDEX_TLS_DIR");
     for (; k < argc && argv[k][0] == '-'; k++) {

@@ -1,7 +1,7 @@
 /*
  * call_async.c — the asynchronous call path of libshardex: a pool of
  * operations per client, started by the *_async calls (ops_async.c) and
- * sent through one net_peer per router (proto/peer.c), whose completion
+ * sent through one net_peer per router (proto/runtime/peer.c), whose completion
  * decodes the reply and runs the caller's callback.
  *
  * The peer sends a call alone while one of its few contexts is idle; when

@@ -88,7 +88,7 @@ int sx_client_open_tls(const char *urls, const sx_client_tls *tls, sx_client **o
     if (!urls || !out)
         return open_fail(err, errlen, SX_EINVAL, "no router URL given", "");
     *out = NULL;
-    if (sx_proto_init())
+    if (proto_init())
         return SX_EINTERNAL;
     sx_client *c = calloc(1, sizeof *c);
     if (!c)
@@ -211,7 +211,7 @@ bool cl_stamp_deadline(msg_type t, uint8_t *wire, size_t n, long long ms)
         return true;
     if (n < 9 || wire[n - 9] != 0xcf)
         return false;
-    uint64_t d = (uint64_t)sx_real_ms() + (uint64_t)(ms > 0 ? ms : 0);
+    uint64_t d = (uint64_t)os_real_ms() + (uint64_t)(ms > 0 ? ms : 0);
     for (int i = 0; i < 8; i++)
         wire[n - 1 - i] = (uint8_t)(d >> (8 * i));
     return true;

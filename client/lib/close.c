@@ -112,7 +112,7 @@ void cl_close_sockets(const nng_socket *socks, int n)
         return;
     }
     struct timespec until;
-    sx_deadline_in(&until, CLOCK_REALTIME, CL_CLOSE_WAIT_MS);
+    os_deadline_in(&until, CLOCK_REALTIME, CL_CLOSE_WAIT_MS);
     pthread_mutex_lock(&k->mu);
     while (!k->done && pthread_cond_timedwait(&k->cv, &k->mu, &until) != ETIMEDOUT)
         ;

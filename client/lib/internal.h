@@ -91,7 +91,7 @@ int cl_item_bytes(const sx_item *it, uint8_t **p, size_t *n);
  * buffer: no allocation per item) and points out[k] at item k's bytes in
  * b, valid until b changes. Returns 0, SX_ENOMEM, or SX_EINVAL when
  * items[*bad] is NULL. */
-int cl_items_encode(const sx_item *const *items, size_t n, mp_buf *b, sx_buf *out,
+int cl_items_encode(const sx_item *const *items, size_t n, mp_buf *b, mp_span *out,
                     size_t *bad);
 /* Appends a scalar/nested value view to b (caller-filled views: scalars;
  * library views: any). Returns 0 or SX_EINVAL. */
@@ -102,9 +102,9 @@ int cl_item_decode(const uint8_t *p, size_t n, sx_item **out);
 
 /* ---- shared helpers ---- */
 /* A view of C string s ("" for NULL); s must outlive the view. */
-static inline sx_buf cl_cstr_buf(const char *s)
+static inline mp_span cl_cstr_buf(const char *s)
 {
-    sx_buf b = { (const uint8_t *)(s ? s : ""), s ? strlen(s) : 0 };
+    mp_span b = { (const uint8_t *)(s ? s : ""), s ? strlen(s) : 0 };
     return b;
 }
 
@@ -188,9 +188,9 @@ int cl_query_req_fill(sx_client *c, const sx_query_opts *o, msg_QUERY_req *req,
                       uint8_t **tok);
 /* Builds a result (*out, sx_result_free) from a page of raw items and a
  * token. Returns 0, SX_EPROTO, SX_ENOMEM. */
-int cl_result_make(const sx_bufs *items, sx_buf token, sx_result **out);
+int cl_result_make(const msg_spans *items, mp_span token, sx_result **out);
 /* Copies a u64 list into a malloc'd array (*out, *n). */
-int cl_copy_u64s(const sx_u64s *in, uint64_t **out, size_t *n);
+int cl_copy_u64s(const msg_u64s *in, uint64_t **out, size_t *n);
 
 /* ---- base64 helpers (query.c) ---- */
 /* Returns a malloc'd base64url text for bytes, or NULL. */

@@ -561,7 +561,7 @@ int cl_item_bytes(const sx_item *it, uint8_t **p, size_t *n)
     return rc;
 }
 
-int cl_items_encode(const sx_item *const *items, size_t n, mp_buf *b, sx_buf *out,
+int cl_items_encode(const sx_item *const *items, size_t n, mp_buf *b, mp_span *out,
                     size_t *bad)
 {
     size_t at = b->sb.size;
@@ -575,7 +575,7 @@ int cl_items_encode(const sx_item *const *items, size_t n, mp_buf *b, sx_buf *ou
         cl_item_encode(items[k], b);
         if (b->oom)
             return SX_ENOMEM;
-        out[k] = (sx_buf){ NULL, b->sb.size - from };
+        out[k] = (mp_span){ NULL, b->sb.size - from };
     }
     /* only now: the buffer may have moved while it grew */
     for (size_t k = 0; k < n; k++) {
@@ -661,7 +661,7 @@ static int list_decode_body(mp_cur *c, uint32_t count, sx_list *l, int depth)
 static int item_decode_body(mp_cur *c, uint32_t count, sx_item *it, int depth)
 {
     for (uint32_t k = 0; k < count; k++) {
-        sx_buf name;
+        mp_span name;
         if (mp_read_str(c, &name) || name.n == 0)
             return SX_EPROTO;
         cl_val *slot = item_slot(it, (const char *)name.p, name.n, false);
@@ -691,7 +691,7 @@ static int item_decode_top(mp_cur *c, uint32_t count, size_t n, sx_item *it)
     it->cap = count;
     char *at = it->blob;
     for (uint32_t k = 0; k < count; k++) {
-        sx_buf name;
+        mp_span name;
         if (mp_read_str(c, &name) || name.n == 0)
             return SX_EPROTO;
         it->names[k] = blob_put(&at, name.p, name.n);

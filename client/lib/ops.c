@@ -13,7 +13,7 @@
 #define RID_BYTES 16
 
 /* Fills an allocated array of string views from C strings. */
-static int bufs_from(const char *const *v, size_t n, sx_bufs *out)
+static int bufs_from(const char *const *v, size_t n, msg_spans *out)
 {
     out->n = 0;
     out->v = NULL;
@@ -43,7 +43,7 @@ int sx_table_create(sx_client *c, const char *table, const char *pk, const char 
     msg_TABLE_CREATE_rep rep = {0};
     uint8_t *frame, rid[RID_BYTES];
     randombytes_buf(rid, sizeof rid);
-    req.rid = (sx_buf){ rid, sizeof rid };
+    req.rid = (mp_span){ rid, sizeof rid };
     req.table = cl_cstr_buf(table);
     req.pk = cl_cstr_buf(pk);
     req.sk = cl_cstr_buf(sk);
@@ -63,7 +63,7 @@ int sx_table_key(sx_client *c, const char *table, char **pk, char **sk)
     *pk = *sk = NULL;
     msg_CATALOG_req req = {0};
     msg_CATALOG_rep rep = {0};
-    sx_catalog *cat = NULL;
+    cat_catalog *cat = NULL;
     uint8_t *frame;
     int rc = cl_call(c, MSG_CATALOG, &req, &rep, &frame, 0);
     if (rc)
@@ -104,7 +104,7 @@ int sx_index_create(sx_client *c, const char *table, const char *index,
     msg_INDEX_CREATE_rep rep = {0};
     uint8_t *frame = NULL, rid[RID_BYTES];
     randombytes_buf(rid, sizeof rid);
-    req.rid = (sx_buf){ rid, sizeof rid };
+    req.rid = (mp_span){ rid, sizeof rid };
     req.table = cl_cstr_buf(table);
     req.index = cl_cstr_buf(index);
     req.proj = (uint64_t)proj;
@@ -135,7 +135,7 @@ int sx_index_drop(sx_client *c, const char *table, const char *index)
     msg_INDEX_DROP_rep rep = {0};
     uint8_t *frame, rid[RID_BYTES];
     randombytes_buf(rid, sizeof rid);
-    req.rid = (sx_buf){ rid, sizeof rid };
+    req.rid = (mp_span){ rid, sizeof rid };
     req.table = cl_cstr_buf(table);
     req.index = cl_cstr_buf(index);
     int rc = cl_call(c, MSG_INDEX_DROP, &req, &rep, &frame, 0);
@@ -176,7 +176,7 @@ static int read_strs(mp_cur *cur, char ***out, size_t *n)
         return SX_ENOMEM;
     *out = v;
     for (uint32_t k = 0; k < count; k++) {
-        sx_buf s;
+        mp_span s;
         if (mp_read_str(cur, &s))
             return SX_EPROTO;
         v[k] = strndup((const char *)s.p, s.n);
@@ -188,41 +188,41 @@ static int read_strs(mp_cur *cur, char ***out, size_t *n)
 }
 
 /* Decodes one index descriptor map (catalog form) into ix. */
-static int index_info_decode(sx_buf raw, sx_index_info *ix)
+static int index_info_decode(mp_span raw, sx_index_info *ix)
 {
     mp_cur cur = mp_cur_make(raw.p, raw.n);
     uint32_t count;
     if (mp_read_map(&cur, &count))
         return SX_EPROTO;
     for (uint32_t k = 0; k < count; k++) {
-        sx_buf key;
+        mp_span key;
         mp_val v;
         int rc = SX_OK;
         if (mp_read_str(&cur, &key))
             return SX_EPROTO;
-        if (sx_buf_eq_cstr(key, "name") || sx_buf_eq_cstr(key, "proj")
-            || sx_buf_eq_cstr(key, "state")) {
+        if (mp_span_eq_cstr(key, "name") || mp_span_eq_cstr(key, "proj")
+            || mp_span_eq_cstr(key, "state")) {
             if (mp_read(&cur, &v) || v.kind == MP_ARRAY || v.kind == MP_MAP)
                 return SX_EPROTO;   /* these are scalars */
-            if (sx_buf_eq_cstr(key, "name") && v.kind == MP_STR) {
+            if (mp_span_eq_cstr(key, "name") && v.kind == MP_STR) {
                 if (ix->name)
                     return SX_EPROTO;   /* repeated key */
                 ix->name = strndup((const char *)v.s.p, v.s.n);
                 if (!ix->name)
                     return SX_ENOMEM;
-            } else if (sx_buf_eq_cstr(key, "proj")) {
+            } else if (mp_span_eq_cstr(key, "proj")) {
                 if (v.kind == MP_STR)
-                    ix->proj = sx_buf_eq_cstr(v.s, "all") ? SX_PROJ_ALL
-                             : sx_buf_eq_cstr(v.s, "list") ? SX_PROJ_LIST : SX_PROJ_KEYS;
+                    ix->proj = mp_span_eq_cstr(v.s, "all") ? SX_PROJ_ALL
+                             : mp_span_eq_cstr(v.s, "list") ? SX_PROJ_LIST : SX_PROJ_KEYS;
                 else if (v.kind == MP_UINT && v.u <= SX_PROJ_LIST)
                     ix->proj = (sx_projection)v.u;
-            } else if (sx_buf_eq_cstr(key, "state")) {
-                ix->ready = (v.kind == MP_STR && sx_buf_eq_cstr(v.s, "ready"))
+            } else if (mp_span_eq_cstr(key, "state")) {
+                ix->ready = (v.kind == MP_STR && mp_span_eq_cstr(v.s, "ready"))
                          || (v.kind == MP_UINT && v.u == 1);
             }
-        } else if (sx_buf_eq_cstr(key, "attrs")) {
+        } else if (mp_span_eq_cstr(key, "attrs")) {
             rc = ix->attrs ? SX_EPROTO : read_strs(&cur, &ix->attrs, &ix->nattrs);
-        } else if (sx_buf_eq_cstr(key, "proj_attrs")) {
+        } else if (mp_span_eq_cstr(key, "proj_attrs")) {
             rc = ix->proj_attrs ? SX_EPROTO : read_strs(&cur, &ix->proj_attrs, &ix->nproj);
         } else if (mp_skip(&cur)) {
             return SX_EPROTO;

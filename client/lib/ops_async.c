@@ -55,13 +55,13 @@ static int key_async(sx_client *c, msg_type t, const char *table, const sx_item 
     if (t == MSG_GET) {
         msg_GET_req req = {0};
         req.table = cl_cstr_buf(table);
-        req.key = (sx_buf){ kb, kn };
+        req.key = (mp_span){ kb, kn };
         rc = cl_req_encode(t, &req, &wire, &wire_n);
     } else {
         msg_DELETE_req req = {0};
         req.table = cl_cstr_buf(table);
         req.deadline_ms = CL_DEADLINE_UNSET;
-        req.key = (sx_buf){ kb, kn };
+        req.key = (mp_span){ kb, kn };
         rc = cl_req_encode(t, &req, &wire, &wire_n);
     }
     free(kb);
@@ -123,11 +123,11 @@ int sx_scan_async(sx_client *c, const char *table, const sx_item *where,
     if (rc)
         return rc;
     req.table = cl_cstr_buf(table);
-    req.where = (sx_buf){ wb, n };
+    req.where = (mp_span){ wb, n };
     req.limit = limit;
     if (token && *token) {
         rc = cl_b64_decode(token, &tok, &n);
-        req.token = (sx_buf){ tok, tok ? n : 0 };
+        req.token = (mp_span){ tok, tok ? n : 0 };
     }
     if (!rc)
         rc = cl_req_encode(MSG_SCAN, &req, &wire, &wire_n);

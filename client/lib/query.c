@@ -84,7 +84,7 @@ void sx_result_free(sx_result *r)
     free(r);
 }
 
-int cl_copy_u64s(const sx_u64s *in, uint64_t **out, size_t *n)
+int cl_copy_u64s(const msg_u64s *in, uint64_t **out, size_t *n)
 {
     *n = 0;
     if (in->n == 0)
@@ -98,7 +98,7 @@ int cl_copy_u64s(const sx_u64s *in, uint64_t **out, size_t *n)
 }
 
 /* Builds a result from a page of raw items and a token. */
-int cl_result_make(const sx_bufs *items, sx_buf token, sx_result **out)
+int cl_result_make(const msg_spans *items, mp_span token, sx_result **out)
 {
     sx_result *r = calloc(1, sizeof *r);
     if (!r)

@@ -289,7 +289,7 @@ pass "the builds sent their rounds again until i2 was back; none started over"
 # tear_log DIR: writes into the newest leveldb log in DIR, at the start of
 # the block after its records, a record whose checksum is wrong, as a
 # machine crash can leave an unsynced tail (zeros up to it: the log is
-# preallocated, node/ldb_log.h, and leveldb skips a block's zeros).
+# preallocated, node/engine/ldb_log.h, and leveldb skips a block's zeros).
 # leveldb's paranoid open refuses such a log; nothing already in it is lost.
 tear_log() {
     local log at

@@ -15,7 +15,7 @@
  * Exit status: 0 when every case behaved at every URL, 1 otherwise.
  *
  * Frames are msgpack arrays [version=1, type, fields...]; replies are
- * [1, type|0x80, err, ...] (see proto/msg.h). This program deliberately does
+ * [1, type|0x80, err, ...] (see proto/wire/msg.h). This program deliberately does
  * not use proto/: it speaks the wire format from scratch, as a stranger
  * would (holding the key, as a compromised peer would).
  *

@@ -9,7 +9,7 @@
 #     writes_refused=true;
 #   - after a kill -9 and a restart it writes again, and every acknowledged
 #     item is there with its value; the index converges to the facts.
-# Before the fail-stop (node/ldb.c), leveldb carried on after the torn log
+# Before the fail-stop (node/engine/ldb.c), leveldb carried on after the torn log
 # record: writes acknowledged after it were lost at the restart, or the
 # store no longer opened.
 source "$(dirname "$0")/lib.sh" "$@"

@@ -106,7 +106,7 @@ static void failure(fz_port *pt, const fz_seed *s, int mi, uint64_t cs, const fz
 }
 
 /* PING on the port's connection (reconnecting once if needed). */
-static int ping_ok(fz_port *pt, sx_bytes *reply)
+static int ping_ok(fz_port *pt, tuple_bytes *reply)
 {
     for (int attempt = 0; attempt < 2; attempt++) {
         uint64_t err = 1;
@@ -123,7 +123,7 @@ static int ping_ok(fz_port *pt, sx_bytes *reply)
 }
 
 /* Sends one case and judges it; returns -1 when the port must be given up. */
-static int run_case(fz_port *pt, fz_seed *s, int mi, uint64_t cs, fz_mut *m, sx_bytes *reply)
+static int run_case(fz_port *pt, fz_seed *s, int mi, uint64_t cs, fz_mut *m, tuple_bytes *reply)
 {
     char why[300];
     uint64_t err = 0;
@@ -165,7 +165,7 @@ static void *port_main(void *arg)
 {
     fz_port *pt = arg;
     const fz_ctx *x = pt->x;
-    sx_bytes reply = { 0 };
+    tuple_bytes reply = { 0 };
     uint64_t t0 = fz_now_ms();
 
     if (ping_ok(pt, &reply) != 0) {
@@ -251,7 +251,7 @@ static int send_mode(const char *url, const char *hex, int timeout_ms)
     bool link = strncmp(url, LINK_PREFIX, strlen(LINK_PREFIX)) == 0;
     fz_conn c = { .url = link ? url + strlen(LINK_PREFIX) : url, .link = link, .fd = -1,
                   .timeout_ms = timeout_ms };
-    sx_bytes f = { 0 }, reply = { 0 }, ping = fz_ping_frame();
+    tuple_bytes f = { 0 }, reply = { 0 }, ping = fz_ping_frame();
     uint64_t err = 0;
     char why[300];
     fz_outcome o;
@@ -298,9 +298,9 @@ static int send_mode(const char *url, const char *hex, int timeout_ms)
 }
 
 /* --ping: every port of the config answers PING on a fresh connection. */
-static int ping_mode(const sx_config *cfg, int timeout_ms)
+static int ping_mode(const cfg_cluster *cfg, int timeout_ms)
 {
-    sx_bytes ping = fz_ping_frame(), reply = { 0 };
+    tuple_bytes ping = fz_ping_frame(), reply = { 0 };
     int bad = 0;
 
     for (int i = 0; i < cfg->nnodes; i++) {
@@ -374,7 +374,7 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (sx_proto_init() != 0 ||
+    if (proto_init() != 0 ||
         (config != NULL && cfg_load(config, &x.cfg, err, sizeof err) != 0)) {
         fprintf(stderr, "sx-fuzzframe: %s: %s\n", config ? config : "libsodium", err);
         return 2;

@@ -40,14 +40,14 @@ void fz_die_oom(void);
 void *fz_xcalloc(size_t n, size_t sz);
 
 /* Appends p..n to *b (nothing when n is 0). */
-void fz_add(sx_bytes *b, const void *p, size_t n);
+void fz_add(tuple_bytes *b, const void *p, size_t n);
 
-/* Moves an mp_buf's bytes into a fresh sx_bytes (the caller's, freed with
+/* Moves an mp_buf's bytes into a fresh tuple_bytes (the caller's, freed with
  * bytes_free); *m is freed. */
-sx_bytes fz_take_buf(mp_buf *m);
+tuple_bytes fz_take_buf(mp_buf *m);
 
 /* Request t with fields s, encoded; the caller frees it with bytes_free. */
-sx_bytes fz_encode_req(msg_type t, const void *s);
+tuple_bytes fz_encode_req(msg_type t, const void *s);
 
 /* Writes the low `bytes` bytes of v big-endian into p[0..bytes). */
 void fz_be_put(uint8_t *p, uint64_t v, int bytes);
@@ -68,7 +68,7 @@ uint64_t fz_case_seed(uint64_t seed, int port, int s, int m);
 
 /* A frame being mutated (b, owned: bytes_free) and what was done to it. */
 typedef struct fz_mut {
-    sx_bytes b;
+    tuple_bytes b;
     char desc[512];
     size_t dl;
 } fz_mut;
@@ -78,15 +78,15 @@ void fz_note(fz_mut *m, const char *fmt, ...);
 
 /* Applies 1 to 4 mutations drawn from r to m->b; donor (borrowed) is
  * another seed frame whose items may be spliced in. */
-void fz_mutate(fz_mut *m, fz_rng *r, const sx_bytes *donor);
+void fz_mutate(fz_mut *m, fz_rng *r, const tuple_bytes *donor);
 
 /* Replaces m->b by a MULTI holding it in one of several ways drawn from r
  * (alone, between valid frames, beside a nested MULTI, the wrapper then
  * mutated, repeated); valid and ping (borrowed) are the neighbours. */
-void fz_wrap_multi(fz_mut *m, fz_rng *r, const sx_bytes *valid, const sx_bytes *ping);
+void fz_wrap_multi(fz_mut *m, fz_rng *r, const tuple_bytes *valid, const tuple_bytes *ping);
 
 /* A MULTI request of frames f[0..n) (borrowed); the caller frees it. */
-sx_bytes fz_multi_of(const sx_bytes *const *f, int n);
+tuple_bytes fz_multi_of(const tuple_bytes *const *f, int n);
 
 /* ---- transports and replies (fz_wire.c) -------------------------------------- */
 
@@ -119,7 +119,7 @@ void fz_conn_close(fz_conn *c);
  * to c->timeout_ms for its reply, copied into *reply (the caller's,
  * reused: bytes_free when done). R_TIMEOUT leaves a link usable (a late
  * reply is skipped); after R_BROKEN reopen c. */
-fz_outcome fz_conn_call(fz_conn *c, const uint8_t *p, size_t n, sx_bytes *reply);
+fz_outcome fz_conn_call(fz_conn *c, const uint8_t *p, size_t n, tuple_bytes *reply);
 
 /* Checks that rp..pn is a well-formed answer to request rq..rn: an error
  * reply with a known code and a message, or a success reply of the
@@ -137,9 +137,9 @@ typedef struct fz_wm { uint64_t part, source, wm; } fz_wm;
 /* The run: its options (main) and what the cluster held at the start
  * (fz_setup). */
 typedef struct fz_ctx {
-    sx_config *cfg;
+    cfg_cluster *cfg;
     const char *config;         /* its file, for the replay line */
-    sx_catalog *cat;
+    cat_catalog *cat;
     const cat_table *rt;          /* --read: real data, read only */
     const cat_index *rix;         /* its first index */
     const cat_table *wt;          /* --write: the throwaway table */
@@ -150,9 +150,9 @@ typedef struct fz_ctx {
     int npix;
     fz_wm *wms;                   /* index partitions' watermarks at the start */
     int nwms;
-    sx_bytes items[8];            /* items of the read table */
+    tuple_bytes items[8];            /* items of the read table */
     int nitems;
-    sx_bytes qtoken, stoken;      /* real continuation tokens */
+    tuple_bytes qtoken, stoken;      /* real continuation tokens */
     uint64_t seed;
     int count, timeout_ms, verbose;
     const char *only;
@@ -161,7 +161,7 @@ typedef struct fz_ctx {
 /* A seed frame of a port and how its mutants were answered. */
 typedef struct fz_seed {
     char name[40];
-    sx_bytes frame;
+    tuple_bytes frame;
     int weight;                   /* percent of --count mutants */
     uint64_t sent, ok, err, withheld, noreply, bad;
 } fz_seed;
@@ -174,7 +174,7 @@ typedef struct fz_port {
     fz_conn conn;
     fz_seed seeds[MAX_SEEDS];
     int nseeds;
-    sx_bytes ping;
+    tuple_bytes ping;
     int failures;
     bool gave_up;
     uint64_t ms;
@@ -183,7 +183,7 @@ typedef struct fz_port {
     char fseed[40], fdesc[512], fwhy[300];
     int fmut;
     uint64_t fcase;
-    sx_bytes fframe;
+    tuple_bytes fframe;
     const fz_ctx *x;
 } fz_port;
 
@@ -193,7 +193,7 @@ typedef struct fz_port {
 bool fz_unsafe(const fz_ctx *x, const uint8_t *p, size_t n, int depth);
 
 /* A PING request; the caller frees it with bytes_free. */
-sx_bytes fz_ping_frame(void);
+tuple_bytes fz_ping_frame(void);
 
 /* Adds the seed frames of pt's role (pt->idx, node, ping and x set), built
  * from what x holds, the last a MULTI of some of them; the frames are

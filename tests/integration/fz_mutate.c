@@ -32,16 +32,16 @@ void *fz_xcalloc(size_t n, size_t sz)
     return p;
 }
 
-void fz_add(sx_bytes *b, const void *p, size_t n)
+void fz_add(tuple_bytes *b, const void *p, size_t n)
 {
     if (n && bytes_append(b, p, n) != 0)
         fz_die_oom();
 }
 
 /* Replaces b[off, off+oldn) by p..n. */
-static void splice_in(sx_bytes *b, size_t off, size_t oldn, const uint8_t *p, size_t n)
+static void splice_in(tuple_bytes *b, size_t off, size_t oldn, const uint8_t *p, size_t n)
 {
-    sx_bytes t = { 0 };
+    tuple_bytes t = { 0 };
 
     fz_add(&t, b->p, off);
     fz_add(&t, p, n);
@@ -50,10 +50,10 @@ static void splice_in(sx_bytes *b, size_t off, size_t oldn, const uint8_t *p, si
     *b = t;
 }
 
-/* Moves an mp_buf's bytes into a fresh sx_bytes. */
-sx_bytes fz_take_buf(mp_buf *m)
+/* Moves an mp_buf's bytes into a fresh tuple_bytes. */
+tuple_bytes fz_take_buf(mp_buf *m)
 {
-    sx_bytes b = { 0 };
+    tuple_bytes b = { 0 };
 
     if (m->oom)
         fz_die_oom();
@@ -62,7 +62,7 @@ sx_bytes fz_take_buf(mp_buf *m)
     return b;
 }
 
-sx_bytes fz_encode_req(msg_type t, const void *s)
+tuple_bytes fz_encode_req(msg_type t, const void *s)
 {
     mp_buf m;
 
@@ -406,7 +406,7 @@ static void mut_dup_or_delete(fz_mut *m, fz_rng *r, const fz_item *it, int n, bo
     }
     parent = it[i].parent;
     if (dup) {
-        sx_bytes copy = { 0 };
+        tuple_bytes copy = { 0 };
         fz_add(&copy, m->b.p + it[i].off, it[i].len);
         splice_in(&m->b, it[i].off + it[i].len, 0, copy.p, copy.n);
         bytes_free(&copy);
@@ -446,7 +446,7 @@ static void mut_replace(fz_mut *m, fz_rng *r, const fz_item *it, int n, bool as_
 static void mut_swap(fz_mut *m, fz_rng *r, const fz_item *it, int n)
 {
     int a = pick(r, it, n, 0), b = pick(r, it, n, 0), t;
-    sx_bytes o = { 0 };
+    tuple_bytes o = { 0 };
 
     if (a > b) {
         t = a;
@@ -520,7 +520,7 @@ static void mut_append(fz_mut *m, fz_rng *r, const fz_item *it, int n)
 }
 
 /* An item of another seed (donor) takes the place of one of this frame's. */
-static void mut_splice(fz_mut *m, fz_rng *r, const fz_item *it, int n, const sx_bytes *donor)
+static void mut_splice(fz_mut *m, fz_rng *r, const fz_item *it, int n, const tuple_bytes *donor)
 {
     fz_item dit[MAX_ITEMS];
     int dn = walk(donor->p, donor->n, dit), i = pick(r, it, n, 0), j;
@@ -535,7 +535,7 @@ static void mut_splice(fz_mut *m, fz_rng *r, const fz_item *it, int n, const sx_
 }
 
 /* Applies 1 to 4 mutations to m->b. */
-void fz_mutate(fz_mut *m, fz_rng *r, const sx_bytes *donor)
+void fz_mutate(fz_mut *m, fz_rng *r, const tuple_bytes *donor)
 {
     int ops = fz_below(r, 10) < 6 ? 1 : fz_below(r, 5) < 3 ? 2 : 3 + (int)fz_below(r, 2);
     fz_item *it = fz_xcalloc(MAX_ITEMS, sizeof *it);
@@ -575,16 +575,16 @@ void fz_mutate(fz_mut *m, fz_rng *r, const sx_bytes *donor)
 }
 
 /* A MULTI request of frames f[0..n). */
-sx_bytes fz_multi_of(const sx_bytes *const *f, int n)
+tuple_bytes fz_multi_of(const tuple_bytes *const *f, int n)
 {
-    sx_buf *v = fz_xcalloc((size_t)n, sizeof *v);
+    mp_span *v = fz_xcalloc((size_t)n, sizeof *v);
     msg_MULTI_req rq;
-    sx_bytes out;
+    tuple_bytes out;
 
     for (int i = 0; i < n; i++)
-        v[i] = (sx_buf){ f[i]->p, f[i]->n };
+        v[i] = (mp_span){ f[i]->p, f[i]->n };
     memset(&rq, 0, sizeof rq);
-    rq.frames = (sx_bufs){ (uint32_t)n, v };
+    rq.frames = (msg_spans){ (uint32_t)n, v };
     out = fz_encode_req(MSG_MULTI, &rq);
     free(v);
     return out;
@@ -592,10 +592,10 @@ sx_bytes fz_multi_of(const sx_bytes *const *f, int n)
 
 /* Wraps m->b in a MULTI in one of several ways (valid neighbours, a nested
  * MULTI, the wrapper itself mutated, the mutant repeated). */
-void fz_wrap_multi(fz_mut *m, fz_rng *r, const sx_bytes *valid, const sx_bytes *ping)
+void fz_wrap_multi(fz_mut *m, fz_rng *r, const tuple_bytes *valid, const tuple_bytes *ping)
 {
-    sx_bytes inner = m->b, nested = { 0 }, out;
-    const sx_bytes *f[6];
+    tuple_bytes inner = m->b, nested = { 0 }, out;
+    const tuple_bytes *f[6];
     uint64_t how = fz_below(r, 5);
     int n = 0;
 
@@ -603,7 +603,7 @@ void fz_wrap_multi(fz_mut *m, fz_rng *r, const sx_bytes *valid, const sx_bytes *
     case 0: f[n++] = &inner; break;
     case 1: f[n++] = valid; f[n++] = &inner; f[n++] = ping; break;
     case 2: {
-        const sx_bytes *pf[1] = { ping };
+        const tuple_bytes *pf[1] = { ping };
         nested = fz_multi_of(pf, 1);
         f[n++] = &inner;
         f[n++] = &nested;

@@ -26,10 +26,10 @@
 
 /* ---- the cluster as the fuzzer sees it ------------------------------------------------ */
 
-static bool protected_table(const fz_ctx *x, sx_buf name)
+static bool protected_table(const fz_ctx *x, mp_span name)
 {
     for (int i = 0; i < x->nprotect; i++)
-        if (sx_buf_eq_cstr(name, x->protect[i]))
+        if (mp_span_eq_cstr(name, x->protect[i]))
             return true;
     return false;
 }
@@ -101,7 +101,7 @@ bool fz_unsafe(const fz_ctx *x, const uint8_t *p, size_t n, int depth)
         if (msg_decode_req(t, p, n, &u) == 0)
             for (uint32_t i = 0; i < u.ib.keys.n && !bad; i++)
                 bad = u.ib.keys.v[i].n < 4 ||
-                      protected_index(x, sx_get_be32(u.ib.keys.v[i].p));
+                      protected_index(x, be_get32(u.ib.keys.v[i].p));
         break;
     default:
         return false;
@@ -112,7 +112,7 @@ bool fz_unsafe(const fz_ctx *x, const uint8_t *p, size_t n, int depth)
 
 /* ---- seed frames per port ---------------------------------------------------------- */
 
-static fz_seed *seed_add(fz_port *pt, const char *name, sx_bytes frame, int weight)
+static fz_seed *seed_add(fz_port *pt, const char *name, tuple_bytes frame, int weight)
 {
     fz_seed *s;
 
@@ -128,7 +128,7 @@ static fz_seed *seed_add(fz_port *pt, const char *name, sx_bytes frame, int weig
     return s;
 }
 
-sx_bytes fz_ping_frame(void)
+tuple_bytes fz_ping_frame(void)
 {
     msg_PING_req rq;
 
@@ -136,18 +136,18 @@ sx_bytes fz_ping_frame(void)
     return fz_encode_req(MSG_PING, &rq);
 }
 
-static sx_buf cbuf(const char *s)
+static mp_span cbuf(const char *s)
 {
-    return (sx_buf){ (const uint8_t *)s, strlen(s) };
+    return (mp_span){ (const uint8_t *)s, strlen(s) };
 }
 
-static sx_buf bbuf(const sx_bytes *b)
+static mp_span bbuf(const tuple_bytes *b)
 {
-    return (sx_buf){ b->p, b->n };
+    return (mp_span){ b->p, b->n };
 }
 
 /* An item of the throwaway table: key kv, a little of every value type. */
-static sx_bytes scratch_item(const fz_ctx *x, int64_t kv, const char *town)
+static tuple_bytes scratch_item(const fz_ctx *x, int64_t kv, const char *town)
 {
     mp_buf m;
 
@@ -173,7 +173,7 @@ static sx_bytes scratch_item(const fz_ctx *x, int64_t kv, const char *town)
 }
 
 /* The key map (only the key attributes) of item it of table t. */
-static sx_bytes key_of(const cat_table *t, const sx_bytes *it)
+static tuple_bytes key_of(const cat_table *t, const tuple_bytes *it)
 {
     mp_buf m;
 
@@ -184,9 +184,9 @@ static sx_bytes key_of(const cat_table *t, const sx_bytes *it)
 }
 
 /* h | pk of item it of table t (a fact-local key) and its shard hash. */
-static sx_bytes fact_key(const fz_ctx *x, const cat_table *t, const sx_bytes *it, uint64_t *h)
+static tuple_bytes fact_key(const fz_ctx *x, const cat_table *t, const tuple_bytes *it, uint64_t *h)
 {
-    sx_bytes pk = { 0 }, k = { 0 };
+    tuple_bytes pk = { 0 }, k = { 0 };
     size_t pkl;
     uint8_t hb[8];
 
@@ -194,8 +194,8 @@ static sx_bytes fact_key(const fz_ctx *x, const cat_table *t, const sx_bytes *it
         fprintf(stderr, "sx-fuzzframe: an item without a valid key\n");
         exit(2);
     }
-    *h = sx_shard_hash(x->cfg->hash_key, pk.p, pkl);
-    sx_put_be64(hb, *h);
+    *h = hash_shard(x->cfg->hash_key, pk.p, pkl);
+    be_put64(hb, *h);
     fz_add(&k, hb, 8);
     fz_add(&k, pk.p, pk.n);
     bytes_free(&pk);
@@ -203,18 +203,18 @@ static sx_bytes fact_key(const fz_ctx *x, const cat_table *t, const sx_bytes *it
 }
 
 /* Value of attribute a of item it (raw msgpack), or nil. */
-static sx_buf attr_of(const sx_bytes *it, const char *a)
+static mp_span attr_of(const tuple_bytes *it, const char *a)
 {
     static const uint8_t nil = 0xc0;
-    sx_buf v;
+    mp_span v;
 
     if (item_get(it->p, it->n, a, &v) != 0)
-        return (sx_buf){ &nil, 1 };
+        return (mp_span){ &nil, 1 };
     return v;
 }
 
 /* A one-element msgpack array holding raw value v. */
-static sx_bytes array1(sx_buf v)
+static tuple_bytes array1(mp_span v)
 {
     mp_buf m;
 
@@ -224,7 +224,7 @@ static sx_bytes array1(sx_buf v)
     return fz_take_buf(&m);
 }
 
-static sx_bytes map1(const char *k, sx_buf v)
+static tuple_bytes map1(const char *k, mp_span v)
 {
     mp_buf m;
 
@@ -237,14 +237,14 @@ static sx_bytes map1(const char *k, sx_buf v)
 
 static void router_seeds(const fz_ctx *x, fz_port *pt)
 {
-    const sx_bytes *it0 = &x->items[0], *it1 = &x->items[x->nitems > 1 ? 1 : 0];
-    sx_bytes rkey = key_of(x->rt, it0), s1 = scratch_item(x, 1, "Redmond"),
+    const tuple_bytes *it0 = &x->items[0], *it1 = &x->items[x->nitems > 1 ? 1 : 0];
+    tuple_bytes rkey = key_of(x->rt, it0), s1 = scratch_item(x, 1, "Redmond"),
              s2 = scratch_item(x, 2, "Zurich"), wkey;
-    sx_buf town = attr_of(it0, x->rix->attrs[0]);
-    sx_bytes eq = array1(town), where = map1(x->rix->attrs[0], town),
+    mp_span town = attr_of(it0, x->rix->attrs[0]);
+    tuple_bytes eq = array1(town), where = map1(x->rix->attrs[0], town),
              peq = array1(attr_of(it1, x->rt->pk));
-    sx_buf items[2] = { bbuf(&s1), bbuf(&s2) }, a2[2] = { cbuf("town"), cbuf("lastname") };
-    sx_buf pa[1] = { cbuf("email") }, rattrs[2];
+    mp_span items[2] = { bbuf(&s1), bbuf(&s2) }, a2[2] = { cbuf("town"), cbuf("lastname") };
+    mp_span pa[1] = { cbuf("email") }, rattrs[2];
     static const uint8_t empty_arr = 0x90, nil = 0xc0;
     const char *rix = x->rix->name;
 
@@ -296,28 +296,28 @@ static void router_seeds(const fz_ctx *x, fz_port *pt)
         seed_add(pt, "QUERY/prefix", fz_encode_req(MSG_QUERY, &r), 100);
         r.cond = Q_COND_RANGE;
         r.prefix = cbuf("");
-        r.eq = (sx_buf){ &empty_arr, 1 };
+        r.eq = (mp_span){ &empty_arr, 1 };
         r.from = town;
-        r.to = (sx_buf){ (const uint8_t *)"\xa1z", 2 };
+        r.to = (mp_span){ (const uint8_t *)"\xa1z", 2 };
         r.attrs.n = 0;
         r.desc = 1;
         r.consistency = Q_EVENTUAL;
         seed_add(pt, "QUERY/range", fz_encode_req(MSG_QUERY, &r), 100);
         r.cond = Q_COND_NONE;
-        r.from = r.to = (sx_buf){ &nil, 1 };
+        r.from = r.to = (mp_span){ &nil, 1 };
         r.eq = bbuf(&eq);
         r.desc = 0;
         r.consistency = Q_STRONG;
         r.timeout_ms = 3000;
         seed_add(pt, "QUERY/strong", fz_encode_req(MSG_QUERY, &r), 100);
-        r.eq = (sx_buf){ &empty_arr, 1 };
+        r.eq = (mp_span){ &empty_arr, 1 };
         r.consistency = Q_EVENTUAL;
         r.timeout_ms = 0;
         r.limit = 1;
         r.token = bbuf(&x->qtoken);
         seed_add(pt, "QUERY/token", fz_encode_req(MSG_QUERY, &r), 100);
         r.index = cbuf("primary");
-        r.token = (sx_buf){ NULL, 0 };
+        r.token = (mp_span){ NULL, 0 };
         r.eq = bbuf(&peq);
         r.limit = 5;
         seed_add(pt, "QUERY/primary", fz_encode_req(MSG_QUERY, &r), 60);
@@ -325,7 +325,7 @@ static void router_seeds(const fz_ctx *x, fz_port *pt)
     {
         msg_SCAN_req r = { .table = cbuf(x->rt->name), .where = bbuf(&where), .limit = 5 };
         seed_add(pt, "SCAN", fz_encode_req(MSG_SCAN, &r), 100);
-        r.where = (sx_buf){ &nil, 1 };
+        r.where = (mp_span){ &nil, 1 };
         r.limit = 2;
         r.token = bbuf(&x->stoken);
         seed_add(pt, "SCAN/token", fz_encode_req(MSG_SCAN, &r), 100);
@@ -351,11 +351,11 @@ static void router_seeds(const fz_ctx *x, fz_port *pt)
 
 /* Items of the throwaway table whose hash falls in partition cp: n of them,
  * keys from *next on. */
-static void scratch_in_part(const fz_ctx *x, const cfg_part *cp, sx_bytes *out, int n,
+static void scratch_in_part(const fz_ctx *x, const cfg_part *cp, tuple_bytes *out, int n,
                             int64_t *next)
 {
     for (int k = 0; k < n;) {
-        sx_bytes it = scratch_item(x, (*next)++, k ? "Zurich" : "Redmond"), fk;
+        tuple_bytes it = scratch_item(x, (*next)++, k ? "Zurich" : "Redmond"), fk;
         uint64_t h;
 
         fk = fact_key(x, x->wt, &it, &h);
@@ -370,13 +370,13 @@ static void scratch_in_part(const fz_ctx *x, const cfg_part *cp, sx_bytes *out, 
 static void storage_seeds(const fz_ctx *x, fz_port *pt)
 {
     const cfg_part *cp = NULL;
-    sx_bytes wi[2], dk, keys[8];
-    sx_buf objs[2], kb[8];
+    tuple_bytes wi[2], dk, keys[8];
+    mp_span objs[2], kb[8];
     uint64_t dels[2] = { 0, 0 }, one = 1, h;
     int64_t next = 1000 + 1000 * pt->idx;
     uint32_t nk = 0;
     static const uint8_t nil = 0xc0;
-    sx_bytes where = map1(x->rix->attrs[0], attr_of(&x->items[0], x->rix->attrs[0]));
+    tuple_bytes where = map1(x->rix->attrs[0], attr_of(&x->items[0], x->rix->attrs[0]));
 
     for (int i = 0; i < x->cfg->nstorage; i++)
         if (&x->cfg->nodes[x->cfg->storage[i].node] == pt->node) {
@@ -389,7 +389,7 @@ static void storage_seeds(const fz_ctx *x, fz_port *pt)
     }
     scratch_in_part(x, cp, wi, 2, &next);
     for (int i = 0; i < x->nitems && nk < 8; i++) {
-        sx_bytes k = fact_key(x, x->rt, &x->items[i], &h);
+        tuple_bytes k = fact_key(x, x->rt, &x->items[i], &h);
         if (h >= cp->hlo && h <= cp->hhi) {
             keys[nk] = k;
             kb[nk] = bbuf(&keys[nk]);
@@ -408,8 +408,8 @@ static void storage_seeds(const fz_ctx *x, fz_port *pt)
         seed_add(pt, "S_WRITE", fz_encode_req(MSG_S_WRITE, &r), 100);
         dk = key_of(x->wt, &wi[1]);
         objs[0] = bbuf(&dk);
-        r.dels = (sx_u64s){ 1, &one };
-        r.objs = (sx_bufs){ 1, objs };
+        r.dels = (msg_u64s){ 1, &one };
+        r.objs = (msg_spans){ 1, objs };
         seed_add(pt, "S_WRITE/delete", fz_encode_req(MSG_S_WRITE, &r), 60);
     }
     {
@@ -424,7 +424,7 @@ static void storage_seeds(const fz_ctx *x, fz_port *pt)
             r.lo = kb[0];
         r.desc = 1;
         r.limit = 3;
-        r.where = (sx_buf){ &nil, 1 };
+        r.where = (mp_span){ &nil, 1 };
         seed_add(pt, "S_RANGE/desc", fz_encode_req(MSG_S_RANGE, &r), 60);
     }
     {
@@ -443,7 +443,7 @@ static void storage_seeds(const fz_ctx *x, fz_port *pt)
         seed_add(pt, "CATALOG", fz_encode_req(MSG_CATALOG, &r), 30);
     }
     {   /* served by the catalog node only; elsewhere an error */
-        sx_buf a1[1] = { cbuf("town") };
+        mp_span a1[1] = { cbuf("town") };
         msg_CAT_UPDATE_req r = { .op = CATOP_CREATE_TABLE, .table = cbuf("fzc_a"),
                                  .index = cbuf(""), .pk = cbuf("id"), .sk = cbuf("") };
         seed_add(pt, "CAT_UPDATE/table", fz_encode_req(MSG_CAT_UPDATE, &r), 40);
@@ -451,7 +451,7 @@ static void storage_seeds(const fz_ctx *x, fz_port *pt)
         r.table = cbuf(x->wt->name);
         r.index = cbuf("fzc_i");
         r.pk = r.sk = cbuf("");
-        r.attrs = (sx_bufs){ 1, a1 };
+        r.attrs = (msg_spans){ 1, a1 };
         r.proj = CAT_PROJ_ALL;
         seed_add(pt, "CAT_UPDATE/index", fz_encode_req(MSG_CAT_UPDATE, &r), 40);
         r.op = CATOP_DROP_INDEX;
@@ -474,15 +474,15 @@ static void storage_seeds(const fz_ctx *x, fz_port *pt)
 
 /* An index-local key of index id whose tuple (a string, then an int
  * primary key) falls in index partition cp. */
-static sx_bytes index_key(const fz_ctx *x, const cfg_part *cp, uint32_t id, int64_t pk)
+static tuple_bytes index_key(const fz_ctx *x, const cfg_part *cp, uint32_t id, int64_t pk)
 {
     static const char *const cands[] = { "Chicago", "Redmond", "0", "A", "M", "Z", "a",
                                          "m", "z", "\x7f" };
     for (size_t i = 0; i < sizeof cands / sizeof cands[0]; i++) {
-        sx_bytes k = { 0 };
+        tuple_bytes k = { 0 };
         uint8_t idb[4];
 
-        sx_put_be32(idb, id);
+        be_put32(idb, id);
         fz_add(&k, idb, 4);
         if (tup_encode_str(&k, cands[i], strlen(cands[i])) != 0 ||
             tup_encode_int(&k, pk) != 0)
@@ -499,12 +499,12 @@ static sx_bytes index_key(const fz_ctx *x, const cfg_part *cp, uint32_t id, int6
 static void index_seeds(const fz_ctx *x, fz_port *pt)
 {
     const cfg_part *cp = NULL;
-    sx_bytes k1, k2, lo, hi = { 0 }, ilo, ihi;
+    tuple_bytes k1, k2, lo, hi = { 0 }, ilo, ihi;
     uint8_t idb[4];
     uint64_t src = x->cfg->storage[0].id, upto = 0, seqs[2], kinds[2] = { 0, 1 },
              vers[2] = { 7, 8 }, hashes[2] = { 42, 43 };
     static const uint8_t nil = 0xc0, fixmap_proj[] = { 0x81, 0xa1, 'x', 0x01 };
-    sx_buf keys[2], projs[2] = { { fixmap_proj, sizeof fixmap_proj }, { &nil, 1 } };
+    mp_span keys[2], projs[2] = { { fixmap_proj, sizeof fixmap_proj }, { &nil, 1 } };
 
     for (int i = 0; i < x->cfg->nindex; i++)
         if (&x->cfg->nodes[x->cfg->index[i].node] == pt->node) {
@@ -529,11 +529,11 @@ static void index_seeds(const fz_ctx *x, fz_port *pt)
     /* the read index, from a value in this partition to the end of it */
     lo = index_key(x, cp, x->rix->id, 0);
     lo.n -= 9;                               /* drop the int pk component */
-    sx_put_be32(idb, x->rix->id + 1);
+    be_put32(idb, x->rix->id + 1);
     fz_add(&hi, idb, 4);
-    ilo = (sx_bytes){ 0 };
-    ihi = (sx_bytes){ 0 };
-    sx_put_be32(idb, x->rix->id);
+    ilo = (tuple_bytes){ 0 };
+    ihi = (tuple_bytes){ 0 };
+    be_put32(idb, x->rix->id);
     fz_add(&ilo, idb, 4);
 
     seed_add(pt, "PING", fz_ping_frame(), 40);
@@ -587,7 +587,7 @@ static void index_seeds(const fz_ctx *x, fz_port *pt)
 /* A MULTI seed of a port: PING and two of its other seeds. */
 static void multi_seed(fz_port *pt)
 {
-    const sx_bytes *f[3] = { &pt->ping, &pt->seeds[pt->nseeds > 2 ? 2 : 0].frame,
+    const tuple_bytes *f[3] = { &pt->ping, &pt->seeds[pt->nseeds > 2 ? 2 : 0].frame,
                              &pt->seeds[pt->nseeds - 1].frame };
 
     seed_add(pt, "MULTI", fz_multi_of(f, 3), 100);
@@ -609,9 +609,9 @@ void fz_port_seeds(const fz_ctx *x, fz_port *pt)
 /* One call to the router or a node for set-up, decoded into rep, whose
  * views borrow from *keep (the reply: the caller frees it after rep);
  * exits when it fails. */
-static void setup_call(fz_conn *c, msg_type t, const void *rq, void *rep, sx_bytes *keep)
+static void setup_call(fz_conn *c, msg_type t, const void *rq, void *rep, tuple_bytes *keep)
 {
-    sx_bytes f = fz_encode_req(t, rq);
+    tuple_bytes f = fz_encode_req(t, rq);
     char em[200];
     int rc;
 
@@ -632,7 +632,7 @@ void fz_setup(fz_ctx *x, const char *rname, const char *wname)
 {
     const cfg_node *r = NULL;
     fz_conn c = { .fd = -1, .timeout_ms = x->timeout_ms };
-    sx_bytes keep = { 0 };
+    tuple_bytes keep = { 0 };
 
     for (int i = 0; i < x->cfg->nnodes && !r; i++)
         if (x->cfg->nodes[i].role == SX_ROLE_ROUTER)

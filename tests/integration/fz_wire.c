@@ -3,7 +3,7 @@
  * over nng REQ/REP (routers) or a link (storage and index nodes: a 4-byte
  * length and an 8-byte id before each frame, proto/PROTOCOL.md
  * "Transport"; with the cluster's link key, hellos first and a tag after
- * each frame, by proto/link_auth.h), its reply awaited until a deadline,
+ * each frame, by proto/runtime/link_auth.h), its reply awaited until a deadline,
  * and the check that a reply is a well-formed answer to the request it
  * answers.
  */
@@ -140,7 +140,7 @@ static int link_put(fz_conn *c, uint64_t id, const uint8_t *p, size_t n)
     return rc;
 }
 
-static fz_outcome link_call(fz_conn *c, const uint8_t *p, size_t n, sx_bytes *reply)
+static fz_outcome link_call(fz_conn *c, const uint8_t *p, size_t n, tuple_bytes *reply)
 {
     uint64_t id = ++c->next_id, deadline = fz_now_ms() + (uint64_t)c->timeout_ms;
 
@@ -193,7 +193,7 @@ static fz_outcome link_call(fz_conn *c, const uint8_t *p, size_t n, sx_bytes *re
 }
 
 /* Sends frame p..n on c and waits for its reply (into *reply). */
-fz_outcome fz_conn_call(fz_conn *c, const uint8_t *p, size_t n, sx_bytes *reply)
+fz_outcome fz_conn_call(fz_conn *c, const uint8_t *p, size_t n, tuple_bytes *reply)
 {
     void *buf = NULL;
     size_t sz = 0;
@@ -237,7 +237,7 @@ int fz_check_reply(const uint8_t *rq, size_t rn, const uint8_t *rp, size_t pn, i
         return -1;
     }
     if (*err != 0) {
-        sx_buf msg;
+        mp_span msg;
         if (*err >= SX__ERR_LIMIT) {
             snprintf(why, wl, "error reply with unknown code %" PRIu64, *err);
             return -1;

@@ -89,11 +89,11 @@ static int call(net_peer *peer, msg_type t, const void *s, void *rep, char *errm
 /* An older sender's I_BUILD, before session 16: I_APPLY's fields only (no
  * seals), one build record (key, VERSION) read at head upto. */
 static int build_old(net_peer *peer, uint64_t part, uint64_t source, uint64_t upto,
-                     const sx_bytes *key, char *err, size_t errlen)
+                     const tuple_bytes *key, char *err, size_t errlen)
 {
     static const uint8_t nil = 0xc0;
     uint64_t kind = 0, version = VERSION, hash = 42;
-    sx_buf k = { key->p, key->n }, proj = { &nil, 1 };
+    mp_span k = { key->p, key->n }, proj = { &nil, 1 };
     msg_I_APPLY_req rq = { .part = part, .source = source, .upto = upto,
                            .kinds = { 1, &kind }, .versions = { 1, &version },
                            .keys = { 1, &k }, .hashes = { 1, &hash },
@@ -132,7 +132,7 @@ static uint64_t watermark(net_peer *peer, uint64_t part, uint64_t source)
 
 /* Live entries of the fake index from key on (version of the first in
  * *version). */
-static uint32_t entries(net_peer *peer, uint64_t part, const sx_bytes *key,
+static uint32_t entries(net_peer *peer, uint64_t part, const tuple_bytes *key,
                         uint64_t *version)
 {
     msg_I_RANGE_req rq = { .part = part, .lo = { key->p, key->n }, .limit = 10 };
@@ -154,12 +154,12 @@ static uint32_t entries(net_peer *peer, uint64_t part, const sx_bytes *key,
  * NULL a seal (no records), with the field seals; returns the reply's error, its message in err,
  * and on success the node's epoch in *epoch. */
 static int build(net_peer *peer, uint64_t part, uint64_t source, uint64_t upto,
-                 const sx_bytes *key, uint64_t seals, uint64_t *epoch, char *err,
+                 const tuple_bytes *key, uint64_t seals, uint64_t *epoch, char *err,
                  size_t errlen)
 {
     static const uint8_t nil = 0xc0;
     uint64_t kind = 0, version = VERSION, hash = 42;
-    sx_buf k = { key ? key->p : NULL, key ? key->n : 0 }, proj = { &nil, 1 };
+    mp_span k = { key ? key->p : NULL, key ? key->n : 0 }, proj = { &nil, 1 };
     uint32_t n = key != NULL;
     msg_I_BUILD_req rq = { .part = part, .source = source, .upto = upto,
                            .kinds = { n, &kind }, .versions = { n, &version },
@@ -175,7 +175,7 @@ static int build(net_peer *peer, uint64_t part, uint64_t source, uint64_t upto,
 int main(int argc, char **argv)
 {
     net_peer *peer = NULL;
-    sx_bytes key = { 0 };
+    tuple_bytes key = { 0 };
     uint64_t part, source, wm, v = 0, epoch = 0, epoch2 = 0;
     uint8_t id[4];
     char err[256] = "";
@@ -185,8 +185,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: sx-ibuild CONFIG NODE PART SOURCE VALUE\n");
         return 2;
     }
-    sx_config *cfg = NULL;
-    if (sx_proto_init() != 0 || cfg_load(argv[1], &cfg, err, sizeof err) != 0) {
+    cfg_cluster *cfg = NULL;
+    if (proto_init() != 0 || cfg_load(argv[1], &cfg, err, sizeof err) != 0) {
         fprintf(stderr, "sx-ibuild: %s: %s\n", argv[1], err);
         return 2;
     }
@@ -199,7 +199,7 @@ int main(int argc, char **argv)
     link_auth_set_key(cfg->has_link_key ? cfg->link_key : NULL, cfg->cluster);
     part = strtoull(argv[3], NULL, 10);
     source = strtoull(argv[4], NULL, 10);
-    sx_put_be32(id, FAKE_INDEX);
+    be_put32(id, FAKE_INDEX);
     rc = bytes_append(&key, id, 4);
     if (!rc)
         rc = tup_encode_str(&key, argv[5], strlen(argv[5]));

@@ -216,7 +216,7 @@ expect_eq() {
 # leveldb log) that is not zero: about where leveldb's writes to it end (a
 # record may end in zero bytes, so the true end is at most a few bytes
 # further). Its file size says nothing: a live log is preallocated
-# (node/ldb_log.h), the space after its records zeros.
+# (node/engine/ldb_log.h), the space after its records zeros.
 ldb_log_data_end() {
     local last
     # cmp -l lists each byte that differs from /dev/zero: offset (1-based)

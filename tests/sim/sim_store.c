@@ -6,7 +6,7 @@
  * restarts, and at the end of the run, the store is reloaded and compared
  * with the simulator's disk model: hard state, snapshot meta and every entry
  * must be identical.  Crash points that lose the batch in the model skip the
- * store write too; leveldb itself is not torn here (test_log_store.c covers
+ * store write too; leveldb itself is not torn here (log_store_test.c covers
  * torn leveldb writes).  Syncing is off: the simulated crash is a close.
  */
 #include <leveldb/c.h>

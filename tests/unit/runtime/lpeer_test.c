@@ -1,0 +1,303 @@
+/*
+ * lpeer_test.c — a link server (net_server_open_link) and a link
+ * peer (net_peer_open_link) over real IPC and TCP sockets:
+ *   1. 300 calls submitted at once all answered, each once, each its own;
+ *      quick requests run on the link's thread, in order;
+ *   2. an error reply and a ~6 MiB reply come back whole;
+ *   3. a call whose handler is held past its deadline fails SX_ETIMEDOUT
+ *      once, and its late reply is dropped;
+ *   4. the same calls against a server running requests as fibers;
+ *   6. the window: with one batch unanswered (held in a handler), calls
+ *      wait unsent (a solo call sent after them is answered first, though
+ *      the link runs quick requests in order), then leave together;
+ *   5. the server stops: a call in flight fails (SX_EUNAVAIL, or the
+ *      server's "stopping" reply); a call made while it is down waits and
+ *      is answered once a new server listens on the same URL;
+ *   7. a connection drops under two sent calls (a server that never
+ *      answers closes it): the read goes out again on the next connection
+ *      and is answered there, the write fails SX_EUNAVAIL.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "link.h"
+#include "nettest_util.h"
+
+void nettest_reset_local(void)
+{
+}
+
+/* Waits until every call of c[0..n) completed (g_finished counts them). */
+static bool wait_done(int want)
+{
+    return wait_ge(&g_finished, want);
+}
+
+static void many_calls(net_peer *p, bool quick_order)
+{
+    enum { N = 300 };
+    pcall *c = calloc(N, sizeof(*c));
+    net_peer_call *v = calloc(N, sizeof(*v));
+
+    if (c == NULL || v == NULL) {
+        CHECK(false);
+        free(c);
+        free(v);
+        return;
+    }
+    reset_state();
+    for (int i = 0; i < N; i++) {
+        pcall_init(&c[i], i % 3 == 0 ? "quick" : "echo", i);
+        c[i].submit_rc = 0;
+        v[i] = (net_peer_call){ c[i].req, c[i].req_n, pcall_done, &c[i] };
+    }
+    CHECK_INT(net_peer_submit_n(p, v, N, WAIT_MS), 0);
+    CHECK(wait_done(N));
+    pthread_mutex_lock(&g_mu);
+    for (int i = 0; i < N; i++) {
+        CHECK_INT(c[i].ndone, 1);
+        CHECK_INT(c[i].err, 0);
+        CHECK(c[i].resp != NULL && is_echo(c[i].resp, c[i].resp_n, i));
+    }
+    if (quick_order) {
+        /* quick frames of one link run on the thread reading it, one at a time */
+        CHECK_INT(g_quick_max, 1);
+        CHECK(g_quick_n >= 1);
+    }
+    pthread_mutex_unlock(&g_mu);
+    pcall_free(c, N);
+    free(c);
+    free(v);
+}
+
+static void err_and_big(net_peer *p)
+{
+    pcall e, b;
+
+    reset_state();
+    pcall_init(&e, "err", 5);
+    pcall_init(&b, "big", 6);
+    pcall_submit(p, &e);
+    pcall_submit(p, &b);
+    CHECK_INT(e.submit_rc, 0);
+    CHECK_INT(b.submit_rc, 0);
+    CHECK(wait_done(2));
+    pthread_mutex_lock(&g_mu);
+    CHECK_INT(e.err, 0);
+    CHECK(e.resp != NULL && is_err(e.resp, e.resp_n, MSG_GET, err_of(5), NULL));
+    CHECK_INT(b.err, 0);
+    CHECK(b.resp != NULL && is_big(b.resp, b.resp_n, 6));
+    pthread_mutex_unlock(&g_mu);
+    pcall_free(&e, 1);
+    pcall_free(&b, 1);
+}
+
+static void timeout_call(net_peer *p)
+{
+    pcall g;
+
+    reset_state();
+    pcall_init_t(&g, MSG_DELETE, "gate0", 9);   /* DELETE: not quick, a worker waits */
+    g.submit_rc = net_peer_submit(p, g.req, g.req_n, 200, pcall_done, &g);
+    CHECK_INT(g.submit_rc, 0);
+    CHECK(wait_ge(&g_gate_waiting[0], 1));
+    CHECK(wait_done(1));
+    pthread_mutex_lock(&g_mu);
+    CHECK_INT(g.err, SX_ETIMEDOUT);
+    pthread_mutex_unlock(&g_mu);
+    set_int(&g_gate_open[0], 1);            /* the handler answers late */
+    CHECK(wait_le(&g_gate_waiting[0], 0));
+    CHECK(wait_ge(&g_runs[K_GATE0], 1));
+    /* a later call is answered, and the late reply completed nothing */
+    many_calls(p, false);
+    pthread_mutex_lock(&g_mu);
+    CHECK_INT(g.ndone, 1);
+    pthread_mutex_unlock(&g_mu);
+    pcall_free(&g, 1);
+}
+
+/* Peer p has a window of one batch. */
+static void window(net_peer *p)
+{
+    enum { N = 10 };
+    pcall g, s, e[N];
+
+    reset_state();
+    pcall_init_t(&g, MSG_DELETE, "gate0", 1);       /* a worker holds it */
+    pcall_submit(p, &g);
+    CHECK(wait_ge(&g_gate_waiting[0], 1));
+    for (int i = 0; i < N; i++) {
+        pcall_init(&e[i], "echo", 100 + i);         /* quick: run in order */
+        pcall_submit(p, &e[i]);
+        CHECK_INT(e[i].submit_rc, 0);
+    }
+    pcall_init(&s, "quick", 7);
+    s.submit_rc = net_peer_submit_solo(p, s.req, s.req_n, WAIT_MS, pcall_done, &s);
+    CHECK_INT(s.submit_rc, 0);
+    CHECK(wait_ge(&s.ndone, 1));
+    CHECK_INT(get_int(&g_runs[K_ECHO]), 0);         /* held, not sent */
+    set_int(&g_gate_open[0], 1);
+    CHECK(wait_done(N + 2));
+    pthread_mutex_lock(&g_mu);
+    CHECK_INT(s.err, 0);
+    CHECK_INT(g.err, 0);
+    check_calls_ok(e, N);
+    for (int i = 0; i < N; i++)
+        CHECK(e[i].resp != NULL && is_echo(e[i].resp, e[i].resp_n, 100 + i));
+    pthread_mutex_unlock(&g_mu);
+    pcall_free(&g, 1);
+    pcall_free(&s, 1);
+    pcall_free(e, N);
+}
+
+/* A server that takes frames and never answers: counts them in *arg. */
+static void mute_frame(void *arg, link_conn *l, uint64_t id, uint8_t *frame, size_t n, bool more)
+{
+    int *got = arg;
+
+    (void)l;
+    (void)id;
+    (void)n;
+    (void)more;
+    free(frame);
+    pthread_mutex_lock(&g_mu);
+    (*got)++;
+    pthread_cond_broadcast(&g_cv);
+    pthread_mutex_unlock(&g_mu);
+}
+
+static void lost_connection(const char *url, const net_server_opts *o)
+{
+    link_listener *mute = NULL;
+    net_server *srv = NULL;
+    net_peer *p = NULL;
+    pcall rd, wr;
+    int got = 0;
+
+    reset_state();
+    CHECK_INT(link_listen(url, mute_frame, NULL, &got, 0, &mute), 0);
+    CHECK_INT(net_peer_open_link(url, 4, &p), 0);
+    if (mute == NULL || p == NULL) {
+        net_peer_close(p);
+        link_listener_close(mute);
+        return;
+    }
+    pcall_init(&rd, "echo", 5);                 /* GET: a read */
+    pcall_init_t(&wr, MSG_DELETE, "echo", 6);   /* a write */
+    pcall_submit(p, &rd);
+    pcall_submit(p, &wr);
+    CHECK(wait_ge(&got, 2));                    /* both sent */
+    link_listener_close(mute);                  /* the connection drops */
+    CHECK(wait_ge(&wr.ndone, 1));
+    pthread_mutex_lock(&g_mu);
+    CHECK_INT(wr.err, SX_EUNAVAIL);
+    CHECK_INT(rd.ndone, 0);                     /* waits for the next link */
+    pthread_mutex_unlock(&g_mu);
+    CHECK_INT(net_server_open_link(url, o, handler, NULL, &srv), 0);
+    CHECK(wait_ge(&rd.ndone, 1));
+    pthread_mutex_lock(&g_mu);
+    CHECK_INT(rd.err, 0);
+    CHECK(rd.resp != NULL && is_echo(rd.resp, rd.resp_n, 5));
+    pthread_mutex_unlock(&g_mu);
+    net_peer_close(p);
+    net_server_stop(srv);
+    pcall_free(&rd, 1);
+    pcall_free(&wr, 1);
+}
+
+static void restart(const char *url, net_server **srv, const net_server_opts *o)
+{
+    net_peer *p = NULL;
+    pcall held, later;
+
+    reset_state();
+    CHECK_INT(net_peer_open_link(url, 2, &p), 0);
+    if (p == NULL)
+        return;
+    many_calls(p, false);           /* connected */
+    CHECK(net_peer_connected(p));
+    reset_state();
+    pcall_init_t(&held, MSG_DELETE, "gate1", 1);
+    pcall_submit(p, &held);
+    CHECK(wait_ge(&g_gate_waiting[1], 1));
+    set_int(&g_gate_open[1], 1);    /* lets the stop finish the job in hand */
+    net_server_stop(*srv);
+    *srv = NULL;
+    CHECK(wait_done(1));
+    pthread_mutex_lock(&g_mu);
+    /* answered before the stop closed the link, or failed by the loss */
+    CHECK(held.err == SX_EUNAVAIL || (held.err == 0 && held.resp != NULL));
+    pthread_mutex_unlock(&g_mu);
+
+    /* down: a call waits (its deadline is long) until a server is back */
+    pcall_init(&later, "echo", 77);
+    pcall_submit(p, &later);
+    CHECK_INT(later.submit_rc, 0);
+    CHECK_INT(net_server_open_link(url, o, handler, NULL, srv), 0);
+    CHECK(wait_done(2));
+    pthread_mutex_lock(&g_mu);
+    CHECK_INT(later.err, 0);
+    CHECK(later.resp != NULL && is_echo(later.resp, later.resp_n, 77));
+    pthread_mutex_unlock(&g_mu);
+    CHECK(net_peer_connected(p));
+    net_peer_close(p);
+    pcall_free(&held, 1);
+    pcall_free(&later, 1);
+}
+
+int main(void)
+{
+    char tmpl[] = "/tmp/lpeer_test.XXXXXX";
+    char url[128], furl[128], turl[64];
+    const char *base = nettest_setup(tmpl);
+    net_server_opts wo = { .workers = NWORKERS, .quick = quick_get };
+    net_server_opts fo = { .workers = 2, .fibers = 16, .quick = quick_get };
+    net_server *srv = NULL, *srvf = NULL, *srvt = NULL;
+    net_peer *p = NULL, *pf = NULL, *pt = NULL;
+
+    if (base == NULL)
+        return 1;
+    snprintf(url, sizeof(url), "ipc://%s/srv.sock", base);
+    snprintf(furl, sizeof(furl), "ipc://%s/srvf.sock", base);
+    if (net_server_open_link(url, &wo, handler, NULL, &srv) != 0 ||
+        net_server_open_link(furl, &fo, handler, NULL, &srvf) != 0 ||
+        net_peer_open_link(url, 1, &p) != 0 ||
+        net_peer_open_link(furl, NET_PEER_ALONE, &pf) != 0) {
+        fprintf(stderr, "lpeer_test: setup failed\n");
+        return 1;
+    }
+    many_calls(p, true);
+    err_and_big(p);
+    timeout_call(p);
+    window(p);
+    many_calls(pf, true);
+    err_and_big(pf);
+    timeout_call(pf);
+    net_peer_close(pf);
+    net_server_stop(srvf);
+
+    /* over loopback TCP too (a port from the pid; the next one if taken) */
+    for (int i = 0; i < 20 && srvt == NULL; i++) {
+        snprintf(turl, sizeof(turl), "tcp://127.0.0.1:%d", 21000 + (getpid() * 11 + i * 173) % 29000);
+        if (net_server_open_link(turl, &wo, handler, NULL, &srvt) != 0)
+            srvt = NULL;
+    }
+    CHECK(srvt != NULL);
+    if (srvt != NULL && net_peer_open_link(turl, 4, &pt) == 0) {
+        many_calls(pt, true);
+        err_and_big(pt);
+        net_peer_close(pt);
+    }
+    net_server_stop(srvt);
+
+    restart(url, &srv, &wo);
+    snprintf(furl, sizeof(furl), "ipc://%s/lost.sock", base);
+    lost_connection(furl, &wo);
+    net_peer_close(p);
+    reset_state();
+    net_server_stop(srv);
+    CHECK_INT(get_int(&g_gate_timeouts), 0);
+    nettest_teardown(base);
+    return CHECK_DONE();
+}
