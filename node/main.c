@@ -76,7 +76,11 @@ static const char *usage_text =
     "                  given, also the requests at once of the router a storage node\n"
     "                  hosts (config \"host\"; else shardex-router's default, 256)\n"
     "  --cache-mb N    MiB of leveldb block cache, shared by every partition of\n"
-    "                  this node (default 128; 1..1048576)\n";
+    "                  this node (default 128; 1..1048576)\n"
+#ifdef SHARDEX_TEST_HOOKS
+    "built with test hooks (SHARDEX_BACKFILL_HOLD, _RUN, _SEAL): not for production\n"
+#endif
+;
 
 typedef struct cli {
     const char *config, *name, *data, *log, *role;

@@ -58,10 +58,11 @@
  * tell the catalog node CAT_BACKFILLED(index, part), retrying each poll
  * until the catalog lists the partition as done.
  *
- * Test hooks: SHARDEX_BACKFILL_HOLD=FILE makes a backfill wait after step 1
- * while FILE exists, SHARDEX_BACKFILL_HOLD_RUN=FILE after each run of step 3
- * but the last, SHARDEX_BACKFILL_HOLD_SEAL=FILE before the seal of step 4
- * (see bf_build.c).
+ * Test hooks, in test builds only (cmake -DSHARDEX_TEST_HOOKS=ON, as
+ * scripts/setup builds build/ and build-asan/): SHARDEX_BACKFILL_HOLD=FILE
+ * makes a backfill wait after step 1 while FILE exists,
+ * SHARDEX_BACKFILL_HOLD_RUN=FILE after each run of step 3 but the last,
+ * SHARDEX_BACKFILL_HOLD_SEAL=FILE before the seal of step 4 (see bf_build.c).
  */
 #ifndef SX_BACKFILL_H
 #define SX_BACKFILL_H

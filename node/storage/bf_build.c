@@ -113,8 +113,7 @@ static void bf_publish(const bf_scan *s, bool active)
 static int bf_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *v, size_t vn)
 {
     bf_scan *s = arg;
-    mp_cur c = mp_cur_make(v, vn);
-    uint32_t cnt;
+    mp_span item;
     uint64_t ver;
     int rc;
 
@@ -131,27 +130,13 @@ static int bf_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *v, si
     }
     if (s->scanned % BF_EMIT == 0)
         bf_publish(s, true);
-    /* a fact is [version, item]: the item is the rest of the value */
-    if (kn < ST_FACT_HDR + 9 || mp_read_array(&c, &cnt) != 0 || cnt != 2 ||
-        mp_read_u64(&c, &ver) != 0)
+    if (kn < ST_FACT_HDR + 9 || st_fact_decode(v, vn, &ver, &item) != 0)
         return SX_EIO;
-    rc = item_view_parse(&s->view, c.p, mp_left(&c));
+    rc = item_view_parse(&s->view, item.p, item.n);
     if (rc == SX_ENOMEM)
         return rc;
-    if (rc != 0) {
-        /* bytes after the item, or an item that is not a map (neither is
-         * written, but a fact is read as leniently as writes read it):
-         * the item alone, and none of it in any index if it is no map */
-        mp_span item;
-
-        if (mp_read_raw(&c, &item) != 0)
-            return SX_EIO;
-        rc = item_view_parse(&s->view, item.p, item.n);
-        if (rc == SX_ENOMEM)
-            return rc;
-        if (rc != 0)
-            return 0;
-    }
+    if (rc != 0)
+        return 0;                         /* not a map: in no index */
     for (uint32_t i = 0; i < s->nix; i++) {
         const cat_index *ix = s->ix[i];
         uint8_t id[4];
@@ -187,18 +172,14 @@ static bool bf_current(bf_scan *s, const bf_rec *r, int *err)
 {
     uint8_t *val = NULL;
     size_t vn = 0;
-    uint32_t cnt;
     uint64_t ver = 0;
-    mp_cur c;
+    mp_span item;
     int rc = st_kget(s->p, NULL, r->fkey, r->fkn, &val, &vn);
 
     if (rc == SX_ENOTFOUND)
         return false;
-    if (rc == 0) {
-        c = mp_cur_make(val, vn);
-        if (mp_read_array(&c, &cnt) != 0 || cnt != 2 || mp_read_u64(&c, &ver) != 0)
-            rc = SX_EIO;
-    }
+    if (rc == 0)
+        rc = st_fact_decode(val, vn, &ver, &item);
     free(val);
     if (rc != 0)
         *err = rc;
@@ -743,8 +724,10 @@ static void bf_report(const bf_scan *s, int rc, double secs)
                   "again)", (unsigned long long)s->p->id, names, sx_strerror(rc));
 }
 
+#ifdef SHARDEX_TEST_HOOKS
 /* The test hooks SHARDEX_BACKFILL_HOLD=FILE, SHARDEX_BACKFILL_HOLD_RUN=FILE
- * and SHARDEX_BACKFILL_HOLD_SEAL=FILE: while FILE exists, a backfill waits,
+ * and SHARDEX_BACKFILL_HOLD_SEAL=FILE, compiled in only by the test builds
+ * (cmake -DSHARDEX_TEST_HOOKS=ON): while FILE exists, a backfill waits,
  * having taken its snapshot (HOLD), having emitted a run other than its
  * last (HOLD_RUN) or before its seal (HOLD_SEAL), so that a test can
  * write, or kill the node, at those points deterministically. The node's
@@ -761,6 +744,15 @@ static void bf_hold(const bf_scan *s, const char *var, const char *where)
     while (access(f, F_OK) == 0 && !node_should_stop())
         nanosleep(&ts, NULL);
 }
+#else
+/* Release builds have no test hooks. */
+static void bf_hold(const bf_scan *s, const char *var, const char *where)
+{
+    (void)s;
+    (void)var;
+    (void)where;
+}
+#endif
 
 int bf_build(st_part *p, const cat_catalog *cat, const cat_table *t,
              const cat_index **ix, uint32_t nix, size_t run_max)

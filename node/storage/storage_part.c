@@ -38,6 +38,24 @@ size_t st_fact_key(uint8_t *k, uint32_t tid, const uint8_t *local, size_t n)
     return ST_FACT_HDR + n;
 }
 
+void st_fact_encode(mp_buf *out, uint64_t ver, const uint8_t *item, size_t n)
+{
+    mp_put_array(out, 2);
+    mp_put_u64(out, ver);
+    mp_put_raw(out, item, n);
+}
+
+int st_fact_decode(const uint8_t *v, size_t vn, uint64_t *ver, mp_span *item)
+{
+    mp_cur c = mp_cur_make(v, vn);
+    uint32_t cnt;
+
+    if (mp_read_array(&c, &cnt) != 0 || cnt != 2 || mp_read_u64(&c, ver) != 0 ||
+        mp_read_raw(&c, item) != 0)
+        return SX_EIO;
+    return 0;
+}
+
 /* pfx | k into buf (ST_PFX_LEN + ST_KEY_MAX bytes); 0, or SX_EINVAL when
  * k is too long. */
 static int pkey(const st_part *p, uint8_t *buf, const void *k, size_t kn)

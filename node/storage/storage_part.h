@@ -184,6 +184,14 @@ const cat_table *st_table(st_part *p, uint64_t tid);
  * bytes); returns its length. */
 size_t st_fact_key(uint8_t *k, uint32_t tid, const uint8_t *local, size_t n);
 
+/* A stored fact's value is the msgpack array [version, item]: the one
+ * encoder and the one decoder of that form. st_fact_encode appends it to
+ * out (check out->oom). st_fact_decode reads v: the version into *ver and
+ * the item's bytes (borrowed from v) into *item; bytes after the item are
+ * ignored. Returns 0, or SX_EIO when v is not that form. */
+void st_fact_encode(mp_buf *out, uint64_t ver, const uint8_t *item, size_t n);
+int st_fact_decode(const uint8_t *v, size_t vn, uint64_t *ver, mp_span *item);
+
 /* Under wlock: switches the write catalog to cat if it is newer. */
 void st_part_use_catalog(st_part *p, const cat_catalog *cat);
 

@@ -26,18 +26,6 @@
 
 static const uint8_t nil_byte = 0xc0;
 
-/* Splits a stored fact [version, item]. Returns 0 or SX_EIO. */
-static int fact_split(const uint8_t *v, size_t vn, uint64_t *ver, mp_span *item)
-{
-    mp_cur c = mp_cur_make(v, vn);
-    uint32_t cnt;
-
-    if (mp_read_array(&c, &cnt) != 0 || cnt != 2 || mp_read_u64(&c, ver) != 0 ||
-        mp_read_raw(&c, item) != 0)
-        return SX_EIO;
-    return 0;
-}
-
 static bool local_key_ok(const st_part *p, mp_span k)
 {
     uint64_t h;
@@ -80,7 +68,7 @@ void st_get(st_part *p, const msg_S_GET_req *rq, mp_buf *out)
             items[i].n = 1;
             rc = 0;
         } else if (rc == 0) {
-            rc = fact_split(vals[i], vn, &vers[i], &items[i]);
+            rc = st_fact_decode(vals[i], vn, &vers[i], &items[i]);
         }
     }
 out:
@@ -125,7 +113,7 @@ static int range_visit(void *arg, const uint8_t *k, size_t kn,
     int m = 1;
 
     if (kn < ST_FACT_HDR + 9 || kn - ST_FACT_HDR > ST_LOCAL_MAX ||
-        fact_split(v, vn, &ver, &item) != 0)
+        st_fact_decode(v, vn, &ver, &item) != 0)
         return SX_EIO;
     s->scanned++;
     if (s->where != NULL) {

@@ -94,18 +94,6 @@ static void gm_free(gmap *m)
     free(m->e);
 }
 
-/* Decodes a stored fact value [version, item]. */
-static int fact_decode(const uint8_t *v, size_t vn, uint64_t *ver, mp_span *item)
-{
-    mp_cur c = mp_cur_make(v, vn);
-    uint32_t cnt;
-
-    if (mp_read_array(&c, &cnt) != 0 || cnt != 2 || mp_read_u64(&c, ver) != 0 ||
-        mp_read_raw(&c, item) != 0)
-        return SX_EIO;
-    return 0;
-}
-
 /* Finds the group entry of key, loading the stored fact on first sight. */
 static int gm_get(gmap *m, st_part *p, const uint8_t *key, size_t kn, gm_ent **out)
 {
@@ -130,7 +118,7 @@ static int gm_get(gmap *m, st_part *p, const uint8_t *key, size_t kn, gm_ent **o
         e->exists = false;
     } else if (rc != 0) {
         return rc;
-    } else if (fact_decode(v, vn, &e->version, &item) != 0) {
+    } else if (st_fact_decode(v, vn, &e->version, &item) != 0) {
         LOG_ERROR("corrupt fact value (%zu bytes)", vn);
         free(v);
         return SX_EIO;
@@ -250,9 +238,7 @@ static int put_fact(st_part *p, leveldb_writebatch_t *b, const gm_ent *e, uint64
     int rc;
 
     mp_buf_init(&val);
-    mp_put_array(&val, 2);
-    mp_put_u64(&val, v);
-    mp_put_raw(&val, item, n);
+    st_fact_encode(&val, v, item, n);
     if (val.oom) {
         mp_buf_free(&val);
         return SX_ENOMEM;

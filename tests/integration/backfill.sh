@@ -59,6 +59,13 @@
 # its seals and the logs they synced.
 source "$(dirname "$0")/lib.sh" "$@"
 
+# The holds are test hooks, compiled in only with -DSHARDEX_TEST_HOOKS=ON.
+if ! "$IT_BUILD/bin/shardex-node" --help 2>&1 | grep -q "built with test hooks"; then
+    echo "backfill: $IT_BUILD/bin/shardex-node has no test hooks (build with" \
+         "-DSHARDEX_TEST_HOOKS=ON, as scripts/setup does); skipping" >&2
+    exit 77
+fi
+
 HOLD="$(mktemp -u "$IT_BUILD/it-clusters/backfill-hold.XXXXXX")"
 HOLD_RUN="$HOLD.run"
 HOLD_SEAL="$HOLD.seal"
