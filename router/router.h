@@ -185,7 +185,7 @@ int rt_put_refused(const router *rt, int g, int node, int err, long pos, const c
  * (0: none), capped at this router's own give-up time for the call (now
  * plus rt->timeout_ms), so that a write the router reported failed after
  * its call timed out cannot be applied later either, whatever the client
- * (an older one sends no deadline). */
+ * (one that sends no deadline: 0). */
 uint64_t rt_write_deadline(const router *rt, uint64_t client_deadline);
 
 /* Parses a storage node's "operation K: WHY" error text: true, with *k

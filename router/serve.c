@@ -2,9 +2,10 @@
  * serve.c — a router serving its clients: the router (rt_new), its client
  * port (plain or TLS, from the config) and the request server on fibers.
  * shardex-router runs one on its own (main.c); a storage node runs the
- * router it hosts (config "host", node/storage/storage_node.c), whose calls to
- * that node then stay in the process (net_peer_open_local): no socket, no
- * thread hand-off, no copy of the frame.
+ * router it hosts (config "host"; node/main.c composes it in, through
+ * node_hosted in node/node.h), whose calls to that node then stay in the
+ * process (net_peer_open_local): no socket, no thread hand-off, no copy of
+ * the frame.
  */
 #include <stdlib.h>
 #include <unistd.h>

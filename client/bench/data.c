@@ -30,8 +30,8 @@ uint64_t data_npairs(uint64_t n)
 }
 
 /* "%c%05u" of x: its letter 'A' + x % 26, then x in at least 5 digits
- * (by hand: this runs twice per generated item, and snprintf was ~8 % of
- * the benchmark client's CPU in a bulk load). */
+ * (by hand: this runs twice per generated item, and snprintf would be ~8 %
+ * of the benchmark client's CPU in a bulk load). */
 static void code(char *out, unsigned x)
 {
     char d[10];

@@ -10,9 +10,8 @@
  *   L(l) = letter 'A' + l % 26 followed by l in 5 digits ("Q00042");
  *   payload = 100 printable characters from a seeded generator.
  * Towns and last names start with every letter, so the entries of an index
- * on either straddle the index partitions' split point "M" (until
- * session 4 every last name started with "n", which put a whole last-name
- * index on one index node).
+ * on either straddle the index partitions' split point "M" and every index
+ * is spread over both index nodes.
  */
 #ifndef SX_BENCH_DATA_H
 #define SX_BENCH_DATA_H

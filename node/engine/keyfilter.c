@@ -61,7 +61,7 @@ static uint64_t fold(uint64_t h, uint64_t w)
 
 /* Eight bytes at a time (host order: the filter is never stored, only
  * rebuilt from the keys), the key's length and partition first: a
- * byte-wise FNV-1a before session 22 took a multiply per byte, in one
+ * byte-wise hash such as FNV-1a would take a multiply per byte, in one
  * dependent chain, on 26-40-byte keys. */
 kf_key kf_key_of(uint64_t part, const uint8_t *k, size_t kn)
 {

@@ -31,8 +31,8 @@
 static atomic_bool compactor_named;
 
 /* Large memtables by default (ldb_open): a bulk load of 1,000,000 items
- * with 2 indexes ran 15-40 % faster with 64 MiB than with 8 MiB (the index
- * nodes' CPU 23 s -> 12 s: fewer level-0 files, less compaction). The
+ * with 2 indexes runs 15-40 % faster with 64 MiB than with 8 MiB (the index
+ * nodes' CPU 12 s against 23 s: fewer level-0 files, less compaction). The
  * cost: up to two memtables (128 MiB) per leveldb under heavy writes, and
  * up to 64 MiB of log to replay when a node restarts. Each log is
  * preallocated to its memtable's size too (ldb_log.h): disk space reserved
@@ -176,8 +176,8 @@ static int open_checked(const char *dir, bool create, bool paranoid, size_t mem,
      * 1,000,000 items ~12 % faster only by leaving compaction for later:
      * 340 MB compacted during the load with 8 MiB, against 170 during it
      * plus 460 after (the reads that followed set off most of it: leveldb
-     * compacts a table after size/16 KiB reads that checked it in vain).
-     * Session 11, docs/PERFORMANCE.md. */
+     * compacts a table after size/16 KiB reads that checked it in vain;
+     * docs/PERFORMANCE.md). */
     leveldb_options_set_max_file_size(d->opts, 8u << 20);
     leveldb_writeoptions_set_sync(d->wsync, 1);
     /* the folder locked, and the preallocated zeros after the logs'

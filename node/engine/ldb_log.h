@@ -6,7 +6,7 @@
  * Why: leveldb appends each record to its log, so every synced write grows
  * the file, and an fdatasync after an append must also write the blocks
  * just allocated and the inode's new size: on ext4 (measured on this
- * project's hosts, docs/PERFORMANCE.md "Session 29") four waits on the disk
+ * project's hosts, docs/PERFORMANCE.md) four waits on the disk
  * instead of two, ~180 against ~100-120 µs a sync at rest and up to twice
  * that under load. PostgreSQL preallocates its WAL segments for the same
  * reason. leveldb 1.23 has no option for it, so the log is preallocated

@@ -33,7 +33,7 @@
  * written without a sync once the partition's marker file exists, and an
  * I_BUILD without records (a seal) fsyncs the logs and removes it
  * (index_part.h): a build's records are then made durable once per source
- * partition, instead of once per round (session 16, docs/PERFORMANCE.md).
+ * partition, instead of once per round (docs/PERFORMANCE.md).
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -291,7 +291,7 @@ out:
 /* Takes the watermarks and hw_seen values from the 'S' record (index_part.h):
  * what is known on disk whatever a crash lost of the groups written after
  * the last sync; a source it lacks starts from 0. Without one (a partition
- * written before session 28, or never), the 'W' records stand. Sets dur_wm
+ * that never wrote one), the 'W' records stand. Sets dur_wm
  * and the 'S' record last written. Returns 0, SX_EIO (corrupt), SX_ENOMEM. */
 static int load_synced(ix_part *p)
 {

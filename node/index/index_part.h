@@ -10,8 +10,8 @@
  *   'C'                              -> [entries u64, tombstones u64]
  *   'S'                              -> [source u64, wm u64, hw u64, ...]
  * where index-local key = index id (4) | tuple. 'S' is the published
- * (synced) state when the batch holding it was written: since session 28
- * several groups may be written before one sync covers them, and a machine
+ * (synced) state when the batch holding it was written: several groups
+ * may be written before one sync covers them, and a machine
  * crash may then lose an earlier one and keep a later one (its 'W' records
  * claiming what was lost), so an open takes each source's watermark and
  * hw_seen from 'S' (what it says is on disk whatever was lost), and the
@@ -60,8 +60,8 @@
  * which fsyncs the logs once for every group handed over meanwhile, then
  * publishes the last one's state and answers their requests; the
  * committer goes on with the next group during that sync (pipelined group
- * commit, since session 28: a slow sync no longer holds up the next
- * group's entries, so the index lag does not include it). A request that
+ * commit: a slow sync does not hold up the next group's entries, so the
+ * index lag does not include it). A request that
  * asked to be answered early (I_APPLY's early, msg.h) is answered right
  * after its group's write, with what is synced so far. Any other group
  * (build records, a seal, a partition whose sync failed), and a collector,

@@ -35,7 +35,7 @@ int ix_sync_logs(ix_part *p, unsigned *synced)
  * every log fsynced before this returns: on disk that is what leveldb's
  * synced write does (append, then sync), but the entries reach the
  * memtable first, so eventual and verified readers see them while the
- * sync runs (the index lag no longer includes it); nothing is
+ * sync runs (the index lag does not include it); nothing is
  * acknowledged, and no watermark published, before it returns. The sync
  * covers the build records written before (the marker's seal: with seal,
  * it is then removed, *seal_rc telling how that went). A failed sync fails

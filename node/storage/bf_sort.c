@@ -22,8 +22,8 @@
 
 /* The first 24 bytes of a key decide most comparisons without reading the
  * arena (an index id, a short value and a numeric primary key fit): with
- * 16, keys sharing a value compared in the arena, a cache miss each, and
- * h (read there when keys tie, rarely) took the third word. */
+ * 16, keys sharing a value would compare in the arena, a cache miss each;
+ * h is read there only when keys tie, rarely. */
 typedef struct bf_ent {
     uint64_t k0, k1, k2;        /* key bytes 0..7, 8..15, 16..23, big-endian */
     uint32_t kn;
@@ -36,11 +36,10 @@ static _Thread_local const uint8_t *sort_base;
 #define HUGE_PAGE ((size_t)2 << 20)
 
 /* The run's two arrays live in their own anonymous mappings, grown by
- * mremap: a run of tens of MiB grew by realloc, which, below glibc's
- * mmap threshold (raised to 32 MiB once a large block is freed), copied
- * the whole array at each doubling, and was faulted in 4 KiB at a time
- * (together ~20 % of a backfill thread in a virtual machine, where a
- * fault is dear). mremap moves pages without copying, and the mapping
+ * mremap: grown by realloc, a run of tens of MiB would, below glibc's
+ * mmap threshold (raised to 32 MiB once a large block is freed), be copied
+ * whole at each doubling and faulted in 4 KiB at a time (together ~20 %
+ * of a backfill thread in a virtual machine, where a fault is dear). mremap moves pages without copying, and the mapping
  * asks for transparent huge pages (Debian's default "madvise" mode; where
  * refused the pages stay small). *cap counts units. */
 static int grow(void **p, size_t *cap, size_t need, size_t unit)
@@ -230,7 +229,7 @@ static void insertion_sort(bf_ent *e, size_t n)
  * insertion sort for small buckets and qsort for a large bucket of equal
  * prefixes. In place: no buffer of the run's size to allocate and fault
  * in, and no merge copying every entry at every level, which glibc's
- * qsort (a merge sort) did: ~35 % of a backfill thread's time. */
+ * qsort (a merge sort) does: ~35 % of a backfill thread's time. */
 static void radix_sort(bf_ent *e, size_t n, int b)
 {
     size_t count[256], next[256], end[256];

@@ -1,6 +1,6 @@
 /*
  * outbox.c — building and reading outbox values (see outbox.h): a chunk
- * of a destination's records, or a single record of the older format.
+ * of a destination's records, or a single-record value.
  */
 #include <string.h>
 #include "hash.h"
@@ -8,7 +8,7 @@
 #include "sx_errors.h"
 
 #define OB_CHUNK_TAG 0xdd     /* msgpack array32: every chunk's first byte */
-#define OB_SINGLE_TAG 0x95    /* fixarray(5): a record of the older format */
+#define OB_SINGLE_TAG 0x95    /* fixarray(5): a single-record value */
 #define OB_HDR 5
 /* A reset chunk keeps a buffer up to this size for the next one (a
  * partition holds one per destination; 1 MiB chunks would pin ~2 MiB each) */

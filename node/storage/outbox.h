@@ -8,12 +8,12 @@
  *   array32(n) of n records [seq, kind, version, key, h, proj|nil]
  * (msgpack; seqs strictly increasing; n at most OB_CHUNK_MAX_RECORDS, and
  * a chunk is closed once it holds OB_CHUNK_MAX_BYTES). One leveldb entry a
- * chunk instead of one a record: a bulk group of 500 items with two indexes
- * wrote ~1,000 outbox entries and, once shipped, ~1,000 deletions; now a
- * few of each. Keying by the last seq lets a reader that resumes at seq s
- * seek to s and still find the chunk that holds s.
- * Before chunks each record was its own value, [kind, version, key, h,
- * proj|nil], keyed by its own seq; readers still accept those.
+ * chunk, not one a record: a bulk group of 500 items with two indexes
+ * writes a few outbox entries and, once shipped, a few deletions, instead
+ * of ~1,000 of each. Keying by the last seq lets a reader that resumes at
+ * seq s seek to s and still find the chunk that holds s.
+ * Readers also accept a single-record value, [kind, version, key, h,
+ * proj|nil], keyed by its own seq.
  */
 #ifndef SX_OUTBOX_H
 #define SX_OUTBOX_H

@@ -19,7 +19,7 @@
  * Each I_APPLY asks to be answered early: once its records are applied
  * (readable), before their sync; the reply says how far the stream's
  * records are synced. So a slow sync at the index holds up no round (the
- * index lag does not include it, since session 28): the next round may
+ * index lag does not include it): the next round may
  * leave at once, and carries `after`, the seq its records follow, which
  * the index refuses while its watermark is below it (records it had
  * applied were lost before their sync, in a restart). The shipper keeps
@@ -47,10 +47,10 @@
 #include "sx_errors.h"
 
 /* Records a round takes per stream: only a backlog fills it (a bulk load, a
- * backfill, a destination back from an outage). 512 until session 12: with
- * 4,096 (and index groups of up to 32,768 records) a 1,000,000-item load
- * with two indexes ran ~6 % faster in three alternating pairs and the index
- * nodes spent ~8 % less CPU, their groups larger and sorted runs denser. */
+ * backfill, a destination back from an outage). 4,096 rather than 512 (with
+ * index groups of up to 32,768 records): a 1,000,000-item load with two
+ * indexes runs ~6 % faster and the index nodes spend ~8 % less CPU, their
+ * groups larger and sorted runs denser (docs/PERFORMANCE.md). */
 #define SHIP_BATCH 4096
 _Static_assert(OB_CHUNK_MAX_RECORDS <= SHIP_BATCH, "a chunk fits in one batch");
 #define SHIP_MAX_BYTES (4u << 20)
@@ -78,9 +78,9 @@ _Static_assert(OB_CHUNK_MAX_RECORDS <= SHIP_BATCH, "a chunk fits in one batch");
  * round started. Under a stream of small commits this turns many one-record
  * I_APPLYs (each a synced group at the index) into a few larger ones, at the
  * cost of at most the linger of index lag. */
-#define SHIP_LINGER_MS 20   /* 10 until session 8: at 1,000,000 items 20 ms cut
-                             * the index nodes' CPU per put by a quarter and
-                             * raised W1 by ~10 % (docs/PERFORMANCE.md) */
+#define SHIP_LINGER_MS 20   /* against 10 ms, at 1,000,000 items: a quarter
+                             * less index-node CPU per put and ~10 % more W1
+                             * (docs/PERFORMANCE.md) */
 #define SHIP_LINGER_MAX_MS 1000
 #define SHIP_LINGER_RECORDS 128
 

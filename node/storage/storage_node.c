@@ -331,7 +331,8 @@ static int dial_catalog(st_node *n)
 }
 
 /* Opens the node's store (DATA/store), copies into it the partition
- * directories of the older layout (DATA/p<ID>) and opens the partitions. */
+ * directories of the per-partition layout (DATA/p<ID>) and opens the
+ * partitions. */
 static int open_parts(st_node *n)
 {
     char dir[4096];

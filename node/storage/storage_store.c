@@ -1,6 +1,6 @@
 /*
  * storage_store.c — the storage node's shared leveldb: open, close, and the
- * one-time copy of a partition directory of the older layout. See
+ * one-time copy of a partition directory of the per-partition layout. See
  * storage_store.h; the committer is in storage_write.c.
  */
 #include <errno.h>

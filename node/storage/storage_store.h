@@ -11,8 +11,8 @@
  * applies each partition's share under that partition's write lock, and
  * syncs them all as one batch.
  *
- * Layout on disk: DATA/store. A data directory from before this layout
- * (one leveldb per partition, DATA/p<ID>) is copied into the store when
+ * Layout on disk: DATA/store. A data directory in the per-partition
+ * layout (one leveldb per partition, DATA/p<ID>) is copied into the store when
  * the node starts (st_store_migrate), then renamed DATA/p<ID>.migrated.
  */
 #ifndef SX_STORAGE_STORE_H
@@ -64,7 +64,7 @@ typedef struct st_store {
  * compaction that rewrites it: fewer, larger flushes rewrite it less
  * often. A maintained load of 1,000,000 items with 2 indexes flushed 3-4
  * memtables a store and compacted ~110 MB in each with 64 MiB, 1-2 and
- * nothing with 128 MiB (docs/PERFORMANCE.md, session 32). The cost: up to
+ * nothing with 128 MiB (docs/PERFORMANCE.md). The cost: up to
  * 256 MiB of memtables under heavy writes, and up to 128 MiB of log to
  * replay (and preallocated) per storage node. */
 #define ST_MEMTABLE_BYTES (128u << 20)
@@ -76,8 +76,8 @@ int st_store_open(const char *dir, st_store **out);
 /* Closes the store (its committer must be stopped); accepts NULL. */
 void st_store_close(st_store *s);
 
-/* Copies the partition leveldb at old_dir (the layout before the shared
- * store) into s under partition id's prefix, synced, then renames old_dir
+/* Copies the partition leveldb at old_dir (the per-partition layout)
+ * into s under partition id's prefix, synced, then renames old_dir
  * to old_dir.migrated and syncs that rename. Safe to repeat after a crash
  * before the rename: the copy overwrites with the same records. A folder
  * that holds no leveldb is refused, never opened as a new empty one.

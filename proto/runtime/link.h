@@ -7,12 +7,12 @@
  * costs ~120 µs and ~140 µs of CPU (both ends), of which about half is the
  * SP layers handing each message between nng's threads (the TCP pipe, then
  * the protocol, then the caller's aio); the same round trip over the
- * stream under them costs ~60 µs and ~72 µs of CPU (docs/PERFORMANCE.md,
- * "Session 13"). A link reads whatever the socket holds in one receive and
+ * stream under them costs ~60 µs and ~72 µs of CPU (docs/PERFORMANCE.md).
+ * A link reads whatever the socket holds in one receive and
  * runs the frames found in it on that nng thread, and writes every frame
  * queued while a send was in flight in the next send.
  *
- * Wire (proto/PROTOCOL.md, "Links"): each frame is a u32 big-endian length
+ * Wire (proto/PROTOCOL.md, "Transport"): each frame is a u32 big-endian length
  * L of what follows (8 ≤ L ≤ 8 + SX_MAX_FRAME), a u64 big-endian id, then
  * L − 8 bytes of payload (a msgpack frame). A reply carries its request's
  * id. A frame whose length is out of bounds closes the link.

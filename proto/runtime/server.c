@@ -30,9 +30,9 @@
  * window is handed to a stopped aio, which refuses it without a callback,
  * and rep0_pipe_fini frees only the receive aio's message. Such a reply
  * (its client has gone) is never freed. It happens when a client closes
- * its connection just as its reply leaves: integration.partition (loads
- * that time out while a storage node is cut off) failed under
- * LeakSanitizer in about one run of ten. Making each reply its own
+ * its connection just as its reply leaves (integration.partition, whose
+ * loads time out while a storage node is cut off, meets it in about one
+ * run of ten under LeakSanitizer). Making each reply its own
  * message (reply_msg_new) lets the ASan build's default suppressions name
  * exactly these; a long-running router loses a few hundred bytes per such
  * race.

@@ -374,8 +374,9 @@ int mp_validate(const void *p, size_t n)
 /* First allocation of a buffer. msgpack's own sbuffer starts at 8 KiB,
  * and most frames are far smaller (a query ~60 bytes, a 10-item reply
  * ~2 KiB); with glibc, every allocation past ~1 KiB first consolidates the
- * freed small chunks of its arena, which made malloc_consolidate a few per
- * cent of every daemon's and client's CPU (session 31, perf). */
+ * freed small chunks of its arena, so a larger first buffer would make
+ * malloc_consolidate a few per cent of every daemon's and client's CPU
+ * (perf; docs/PERFORMANCE.md). */
 #define MP_BUF_FIRST 256u
 
 /* The packer's writer: msgpack_sbuffer_write's doubling, from a smaller

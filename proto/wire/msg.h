@@ -19,8 +19,7 @@
  *                          0 when the frame ends before it
  *   OBIN mp_span            msgpack bin, optional: only at the end of a list,
  *                          and a frame that ends before it decodes with it
- *                          empty (senders always send it; what an older
- *                          sender did not know of)
+ *                          empty (shardex's senders always send it)
  *   RAW  mp_span            any one msgpack value, raw bytes (borrowed)
  *   U64S msg_u64s           array of non-negative ints (allocated)
  *   STRS msg_spans           array of str (allocated array, borrowed items)
@@ -139,7 +138,7 @@ enum { OUT_PUT = 0, OUT_DEL = 1 };
 #define MSG_S_HEADS_REP(F, T) F(T, U64S, parts) F(T, U64S, heads)
 
 /* A stream's records for one index partition (the fields I_BUILD shares),
- * then (since session 28) after and early:
+ * then after and early:
  *   after  the seq the records follow: the partition refuses the request
  *          (SX_EUNAVAIL, applying nothing) while its watermark for the
  *          source is below it, i.e. when records it had applied were lost
@@ -171,8 +170,8 @@ enum { OUT_PUT = 0, OUT_DEL = 1 };
  * The reply's epoch is the index node's, drawn at random when it starts:
  * a source that sees it change between its first round and its seal
  * builds again (the restarted node may have lost unsealed rounds). seals
- * must be 1: the sender promises to seal (an older sender, which lacks
- * the field, cannot be decoded: its builds fail until it is upgraded). */
+ * must be 1: the sender promises to seal (a request without the field
+ * cannot be decoded, and its build fails). */
 #define MSG_I_BUILD_REQ(F, T) MSG_I_APPLY_FIELDS(F, T) F(T, U64, seals)
 #define MSG_I_BUILD_REP(F, T) F(T, U64, watermark) F(T, U64, epoch)
 
