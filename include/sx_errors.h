@@ -8,6 +8,7 @@
 #ifndef SX_ERRORS_H
 #define SX_ERRORS_H
 
+/* clang-format off */
 /* X(name, number, message) */
 #define SX_ERRORS(X)                                                          \
     X(SX_OK,          0,  "success")                                         \
@@ -40,6 +41,7 @@ typedef enum sx_err {
 #undef SX__ERR_ENUM
     SX__ERR_LIMIT
 } sx_err;
+/* clang-format on */
 
 /* A static, human-readable message for an error code ("unknown error" for
  * numbers outside the list). Never NULL; never freed. */

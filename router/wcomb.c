@@ -24,15 +24,16 @@
  * all), handed back with net_reply_requeue and so run again alone (a PUT
  * that shared that S_WRITE with a refused item is then written alone, and
  * the refused one gets its own error), provided every S_WRITE carrying its
- * items failed that way, and, for a deadline, its own was later. A PUT some of which may have been written (another of its
- * S_WRITEs succeeded, or one failed after it may have written: a timeout,
- * a lost connection, a reply that did not fit) is never run again: it gets
- * the error its handler gives for such a failure ("item F (with N item(s)
- * for partition P) not written: ..."), as a PUT alone whose partitions
- * partly failed does; when the storage node refused one of the PUT's own
- * items, that item by its place in the PUT ("item I: ... (storage node N,
- * partition P)", as alone); when it refused another PUT's item, saying so
- * (the node's "operation K" counts the combined S_WRITE, not this PUT).
+  * items failed that way, and, for a deadline, its own was later. A PUT some
+  * of which may have been written (another of its S_WRITEs succeeded, or one
+  * failed after it may have written: a timeout, a lost connection, a reply
+  * that did not fit) is never run again: it gets the error its handler gives
+  * for such a failure ("item F (with N item(s) for partition P) not written:
+  * ..."), as a PUT alone whose partitions partly failed does; when the storage
+  * node refused one of the PUT's own items, that item by its place in the PUT
+  * ("item I: ... (storage node N, partition P)", as alone); when it refused
+  * another PUT's item, saying so (the node's "operation K" counts the combined
+  * S_WRITE, not this PUT).
  */
 #include <stdatomic.h>
 #include <stdio.h>

@@ -3,8 +3,9 @@
  * option parsing, error reporting, and JSON <-> item conversion.
  *
  * One file per command group (table.c, index.c, item.c, load.c, query.c,
- * status.c), and lines.c for load's input; main.c dispatches. Everything runs on the main thread, but for
- * the completion callbacks of load's batches (load.c).
+  * status.c), and lines.c for load's input; main.c dispatches. Everything runs
+  * on the main thread, but for the completion callbacks of load's batches
+  * (load.c).
  */
 #ifndef SX_CLI_H
 #define SX_CLI_H

@@ -28,12 +28,14 @@
 #define LOAD_BATCH_MAX 10000
 #define LOAD_INFLIGHT 16             /* requests in flight (default) */
 #define LOAD_INFLIGHT_MAX 64
+/* clang-format off */
 #define LOAD_BATCH_BYTES (4u << 20)  /* ... and at most about this much JSON
                                         per request, well under the 16 MiB
                                         frame limit */
 #define LOAD_PROGRESS_S 2            /* progress line period on a terminal */
 #define LOAD_IDLE_MS 50              /* input paused this long: send what was
                                         read, count the answers in */
+/* clang-format on */
 
 static const char *LOAD_USAGE =
     "usage: shardex load TABLE [FILE] [--batch N] [--inflight N]\n"

@@ -168,7 +168,8 @@ typedef struct ix_entry {
 
 /* Opens (creating if missing) partition cp's database under data_dir,
  * loads watermarks and counters (counting by one scan if never persisted),
- * starts the committer. Returns 0, SX_EIO, SX_ENOMEM, SX_EINTERNAL. *out is freed with ix_part_close. */
+  * starts the committer. Returns 0, SX_EIO, SX_ENOMEM, SX_EINTERNAL. *out is
+  * freed with ix_part_close. */
 int ix_part_open(const cfg_cluster *cfg, const cfg_part *cp, const char *data_dir,
                  ix_part **out);
 

@@ -39,9 +39,10 @@ static _Thread_local const uint8_t *sort_base;
  * mremap: grown by realloc, a run of tens of MiB would, below glibc's
  * mmap threshold (raised to 32 MiB once a large block is freed), be copied
  * whole at each doubling and faulted in 4 KiB at a time (together ~20 %
- * of a backfill thread in a virtual machine, where a fault is dear). mremap moves pages without copying, and the mapping
- * asks for transparent huge pages (Debian's default "madvise" mode; where
- * refused the pages stay small). *cap counts units. */
+  * of a backfill thread in a virtual machine, where a fault is dear). mremap
+  * moves pages without copying, and the mapping asks for transparent huge
+  * pages (Debian's default "madvise" mode; where refused the pages stay
+  * small). *cap counts units. */
 static int grow(void **p, size_t *cap, size_t need, size_t unit)
 {
     size_t c = *cap ? *cap : HUGE_PAGE / unit;

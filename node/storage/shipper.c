@@ -78,9 +78,11 @@ _Static_assert(OB_CHUNK_MAX_RECORDS <= SHIP_BATCH, "a chunk fits in one batch");
  * round started. Under a stream of small commits this turns many one-record
  * I_APPLYs (each a synced group at the index) into a few larger ones, at the
  * cost of at most the linger of index lag. */
+/* clang-format off */
 #define SHIP_LINGER_MS 20   /* against 10 ms, at 1,000,000 items: a quarter
                              * less index-node CPU per put and ~10 % more W1
                              * (docs/PERFORMANCE.md) */
+/* clang-format on */
 #define SHIP_LINGER_MAX_MS 1000
 #define SHIP_LINGER_RECORDS 128
 

@@ -216,9 +216,9 @@ int st_commit(st_part *p, leveldb_writebatch_t *b, uint64_t pending);
 
 /* st_commit in two steps, for a group that syncs several partitions' batches
  * as one: st_commit_prepare (under wlock) appends the outbox chunks being
- * built, the metadata and pending deletions to b, counts `pending` outbox records and fills *c; after the
- * synced write, st_commit_done (still under wlock) publishes (rc 0) or rolls
- * back (rc != 0) exactly as st_commit does. */
+  * built, the metadata and pending deletions to b, counts `pending` outbox
+  * records and fills *c; after the synced write, st_commit_done (still under
+  * wlock) publishes (rc 0) or rolls back (rc != 0) exactly as st_commit does. */
 typedef struct st_commit_st {
     leveldb_writebatch_t *dels;
     uint32_t ndels;

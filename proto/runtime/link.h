@@ -101,10 +101,10 @@ int link_wrap(nng_stream *s, const char *url, link_frame_fn on_frame, link_close
               void *arg, link_conn **out);
 
 /* Listens on url; every accepted connection becomes a link served by
- * on_frame / on_closed, authenticated with the key set now, if any. max_held > 0 caps each link's held requests
- * (link_hold): at the cap the link stops reading until they are down to
- * half; 0: no cap. Returns 0, SX_EINVAL (bad url), SX_ENET (address busy
- * or not listenable), SX_ENOMEM. */
+  * on_frame / on_closed, authenticated with the key set now, if any. max_held
+  * > 0 caps each link's held requests (link_hold): at the cap the link stops
+  * reading until they are down to half; 0: no cap. Returns 0, SX_EINVAL (bad
+  * url), SX_ENET (address busy or not listenable), SX_ENOMEM. */
 int link_listen(const char *url, link_frame_fn on_frame, link_closed_fn on_closed,
                 void *arg, int max_held, link_listener **out);
 

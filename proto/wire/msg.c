@@ -29,6 +29,7 @@ typedef struct msg_desc {
 
 /* Tables start with a placeholder entry so that messages without fields
  * still make valid arrays; walkers skip index 0. */
+/* clang-format off */
 #define FD_ENTRY(T, kind, fname) { K_##kind, offsetof(T, fname) },
 #define FD_TABLES(name, num)                                                  \
     static const field_desc req_##name[] = {                                  \
@@ -38,9 +39,11 @@ typedef struct msg_desc {
 SX_MESSAGES(FD_TABLES)
 #undef FD_TABLES
 #undef FD_ENTRY
+/* clang-format on */
 
 static const msg_desc *desc_of(msg_type t)
 {
+/* clang-format off */
 #define FD_CASE(name, num)                                                    \
     case MSG_##name: {                                                        \
         static const msg_desc d = {                                           \
@@ -49,6 +52,7 @@ static const msg_desc *desc_of(msg_type t)
             (int)(sizeof(rep_##name) / sizeof(rep_##name[0])) - 1 };          \
         return &d;                                                            \
     }
+/* clang-format on */
     switch (t) {
         SX_MESSAGES(FD_CASE)
     default:

@@ -57,6 +57,7 @@ enum { Q_EVENTUAL = 0, Q_VERIFIED = 1, Q_STRONG = 2 };
 enum { CATOP_CREATE_TABLE = 1, CATOP_CREATE_INDEX = 2, CATOP_DROP_INDEX = 3 };
 enum { OUT_PUT = 0, OUT_DEL = 1 };
 
+/* clang-format off */
 /* ---- client port (router) and shared ---- */
 #define MSG_PING_REQ(F, T)
 #define MSG_PING_REP(F, T) F(T, STR, role) F(T, STR, name)
@@ -215,6 +216,7 @@ typedef enum msg_type {
 SX_MESSAGES(MSG__STRUCTS)
 #undef MSG__STRUCTS
 #undef MSG__FIELD
+/* clang-format on */
 
 /* Encodes a request of type t from its struct s into out (a fresh or empty
  * buffer). Returns 0 or SX_ENOMEM / SX_EINVAL (unknown type). */

@@ -60,7 +60,8 @@
 source "$(dirname "$0")/lib.sh" "$@"
 
 # The holds are test hooks, compiled in only with -DSHARDEX_TEST_HOOKS=ON.
-if ! "$IT_BUILD/bin/shardex-node" --help 2>&1 | grep -q "built with test hooks"; then
+node_help="$("$IT_BUILD/bin/shardex-node" --help 2>&1)" || fail "shardex-node --help failed: $node_help"
+if ! grep -q "built with test hooks" <<<"$node_help"; then
     echo "backfill: $IT_BUILD/bin/shardex-node has no test hooks (build with" \
          "-DSHARDEX_TEST_HOOKS=ON, as scripts/setup does); skipping" >&2
     exit 77
@@ -175,7 +176,10 @@ check_index() {
 }
 check_index by_grp grp
 [ "$(wc -l <"$W/want_ids.by_grp")" -gt 900 ] || fail "too few items with grp"
-! sx status | grep -q 'building=' || fail "status still shows a build once the index is ready"
+st="$(sx status)" || fail "status failed once the index is ready"
+if grep -q 'building=' <<<"$st"; then
+    fail "status still shows a build once the index is ready: $(grep 'building=' <<<"$st")"
+fi
 grep -q '"Zebra"' <<<"$(sx get kv '{"id": 1}')" || fail "item 1 was not moved to Zebra"
 
 # the later writes' records won (some backfill records were left out), and

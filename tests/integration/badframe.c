@@ -1,8 +1,13 @@
 /*
  * badframe.c — sx-badframe: sends malformed, truncated, oversized and
  * otherwise wrong frames straight to shardex ports and checks that each
- * process answers with an error reply (or, for a frame over the 16 MiB
- * limit, drops it) and still answers PING afterwards.
+ * process answers with an error reply and still answers PING afterwards.
+ * The frame limit (SX_MAX_FRAME, 16 MiB: on a link port the frame's, on
+ * the router's REQ/REP client port the SP message's, its 4-byte request
+ * id included) is checked at every port: a frame over it (by one byte,
+ * 17 MiB, a length header of 1 GiB or 2^64-1) must be dropped — the
+ * connection closed, no answer — and a frame of exactly the limit read
+ * and answered (with an error: it is malformed).
  *
  * Usage: sx-badframe [--link-key HEX CLUSTER] URL [URL...]   e.g. tcp://127.0.0.1:7100
  *   A URL prefixed "link+" (link+tcp://127.0.0.1:7101) is a storage or index
@@ -19,11 +24,11 @@
  * not use proto/: it speaks the wire format from scratch, as a stranger
  * would (holding the key, as a compromised peer would).
  *
- * Frames over the size limit are sent over a raw TCP connection speaking nng's
- * SP-over-TCP framing by hand (8-byte handshake, then an 8-byte big-endian
- * length before each message): nng's own REQ socket may hang in nng_close
- * while a send the peer refused is still pending, and a raw socket also lets
- * us claim a length far larger than we send.
+ * Frames at and over the size limit are sent over a raw TCP connection
+ * speaking nng's SP-over-TCP framing by hand (8-byte handshake, then an
+ * 8-byte big-endian length before each message): nng's own REQ socket may
+ * hang in nng_close while a send the peer refused is still pending, and a
+ * raw socket also lets us claim a length far larger than we send.
  */
 #include <errno.h>
 #include <signal.h>
@@ -42,6 +47,10 @@
 #include "rawlink.h"
 
 #define REPLY_TIMEOUT_MS 10000   /* generous: the suite also runs under ASan */
+/* Every port's frame limit: SX_MAX_FRAME (proto/runtime/net.h), the
+ * NNG_OPT_RECVMAXSZ of the router's client port (net_listen, net_tls.c)
+ * and the bound on a link frame (link.c). */
+#define MAX_FRAME (16u * 1024u * 1024u)
 #define BIG_FRAME (17u * 1024u * 1024u)
 
 /* One test case: a frame the server must answer with an error reply, or
@@ -509,7 +518,7 @@ static int run_case(const char *url, const frame *f)
     return bad ? -1 : 0;
 }
 
-/* ---- oversized frames over a raw SP/TCP connection ---------------------- */
+/* ---- frames at and over the size limit ----------------------------------- */
 
 /* Outcome after sending: the peer closed (1), answered (2), or neither
  * within the timeout (0). */
@@ -524,75 +533,204 @@ static int raw_outcome(int fd)
     return 0;
 }
 
-/* Sends a message whose length header claims `claim` bytes, followed by
- * `body_n` bytes of a PUT-looking body, over a fresh SP/TCP connection (REQ
- * to REP), or a link's (its u32 length holding claim, or 2^32-1 when claim
- * is larger). The peer must close the connection (or answer) within the
- * timeout. Returns 0 when it did, -1 otherwise. */
-static int raw_oversized(const char *url, const char *name, uint64_t claim,
-                         size_t body_n)
+/* n bytes of a PUT-looking frame: [1, PUT, "x", bin32 claiming 0x010ffff0
+ * bytes] then zeros; malformed at any n (its bin runs past the end), so a
+ * node that reads it whole answers an error. malloc'd, or NULL. */
+static uint8_t *put_body(size_t n)
+{
+    static const uint8_t put[] = {0x94, 0x01, 0x06, 0xa1, 'x', 0xc6, 0x01, 0x0f, 0xff, 0xf0};
+    uint8_t *body = calloc(1, n ? n : 1);
+
+    if (body != NULL)
+        memcpy(body, put, sizeof put < n ? sizeof put : n);
+    return body;
+}
+
+/* Sends n bytes; 1 when the peer closed or reset the connection meanwhile,
+ * 0 when all were sent, -1 when the peer stopped reading but kept the
+ * connection (the send timed out). */
+static int send_all(int fd, const uint8_t *p, size_t n)
+{
+    size_t off = 0;
+
+    while (off < n) {
+        ssize_t w = send(fd, p + off, n - off, MSG_NOSIGNAL);
+        if (w <= 0)
+            return w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? -1 : 1;
+        off += (size_t)w;
+    }
+    return 0;
+}
+
+/* A fresh REQ/REP connection (nng's SP-over-TCP: the 8-byte handshake
+ * exchanged) to url, or -1 (reported). */
+static int sp_connect(const char *url, const char *name)
 {
     const uint8_t hello[8] = {0x00, 'S', 'P', 0x00, 0x00, 0x30, 0x00, 0x00};
-    uint8_t peer[8], hdr[12];
-    int link, rc = -1, outcome;
-    const char *real = link_url(url, &link);
-    rawlink rl = { .fd = -1 };
-    int fd = link ? (rawlink_open(&rl, real) == 0 ? rl.fd : -1) : raw_connect(real);
-    uint8_t *body = NULL;
+    uint8_t peer[8];
+    int fd = raw_connect(url);
 
     if (fd < 0) {
         fprintf(stderr, "FAIL %s: '%s': cannot connect\n", url, name);
         return -1;
     }
+    if (send(fd, hello, sizeof hello, MSG_NOSIGNAL) != (ssize_t)sizeof hello ||
+        read_full(fd, peer, sizeof peer) != 0 || peer[1] != 'S' || peer[2] != 'P') {
+        fprintf(stderr, "FAIL %s: '%s': no SP handshake\n", url, name);
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* An SP message header: the 8-byte big-endian length (claim: what follows,
+ * the 4-byte request id included), then REQ's request id 0x80000001. */
+static void sp_header(uint8_t hdr[12], uint64_t claim)
+{
+    put_be(hdr, claim, 8);
+    put_be(hdr + 8, 0x80000001u, 4);
+}
+
+/* Sends a message whose length header claims `claim` bytes, followed by
+ * `body_n` bytes of put_body, over a fresh connection: SP/TCP (REQ to REP),
+ * or a link's (its u32 length holding claim, or 2^32-1 when claim is
+ * larger; no tag). The frame is over the port's limit, so the peer must
+ * drop the connection without answering, within the timeout. Returns 0
+ * when it did, -1 otherwise. */
+static int raw_oversized(const char *url, const char *name, uint64_t claim,
+                         size_t body_n)
+{
+    uint8_t hdr[12];
+    int link, rc = -1, outcome = 0;
+    const char *real = link_url(url, &link);
+    rawlink rl = { .fd = -1 };
+    int fd = link ? (rawlink_open(&rl, real) == 0 ? rl.fd : -1) : sp_connect(real, name);
+    uint8_t *body = NULL;
+
+    if (fd < 0) {
+        if (link)
+            fprintf(stderr, "FAIL %s: '%s': cannot connect\n", url, name);
+        return -1;
+    }
     if (link) {
         put_be(hdr, claim > UINT32_MAX ? UINT32_MAX : claim, 4);
         put_be(hdr + 4, 1, 8);
-    } else if (send(fd, hello, sizeof hello, MSG_NOSIGNAL) != (ssize_t)sizeof hello ||
-        read_full(fd, peer, sizeof peer) != 0 || peer[1] != 'S' || peer[2] != 'P') {
-        fprintf(stderr, "FAIL %s: '%s': no SP handshake\n", url, name);
-        goto out;
     } else {
-        put_be(hdr, claim, 8);
-        hdr[8] = 0x80; /* REQ request id, high bit set */
-        hdr[9] = 0x00;
-        hdr[10] = 0x00;
-        hdr[11] = 0x01;
+        sp_header(hdr, claim);
     }
-    outcome = 0;
     if (send(fd, hdr, sizeof hdr, MSG_NOSIGNAL) != (ssize_t)sizeof hdr) {
         outcome = 1; /* already dropped */
     } else if (body_n) {
-        body = calloc(1, body_n);
+        body = put_body(body_n);
         if (!body)
             goto out;
-        const uint8_t put[] = {0x94, 0x01, 0x06, 0xa1, 'x', 0xc6, 0x01, 0x0f, 0xff, 0xf0};
-        memcpy(body, put, sizeof put < body_n ? sizeof put : body_n);
-        size_t off = 0;
-        while (off < body_n) {
-            ssize_t w = send(fd, body + off, body_n - off, MSG_NOSIGNAL);
-            if (w <= 0) {
-                if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-                    outcome = 0; /* peer stopped reading but kept the socket */
-                    break;
-                }
-                outcome = 1; /* EPIPE / ECONNRESET: dropped mid-send */
-                break;
-            }
-            off += (size_t)w;
-        }
+        int sent = send_all(fd, body, body_n);
+        outcome = sent == 1 ? 1 : 0;    /* dropped mid-send, or see below */
     }
     if (outcome == 0)
         outcome = raw_outcome(fd);
-    if (outcome == 0) {
-        fprintf(stderr, "FAIL %s: '%s': connection neither dropped nor answered "
-                "within %d s\n", url, name, RAW_TIMEOUT_S);
+    if (outcome != 1) {
+        fprintf(stderr, "FAIL %s: '%s': %s\n", url, name,
+                outcome == 2 ? "answered: a frame over the size limit was read"
+                             : "connection neither dropped nor answered in time");
         goto out;
     }
-    printf("ok   %s: %-28s -> %s\n", url, name, outcome == 1 ? "dropped" : "answered");
+    printf("ok   %s: %-28s -> dropped\n", url, name);
     rc = 0;
 out:
     free(body);
     close(fd);
+    return rc;
+}
+
+/* A frame of n bytes (put_body), sent whole and well framed: on a link
+ * port with its tag (its length 8 + n: the id and the frame; the limit
+ * 8 + MAX_FRAME), on a REQ/REP port as one SP message (its length 4 + n:
+ * the request id and the frame; NNG_OPT_RECVMAXSZ, MAX_FRAME, bounds that
+ * length). With over_limit the port must drop the connection without an
+ * answer; else it must read the frame and answer it with an error reply.
+ * Returns 0 when it did, -1 otherwise. */
+static int sized_frame(const char *url, const char *name, size_t n, int over_limit)
+{
+    int link, rc = -1, outcome = 0;
+    const char *real = link_url(url, &link);
+    rawlink rl = { .fd = -1 };
+    uint8_t *body = put_body(n), *got = NULL;
+    size_t gotn = 0;
+    int fd = -1;
+
+    if (body == NULL)
+        return -1;
+    if (link) {
+        if (rawlink_open(&rl, real) != 0) {
+            fprintf(stderr, "FAIL %s: '%s': cannot connect\n", url, name);
+            goto out;
+        }
+        fd = rl.fd;
+        if (rawlink_send(&rl, 7, body, n, false) != 0) {
+            outcome = 1;                /* dropped mid-send */
+        } else if (over_limit) {
+            outcome = raw_outcome(fd);
+        } else {
+            uint64_t id = 0;
+            int r = rawlink_recv(&rl, &id, &got, &gotn);
+            outcome = r == 0 && id == 7 ? 2 : 0;
+        }
+    } else {
+        uint8_t hdr[12], lenb[8];
+        fd = sp_connect(real, name);
+        if (fd < 0)
+            goto out;
+        sp_header(hdr, 4 + (uint64_t)n);
+        if (send(fd, hdr, sizeof hdr, MSG_NOSIGNAL) != (ssize_t)sizeof hdr ||
+            send_all(fd, body, n) == 1) {
+            outcome = 1;
+        } else if (over_limit) {
+            outcome = raw_outcome(fd);
+        } else if (read_full(fd, lenb, sizeof lenb) != 0) {
+            outcome = 1;
+        } else {
+            uint64_t len = 0;
+            for (int i = 0; i < 8; i++)
+                len = len << 8 | lenb[i];
+            /* the reply: the request id echoed, then the reply frame */
+            if (len > 4 && len < 65536 && (got = malloc(len)) != NULL &&
+                read_full(fd, got, len) == 0 && got[0] == 0x80 && got[3] == 0x01) {
+                memmove(got, got + 4, len - 4);
+                gotn = len - 4;
+                outcome = 2;
+            }
+        }
+    }
+    if (over_limit && outcome != 1) {
+        fprintf(stderr, "FAIL %s: '%s': %s\n", url, name,
+                outcome == 2 ? "answered: a frame over the size limit was read"
+                             : "connection neither dropped nor answered in time");
+    } else if (!over_limit && outcome != 2) {
+        fprintf(stderr, "FAIL %s: '%s': no reply frame (the connection dropped or timed "
+                "out): a frame within the size limit must be read and answered\n", url, name);
+    } else if (over_limit) {
+        printf("ok   %s: %-28s -> dropped\n", url, name);
+        rc = 0;
+    } else {
+        uint64_t type, err;
+        char msg[200];
+        msgpack_unpacked up;
+        if (parse_reply(got, gotn, &type, &err, msg, sizeof msg, NULL, &up) != 0 || err == 0)
+            fprintf(stderr, "FAIL %s: '%s': the reply is not an error reply frame\n", url,
+                    name);
+        else
+            rc = 0;
+        if (rc == 0)
+            printf("ok   %s: %-28s -> error %llu: %s\n", url, name, (unsigned long long)err,
+                   msg);
+        msgpack_unpacked_destroy(&up);
+    }
+out:
+    free(body);
+    free(got);
+    if (fd >= 0)
+        close(fd);
     return rc;
 }
 
@@ -654,8 +792,9 @@ int main(int argc, char **argv)
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         printf("usage: sx-badframe [--link-key HEX CLUSTER] URL [URL...]\n"
                "Sends malformed frames to each shardex port; each must get an\n"
-               "error reply (a frame over 16 MiB may be dropped instead) and the\n"
-               "process must answer PING afterwards. Exit 0 when all behaved.\n"
+               "error reply (a frame over the 16 MiB limit must be dropped instead,\n"
+               "one of exactly the limit answered) and the process must answer PING\n"
+               "afterwards. Exit 0 when all behaved.\n"
                "--link-key: the cluster's link_key and name; link ports are then spoken to\n"
                "with it, and must drop a frame without a hello or a good tag.\n");
         return argc < 2 ? 2 : 0;
@@ -675,6 +814,16 @@ int main(int argc, char **argv)
                 failures++;
         if (raw_oversized(argv[u], "frame of 17 MiB", BIG_FRAME, BIG_FRAME) ||
             check_ping(argv[u], "frame of 17 MiB"))
+            failures++;
+        /* the largest frame the port takes: a link's MAX_FRAME; on a REQ/REP
+         * port the limit is on the SP message, request id included */
+        int is_link;
+        size_t lim = link_url(argv[u], &is_link) && is_link ? MAX_FRAME : MAX_FRAME - 4;
+        if (sized_frame(argv[u], "frame 1 byte over the limit", lim + 1, 1) ||
+            check_ping(argv[u], "frame 1 byte over the limit"))
+            failures++;
+        if (sized_frame(argv[u], "frame at the limit", lim, 0) ||
+            check_ping(argv[u], "frame at the limit"))
             failures++;
         if (raw_oversized(argv[u], "length header of 2^64-1", UINT64_MAX, 16) ||
             check_ping(argv[u], "length header of 2^64-1"))

@@ -69,7 +69,10 @@ lc kill s1 >/dev/null
 lc start s1 >/dev/null
 for i in $(seq 101 110); do put_one "$i" "d$i"; done
 grep -qx "10[0-9]\|110" "$W/failed" && fail "puts still fail after s1's restart: $(tail -n 3 "$W/errors")"
-sx status | grep -q 'writes_refused' && fail "status still shows writes refused after the restart"
+sx status >"$W/status.after" || fail "status failed after s1's restart"
+if grep -q 'writes_refused' "$W/status.after"; then
+    fail "status still shows writes refused after the restart: $(grep 'writes_refused' "$W/status.after")"
+fi
 
 # every acknowledged item is there with its value
 while read -r id v; do

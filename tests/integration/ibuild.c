@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "check.h"
 #include "config.h"
 #include "hash.h"
 #include "link_auth.h"
@@ -36,15 +37,6 @@
 #define TIMEOUT_MS 10000
 #define FAKE_INDEX 0xfffffff0u
 #define VERSION 7
-
-static int failures;
-
-static void check(int ok, const char *what)
-{
-    printf("%s: %s\n", ok ? "ok" : "FAILED", what);
-    if (!ok)
-        failures++;
-}
 
 /* Encodes request s of type as (with its type byte then changed to t when
  * they differ: a frame of another message's fields), calls it, and
@@ -86,7 +78,7 @@ static int call(net_peer *peer, msg_type t, const void *s, void *rep, char *errm
     return call_as(peer, t, t, s, rep, errmsg, errlen);
 }
 
-/* An older sender's I_BUILD, before session 16: I_APPLY's fields only (no
+/* The minimal I_BUILD a sender may send: I_APPLY's fields only (no
  * seals), one build record (key, VERSION) read at head upto. */
 static int build_old(net_peer *peer, uint64_t part, uint64_t source, uint64_t upto,
                      const tuple_bytes *key, char *err, size_t errlen)
@@ -225,38 +217,38 @@ int main(int argc, char **argv)
     rc = build(peer, part, source, wm - 1, &key, 1, &epoch, err, sizeof(err));
     printf("I_BUILD read at head %" PRIu64 ": %s%s%s\n", wm - 1, sx_strerror(rc),
            err[0] ? ": " : "", err);
-    check(rc == SX_EUNAVAIL && strstr(err, "refused") != NULL,
-          "a build request read below the watermark is refused (as such)");
-    check(entries(peer, part, &key, &v) == 0, "and applies nothing");
+    CHECKF(rc == SX_EUNAVAIL && strstr(err, "refused") != NULL,
+           "a build request read below the watermark is refused (as such)");
+    CHECKF(entries(peer, part, &key, &v) == 0, "and applies nothing");
 
     rc = build(peer, part, source, wm, &key, 0, &epoch, err, sizeof(err));
     printf("I_BUILD without seals = 1: %s%s%s\n", sx_strerror(rc), err[0] ? ": " : "", err);
-    check(rc == SX_EINVAL && strstr(err, "seal") != NULL,
-          "a build request whose sender does not promise to seal it is refused");
-    check(entries(peer, part, &key, &v) == 0, "and applies nothing");
+    CHECKF(rc == SX_EINVAL && strstr(err, "seal") != NULL,
+           "a build request whose sender does not promise to seal it is refused");
+    CHECKF(entries(peer, part, &key, &v) == 0, "and applies nothing");
 
     rc = build_old(peer, part, source, wm, &key, err, sizeof(err));
     printf("I_BUILD of an older sender (no seals field): %s%s%s\n", sx_strerror(rc),
            err[0] ? ": " : "", err);
-    check(rc != 0, "an older sender's build request (it never seals) is refused");
-    check(entries(peer, part, &key, &v) == 0, "and applies nothing");
+    CHECKF(rc != 0, "an older sender's build request (it never seals) is refused");
+    CHECKF(entries(peer, part, &key, &v) == 0, "and applies nothing");
 
     rc = build(peer, part, source, wm, &key, 1, &epoch, err, sizeof(err));
     printf("I_BUILD read at head %" PRIu64 ": %s%s%s (epoch %016" PRIx64 ")\n", wm,
            sx_strerror(rc), err[0] ? ": " : "", err, epoch);
-    check(rc == 0, "a build request read at the watermark is applied");
-    check(epoch != 0, "its reply carries the node's epoch");
-    check(entries(peer, part, &key, &v) == 1 && v == VERSION,
-          "its entry is there with its version");
-    check(watermark(peer, part, source) == wm, "the watermark did not move");
+    CHECKF(rc == 0, "a build request read at the watermark is applied");
+    CHECKF(epoch != 0, "its reply carries the node's epoch");
+    CHECKF(entries(peer, part, &key, &v) == 1 && v == VERSION,
+           "its entry is there with its version");
+    CHECKF(watermark(peer, part, source) == wm, "the watermark did not move");
 
     rc = build(peer, part, source, 0, NULL, 1, &epoch2, err, sizeof(err));
     printf("seal: %s%s%s (epoch %016" PRIx64 ")\n", sx_strerror(rc), err[0] ? ": " : "",
            err, epoch2);
-    check(rc == 0, "a seal (no records, upto 0: never refused) is answered");
-    check(epoch2 == epoch, "with the same epoch");
+    CHECKF(rc == 0, "a seal (no records, upto 0: never refused) is answered");
+    CHECKF(epoch2 == epoch, "with the same epoch");
 
     net_peer_close(peer);
     bytes_free(&key);
-    return failures ? 1 : 0;
+    return CHECK_DONE();
 }

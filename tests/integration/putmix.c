@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "check.h"
 #include "shardex.h"
 
 #define NPUT 200        /* single-item PUTs on table A */
@@ -29,16 +30,6 @@
 #define NB 6                 /* single PUTs on table B among them */
 #define BATCH_N 10
 #define BIG_ITEM (512u * 1024u)   /* over the item size limit (SX_MAX_ITEM) */
-
-static int failures;
-#define CHECK(cond, ...)                                                     \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "putmix: " __VA_ARGS__);                         \
-            fputc('\n', stderr);                                             \
-            __atomic_fetch_add(&failures, 1, __ATOMIC_RELAXED);              \
-        }                                                                    \
-    } while (0)
 
 /* What each operation should end as, and what it ended as. */
 typedef struct want {
@@ -161,25 +152,26 @@ static void read_back(sx_client *c, const char *t, int64_t id, bool present)
     char tag[32];
 
     if (key == NULL || sx_item_set_int(key, "id", id) != 0) {
-        CHECK(0, "out of memory");
+        CHECKF(0, "out of memory");
         sx_item_free(key);
         return;
     }
     int rc = sx_get(c, t, key, &got);
     sx_item_free(key);
     if (!present) {
-        CHECK(rc == SX_ENOTFOUND, "%s id %lld: expected absent, got %d", t, (long long)id, rc);
+        CHECKF(rc == SX_ENOTFOUND, "%s id %lld: expected absent, got %d", t, (long long)id,
+               rc);
         sx_item_free(got);
         return;
     }
-    CHECK(rc == SX_OK, "%s id %lld: get failed: %s", t, (long long)id, sx_strerror(rc));
+    CHECKF(rc == SX_OK, "%s id %lld: get failed: %s", t, (long long)id, sx_strerror(rc));
     if (rc == SX_OK) {
         const char *s = NULL;
         size_t n = 0;
         snprintf(tag, sizeof(tag), "t%lld", (long long)id);
-        CHECK(sx_item_get_str(got, "tag", &s, &n) == 0 && n == strlen(tag) &&
-                  memcmp(s, tag, n) == 0,
-              "%s id %lld: wrong tag", t, (long long)id);
+        CHECKF(sx_item_get_str(got, "tag", &s, &n) == 0 && n == strlen(tag) &&
+                   memcmp(s, tag, n) == 0,
+               "%s id %lld: wrong tag", t, (long long)id);
     }
     sx_item_free(got);
 }
@@ -197,22 +189,22 @@ int main(int argc, char **argv)
         sx_client_close(c);
         return 1;
     }
-    CHECK(sx_client_wait(c, 60000) == 0, "puts still in flight after 60 s");
+    CHECKF(sx_client_wait(c, 60000) == 0, "puts still in flight after 60 s");
     for (size_t i = 0; i < sizeof(W) / sizeof(W[0]); i++) {
         want *w = &W[i];
         if (!__atomic_load_n(&w->done, __ATOMIC_ACQUIRE)) {
-            CHECK(0, "operation %zu never completed", i);
+            CHECKF(0, "operation %zu never completed", i);
             continue;
         }
-        CHECK(w->status == w->expect, "operation %zu: status %d (%s), expected %d", i,
-              w->status, w->msg, w->expect);
+        CHECKF(w->status == w->expect, "operation %zu: status %d (%s), expected %d", i,
+               w->status, w->msg, w->expect);
         if (w->expect == SX_OK && w->status == SX_OK)
-            CHECK(w->nversions == w->nitems && w->zero_versions == 0,
-                  "operation %zu: %zu versions (%d of them 0) for %zu items", i,
-                  w->nversions, w->zero_versions, w->nitems);
+            CHECKF(w->nversions == w->nitems && w->zero_versions == 0,
+                   "operation %zu: %zu versions (%d of them 0) for %zu items", i,
+                   w->nversions, w->zero_versions, w->nitems);
         if (w->expect == SX_EKEY)
-            CHECK(strstr(w->msg, "item 0") != NULL && strstr(w->msg, "'id'") != NULL,
-                  "operation %zu: message does not name the item and key: %s", i, w->msg);
+            CHECKF(strstr(w->msg, "item 0") != NULL && strstr(w->msg, "'id'") != NULL,
+                   "operation %zu: message does not name the item and key: %s", i, w->msg);
     }
     for (int i = 0; i < NPUT; i++)
         if (expect_a(i) != SX_EKEY)
@@ -222,8 +214,8 @@ int main(int argc, char **argv)
     for (int k = 0; k < NB; k++)
         read_back(c, argv[3], 200000 + k, true);
     sx_client_close(c);
-    if (failures == 0)
+    if (CHECK_FAILED() == 0)
         printf("putmix: %d PUTs and %d batch PUTs in flight at once: each answered on "
                "its own, every item read back\n", NPUT, NBATCH);
-    return failures == 0 ? 0 : 1;
+    return CHECK_FAILED() == 0 ? 0 : 1;
 }

@@ -177,6 +177,22 @@ typedef struct sim_gcheck {
   uint64_t commit_max;
 } sim_gcheck;
 
+/* What a failure violates: sim_fail_as names it (sim_fail: SIM_V_OTHER).
+ * A planted bug must be caught as the violation it causes (--expect-catch,
+ * sim_main.c). */
+typedef enum sim_violation {
+  SIM_V_NONE = 0,
+  SIM_V_OTHER,           /* anything else: a failed call, a leak, a torn batch... */
+  SIM_V_ELECTION,        /* election safety: two leaders in one term */
+  SIM_V_LOG_MATCHING,    /* one (index, term) naming two log prefixes */
+  SIM_V_COMMIT,          /* a committed entry lost, changed, missing from a
+                          * leader, or applied otherwise (leader completeness,
+                          * state machine safety) */
+  SIM_V_LINEARIZABLE,    /* a client history that is not linearizable */
+  SIM_V_LIVENESS,        /* no leader, commit or answer long after the heal */
+  SIM_V_COUNT
+} sim_violation;
+
 typedef struct sim_opts {
   uint64_t first, seeds;
   int replicas, groups;
@@ -223,14 +239,21 @@ typedef struct sim {
   sim_gcheck gc[SIM_MAX_GROUPS];
   char failure[512];
   int failed;
+  sim_violation violation;    /* of the first failure */
   /* stats */
   uint64_t st_msgs, st_ops_ok, st_ops_timeout, st_crashes, st_snaps,
       st_conf, st_transfers, st_elections;
 } sim;
 
 /* sim_main.c */
+/* Records the first failure (and its violation class); the run stops at
+ * the next step. sim_fail records it as SIM_V_OTHER. */
 void sim_fail(sim *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+void sim_fail_as(sim *s, sim_violation v, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The violation's name ("election-safety", ...). */
+const char *sim_violation_name(sim_violation v);
 void sim_log(sim *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 uint64_t sim_tick_now(const sim *s);

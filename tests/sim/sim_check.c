@@ -31,10 +31,10 @@ void sim_check_leader(sim *s, int g, uint64_t term, uint64_t id) {
     c->n_terms = n;
   }
   if (c->leader_of_term[term] && c->leader_of_term[term] != id)
-    sim_fail(s, "group %d: two leaders in term %llu: %llu and %llu", g,
-             (unsigned long long)term,
-             (unsigned long long)c->leader_of_term[term],
-             (unsigned long long)id);
+    sim_fail_as(s, SIM_V_ELECTION, "group %d: two leaders in term %llu: %llu and %llu",
+                g, (unsigned long long)term,
+                (unsigned long long)c->leader_of_term[term],
+                (unsigned long long)id);
   c->leader_of_term[term] = id;
 }
 
@@ -73,9 +73,10 @@ void sim_check_append(sim *s, int g, uint64_t node, const sim_dent *d) {
     return;
   }
   if (c->seen[j].chain != d->chain)
-    sim_fail(s, "group %d: log matching violated at node %llu index %llu term %llu",
-             g, (unsigned long long)node, (unsigned long long)d->e.index,
-             (unsigned long long)d->e.term);
+    sim_fail_as(s, SIM_V_LOG_MATCHING,
+                "group %d: log matching violated at node %llu index %llu term %llu",
+                g, (unsigned long long)node, (unsigned long long)d->e.index,
+                (unsigned long long)d->e.term);
 }
 
 /* Returns 1 and the chain of the committed entry at index, if known. */
@@ -95,9 +96,10 @@ int sim_committed_chain(sim *s, int g, uint64_t index, uint64_t *chain) {
 void sim_check_truncate(sim *s, int g, uint64_t node, const sim_dent *d) {
   uint64_t chain;
   if (sim_committed_chain(s, g, d->e.index, &chain) && chain == d->chain)
-    sim_fail(s, "group %d: node %llu truncated committed entry %llu (term %llu)",
-             g, (unsigned long long)node, (unsigned long long)d->e.index,
-             (unsigned long long)d->e.term);
+    sim_fail_as(s, SIM_V_COMMIT,
+                "group %d: node %llu truncated committed entry %llu (term %llu)",
+                g, (unsigned long long)node, (unsigned long long)d->e.index,
+                (unsigned long long)d->e.term);
 }
 
 static void record_commit(sim *s, int g, uint64_t node, uint64_t index,
@@ -118,10 +120,11 @@ static void record_commit(sim *s, int g, uint64_t node, uint64_t index,
   }
   if (c->commit_term[index]) {
     if (c->commit_chain[index] != chain)
-      sim_fail(s, "group %d: committed entry %llu changed (term %llu -> %llu at node %llu)",
-               g, (unsigned long long)index,
-               (unsigned long long)c->commit_term[index],
-               (unsigned long long)term, (unsigned long long)node);
+      sim_fail_as(s, SIM_V_COMMIT,
+                  "group %d: committed entry %llu changed (term %llu -> %llu at node %llu)",
+                  g, (unsigned long long)index,
+                  (unsigned long long)c->commit_term[index],
+                  (unsigned long long)term, (unsigned long long)node);
     return;
   }
   c->commit_term[index] = term;
@@ -134,9 +137,10 @@ void sim_check_commit(sim *s, int g, uint64_t node, const sim_disk *d) {
   uint64_t hi = d->hs.commit;
   uint64_t last = d->snap.index + d->n;
   if (hi > last) {
-    sim_fail(s, "group %d: node %llu persisted commit %llu beyond its log %llu",
-             g, (unsigned long long)node, (unsigned long long)hi,
-             (unsigned long long)last);
+    sim_fail_as(s, SIM_V_COMMIT,
+                "group %d: node %llu persisted commit %llu beyond its log %llu",
+                g, (unsigned long long)node, (unsigned long long)hi,
+                (unsigned long long)last);
     return;
   }
   /* only entries not yet checked against this node's log need a look; the
@@ -155,15 +159,17 @@ void sim_check_apply(sim *s, int g, uint64_t node, uint64_t index,
                      uint64_t term, uint64_t chain) {
   uint64_t want;
   if (!sim_committed_chain(s, g, index, &want)) {
-    sim_fail(s, "group %d: node %llu applied %llu (term %llu) before anyone committed it",
-             g, (unsigned long long)node, (unsigned long long)index,
-             (unsigned long long)term);
+    sim_fail_as(s, SIM_V_COMMIT,
+                "group %d: node %llu applied %llu (term %llu) before anyone committed it",
+                g, (unsigned long long)node, (unsigned long long)index,
+                (unsigned long long)term);
     return;
   }
   if (want != chain)
-    sim_fail(s, "group %d: node %llu applied a different entry at %llu (term %llu)",
-             g, (unsigned long long)node, (unsigned long long)index,
-             (unsigned long long)term);
+    sim_fail_as(s, SIM_V_COMMIT,
+                "group %d: node %llu applied a different entry at %llu (term %llu)",
+                g, (unsigned long long)node, (unsigned long long)index,
+                (unsigned long long)term);
 }
 
 /* Leader completeness: every committed index is in the new leader's log. */
@@ -171,9 +177,9 @@ void sim_check_completeness(sim *s, int g, uint64_t node, const sim_disk *d) {
   sim_gcheck *c = gcheck(s, g);
   uint64_t last = d->snap.index + d->n;
   if (c->commit_max > last) {
-    sim_fail(s, "group %d: leader %llu lacks committed entries %llu..%llu",
-             g, (unsigned long long)node, (unsigned long long)last + 1,
-             (unsigned long long)c->commit_max);
+    sim_fail_as(s, SIM_V_COMMIT, "group %d: leader %llu lacks committed entries %llu..%llu",
+                g, (unsigned long long)node, (unsigned long long)last + 1,
+                (unsigned long long)c->commit_max);
     return;
   }
   uint64_t want;
@@ -181,13 +187,14 @@ void sim_check_completeness(sim *s, int g, uint64_t node, const sim_disk *d) {
       sim_committed_chain(s, g, c->commit_max, &want)) {
     const sim_dent *x = &d->log[c->commit_max - d->snap.index - 1];
     if (x->chain != want)
-      sim_fail(s, "group %d: leader %llu has a different entry at committed index %llu",
-               g, (unsigned long long)node, (unsigned long long)c->commit_max);
+      sim_fail_as(s, SIM_V_COMMIT,
+                  "group %d: leader %llu has a different entry at committed index %llu",
+                  g, (unsigned long long)node, (unsigned long long)c->commit_max);
   } else if (c->commit_max <= d->snap.index && c->commit_max > 1) {
     /* the snapshot covers it: its chain must continue the committed one */
     if (sim_committed_chain(s, g, d->snap.index, &want) && want != d->snap_chain)
-      sim_fail(s, "group %d: leader %llu snapshot diverges", g,
-               (unsigned long long)node);
+      sim_fail_as(s, SIM_V_COMMIT, "group %d: leader %llu snapshot diverges", g,
+                  (unsigned long long)node);
   }
 }
 

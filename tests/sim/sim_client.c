@@ -95,10 +95,11 @@ static void finish(sim *s, int g, sim_client *c, int ok, uint64_t value) {
     s->st_ops_timeout++;
     if (c->req.op == OP_PUT) hist_add(s, g, c->req.key, &op);
     if (s->live_tick && c->call >= s->live_tick * SIM_TICK)
-      sim_fail(s, "liveness: group %d client %d op (seq %llu) called at tick %llu "
+      sim_fail_as(s, SIM_V_LIVENESS,
+                  "liveness: group %d client %d op (seq %llu) called at tick %llu "
                   "did not complete within %d ticks after the network healed",
-               g, op.client, (unsigned long long)c->req.seq,
-               (unsigned long long)(c->call / SIM_TICK), LIVE_OP_TICKS);
+                  g, op.client, (unsigned long long)c->req.seq,
+                  (unsigned long long)(c->call / SIM_TICK), LIVE_OP_TICKS);
   }
   c->busy = 0;
   c->next_op_at = sim_tick_now(s) + sim_range(&s->rng, 0, 6);

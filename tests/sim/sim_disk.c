@@ -227,8 +227,8 @@ int sim_disk_apply_batch(sim *s, sim_node *nd, const uint8_t *p, size_t n) {
       }
       uint64_t chain;
       if (!sim_committed_chain(s, g, m.index, &chain)) {
-        sim_fail(s, "group %d: snapshot at uncommitted index %llu", g,
-                 (unsigned long long)m.index);
+        sim_fail_as(s, SIM_V_COMMIT, "group %d: snapshot at uncommitted index %llu", g,
+                    (unsigned long long)m.index);
         return 0;
       }
       sim_dent *keep = sim_disk_at(d, m.index);

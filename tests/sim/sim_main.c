@@ -13,8 +13,15 @@
  * Usage: shardex-sim [--seeds N] [--first S] [--replicas 3|5] [--groups G]
  *                    [--plant BUG]... [--expect-catch] [--fault-ticks T]
  *                    [--store DIR] [-v]
- * Exits 0 only if every seed passed (with --expect-catch: only if some seed
- * failed); the last line is "N passed, M failed".
+ * Each failure is reported with the class of violation it is (election
+ * safety, log matching, commit safety, linearizability, liveness, other).
+ * Exits 0 only if every seed passed. With --expect-catch (and a --plant)
+ * the run stops at the first failed seed and exits 0 only if there is one
+ * and it is a violation the planted bug causes: forget-vote two leaders in
+ * a term (election safety, or log matching: their entries at one index
+ * and term), no-leader-noop liveness, local-read a history that is not
+ * linearizable, old-term-commit commit safety; a failure of another kind,
+ * or none, exits 1. The last line is "N passed, M failed".
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -46,16 +53,42 @@ int sim_chance(sim_rng *r, double p) {
 /* sim_tick_now: contract (arguments, ownership, errors) in sim.h. */
 uint64_t sim_tick_now(const sim *s) { return s->now / SIM_TICK; }
 
-/* Records the first violation; the run stops at the next step. */
-void sim_fail(sim *s, const char *fmt, ...) {
+static void fail_v(sim *s, sim_violation v, const char *fmt, va_list ap) {
   if (s->failed) return;
   s->failed = 1;
-  va_list ap;
-  va_start(ap, fmt);
+  s->violation = v;
   int n = snprintf(s->failure, sizeof s->failure, "tick %llu: ",
                    (unsigned long long)sim_tick_now(s));
   vsnprintf(s->failure + n, sizeof s->failure - (size_t)n, fmt, ap);
+}
+
+/* sim_fail: contract in sim.h. */
+void sim_fail(sim *s, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fail_v(s, SIM_V_OTHER, fmt, ap);
   va_end(ap);
+}
+
+/* sim_fail_as: contract in sim.h. */
+void sim_fail_as(sim *s, sim_violation v, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fail_v(s, v, fmt, ap);
+  va_end(ap);
+}
+
+/* sim_violation_name: contract in sim.h. */
+const char *sim_violation_name(sim_violation v) {
+  static const char *const names[SIM_V_COUNT] = {
+      [SIM_V_NONE] = "none",
+      [SIM_V_OTHER] = "other",
+      [SIM_V_ELECTION] = "election-safety",
+      [SIM_V_LOG_MATCHING] = "log-matching",
+      [SIM_V_COMMIT] = "commit-safety",
+      [SIM_V_LINEARIZABLE] = "linearizability",
+      [SIM_V_LIVENESS] = "liveness"};
+  return v >= 0 && v < SIM_V_COUNT ? names[v] : "?";
 }
 
 /* Prints a trace line with -v. */
@@ -70,13 +103,21 @@ void sim_log(sim *s, const char *fmt, ...) {
   va_end(ap);
 }
 
+#define V(x) (1u << (x))
+
+/* The planted bugs (raft_config.plants) and the violations each causes:
+ * what --expect-catch accepts as its catch. A forgotten vote lets a node
+ * vote twice in a term: two leaders of one term, seen as such or through
+ * the entries both append at one index and term. */
 static const struct {
   const char *name;
   uint32_t bit;
-} plants[] = {{"old-term-commit", RAFT_PLANT_OLD_TERM_COMMIT},
-              {"forget-vote", RAFT_PLANT_FORGET_VOTE},
-              {"no-leader-noop", RAFT_PLANT_NO_LEADER_NOOP},
-              {"local-read", RAFT_PLANT_LOCAL_READ}};
+  uint32_t causes;            /* V(SIM_V_*) */
+} plants[] = {{"old-term-commit", RAFT_PLANT_OLD_TERM_COMMIT, V(SIM_V_COMMIT)},
+              {"forget-vote", RAFT_PLANT_FORGET_VOTE,
+               V(SIM_V_ELECTION) | V(SIM_V_LOG_MATCHING)},
+              {"no-leader-noop", RAFT_PLANT_NO_LEADER_NOOP, V(SIM_V_LIVENESS)},
+              {"local-read", RAFT_PLANT_LOCAL_READ, V(SIM_V_LINEARIZABLE)}};
 
 static void membership_op(sim *s) {
   int g = (int)sim_range(&s->rng, 0, (uint64_t)s->o.groups - 1), slot;
@@ -182,15 +223,16 @@ static void final_check(sim *s) {
     int ls;
     raft_group *l = sim_leader(s, g, &ls);
     if (!l) {
-      sim_fail(s, "liveness: group %d has no leader at the end", g);
+      sim_fail_as(s, SIM_V_LIVENESS, "liveness: group %d has no leader at the end", g);
       return;
     }
     uint64_t last = raft_last_index(l);
     if (raft_commit(l) != last) {
-      sim_fail(s, "liveness: group %d leader %llu has uncommitted entries %llu..%llu "
+      sim_fail_as(s, SIM_V_LIVENESS,
+                  "liveness: group %d leader %llu has uncommitted entries %llu..%llu "
                   "long after the network healed", g,
-               (unsigned long long)raft_id(l), (unsigned long long)raft_commit(l) + 1,
-               (unsigned long long)last);
+                  (unsigned long long)raft_id(l), (unsigned long long)raft_commit(l) + 1,
+                  (unsigned long long)last);
       return;
     }
     const raft_conf *c = raft_conf_get(l);
@@ -200,14 +242,15 @@ static void final_check(sim *s) {
       if (slot < 0 || !s->nodes[slot].rep[g].hosted) continue;
       const sim_replica *r = &s->nodes[slot].rep[g];
       if (!s->nodes[slot].alive || r->applied != last) {
-        sim_fail(s, "liveness: group %d member %llu applied %llu of %llu at the end", g,
-                 (unsigned long long)c->m[i].id, (unsigned long long)r->applied,
-                 (unsigned long long)last);
+        sim_fail_as(s, SIM_V_LIVENESS,
+                    "liveness: group %d member %llu applied %llu of %llu at the end", g,
+                    (unsigned long long)c->m[i].id, (unsigned long long)r->applied,
+                    (unsigned long long)last);
         return;
       }
       if (memcmp(r->kv, lr->kv, sizeof r->kv))
-        sim_fail(s, "group %d: member %llu state differs from the leader's", g,
-                 (unsigned long long)c->m[i].id);
+        sim_fail_as(s, SIM_V_COMMIT, "group %d: member %llu state differs from the leader's",
+                    g, (unsigned long long)c->m[i].id);
     }
   }
 }
@@ -244,17 +287,19 @@ static void judge_history(sim *s) {
       sim_hist *h = &s->hist[g][k];
       int r = lincheck_register(h->ops, h->n);
       if (r == 0)
-        sim_fail(s, "group %d key %d: history of %zu operations is not linearizable",
-                 g, k, h->n);
+        sim_fail_as(s, SIM_V_LINEARIZABLE,
+                    "group %d key %d: history of %zu operations is not linearizable",
+                    g, k, h->n);
       else if (r < 0)
         fprintf(stderr, "seed %llu: group %d key %d: linearizability check gave up\n",
                 (unsigned long long)s->seed, g, k);
     }
 }
 
-/* Runs one seed; returns 1 if it passed.  *why gets the violation. */
+/* Runs one seed; returns 1 if it passed.  *why gets the failure, *viol
+ * its violation class. */
 static int run_seed(const sim_opts *o, uint64_t seed, char *why, size_t whylen,
-                    sim *s, uint64_t tot[8]) {
+                    sim_violation *viol, sim *s, uint64_t tot[8]) {
   memset(s, 0, sizeof *s);
   s->o = *o;
   s->seed = seed;
@@ -332,7 +377,8 @@ static int run_seed(const sim_opts *o, uint64_t seed, char *why, size_t whylen,
         for (int g = 0; g < o->groups; g++) {
           int sl;
           if (!sim_leader(s, g, &sl))
-            sim_fail(s, "liveness: group %d has no leader %llu ticks after the "
+            sim_fail_as(s, SIM_V_LIVENESS,
+                        "liveness: group %d has no leader %llu ticks after the "
                         "network healed", g, (unsigned long long)(t_leader - F));
         }
       if (t == t_stop) s->clients_on = 0;
@@ -347,6 +393,7 @@ static int run_seed(const sim_opts *o, uint64_t seed, char *why, size_t whylen,
   if (!s->failed) judge_history(s);
   int ok = !s->failed;
   if (!ok) snprintf(why, whylen, "%s", s->failure);
+  *viol = ok ? SIM_V_NONE : s->violation;
   if (o->verbose)
     printf("seed %llu: msgs %llu ops %llu ok %llu timeout, crashes %llu, snaps "
            "%llu, conf %llu, transfers %llu, elections %llu\n",
@@ -377,6 +424,8 @@ static void usage_to(FILE *f, const char *argv0) {
           "          [--expect-catch] [--fault-ticks T] [--store DIR] [-v] [--help]\n"
           "Runs seeds S..S+N-1 of the deterministic Raft cluster simulator; exits 0 only\n"
           "when every seed passed; the last line reads 'N passed, M failed'.\n"
+          "--expect-catch (with --plant): stop at the first failed seed; exit 0 only\n"
+          "if it is a violation the planted bug causes.\n"
           "Soak: --seeds 100000 (see docs/RAFT.md).\n",
           argv0);
 }
@@ -436,15 +485,18 @@ int main(int argc, char **argv) {
     }
   }
   if ((o.replicas != 3 && o.replicas != 5) || o.groups < 1 ||
-      o.groups > SIM_MAX_GROUPS || o.fault_ticks < 10) {
+      o.groups > SIM_MAX_GROUPS || o.fault_ticks < 10 || (o.expect_catch && !o.plants)) {
     usage(argv[0]);
     return 2;
   }
   char extra[256] = "";
   size_t el = 0;
+  uint32_t causes = 0;        /* the violations the plants cause */
   for (size_t k = 0; k < sizeof plants / sizeof plants[0]; k++)
-    if (o.plants & plants[k].bit)
+    if (o.plants & plants[k].bit) {
       el += (size_t)snprintf(extra + el, sizeof extra - el, " --plant %s", plants[k].name);
+      causes |= plants[k].causes;
+    }
   if (o.fault_ticks != 1200)
     el += (size_t)snprintf(extra + el, sizeof extra - el, " --fault-ticks %llu",
                            (unsigned long long)o.fault_ticks);
@@ -453,19 +505,32 @@ int main(int argc, char **argv) {
   sim *s = calloc(1, sizeof *s);
   if (!s) return 2;
   uint64_t passed = 0, failed = 0, tot[8] = {0};
+  int caught = 0;             /* --expect-catch: the failure is the plant's */
   for (uint64_t seed = o.first; seed < o.first + o.seeds; seed++) {
     char why[600];
-    if (run_seed(&o, seed, why, sizeof why, s, tot)) {
+    sim_violation v = SIM_V_NONE;
+    if (run_seed(&o, seed, why, sizeof why, &v, s, tot)) {
       passed++;
       continue;
     }
     failed++;
-    printf("seed %llu FAILED: %s\n", (unsigned long long)seed, why);
+    printf("seed %llu FAILED: %s [%s]\n", (unsigned long long)seed, why,
+           sim_violation_name(v));
     printf("  replay: %s --first %llu --seeds 1 --replicas %d --groups %d%s\n",
            argv[0], (unsigned long long)seed, o.replicas, o.groups, extra);
     fflush(stdout);
     if (o.expect_catch) {
-      printf("caught after %llu seeds\n", (unsigned long long)(seed - o.first + 1));
+      caught = (causes & V(v)) != 0;
+      if (caught) {
+        printf("caught after %llu seeds: %s, a violation the plant causes\n",
+               (unsigned long long)(seed - o.first + 1), sim_violation_name(v));
+      } else {
+        printf("NOT CAUGHT: seed %llu failed with a %s violation, which the plant does "
+               "not cause; it causes:", (unsigned long long)seed, sim_violation_name(v));
+        for (int c = 0; c < SIM_V_COUNT; c++)
+          if (causes & V(c)) printf(" %s", sim_violation_name((sim_violation)c));
+        printf("\n");
+      }
       break;
     }
   }
@@ -478,6 +543,9 @@ int main(int argc, char **argv) {
          (unsigned long long)tot[6], (unsigned long long)tot[7]);
   printf("%llu passed, %llu failed\n", (unsigned long long)passed,
          (unsigned long long)failed);
-  if (o.expect_catch) return failed ? 0 : 1;
+  if (o.expect_catch) {
+    if (!failed) printf("NOT CAUGHT: no seed failed\n");
+    return caught ? 0 : 1;
+  }
   return failed ? 1 : 0;
 }

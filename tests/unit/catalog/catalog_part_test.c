@@ -20,30 +20,10 @@
 #include <unistd.h>
 #include "catalog_cache.h"
 #include "catalog_part.h"
+#include "check.h"
 #include "msg.h"
 #include "net.h"
 #include "sx_errors.h"
-
-static int failures;
-
-#define CHECK(cond)                                                           \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__,  \
-                    #cond);                                                   \
-            failures++;                                                       \
-        }                                                                     \
-    } while (0)
-
-#define CHECK_RC(expr, want)                                                  \
-    do {                                                                      \
-        int rc_ = (expr);                                                     \
-        if (rc_ != (want)) {                                                  \
-            fprintf(stderr, "%s:%d: %s returned %d (%s), want %d\n", __FILE__, \
-                    __LINE__, #expr, rc_, sx_strerror(rc_), (want));          \
-            failures++;                                                       \
-        }                                                                     \
-    } while (0)
 
 static catp *g_catp;   /* the served partition; swapped only while stopped */
 
@@ -527,13 +507,11 @@ int main(int argc, char **argv)
     snprintf(dir, sizeof(dir), "%s/catalog-rids", base);
     snprintf(url, sizeof(url), "ipc://%s/cat-rids.sock", base);
     test_rids(dir, url, &cfg);
-    if (failures != 0) {
-        fprintf(stderr, "catalog_part_test: %d check(s) failed (data in %s)\n",
-                failures, base);
-        return 1;
+    if (CHECK_FAILED() != 0) {
+        fprintf(stderr, "catalog_part_test: data kept in %s\n", base);
+        return CHECK_DONE();
     }
     if (argc <= 1)
         nftw(base, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-    printf("catalog_part_test: ok\n");
-    return 0;
+    return CHECK_DONE();
 }

@@ -14,19 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "check.h"
 #include "shardex.h"
 #include "msg.h"
 #include "net.h"
 #include "mp.h"
-
-static int failures;
-#define CHECK(cond)                                                          \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            __atomic_fetch_add(&failures, 1, __ATOMIC_RELAXED);              \
-        }                                                                    \
-    } while (0)
 
 /* ---- the fake router ---- */
 
@@ -338,10 +330,5 @@ int main(void)
     sx_item_free(k404);
     sx_item_free(k500);
     sx_item_free(k1);
-    if (failures) {
-        fprintf(stderr, "async_test: %d failures\n", failures);
-        return 1;
-    }
-    printf("async_test: ok\n");
-    return 0;
+    return CHECK_DONE();
 }

@@ -8,17 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "check.h"
 #include "internal.h"
-
-static int failures;
-
-#define CHECK(cond)                                                          \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                      \
-        }                                                                    \
-    } while (0)
 
 /* Deep equality of two values (via the public views). */
 static int value_eq(const sx_value *a, const sx_value *b);
@@ -255,10 +246,5 @@ int main(void)
     test_round_trip_and_clone();
     test_decoded_then_edited();
     test_depth_limit();
-    if (failures) {
-        fprintf(stderr, "item_test: %d failures\n", failures);
-        return 1;
-    }
-    printf("item_test: ok\n");
-    return 0;
+    return CHECK_DONE();
 }

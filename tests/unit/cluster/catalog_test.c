@@ -8,29 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "catalog.h"
+#include "check.h"
 #include "sx_errors.h"
-
-static int failures;
-
-#define CHECK(cond)                                                           \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__,  \
-                    #cond);                                                   \
-            failures++;                                                       \
-        }                                                                     \
-    } while (0)
-
-#define CHECK_RC(expr, want)                                                  \
-    do {                                                                      \
-        int rc_ = (expr);                                                     \
-        if (rc_ != (want)) {                                                  \
-            fprintf(stderr, "%s:%d: %s returned %d (%s), want %d (%s)\n",     \
-                    __FILE__, __LINE__, #expr, rc_, sx_strerror(rc_), (want), \
-                    sx_strerror(want));                                       \
-            failures++;                                                       \
-        }                                                                     \
-    } while (0)
 
 /* Encodes cat into a malloc'd buffer; returns NULL on failure. */
 static uint8_t *encode(const cat_catalog *cat, size_t *n)
@@ -265,11 +244,9 @@ static void expect_bad(const char *what, const uint8_t *p, size_t n)
     cat_catalog *c = NULL;
     int rc = cat_decode(p, n, &c);
 
-    if (rc == 0) {
-        fprintf(stderr, "garbage accepted: %s\n", what);
-        failures++;
+    CHECKF(rc != 0, "garbage accepted: %s", what);
+    if (rc == 0)
         cat_free(c);
-    }
 }
 
 static void test_garbage(void)
@@ -352,10 +329,5 @@ int main(void)
     test_mutations(cat);
     cat_free(cat);
     cat_free(NULL);
-    if (failures != 0) {
-        fprintf(stderr, "catalog_test: %d check(s) failed\n", failures);
-        return 1;
-    }
-    printf("catalog_test: ok\n");
-    return 0;
+    return CHECK_DONE();
 }

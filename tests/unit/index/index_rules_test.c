@@ -11,18 +11,8 @@
 #include <stdio.h>
 #include <stdint.h>
 #include <string.h>
+#include "check.h"
 #include "index_rules.h"
-
-static int failures;
-
-#define CHECK(cond)                                                           \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__,  \
-                    #cond);                                                   \
-            failures++;                                                       \
-        }                                                                     \
-    } while (0)
 
 enum { PUT = 0, DEL = 1 };
 
@@ -202,10 +192,5 @@ int main(void)
     test_gc();
     test_seqs();
     test_keys_and_ranges();
-    if (failures) {
-        fprintf(stderr, "index_rules_test: %d check(s) failed\n", failures);
-        return 1;
-    }
-    printf("index_rules_test: ok\n");
-    return 0;
+    return CHECK_DONE();
 }

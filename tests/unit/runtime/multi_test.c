@@ -237,8 +237,8 @@ static void test_submit_n_solo(const char *px_url, const char *srv_url, proxy *p
 /* A call whose done callback submits further calls (next[0..nnext)) on
  * the same peer, one after another, and returns: it never waits for the
  * network, since nng may run it on a thread that network progress needs
- * (waiting there for the server to see a call stalled this test under
- * load, before and after this session's peer changes). A chained call may
+ * (waiting there for the server to see a call would stall this test under
+ * load). A chained call may
  * be answered before the submit that sent it has returned its code to
  * the callback, so a test reads the codes once the callback has returned
  * (returned, g_mu-guarded). */

@@ -2,7 +2,10 @@
  * codec_test.c — wire codec: every field kind round-trips; error replies
  * carry code and message; the bounded cursor rejects hostile frames
  * (counts beyond the bytes left, truncation, ext types, deep nesting,
- * wrong version) without allocating for them; an optional trailing field
+ * wrong version) without allocating for them; mp_validate accepts exactly
+ * one whole value (hand-built values and an encoded frame valid; empty
+ * input, truncations, trailing bytes, 0xc1 and ext types refused; on
+ * random bytes its verdict is the reader's); an optional trailing field
  * (OBIN, OU64) may be absent, but not of another type; a reserved buffer
  * is written in place.
  */
@@ -178,18 +181,84 @@ static void hostile(void)
     deep[sizeof(deep) - 1] = 0x01;
     CHECK(mp_validate(deep, sizeof(deep)) == SX_EPROTO); /* nesting beyond MP_MAX_DEPTH */
     CHECK(mp_validate(deep + 40, sizeof(deep) - 40) == 0);
-    /* random garbage: never a crash, and mp_validate agrees with mp_skip */
+    /* random garbage: never a crash, and mp_validate's verdict is the
+     * reader's: 0 exactly when the bytes are one whole value (ref_skip
+     * reads one and nothing is left), SX_EPROTO otherwise */
+    int disagree = 0, valid = 0, invalid = 0;
     srand(3);
     for (int k = 0; k < 20000; k++) {
         uint8_t g[24];
         size_t n = (size_t)(rand() % (int)sizeof(g));
         for (size_t i = 0; i < n; i++)
             g[i] = (uint8_t)rand();
-        (void)mp_validate(g, n);
+        mp_cur c = mp_cur_make(g, n);
+        int want = ref_skip(&c, 0) == 0 && mp_left(&c) == 0 ? 0 : SX_EPROTO;
+        int got = mp_validate(g, n);
+        disagree += got != want;
+        valid += want == 0;
+        invalid += want != 0;
         if (msg_decode_req(MSG_PUT, g, n, &p) == 0)
             msg_free_req(MSG_PUT, &p);
     }
-    CHECK(1);
+    CHECK_INT(disagree, 0);
+    CHECK(valid > 0 && invalid > 0);    /* both verdicts were exercised */
+}
+
+/* mp_validate on values built by hand: one whole value is valid; empty
+ * input, a truncated value, trailing bytes, a never-used byte or an ext
+ * type are not. */
+static void validate(void)
+{
+    static const uint8_t nil[] = { 0xc0 }, fixint[] = { 0x05 }, neg[] = { 0xff },
+                         str[] = { 0xa3, 'a', 'b', 'c' },
+                         map[] = { 0x82, 0xa1, 'a', 0x01, 0xa1, 'b', 0x92, 0xc3, 0xc2 },
+                         bin8[] = { 0xc4, 0x02, 0x00, 0x01 },
+                         u64[] = { 0xcf, 1, 2, 3, 4, 5, 6, 7, 8 },
+                         f64[] = { 0xcb, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0 },
+                         empty_arr[] = { 0x90 }, empty_map[] = { 0x80 },
+                         two[] = { 0x01, 0x02 }, str_short[] = { 0xa3, 'a', 'b' },
+                         arr_short[] = { 0x92, 0x01 }, map_odd[] = { 0x81, 0xa1, 'a' },
+                         bin_short[] = { 0xc4, 0x05, 0x00 }, u32_short[] = { 0xce, 0, 0 },
+                         never[] = { 0xc1 }, fixext[] = { 0xd4, 0x01, 0x00 },
+                         trail[] = { 0x91, 0x01, 0xc0 };
+    mp_buf b;
+
+    CHECK_INT(mp_validate(nil, sizeof(nil)), 0);
+    CHECK_INT(mp_validate(fixint, sizeof(fixint)), 0);
+    CHECK_INT(mp_validate(neg, sizeof(neg)), 0);
+    CHECK_INT(mp_validate(str, sizeof(str)), 0);
+    CHECK_INT(mp_validate(map, sizeof(map)), 0);
+    CHECK_INT(mp_validate(bin8, sizeof(bin8)), 0);
+    CHECK_INT(mp_validate(u64, sizeof(u64)), 0);
+    CHECK_INT(mp_validate(f64, sizeof(f64)), 0);
+    CHECK_INT(mp_validate(empty_arr, sizeof(empty_arr)), 0);
+    CHECK_INT(mp_validate(empty_map, sizeof(empty_map)), 0);
+    CHECK_INT(mp_validate(map, 0), SX_EPROTO);
+    CHECK_INT(mp_validate(two, sizeof(two)), SX_EPROTO);
+    CHECK_INT(mp_validate(trail, sizeof(trail)), SX_EPROTO);
+    CHECK_INT(mp_validate(str_short, sizeof(str_short)), SX_EPROTO);
+    CHECK_INT(mp_validate(arr_short, sizeof(arr_short)), SX_EPROTO);
+    CHECK_INT(mp_validate(map_odd, sizeof(map_odd)), SX_EPROTO);
+    CHECK_INT(mp_validate(bin_short, sizeof(bin_short)), SX_EPROTO);
+    CHECK_INT(mp_validate(u32_short, sizeof(u32_short)), SX_EPROTO);
+    CHECK_INT(mp_validate(never, sizeof(never)), SX_EPROTO);
+    CHECK_INT(mp_validate(fixext, sizeof(fixext)), SX_EPROTO);
+    /* a whole encoded frame is one value; every proper prefix is not, and
+     * neither is the frame with a byte more */
+    msg_PING_req ping;
+    memset(&ping, 0, sizeof(ping));
+    mp_buf_init(&b);
+    CHECK(msg_encode_req(MSG_PING, &ping, &b) == 0);
+    mp_put_u64(&b, 7);
+    CHECK(!b.oom && b.sb.size >= 2);
+    if (!b.oom && b.sb.size >= 2) {
+        size_t whole = b.sb.size - 1;
+        CHECK_INT(mp_validate(b.sb.data, whole), 0);
+        CHECK_INT(mp_validate(b.sb.data, b.sb.size), SX_EPROTO);
+        for (size_t n = 0; n < whole; n++)
+            CHECK_INT(mp_validate(b.sb.data, n), SX_EPROTO);
+    }
+    mp_buf_free(&b);
 }
 
 static void ints(void)
@@ -313,6 +382,7 @@ int main(void)
     roundtrip_query();
     replies();
     hostile();
+    validate();
     skips();
     ints();
     CHECK(strcmp(sx_strerror(SX_ENOTFOUND), "not found") == 0);
