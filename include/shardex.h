@@ -42,18 +42,24 @@ extern "C" {
 /* Opaque handles                                                       */
 /* ------------------------------------------------------------------ */
 
-typedef struct sx_client sx_client;   /* a connection to one or more routers */
-typedef struct sx_item sx_item;       /* an item: a map of attributes (also a nested map) */
-typedef struct sx_list sx_list;       /* a list value (nested in an item or standalone) */
-typedef struct sx_result sx_result;   /* a page of query or scan results */
+typedef struct sx_client sx_client; /* a connection to one or more routers */
+typedef struct sx_item sx_item;     /* an item: a map of attributes (also a nested map) */
+typedef struct sx_list sx_list;     /* a list value (nested in an item or standalone) */
+typedef struct sx_result sx_result; /* a page of query or scan results */
 
 /* ------------------------------------------------------------------ */
 /* Values                                                               */
 /* ------------------------------------------------------------------ */
 
 typedef enum sx_type {
-    SX_NULL = 0, SX_BOOL = 1, SX_INT = 2, SX_DOUBLE = 3,
-    SX_STR = 4, SX_BIN = 5, SX_LIST = 6, SX_MAP = 7
+    SX_NULL = 0,
+    SX_BOOL = 1,
+    SX_INT = 2,
+    SX_DOUBLE = 3,
+    SX_STR = 4,
+    SX_BIN = 5,
+    SX_LIST = 6,
+    SX_MAP = 7
 } sx_type;
 
 /* A borrowed view of one value. When the library fills an sx_value (from an
@@ -264,9 +270,9 @@ SX_API int sx_table_create(sx_client *c, const char *table, const char *pk, cons
 SX_API int sx_table_key(sx_client *c, const char *table, char **pk, char **sk);
 
 typedef enum sx_projection {
-    SX_PROJ_KEYS = 0,   /* keys and indexed attributes only */
-    SX_PROJ_ALL = 1,    /* the whole item */
-    SX_PROJ_LIST = 2    /* keys, indexed attributes and the listed ones */
+    SX_PROJ_KEYS = 0, /* keys and indexed attributes only */
+    SX_PROJ_ALL = 1,  /* the whole item */
+    SX_PROJ_LIST = 2  /* keys, indexed attributes and the listed ones */
 } sx_projection;
 
 /* Creates index on table over attrs[0..nattrs) (composite, in order) with the
@@ -275,9 +281,8 @@ typedef enum sx_projection {
  * a building index fails with SX_ENOTREADY. Returns 0, SX_ENOTABLE,
  * SX_EEXIST, SX_EINVAL, or a transport error. */
 SX_API int sx_index_create(sx_client *c, const char *table, const char *index,
-                           const char *const *attrs, size_t nattrs,
-                           sx_projection proj, const char *const *proj_attrs,
-                           size_t nproj);
+                           const char *const *attrs, size_t nattrs, sx_projection proj,
+                           const char *const *proj_attrs, size_t nproj);
 
 /* Drops an index: it stops answering at once, and the index nodes delete its
  * entries in the background (within seconds; a node that is down does so
@@ -293,7 +298,7 @@ typedef struct sx_index_info {
     sx_projection proj;
     char **proj_attrs;
     size_t nproj;
-    int ready;          /* 1 ready, 0 building */
+    int ready; /* 1 ready, 0 building */
 } sx_index_info;
 
 /* Lists table's indexes. On success *out is an array of *n entries owned by
@@ -318,8 +323,8 @@ SX_API int sx_put(sx_client *c, const char *table, const sx_item *item, uint64_t
  * call succeeds only when all were stored). versions (may be NULL) is an
  * array of n the caller provides. On failure some items may have been
  * stored; putting them again is harmless. */
-SX_API int sx_put_batch(sx_client *c, const char *table, const sx_item *const *items,
-                        size_t n, uint64_t *versions);
+SX_API int sx_put_batch(sx_client *c, const char *table, const sx_item *const *items, size_t n,
+                        uint64_t *versions);
 
 /* Reads the item whose key attributes are those of key (extra attributes of
  * key are ignored). On success *out is owned by the caller (sx_item_free).
@@ -335,15 +340,15 @@ SX_API int sx_delete(sx_client *c, const char *table, const sx_item *key);
 /* ------------------------------------------------------------------ */
 
 typedef enum sx_consistency {
-    SX_CONSISTENCY_DEFAULT = 0,  /* verified */
-    SX_EVENTUAL = 1,    /* the index alone; may be stale */
-    SX_VERIFIED = 2,    /* every hit checked against its item; stale hits dropped
-                           (or, when the index projects what is asked and has
-                           applied every write up to each partition's head at
-                           query time, answered from the index: explain then
-                           shows covering) */
-    SX_STRONG = 3       /* wait for the index to cover every write acknowledged
-                           before the query began, then verified */
+    SX_CONSISTENCY_DEFAULT = 0, /* verified */
+    SX_EVENTUAL = 1,            /* the index alone; may be stale */
+    SX_VERIFIED = 2,            /* every hit checked against its item; stale hits dropped
+                                   (or, when the index projects what is asked and has
+                                   applied every write up to each partition's head at
+                                   query time, answered from the index: explain then
+                                   shows covering) */
+    SX_STRONG = 3               /* wait for the index to cover every write acknowledged
+                                   before the query began, then verified */
 } sx_consistency;
 
 /* Query options; zero-initialise, then fill what you need. Every pointer is
@@ -376,13 +381,13 @@ typedef struct sx_query_opts {
 
 /* What a query did (from the router). */
 typedef struct sx_explain {
-    const uint64_t *index_parts;   /* index partition ids touched */
+    const uint64_t *index_parts; /* index partition ids touched */
     size_t nindex_parts;
-    const uint64_t *fact_parts;    /* storage partition ids touched */
+    const uint64_t *fact_parts; /* storage partition ids touched */
     size_t nfact_parts;
-    uint64_t entries;              /* index entries read */
-    uint64_t stale;                /* stale hits dropped */
-    int covering;                  /* answered from the index projection alone */
+    uint64_t entries; /* index entries read */
+    uint64_t stale;   /* stale hits dropped */
+    int covering;     /* answered from the index projection alone */
 } sx_explain;
 
 /* Runs one page of a query on index of table (index "primary" queries the
@@ -390,8 +395,8 @@ typedef struct sx_explain {
  * success *out is owned by the caller (sx_result_free). Follow
  * sx_result_token to get further pages. Returns 0, SX_ENOTABLE,
  * SX_ENOINDEX, SX_ENOTREADY, SX_ETOKEN, SX_ETIMEDOUT (strong wait), ... */
-SX_API int sx_query(sx_client *c, const char *table, const char *index,
-                    const sx_query_opts *opts, sx_result **out);
+SX_API int sx_query(sx_client *c, const char *table, const char *index, const sx_query_opts *opts,
+                    sx_result **out);
 
 /* Scans a table (all partitions) keeping items whose attributes equal every
  * attribute of where (NULL = all). A page holds at most limit items (0 = the
@@ -400,8 +405,8 @@ SX_API int sx_query(sx_client *c, const char *table, const char *index,
  * budget, with what it found so far. Follow sx_result_token until it is
  * NULL to read the whole table. token as for queries. *out as for
  * sx_query. */
-SX_API int sx_scan(sx_client *c, const char *table, const sx_item *where,
-                   uint64_t limit, const char *token, sx_result **out);
+SX_API int sx_scan(sx_client *c, const char *table, const sx_item *where, uint64_t limit,
+                   const char *token, sx_result **out);
 
 /* Result accessors. Items borrow from r (valid until sx_result_free). */
 SX_API size_t sx_result_count(const sx_result *r);
@@ -468,19 +473,18 @@ typedef void (*sx_done_fn)(sx_op *op, void *arg);
 
 /* sx_put / sx_put_batch / sx_get / sx_delete / sx_query / sx_scan, started
  * asynchronously; cb(op, arg) runs on completion (see above). */
-SX_API int sx_put_async(sx_client *c, const char *table, const sx_item *item,
-                        sx_done_fn cb, void *arg);
-SX_API int sx_put_batch_async(sx_client *c, const char *table,
-                              const sx_item *const *items, size_t n,
-                              sx_done_fn cb, void *arg);
-SX_API int sx_get_async(sx_client *c, const char *table, const sx_item *key,
-                        sx_done_fn cb, void *arg);
-SX_API int sx_delete_async(sx_client *c, const char *table, const sx_item *key,
-                           sx_done_fn cb, void *arg);
+SX_API int sx_put_async(sx_client *c, const char *table, const sx_item *item, sx_done_fn cb,
+                        void *arg);
+SX_API int sx_put_batch_async(sx_client *c, const char *table, const sx_item *const *items,
+                              size_t n, sx_done_fn cb, void *arg);
+SX_API int sx_get_async(sx_client *c, const char *table, const sx_item *key, sx_done_fn cb,
+                        void *arg);
+SX_API int sx_delete_async(sx_client *c, const char *table, const sx_item *key, sx_done_fn cb,
+                           void *arg);
 SX_API int sx_query_async(sx_client *c, const char *table, const char *index,
                           const sx_query_opts *opts, sx_done_fn cb, void *arg);
-SX_API int sx_scan_async(sx_client *c, const char *table, const sx_item *where,
-                         uint64_t limit, const char *token, sx_done_fn cb, void *arg);
+SX_API int sx_scan_async(sx_client *c, const char *table, const sx_item *where, uint64_t limit,
+                         const char *token, sx_done_fn cb, void *arg);
 
 /* Readers of a completed operation (valid inside its callback only). */
 /* Its status: 0 or the sx_err the synchronous call would have returned

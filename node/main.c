@@ -80,12 +80,12 @@ static const char *usage_text =
 #ifdef SHARDEX_TEST_HOOKS
     "built with test hooks (SHARDEX_BACKFILL_HOLD, _RUN, _SEAL): not for production\n"
 #endif
-;
+    ;
 
 typedef struct cli {
     const char *config, *name, *data, *log, *role;
     int workers;
-    bool workers_set;       /* --workers given */
+    bool workers_set; /* --workers given */
     long cache_mb;
 } cli;
 
@@ -103,7 +103,7 @@ static int parse_long(const char *s, long lo, long hi, long *v)
     char *end = NULL;
     long x;
 
-    if (*s < '0' || *s > '9')       /* no sign, no leading space */
+    if (*s < '0' || *s > '9') /* no sign, no leading space */
         return -1;
     errno = 0;
     x = strtol(s, &end, 10);
@@ -127,11 +127,16 @@ static int parse_args(int argc, char **argv, cli *c)
             fputs(usage_text, stdout);
             return 0;
         }
-        if (strcmp(a, "--config") == 0) slot = &c->config;
-        else if (strcmp(a, "--name") == 0) slot = &c->name;
-        else if (strcmp(a, "--data") == 0) slot = &c->data;
-        else if (strcmp(a, "--log") == 0) slot = &c->log;
-        else if (strcmp(a, "--role") == 0) slot = &c->role;
+        if (strcmp(a, "--config") == 0)
+            slot = &c->config;
+        else if (strcmp(a, "--name") == 0)
+            slot = &c->name;
+        else if (strcmp(a, "--data") == 0)
+            slot = &c->data;
+        else if (strcmp(a, "--log") == 0)
+            slot = &c->log;
+        else if (strcmp(a, "--role") == 0)
+            slot = &c->role;
         else if (strcmp(a, "--workers") != 0 && strcmp(a, "--cache-mb") != 0)
             return usage_error("unknown option '%s'", a);
         if (i + 1 >= argc || argv[i + 1][0] == '\0')
@@ -149,9 +154,12 @@ static int parse_args(int argc, char **argv, cli *c)
             return usage_error("--cache-mb must be 1..1048576 (MiB), got '%s'", argv[i]);
         }
     }
-    if (c->config == NULL) return usage_error("%s", "missing --config FILE");
-    if (c->name == NULL) return usage_error("%s", "missing --name NAME");
-    if (c->data == NULL) return usage_error("%s", "missing --data DIR");
+    if (c->config == NULL)
+        return usage_error("%s", "missing --config FILE");
+    if (c->name == NULL)
+        return usage_error("%s", "missing --name NAME");
+    if (c->data == NULL)
+        return usage_error("%s", "missing --data DIR");
     if (c->role && strcmp(c->role, "storage") && strcmp(c->role, "index"))
         return usage_error("--role must be storage or index, got '%s'", c->role);
     return -1;
@@ -205,8 +213,7 @@ static int load_config(const cli *c, cfg_cluster **cfg, int *self)
     int role;
 
     if (rc != 0) {
-        fprintf(stderr, "shardex-node: config %s: %s\n", c->config,
-                err[0] ? err : sx_strerror(rc));
+        fprintf(stderr, "shardex-node: config %s: %s\n", c->config, err[0] ? err : sx_strerror(rc));
         return 2;
     }
     /* links to and from the other processes: authenticated with the key */
@@ -221,10 +228,9 @@ static int load_config(const cli *c, cfg_cluster **cfg, int *self)
         fprintf(stderr, "shardex-node: node '%s' is not a storage or index node\n", c->name);
         return 2;
     }
-    if (c->role != NULL &&
-        (strcmp(c->role, "storage") == 0) != (role == SX_ROLE_STORAGE)) {
-        fprintf(stderr, "shardex-node: --role %s does not match node '%s' in the config\n",
-                c->role, c->name);
+    if (c->role != NULL && (strcmp(c->role, "storage") == 0) != (role == SX_ROLE_STORAGE)) {
+        fprintf(stderr, "shardex-node: --role %s does not match node '%s' in the config\n", c->role,
+                c->name);
         return 2;
     }
     return 0;
@@ -265,10 +271,12 @@ int main(int argc, char **argv)
         rc = 1;
         goto out;
     }
-    if (ldb_cache_configure((size_t)c.cache_mb) != 0) {  /* before any leveldb opens */
+    if (ldb_cache_configure((size_t)c.cache_mb) != 0) { /* before any leveldb opens */
         /* cannot happen: the range is checked and no leveldb is open yet */
-        fprintf(stderr, "shardex-node: cannot set the block cache to %ld MiB (a leveldb "
-                "is already open)\n", c.cache_mb);
+        fprintf(stderr,
+                "shardex-node: cannot set the block cache to %ld MiB (a leveldb "
+                "is already open)\n",
+                c.cache_mb);
         rc = 1;
         goto out;
     }
@@ -279,8 +287,7 @@ int main(int argc, char **argv)
     hosted.fibers = c.workers_set ? c.workers : 0;
     o.hosted = (node_hosted){ .start = hosted_start, .stop = hosted_stop, .arg = &hosted };
     LOG_INFO("shardex-node %s starting (%s, %d workers, %ld MiB block cache)", c.name,
-             cfg->nodes[self].role == SX_ROLE_STORAGE ? "storage" : "index", c.workers,
-             c.cache_mb);
+             cfg->nodes[self].role == SX_ROLE_STORAGE ? "storage" : "index", c.workers, c.cache_mb);
     rc = cfg->nodes[self].role == SX_ROLE_STORAGE ? st_node_run(&o) : ix_node_run(&o);
     if (rc != 0) {
         fprintf(stderr, "shardex-node: %s: %s (see %s)\n", c.name, sx_strerror(rc), c.log);

@@ -22,7 +22,7 @@ typedef struct node_hosted {
 
 /* Node start-up options, filled by main.c from the command line. */
 typedef struct node_opts {
-    const cfg_cluster *cfg;   /* the cluster map; outlives the node */
+    const cfg_cluster *cfg; /* the cluster map; outlives the node */
     int self;               /* index of this node in cfg->nodes */
     const char *data_dir;   /* existing directory for this node's databases */
     int workers;            /* request-serving threads (default 16) */

@@ -31,13 +31,17 @@ int rt_errf(rt_err *e, int code, const char *fmt, ...)
 int rt_key_errf(rt_err *e, const cat_table *t, size_t enc_len, const char *what)
 {
     if (enc_len > SX_MAX_KEY)
-        return rt_errf(e, SX_EKEY, "%s: the key is %zu bytes encoded; the limit is %d",
-                       what, enc_len, SX_MAX_KEY);
+        return rt_errf(e, SX_EKEY, "%s: the key is %zu bytes encoded; the limit is %d", what,
+                       enc_len, SX_MAX_KEY);
     if (t->sk)
-        return rt_errf(e, SX_EKEY, "%s: key attributes '%s' and '%s' must be present with "
-                       "scalar values (not null, a list or a map)", what, t->pk, t->sk);
-    return rt_errf(e, SX_EKEY, "%s: key attribute '%s' must be present with a scalar value "
-                   "(not null, a list or a map)", what, t->pk);
+        return rt_errf(e, SX_EKEY,
+                       "%s: key attributes '%s' and '%s' must be present with "
+                       "scalar values (not null, a list or a map)",
+                       what, t->pk, t->sk);
+    return rt_errf(e, SX_EKEY,
+                   "%s: key attribute '%s' must be present with a scalar value "
+                   "(not null, a list or a map)",
+                   what, t->pk);
 }
 
 const char *rt_role_name(int role)
@@ -74,8 +78,7 @@ static void conns_wait(router *rt, const rt_rpc *calls, int n)
         all = true;
         for (i = 0; i < n; i++) {
             int nd = calls[i].node;
-            if (nd >= 0 && nd < rt->cfg->nnodes && rt->dialed[nd] &&
-                !conn_known_up(rt, nd) &&
+            if (nd >= 0 && nd < rt->cfg->nnodes && rt->dialed[nd] && !conn_known_up(rt, nd) &&
                 rt_now_ms() >= atomic_load(&rt->down_until[nd]))
                 all = false;
         }
@@ -87,8 +90,7 @@ static void conns_wait(router *rt, const rt_rpc *calls, int n)
     }
     for (i = 0; i < n; i++) {
         int nd = calls[i].node;
-        if (nd >= 0 && nd < rt->cfg->nnodes && rt->dialed[nd] &&
-            !conn_known_up(rt, nd))
+        if (nd >= 0 && nd < rt->cfg->nnodes && rt->dialed[nd] && !conn_known_up(rt, nd))
             atomic_store(&rt->down_until[nd], rt_now_ms() + RT_DOWN_HOLD_MS);
     }
 }
@@ -115,8 +117,7 @@ static void rpc_finish(rt_rpc *c, net_job *j)
     }
     c->frame = j->resp;
     j->resp = NULL;
-    c->err = msg_decode_rep(c->type, c->frame, j->resp_n, c->rep, c->msg,
-                            sizeof(c->msg));
+    c->err = msg_decode_rep(c->type, c->frame, j->resp_n, c->rep, c->msg, sizeof(c->msg));
     if (c->err != 0 && c->msg[0] == '\0') {
         /* not the reply expected: say what came instead, for the log */
         msg_type t = MSG_PING;
@@ -133,9 +134,11 @@ static void rpc_finish(rt_rpc *c, net_job *j)
         pthread_mutex_unlock(&mu);
         if (ok)
             LOG_WARN("node %d answered %s with an undecodable frame: %zu bytes, %s%s%s "
-                     "(%u more since the last report)", c->node, msg_name(c->type),
-                     j->resp_n, pk != 0 ? "no message header"
-                                        : is_reply ? "a reply of " : "a request of ",
+                     "(%u more since the last report)",
+                     c->node, msg_name(c->type), j->resp_n,
+                     pk != 0    ? "no message header"
+                     : is_reply ? "a reply of "
+                                : "a request of ",
                      pk != 0 ? "" : msg_name(t), pk != 0 ? "" : " type", skipped);
     }
 }
@@ -152,7 +155,7 @@ static bool rpc_prepare(router *rt, rt_rpc *c, mp_buf *b)
         snprintf(c->msg, sizeof(c->msg), "no connection to node %d", c->node);
         return false;
     }
-    if (!conn_known_up(rt, c->node)) {   /* after conns_wait */
+    if (!conn_known_up(rt, c->node)) { /* after conns_wait */
         c->err = SX_EUNAVAIL;
         snprintf(c->msg, sizeof(c->msg), "not connected (node down?)");
         return false;
@@ -165,9 +168,10 @@ static bool rpc_prepare(router *rt, rt_rpc *c, mp_buf *b)
     if (b->sb.size > SX_MAX_FRAME) {
         /* the peer would drop it unanswered (NNG_OPT_RECVMAXSZ) */
         c->err = SX_ETOOBIG;
-        snprintf(c->msg, sizeof(c->msg), "%s request of %zu bytes exceeds the "
-                 "%u-byte frame limit", msg_name(c->type), (size_t)b->sb.size,
-                 SX_MAX_FRAME);
+        snprintf(c->msg, sizeof(c->msg),
+                 "%s request of %zu bytes exceeds the "
+                 "%u-byte frame limit",
+                 msg_name(c->type), (size_t)b->sb.size, SX_MAX_FRAME);
         return false;
     }
     return true;
@@ -255,14 +259,12 @@ int rt_rpc_fail(const router *rt, const rt_rpc *c, rt_err *e)
     if (nd == NULL)
         return rt_errf(e, c->err, "%s", c->msg);
     if (c->err == SX_EUNAVAIL || c->err == SX_ENET || c->err == SX_ETIMEDOUT)
-        return rt_errf(e, c->err, "%s node %s at %s: %s", rt_role_name(nd->role),
-                       nd->name, nd->url, c->msg);
-    return rt_errf(e, c->err, "%s node %s: %s", rt_role_name(nd->role),
-                   nd->name, c->msg);
+        return rt_errf(e, c->err, "%s node %s at %s: %s", rt_role_name(nd->role), nd->name, nd->url,
+                       c->msg);
+    return rt_errf(e, c->err, "%s node %s: %s", rt_role_name(nd->role), nd->name, c->msg);
 }
 
-int rt_forward(router *rt, int node, const uint8_t *req, size_t n,
-               mp_buf *out, rt_err *e)
+int rt_forward(router *rt, int node, const uint8_t *req, size_t n, mp_buf *out, rt_err *e)
 {
     uint8_t *resp = NULL;
     size_t rn = 0;
@@ -278,7 +280,7 @@ int rt_forward(router *rt, int node, const uint8_t *req, size_t n,
         net_job j;
         memset(&j, 0, sizeof(j));
         j.peer = rt->peers[node];
-        j.solo = true;      /* DDL: a catalog change, synced */
+        j.solo = true; /* DDL: a catalog change, synced */
         j.req = req;
         j.req_n = n;
         rc = net_call_all(&j, 1, rt->timeout_ms);
@@ -288,8 +290,8 @@ int rt_forward(router *rt, int node, const uint8_t *req, size_t n,
         rn = j.resp_n;
     }
     if (rc != 0)
-        return rt_errf(e, rc, "%s node %s at %s: call failed (%s)",
-                       rt_role_name(nd->role), nd->name, nd->url, sx_strerror(rc));
+        return rt_errf(e, rc, "%s node %s at %s: call failed (%s)", rt_role_name(nd->role),
+                       nd->name, nd->url, sx_strerror(rc));
     mp_put_raw(out, resp, rn);
     free(resp);
     return out->oom ? rt_errf(e, SX_ENOMEM, "out of memory") : 0;

@@ -15,8 +15,7 @@
 
 /* Sends upd to the catalog node, waits until the cache holds the new
  * version, and replies {catver} with message type t. */
-static int cat_update(router *rt, msg_type t, const msg_CAT_UPDATE_req *upd,
-                      mp_buf *out, rt_err *e)
+static int cat_update(router *rt, msg_type t, const msg_CAT_UPDATE_req *upd, mp_buf *out, rt_err *e)
 {
     msg_CAT_UPDATE_rep rep;
     rt_rpc c;
@@ -45,9 +44,10 @@ static int cat_update(router *rt, msg_type t, const msg_CAT_UPDATE_req *upd,
     rt_rpc_release(&c, 1);
     rc = catcache_get(rt->cc, version, &cat);
     if (rc != 0)
-        return rt_errf(e, rc, "catalog changed to version %llu but the router "
-                       "cannot fetch it: %s", (unsigned long long)version,
-                       sx_strerror(rc));
+        return rt_errf(e, rc,
+                       "catalog changed to version %llu but the router "
+                       "cannot fetch it: %s",
+                       (unsigned long long)version, sx_strerror(rc));
     /* Every *_CREATE/DROP reply is {catver}: identical layouts. */
     {
         msg_TABLE_CREATE_rep r;
@@ -89,8 +89,10 @@ int rt_h_index_create(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_er
     if (rc != 0)
         return rt_errf(e, rc, "malformed INDEX_CREATE request");
     if (q.proj > CAT_PROJ_LIST) {
-        rc = rt_errf(e, SX_EINVAL, "projection must be keys (0), all (1) or a "
-                     "list (2), got %llu", (unsigned long long)q.proj);
+        rc = rt_errf(e, SX_EINVAL,
+                     "projection must be keys (0), all (1) or a "
+                     "list (2), got %llu",
+                     (unsigned long long)q.proj);
         goto out;
     }
     if (q.attrs.n == 0) {

@@ -73,8 +73,7 @@ static int parse_args(int argc, char **argv, rt_opts *o)
             errno = 0;
             w = strtol(argv[++i], &end, 10);
             if (errno != 0 || *end != '\0' || w < 1 || w > 1024) {
-                fprintf(stderr, "shardex-router: --workers wants 1..1024, got '%s'\n",
-                        argv[i]);
+                fprintf(stderr, "shardex-router: --workers wants 1..1024, got '%s'\n", argv[i]);
                 return 2;
             }
             o->workers = (int)w;
@@ -104,16 +103,16 @@ static int load_config(const rt_opts *o, cfg_cluster **cfg, int *self)
     link_auth_set_key((*cfg)->has_link_key ? (*cfg)->link_key : NULL, (*cfg)->cluster);
     *self = cfg_node_by_name(*cfg, o->name);
     if (*self < 0 || (*cfg)->nodes[*self].role != SX_ROLE_ROUTER) {
-        fprintf(stderr, "shardex-router: %s: no router named '%s'\n", o->config,
-                o->name);
+        fprintf(stderr, "shardex-router: %s: no router named '%s'\n", o->config, o->name);
         cfg_free(*cfg);
         *cfg = NULL;
         return 1;
     }
     if ((*cfg)->nodes[*self].host >= 0) {
-        fprintf(stderr, "shardex-router: %s: router '%s' runs inside storage node '%s' "
-                "(its \"host\"): start shardex-node %s, not shardex-router\n", o->config,
-                o->name, (*cfg)->nodes[(*cfg)->nodes[*self].host].name,
+        fprintf(stderr,
+                "shardex-router: %s: router '%s' runs inside storage node '%s' "
+                "(its \"host\"): start shardex-node %s, not shardex-router\n",
+                o->config, o->name, (*cfg)->nodes[(*cfg)->nodes[*self].host].name,
                 (*cfg)->nodes[(*cfg)->nodes[*self].host].name);
         cfg_free(*cfg);
         *cfg = NULL;
@@ -124,8 +123,7 @@ static int load_config(const rt_opts *o, cfg_cluster **cfg, int *self)
 
 /* Serves until SIGTERM or SIGINT. The signals are blocked in every thread
  * (the mask is set before any thread starts) and taken here by sigwait. */
-static int serve(const rt_opts *o, const cfg_cluster *cfg, int self,
-                 const sigset_t *sigs)
+static int serve(const rt_opts *o, const cfg_cluster *cfg, int self, const sigset_t *sigs)
 {
     rt_serving *s = NULL;
     int sig = 0;

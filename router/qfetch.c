@@ -21,14 +21,14 @@
  * RT_SGET_MAX_KEYS keys (the group's first is call_of[group]). */
 typedef struct fetch {
     uint32_t n;
-    tuple_bytes arena;           /* fact-local keys, concatenated */
+    tuple_bytes arena; /* fact-local keys, concatenated */
     size_t *koff, *klen;
     int *grp;
     uint32_t *slot;
-    int nst;                  /* cfg->nstorage */
-    uint32_t *cnt;            /* keys per group */
-    int *call_of;             /* group -> call index, -1 when none */
-    mp_span **gkeys;           /* group -> its keys */
+    int nst;         /* cfg->nstorage */
+    uint32_t *cnt;   /* keys per group */
+    int *call_of;    /* group -> call index, -1 when none */
+    mp_span **gkeys; /* group -> its keys */
     msg_S_GET_req *reqs;
     msg_S_GET_rep *reps;
     rt_rpc *calls;
@@ -71,15 +71,14 @@ static int fetch_alloc(fetch *f, uint32_t n, int nst)
     f->reqs = calloc((size_t)nst + n / RT_SGET_MAX_KEYS + 1, sizeof(*f->reqs));
     f->reps = calloc((size_t)nst + n / RT_SGET_MAX_KEYS + 1, sizeof(*f->reps));
     f->calls = calloc((size_t)nst + n / RT_SGET_MAX_KEYS + 1, sizeof(*f->calls));
-    if (!f->koff || !f->klen || !f->grp || !f->slot || !f->cnt || !f->call_of ||
-        !f->gkeys || !f->reqs || !f->reps || !f->calls)
+    if (!f->koff || !f->klen || !f->grp || !f->slot || !f->cnt || !f->call_of || !f->gkeys ||
+        !f->reqs || !f->reps || !f->calls)
         return SX_ENOMEM;
     return 0;
 }
 
 /* Derives every entry's fact-local key and group. */
-static int fetch_keys(fetch *f, const rt_query *qc, const msg_I_RANGE_rep *page,
-                      rt_err *e)
+static int fetch_keys(fetch *f, const rt_query *qc, const msg_I_RANGE_rep *page, rt_err *e)
 {
     const cfg_cluster *cfg = qc->rt->cfg;
     uint32_t i;
@@ -94,8 +93,7 @@ static int fetch_keys(fetch *f, const rt_query *qc, const msg_I_RANGE_rep *page,
             return rt_errf(e, SX_EPROTO, "index entry %u has a malformed key", i);
         be_put64(hb, h);
         f->koff[i] = f->arena.n;
-        if (bytes_append(&f->arena, hb, 8) != 0 ||
-            bytes_append(&f->arena, tup + hl, tn - hl) != 0)
+        if (bytes_append(&f->arena, hb, 8) != 0 || bytes_append(&f->arena, tup + hl, tn - hl) != 0)
             return rt_errf(e, SX_ENOMEM, "out of memory");
         f->klen[i] = f->arena.n - f->koff[i];
         f->grp[i] = (int)(cfg_storage_for(cfg, h) - cfg->storage);
@@ -142,8 +140,7 @@ static int fetch_run(fetch *f, rt_query *qc, rt_err *e)
             return rt_errf(e, SX_ENOMEM, "out of memory");
     }
     for (i = 0; i < f->n; i++)
-        f->gkeys[f->grp[i]][f->slot[i]] =
-            (mp_span){ f->arena.p + f->koff[i], f->klen[i] };
+        f->gkeys[f->grp[i]][f->slot[i]] = (mp_span){ f->arena.p + f->koff[i], f->klen[i] };
     for (g = 0; g < f->nst; g++) {
         if (f->cnt[g] == 0)
             continue;
@@ -158,16 +155,17 @@ static int fetch_run(fetch *f, rt_query *qc, rt_err *e)
         if (f->calls[g].err != 0)
             return rt_rpc_fail(qc->rt, &f->calls[g], e);
         if (f->reps[g].items.n != f->reqs[g].keys.n)
-            return rt_errf(e, SX_EPROTO, "storage partition %llu answered %u of %u "
-                           "keys", (unsigned long long)f->reqs[g].part,
-                           f->reps[g].items.n, f->reqs[g].keys.n);
+            return rt_errf(e, SX_EPROTO,
+                           "storage partition %llu answered %u of %u "
+                           "keys",
+                           (unsigned long long)f->reqs[g].part, f->reps[g].items.n,
+                           f->reqs[g].keys.n);
     }
     return 0;
 }
 
 /* True when the fact still carries the entry's index tuple. */
-static int fact_matches(const rt_query *qc, const mp_span *item, const mp_span *key,
-                        bool *match)
+static int fact_matches(const rt_query *qc, const mp_span *item, const mp_span *key, bool *match)
 {
     tuple_bytes cur = { 0 };
     int rc = item_index_tuple(qc->t, qc->ix, item->p, item->n, &cur);
@@ -183,8 +181,8 @@ static int fact_matches(const rt_query *qc, const mp_span *item, const mp_span *
 
 /* Merges the facts back in index order into the results, until the limit;
  * *used = entries consumed. */
-static int fetch_merge(fetch *f, rt_query *qc, const msg_I_RANGE_rep *page,
-                       uint32_t *used, rt_err *e)
+static int fetch_merge(fetch *f, rt_query *qc, const msg_I_RANGE_rep *page, uint32_t *used,
+                       rt_err *e)
 {
     bool verify = qc->q->consistency != Q_EVENTUAL;
     uint32_t i;
@@ -192,16 +190,17 @@ static int fetch_merge(fetch *f, rt_query *qc, const msg_I_RANGE_rep *page,
 
     for (i = 0; i < f->n && qc->nres < qc->limit; i++) {
         *used = i + 1;
-        const msg_S_GET_rep *r =
-            &f->reps[f->call_of[f->grp[i]] + f->slot[i] / RT_SGET_MAX_KEYS];
+        const msg_S_GET_rep *r = &f->reps[f->call_of[f->grp[i]] + f->slot[i] / RT_SGET_MAX_KEYS];
         const mp_span *item = &r->items.v[f->slot[i] % RT_SGET_MAX_KEYS];
         bool ok = !rt_raw_nil(*item);
 
         if (ok && verify) {
             rc = fact_matches(qc, item, &page->keys.v[i], &ok);
             if (rc != 0)
-                return rt_errf(e, rc, "cannot verify index entry %u against its "
-                               "fact: %s", i, sx_strerror(rc));
+                return rt_errf(e, rc,
+                               "cannot verify index entry %u against its "
+                               "fact: %s",
+                               i, sx_strerror(rc));
         }
         if (!ok) {
             qc->stale++;
@@ -215,8 +214,7 @@ static int fetch_merge(fetch *f, rt_query *qc, const msg_I_RANGE_rep *page,
 }
 
 /* Covering eventual read: the projections are the results. */
-static int take_projections(rt_query *qc, const msg_I_RANGE_rep *page,
-                            uint32_t *used, rt_err *e)
+static int take_projections(rt_query *qc, const msg_I_RANGE_rep *page, uint32_t *used, rt_err *e)
 {
     uint32_t i;
     int rc;
@@ -228,14 +226,13 @@ static int take_projections(rt_query *qc, const msg_I_RANGE_rep *page,
             return rt_errf(e, SX_EPROTO, "index entry %u has no projection", i);
         rc = rt_q_add(qc, pr->p, pr->n);
         if (rc != 0)
-            return rt_errf(e, rc, "cannot take projection %u: %s", i,
-                           sx_strerror(rc));
+            return rt_errf(e, rc, "cannot take projection %u: %s", i, sx_strerror(rc));
     }
     return 0;
 }
 
-int rt_qfetch_page(rt_query *qc, const msg_I_RANGE_rep *page, bool covering,
-                   uint32_t *used, rt_err *e)
+int rt_qfetch_page(rt_query *qc, const msg_I_RANGE_rep *page, bool covering, uint32_t *used,
+                   rt_err *e)
 {
     fetch f;
     int rc;

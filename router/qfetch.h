@@ -15,7 +15,7 @@
  * partitions, and stops once qc holds qc->limit results: *used is the
  * number of entries consumed (the rest are left for the next page).
  * Returns 0 or an sx_err with the reason in e. */
-int rt_qfetch_page(rt_query *qc, const msg_I_RANGE_rep *page, bool covering,
-                   uint32_t *used, rt_err *e);
+int rt_qfetch_page(rt_query *qc, const msg_I_RANGE_rep *page, bool covering, uint32_t *used,
+                   rt_err *e);
 
 #endif

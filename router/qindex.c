@@ -34,8 +34,10 @@ int rt_q_index_range(rt_query *qc, rt_err *e)
     if (rc != 0)
         goto out;
     if (k == ix->nattrs && q->cond != Q_COND_NONE) {
-        rc = rt_errf(e, SX_EINVAL, "eq gives all %u attributes of index '%s': no "
-                     "attribute is left for a condition", k, ix->name);
+        rc = rt_errf(e, SX_EINVAL,
+                     "eq gives all %u attributes of index '%s': no "
+                     "attribute is left for a condition",
+                     k, ix->name);
         goto out;
     }
     rc = rt_range_build(base.p, base.n, q->cond, q->from, q->to, q->prefix,
@@ -97,8 +99,8 @@ static bool page_fresh(const rt_query *qc, const msg_I_RANGE_rep *page, const ui
 /* One I_RANGE page on part over [lo, hi) (index-local keys). On return
  * *done tells whether the partition's range is exhausted; lo/hi are moved
  * past the page. */
-static int read_page(rt_query *qc, const cfg_part *part, bool covering,
-                     tuple_bytes *lo, tuple_bytes *hi, bool *done, rt_err *e)
+static int read_page(rt_query *qc, const cfg_part *part, bool covering, tuple_bytes *lo,
+                     tuple_bytes *hi, bool *done, rt_err *e)
 {
     static const uint8_t zero = 0;
     const cfg_cluster *cfg = qc->rt->cfg;
@@ -165,8 +167,10 @@ static int read_page(rt_query *qc, const cfg_part *part, bool covering,
         goto out;
     n = rep.keys.n;
     if (n > ask) {
-        rc = rt_errf(e, SX_EPROTO, "index partition %llu sent %u entries for a "
-                     "limit of %u", (unsigned long long)part->id, n, ask);
+        rc = rt_errf(e, SX_EPROTO,
+                     "index partition %llu sent %u entries for a "
+                     "limit of %u",
+                     (unsigned long long)part->id, n, ask);
         goto out;
     }
     qc->entries += n;
@@ -175,7 +179,7 @@ static int read_page(rt_query *qc, const cfg_part *part, bool covering,
         *done = true;
         goto out;
     }
-    if (used == 0) {    /* cannot happen: read only while below the limit */
+    if (used == 0) { /* cannot happen: read only while below the limit */
         rc = rt_errf(e, SX_EINTERNAL, "index page consumed no entry");
         goto out;
     }
@@ -188,8 +192,8 @@ static int read_page(rt_query *qc, const cfg_part *part, bool covering,
         tuple_bytes *b = qc->desc ? hi : lo;
         rc = rt_q_mark(qc, k->p + 4, k->n - 4);
         b->n = 0;
-        if (rc == 0 && (bytes_append(b, k->p, k->n) != 0 ||
-                        (!qc->desc && bytes_append(b, &zero, 1) != 0)))
+        if (rc == 0 &&
+            (bytes_append(b, k->p, k->n) != 0 || (!qc->desc && bytes_append(b, &zero, 1) != 0)))
             rc = SX_ENOMEM;
         if (rc != 0)
             rc = rt_errf(e, rc, "out of memory");
@@ -204,8 +208,7 @@ out:
 
 /* Reads index partition part (clipped to the query) until the limit or
  * its end; *done as in read_page. */
-static int read_part(rt_query *qc, const cfg_part *part, bool covering,
-                     bool *done, rt_err *e)
+static int read_part(rt_query *qc, const cfg_part *part, bool covering, bool *done, rt_err *e)
 {
     tuple_bytes lo = { 0 }, hi = { 0 };
     int rc;

@@ -24,13 +24,14 @@ int rt_q_primary_range(rt_query *qc, rt_err *e)
     if (rc != 0)
         goto out;
     if (k != 1) {
-        rc = rt_errf(e, SX_EINVAL, "a primary-key query needs eq = [value of '%s']",
-                     qc->t->pk);
+        rc = rt_errf(e, SX_EINVAL, "a primary-key query needs eq = [value of '%s']", qc->t->pk);
         goto out;
     }
     if (q->cond != Q_COND_NONE && qc->t->sk == NULL) {
-        rc = rt_errf(e, SX_EINVAL, "table '%s' has no sort key: a primary-key query "
-                     "on it takes no condition", qc->t->name);
+        rc = rt_errf(e, SX_EINVAL,
+                     "table '%s' has no sort key: a primary-key query "
+                     "on it takes no condition",
+                     qc->t->name);
         goto out;
     }
     be_put64(hb, hash_shard(qc->rt->cfg->hash_key, pk.p, pk.n));
@@ -49,8 +50,7 @@ out:
 /* Takes one S_RANGE page's items into the results and notes where the
  * page stopped: `next`, or, when the reply budget cut the page short, the
  * key of the last item taken. *more is false once the range has ended. */
-static int take_page(rt_query *qc, const msg_S_RANGE_rep *rep, bool *more,
-                     rt_err *e)
+static int take_page(rt_query *qc, const msg_S_RANGE_rep *rep, bool *more, rt_err *e)
 {
     tuple_bytes key = { 0 };
     uint32_t i;
@@ -59,8 +59,7 @@ static int take_page(rt_query *qc, const msg_S_RANGE_rep *rep, bool *more,
     for (i = 0; i < rep->items.n && qc->nres < qc->limit; i++) {
         rc = rt_q_add(qc, rep->items.v[i].p, rep->items.v[i].n);
         if (rc != 0)
-            return rt_errf(e, rc, "cannot take item %u of a range page: %s", i,
-                           sx_strerror(rc));
+            return rt_errf(e, rc, "cannot take item %u of a range page: %s", i, sx_strerror(rc));
     }
     qc->entries += i;
     *more = rep->next.n > 0;

@@ -48,13 +48,13 @@ int rt_q_add(rt_query *qc, const uint8_t *item, size_t n)
         if (rc != 0)
             return rc;
     } else {
-        mp_put_raw(&qc->acc, item, n);  /* one whole value: see query.h */
+        mp_put_raw(&qc->acc, item, n); /* one whole value: see query.h */
     }
     if (qc->acc.oom)
         return SX_ENOMEM;
     qc->nres++;
     if (qc->acc.sb.size >= RT_REPLY_BYTES)
-        qc->limit = qc->nres;   /* page full: end it here, with a token */
+        qc->limit = qc->nres; /* page full: end it here, with a token */
     return 0;
 }
 
@@ -119,15 +119,15 @@ static int apply_token(rt_query *qc, rt_err *e)
         return rt_errf(e, SX_ENOMEM, "out of memory");
     if (qc->q->token.n == 0)
         return 0;
-    rc = rt_token_open(qc->rt->cfg->token_key, &c, qc->q->token.p, qc->q->token.n,
-                       &pos, &npos);
+    rc = rt_token_open(qc->rt->cfg->token_key, &c, qc->q->token.p, qc->q->token.n, &pos, &npos);
     if (rc == 0 && npos != 1)
         rc = SX_ETOKEN;
     if (rc == 0)
         rc = rt_range_resume(&qc->cur, pos[0].p, pos[0].n, qc->desc);
     free(pos);
     if (rc == SX_ETOKEN)
-        return rt_errf(e, rc, "continuation token is invalid, tampered with, or "
+        return rt_errf(e, rc,
+                       "continuation token is invalid, tampered with, or "
                        "belongs to another query");
     if (rc != 0)
         return rt_errf(e, rc, "out of memory");
@@ -143,13 +143,15 @@ static int plan(rt_query *qc, rt_err *e)
 
     /* A page holds at most RT_QUERY_MAX_LIMIT items; a larger limit gets a
      * full page and a token (the limit is "at most", per page). */
-    qc->limit = q->limit == 0 ? RT_QUERY_DEFAULT_LIMIT
-              : q->limit > RT_QUERY_MAX_LIMIT ? RT_QUERY_MAX_LIMIT
-              : (uint32_t)q->limit;
+    qc->limit = q->limit == 0                   ? RT_QUERY_DEFAULT_LIMIT
+                : q->limit > RT_QUERY_MAX_LIMIT ? RT_QUERY_MAX_LIMIT
+                                                : (uint32_t)q->limit;
     qc->desc = q->desc != 0;
     if (q->consistency > Q_STRONG)
-        return rt_errf(e, SX_EINVAL, "consistency must be 0 (eventual), 1 (verified) "
-                       "or 2 (strong), got %llu", (unsigned long long)q->consistency);
+        return rt_errf(e, SX_EINVAL,
+                       "consistency must be 0 (eventual), 1 (verified) "
+                       "or 2 (strong), got %llu",
+                       (unsigned long long)q->consistency);
     if ((rc = attrs_dup(qc, e)) != 0)
         return rc;
     if (q->index.n == 0 || mp_span_eq_cstr(q->index, "primary")) {
@@ -165,8 +167,10 @@ static int plan(rt_query *qc, rt_err *e)
             (rc = rt_index(qc->rt, q->table, q->index, &cat, &qc->t, &qc->ix, e)) != 0)
             return rc;
         if (qc->ix->state != CAT_READY)
-            return rt_errf(e, SX_ENOTREADY, "index '%s' on table '%s' is still "
-                           "building", qc->ix->name, qc->t->name);
+            return rt_errf(e, SX_ENOTREADY,
+                           "index '%s' on table '%s' is still "
+                           "building",
+                           qc->ix->name, qc->t->name);
         rc = rt_q_index_range(qc, e);
     }
     if (rc != 0)

@@ -18,7 +18,7 @@
 #define RT_QUERY_DEFAULT_LIMIT 100
 #define RT_QUERY_MAX_LIMIT 10000
 #define RT_STRONG_DEFAULT_MS 5000
-#define RT_STRONG_MAX_MS 60000     /* a worker waits at most this long */
+#define RT_STRONG_MAX_MS 60000 /* a worker waits at most this long */
 
 /* A small set of partition ids, in first-touched order. */
 typedef struct rt_ids {
@@ -30,25 +30,25 @@ typedef struct rt_query {
     router *rt;
     const msg_QUERY_req *q;
     const cat_table *t;
-    const cat_index *ix;        /* NULL for the primary key */
-    char **attrs;               /* q->attrs as C strings (NULL when none) */
+    const cat_index *ix; /* NULL for the primary key */
+    char **attrs;        /* q->attrs as C strings (NULL when none) */
     uint32_t nattrs;
     uint32_t limit;
     bool desc;
-    rt_range range;             /* the whole query's range (token binding) */
-    rt_range cur;               /* what is left to read */
+    rt_range range; /* the whole query's range (token binding) */
+    rt_range cur;   /* what is left to read */
     /* results: items appended to acc, item i at [off[i], off[i+1]) */
     mp_buf acc;
     size_t *off;
     uint32_t nres, cap;
-    tuple_bytes last;              /* last key consumed (token position) */
+    tuple_bytes last; /* last key consumed (token position) */
     bool exhausted;
     uint64_t entries, stale;
     bool covering;
-    bool projectable;           /* verified or strong, and the index
-                                 * projects every attribute asked for:
-                                 * fresh pages answer from the index */
-    bool fetched;               /* some page read facts */
+    bool projectable; /* verified or strong, and the index
+                       * projects every attribute asked for:
+                       * fresh pages answer from the index */
+    bool fetched;     /* some page read facts */
     rt_ids index_parts, fact_parts;
 } rt_query;
 
@@ -84,8 +84,7 @@ int rt_q_index(rt_query *qc, rt_err *e);
 
 /* Fills calls[] (room for one per node) with an S_HEADS to every storage
  * node, replies into reps[]; returns how many. req is an empty request. */
-int rt_heads_calls(router *rt, const msg_S_HEADS_req *req, rt_rpc *calls,
-                   msg_S_HEADS_rep *reps);
+int rt_heads_calls(router *rt, const msg_S_HEADS_req *req, rt_rpc *calls, msg_S_HEADS_rep *reps);
 
 /* Reads m finished S_HEADS calls into heads[k] (for cfg->storage[k]).
  * Returns 0 or the first call's error (reason in e). */
@@ -96,7 +95,6 @@ int rt_heads_collect(router *rt, const rt_rpc *calls, const msg_S_HEADS_rep *rep
  * first+count) has applied, from every storage partition, everything that
  * partition had written when this call began. Returns 0, SX_ETIMEDOUT
  * (naming the lagging pair), or a network error (reason in e). */
-int rt_strong_wait(router *rt, int first, int count, uint64_t timeout_ms,
-                   rt_err *e);
+int rt_strong_wait(router *rt, int first, int count, uint64_t timeout_ms, rt_err *e);
 
 #endif

@@ -27,8 +27,7 @@ int rt_eq_encode(mp_span eq, uint32_t max_k, tuple_bytes *out, uint32_t *k, rt_e
     if (mp_read_array(&c, &cnt) != 0)
         return rt_errf(e, SX_EINVAL, "eq must be an array of values");
     if (cnt > max_k)
-        return rt_errf(e, SX_EINVAL, "eq has %u values but at most %u are allowed",
-                       cnt, max_k);
+        return rt_errf(e, SX_EINVAL, "eq has %u values but at most %u are allowed", cnt, max_k);
     for (i = 0; i < cnt; i++) {
         rc = tup_encode_mp(out, &c);
         if (rc == SX_ENOMEM)
@@ -37,15 +36,13 @@ int rt_eq_encode(mp_span eq, uint32_t max_k, tuple_bytes *out, uint32_t *k, rt_e
             return rt_errf(e, SX_EKEY, "eq value %u is not a scalar key value", i + 1);
     }
     if (out->n > SX_MAX_KEY)
-        return rt_errf(e, SX_EKEY, "eq values are longer than %d bytes encoded",
-                       SX_MAX_KEY);
+        return rt_errf(e, SX_EKEY, "eq values are longer than %d bytes encoded", SX_MAX_KEY);
     *k = cnt;
     return 0;
 }
 
 /* Appends the tuple component of a msgpack scalar bound. */
-static int put_bound(tuple_bytes *b, mp_span v, const char *name, const char *what,
-                     rt_err *e)
+static int put_bound(tuple_bytes *b, mp_span v, const char *name, const char *what, rt_err *e)
 {
     mp_cur c = mp_cur_make(v.p, v.n);
     int rc = tup_encode_mp(b, &c);
@@ -53,8 +50,7 @@ static int put_bound(tuple_bytes *b, mp_span v, const char *name, const char *wh
     if (rc == SX_ENOMEM)
         return rt_errf(e, rc, "out of memory");
     if (rc != 0 || mp_left(&c) != 0)
-        return rt_errf(e, SX_EKEY, "'%s' bound on %s must be one scalar value",
-                       name, what);
+        return rt_errf(e, SX_EKEY, "'%s' bound on %s must be one scalar value", name, what);
     return 0;
 }
 
@@ -75,9 +71,8 @@ static int upper_of(const tuple_bytes *b, rt_range *r)
     return 0;
 }
 
-int rt_range_build(const uint8_t *base, size_t bn, uint64_t cond, mp_span from,
-                   mp_span to, mp_span prefix, const char *what, rt_range *r,
-                   rt_err *e)
+int rt_range_build(const uint8_t *base, size_t bn, uint64_t cond, mp_span from, mp_span to,
+                   mp_span prefix, const char *what, rt_range *r, rt_err *e)
 {
     tuple_bytes tmp = { 0 };
     int rc = 0;
@@ -88,8 +83,7 @@ int rt_range_build(const uint8_t *base, size_t bn, uint64_t cond, mp_span from,
         goto out;
     }
     switch (cond) {
-    case Q_COND_NONE:
-        break;
+    case Q_COND_NONE: break;
     case Q_COND_RANGE:
         if (!rt_raw_nil(from) && (rc = put_bound(&r->lo, from, "from", what, e)) != 0)
             goto out;
@@ -157,8 +151,8 @@ static int put_local(tuple_bytes *b, uint32_t id, const uint8_t *t, size_t n)
     return 0;
 }
 
-int rt_range_clip(const rt_range *r, const cfg_part *p, uint32_t index_id,
-                  tuple_bytes *lo, tuple_bytes *hi)
+int rt_range_clip(const rt_range *r, const cfg_part *p, uint32_t index_id, tuple_bytes *lo,
+                  tuple_bytes *hi)
 {
     const uint8_t *l = r->lo.p, *h = r->hi.p;
     size_t ln = r->lo.n, hn = r->hi.n;

@@ -40,9 +40,8 @@ int rt_eq_encode(mp_span eq, uint32_t max_k, tuple_bytes *out, uint32_t *k, rt_e
  * Q_COND_RANGE (from..to inclusive, nil bounds open), Q_COND_PREFIX
  * (strings starting with prefix). `what` names the conditioned attribute
  * in messages. Returns 0, SX_EINVAL/SX_EKEY (reason in e), SX_ENOMEM. */
-int rt_range_build(const uint8_t *base, size_t bn, uint64_t cond, mp_span from,
-                   mp_span to, mp_span prefix, const char *what, rt_range *r,
-                   rt_err *e);
+int rt_range_build(const uint8_t *base, size_t bn, uint64_t cond, mp_span from, mp_span to,
+                   mp_span prefix, const char *what, rt_range *r, rt_err *e);
 
 /* True when r holds no key. */
 bool rt_range_empty(const rt_range *r);
@@ -56,8 +55,8 @@ int rt_range_resume(rt_range *r, const uint8_t *pos, size_t n, bool desc);
  * for index_id into lo/hi (appended; hi left empty when unbounded, which
  * I_RANGE reads as "to the end of this index"). Returns 1 when the clip is
  * non-empty, 0 when empty, or -SX_ENOMEM. */
-int rt_range_clip(const rt_range *r, const cfg_part *p, uint32_t index_id,
-                  tuple_bytes *lo, tuple_bytes *hi);
+int rt_range_clip(const rt_range *r, const cfg_part *p, uint32_t index_id, tuple_bytes *lo,
+                  tuple_bytes *hi);
 
 /* Frees r's bytes (accepts a zeroed range). */
 void rt_range_free(rt_range *r);

@@ -12,8 +12,7 @@
 #include "range.h"
 #include "sx_errors.h"
 
-int rt_item_key(const router *rt, const cat_table *t, const uint8_t *p, size_t n,
-                tuple_bytes *key)
+int rt_item_key(const router *rt, const cat_table *t, const uint8_t *p, size_t n, tuple_bytes *key)
 {
     tuple_bytes pk = { 0 };
     size_t pklen = 0;
@@ -124,10 +123,9 @@ out:
 /* Sends the one-delete S_WRITE with the DELETE's deadline (capped:
  * rt_write_deadline; req borrows key and del, which must outlive it);
  * retried once if the catalog was stale. */
-static int delete_call(router *rt, const cat_table *t, uint64_t catver,
-                       const cfg_part *part, mp_span *key, uint64_t deadline_ms,
-                       uint64_t *del, rt_rpc *c, msg_S_WRITE_req *req,
-                       msg_S_WRITE_rep *rep, rt_err *e)
+static int delete_call(router *rt, const cat_table *t, uint64_t catver, const cfg_part *part,
+                       mp_span *key, uint64_t deadline_ms, uint64_t *del, rt_rpc *c,
+                       msg_S_WRITE_req *req, msg_S_WRITE_rep *rep, rt_err *e)
 {
     const cat_catalog *cat;
     int pass;
@@ -143,8 +141,7 @@ static int delete_call(router *rt, const cat_table *t, uint64_t catver,
         req->deadline_ms = rt_write_deadline(rt, deadline_ms);
         rt_rpc_release(c, 1);
         memset(rep, 0, sizeof(*rep));
-        *c = (rt_rpc){ .node = part->node, .type = MSG_S_WRITE, .req = req,
-                       .rep = rep };
+        *c = (rt_rpc){ .node = part->node, .type = MSG_S_WRITE, .req = req, .rep = rep };
         if (rt_rpc_run(rt, c, 1) != 0)
             return rt_errf(e, SX_ENOMEM, "out of memory");
         if (c->err != SX_ESTALECAT || pass == 1)
@@ -187,8 +184,7 @@ int rt_h_delete(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e)
         bytes_free(&local);
     }
     if (rc == 0)
-        rc = delete_call(rt, t, cat->version, part, &q.key, q.deadline_ms, &del, &c, &req,
-                         &rep, e);
+        rc = delete_call(rt, t, cat->version, part, &q.key, q.deadline_ms, &del, &c, &req, &rep, e);
     if (rc == 0 && rep.found.v[0] == 0)
         rc = rt_errf(e, SX_ENOTFOUND, "no item with that key in table '%s'", t->name);
     if (rc == 0) {

@@ -27,8 +27,7 @@ static void *refresher(void *arg)
         int rc;
         clock_gettime(CLOCK_MONOTONIC, &until);
         until.tv_sec += RT_REFRESH_MS / 1000;
-        while (!rt->stop &&
-               pthread_cond_timedwait(&rt->cv, &rt->mu, &until) != ETIMEDOUT)
+        while (!rt->stop && pthread_cond_timedwait(&rt->cv, &rt->mu, &until) != ETIMEDOUT)
             ;
         if (rt->stop)
             break;

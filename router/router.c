@@ -55,8 +55,8 @@ int rt_new(const cfg_cluster *cfg, int self, router **out)
         rc = net_peer_open_link(cfg->nodes[i].url, frames > 0 ? frames : NET_PEER_ALONE,
                                 &rt->peers[i]);
         if (rc != 0) {
-            LOG_ERROR("router: cannot dial %s at %s: %s", cfg->nodes[i].name,
-                      cfg->nodes[i].url, sx_strerror(rc));
+            LOG_ERROR("router: cannot dial %s at %s: %s", cfg->nodes[i].name, cfg->nodes[i].url,
+                      sx_strerror(rc));
             goto fail;
         }
         rt->dialed[i] = true;
@@ -151,11 +151,9 @@ void rt_handle(void *arg, const uint8_t *req, size_t n, mp_buf *out)
     if (rc != 0) {
         rt_errf(&e, rc, "cannot read the request frame: %s", sx_strerror(rc));
     } else if (is_reply) {
-        rc = rt_errf(&e, SX_EPROTO, "expected a request, got a %s reply",
-                     msg_name(t));
+        rc = rt_errf(&e, SX_EPROTO, "expected a request, got a %s reply", msg_name(t));
     } else if ((fn = handler_for(t)) == NULL) {
-        rc = rt_errf(&e, SX_EINVAL, "the router does not serve %s requests",
-                     msg_name(t));
+        rc = rt_errf(&e, SX_EINVAL, "the router does not serve %s requests", msg_name(t));
     } else {
         rc = fn(rt, req, n, out, &e);
     }

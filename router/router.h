@@ -37,21 +37,21 @@
 
 /* The router. Immutable after rt_new (see the file comment). */
 typedef struct router {
-    const cfg_cluster *cfg;   /* borrowed; outlives the router */
-    int self;               /* this router's index in cfg->nodes */
-    net_peer **peers;       /* per cfg node: its link; every call goes through it */
-    bool *dialed;           /* per cfg node: has a link (not routers) */
+    const cfg_cluster *cfg;       /* borrowed; outlives the router */
+    int self;                     /* this router's index in cfg->nodes */
+    net_peer **peers;             /* per cfg node: its link; every call goes through it */
+    bool *dialed;                 /* per cfg node: has a link (not routers) */
     _Atomic uint64_t *down_until; /* per cfg node: found unconnected; calls
                                    * fail at once until then (monotonic ms) */
     catcache *cc;
-    int timeout_ms;         /* per inter-node call */
+    int timeout_ms; /* per inter-node call */
     /* the catalog refresher thread (refresh.c); stop/cv guarded by mu */
     pthread_t refresher;
     bool refresher_on;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool stop;
-    atomic_bool stopping;   /* rt_serve_stop began: long waits give up */
+    atomic_bool stopping; /* rt_serve_stop began: long waits give up */
     /* counters for STATUS (relaxed atomics) */
     atomic_ullong nreq, nerr;
     /* wcomb.c: PUTs answered by the combined path, the S_WRITEs that
@@ -65,8 +65,7 @@ typedef struct rt_err {
 } rt_err;
 
 /* Formats a reason into e and returns code (so `return rt_errf(...)`). */
-int rt_errf(rt_err *e, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+int rt_errf(rt_err *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Formats the reason for an SX_EKEY from item_primary_key into e and
  * returns SX_EKEY. what names the object ("item 3", "key"); enc_len is the
@@ -105,13 +104,13 @@ void rt_refresher_stop(router *rt);
 /* One call of a fan-out. Fill node/type/req and point rep at a zeroed
  * reply struct of that type; rt_rpc_run fills err/msg/frame. */
 typedef struct rt_rpc {
-    int node;             /* in: index into cfg->nodes */
-    msg_type type;        /* in */
-    const void *req;      /* in: request struct (msg_<type>_req) */
-    void *rep;            /* in: zeroed msg_<type>_rep to fill */
-    int err;              /* out: 0, the peer's code, or a network code */
-    char msg[RT_ERRLEN];  /* out: reason when err != 0 */
-    uint8_t *frame;       /* out: reply bytes that rep borrows from */
+    int node;            /* in: index into cfg->nodes */
+    msg_type type;       /* in */
+    const void *req;     /* in: request struct (msg_<type>_req) */
+    void *rep;           /* in: zeroed msg_<type>_rep to fill */
+    int err;             /* out: 0, the peer's code, or a network code */
+    char msg[RT_ERRLEN]; /* out: reason when err != 0 */
+    uint8_t *frame;      /* out: reply bytes that rep borrows from */
 } rt_rpc;
 
 /* True when node i has a live connection, waiting briefly (a little over
@@ -141,8 +140,7 @@ int rt_rpc_fail(const router *rt, const rt_rpc *c, rt_err *e);
 
 /* Sends raw request bytes to node and appends the raw reply to out.
  * Returns 0 or a network error (reason in e). */
-int rt_forward(router *rt, int node, const uint8_t *req, size_t n,
-               mp_buf *out, rt_err *e);
+int rt_forward(router *rt, int node, const uint8_t *req, size_t n, mp_buf *out, rt_err *e);
 
 /* Role name of node i ("storage", "index", "router"). */
 const char *rt_role_name(int role);
@@ -152,27 +150,24 @@ const char *rt_role_name(int role);
 /* Finds table `name` in the newest cached catalog, refreshing the cache
  * once when it is not there. On success *cat and *t are borrowed (valid
  * for the router's life). Returns 0, SX_ENOTABLE, or a fetch error. */
-int rt_table(router *rt, mp_span name, const cat_catalog **cat,
-             const cat_table **t, rt_err *e);
+int rt_table(router *rt, mp_span name, const cat_catalog **cat, const cat_table **t, rt_err *e);
 
 /* Same for table + index (refreshing once when either is missing).
  * Returns 0, SX_ENOTABLE, SX_ENOINDEX, or a fetch error. */
-int rt_index(router *rt, mp_span table, mp_span index, const cat_catalog **cat,
-             const cat_table **t, const cat_index **ix, rt_err *e);
+int rt_index(router *rt, mp_span table, mp_span index, const cat_catalog **cat, const cat_table **t,
+             const cat_index **ix, rt_err *e);
 
 /* ---- write.c / wcomb.c: PUTs ---- */
 
 /* Checks item i (it) of a PUT for table t (size, a valid item, its key)
  * and sets *g to the index of the storage partition owning it. Returns 0,
  * or an sx_err with the reason, naming the item by i, in e. */
-int rt_put_place(router *rt, const cat_table *t, const mp_span *it, uint32_t i, int *g,
-                 rt_err *e);
+int rt_put_place(router *rt, const cat_table *t, const mp_span *it, uint32_t i, int *g, rt_err *e);
 
 /* The error of a PUT whose cnt items for storage partition index g, the
  * first at input position first, failed in call c: "item F (with N
  * item(s) for partition P) not written: <c's failure>". Returns c->err. */
-int rt_put_unwritten(const router *rt, int g, const rt_rpc *c, long first, uint32_t cnt,
-                     rt_err *e);
+int rt_put_unwritten(const router *rt, int g, const rt_rpc *c, long first, uint32_t cnt, rt_err *e);
 
 /* The error of a PUT whose item at input position pos the storage node of
  * partition index g (node index node) refused before writing with err and
@@ -202,8 +197,7 @@ void rt_defer_flush(void *arg);
 
 /* Appends the fact-local key h (8 BE) | pk of item p..n of table t to key.
  * Returns 0 or an sx_err (SX_EKEY, SX_ENOMEM, ...). */
-int rt_item_key(const router *rt, const cat_table *t, const uint8_t *p, size_t n,
-                tuple_bytes *key);
+int rt_item_key(const router *rt, const cat_table *t, const uint8_t *p, size_t n, tuple_bytes *key);
 
 /* ---- handlers: each decodes frame p..n, and on success appends its reply
  * to out and returns 0; on failure returns an sx_err with the reason in e

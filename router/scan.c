@@ -30,7 +30,8 @@ static int where_check(mp_span w, rt_err *e)
         return 0;
     c = mp_cur_make(w.p, w.n);
     if (mp_read_map(&c, &cnt) != 0)
-        return rt_errf(e, SX_EINVAL, "where must be a map of attribute names to "
+        return rt_errf(e, SX_EINVAL,
+                       "where must be a map of attribute names to "
                        "scalar values");
     for (i = 0; i < cnt; i++) {
         mp_span k;
@@ -43,8 +44,10 @@ static int where_check(mp_span w, rt_err *e)
         if (rc == SX_ENOMEM)
             return rt_errf(e, rc, "out of memory");
         if (rc != 0)
-            return rt_errf(e, SX_EINVAL, "where: the value of '%.*s' must be a "
-                           "scalar", (int)k.n, (const char *)k.p);
+            return rt_errf(e, SX_EINVAL,
+                           "where: the value of '%.*s' must be a "
+                           "scalar",
+                           (int)k.n, (const char *)k.p);
     }
     return 0;
 }
@@ -52,12 +55,12 @@ static int where_check(mp_span w, rt_err *e)
 /* Per-request scan state. */
 typedef struct scan_st {
     int nst;
-    tuple_bytes *pos;           /* per storage partition: resume key */
+    tuple_bytes *pos; /* per storage partition: resume key */
     bool *done;
     msg_S_RANGE_req *reqs;
     msg_S_RANGE_rep *reps;
     rt_rpc *calls;
-    int *part_of;            /* call -> storage partition index */
+    int *part_of; /* call -> storage partition index */
     int ncalls;
 } scan_st;
 
@@ -79,8 +82,7 @@ static void scan_free(scan_st *s)
 }
 
 /* Loads positions from the request's token (or starts every partition). */
-static int scan_start(scan_st *s, router *rt, const rt_tokctx *ctx, mp_span tok,
-                      rt_err *e)
+static int scan_start(scan_st *s, router *rt, const rt_tokctx *ctx, mp_span tok, rt_err *e)
 {
     static const uint8_t zero = 0;
     mp_span *pos = NULL;
@@ -95,21 +97,22 @@ static int scan_start(scan_st *s, router *rt, const rt_tokctx *ctx, mp_span tok,
     for (i = 0; rc == 0 && i < s->nst; i++) {
         s->done[i] = pos[i].n == 0;
         if (pos[i].n == 1 && pos[i].p[0] == 0)
-            continue;   /* not read yet: from the start */
+            continue; /* not read yet: from the start */
         if (!s->done[i] && (bytes_append(&s->pos[i], pos[i].p, pos[i].n) != 0 ||
                             bytes_append(&s->pos[i], &zero, 1) != 0))
             rc = SX_ENOMEM;
     }
     free(pos);
     if (rc == SX_ETOKEN)
-        return rt_errf(e, rc, "continuation token is invalid, tampered with, or "
+        return rt_errf(e, rc,
+                       "continuation token is invalid, tampered with, or "
                        "belongs to another scan");
     return rc != 0 ? rt_errf(e, rc, "out of memory") : 0;
 }
 
 /* Sends one S_RANGE per running partition. */
-static int scan_run(scan_st *s, router *rt, const cat_table *t, mp_span where,
-                    uint32_t limit, rt_err *e)
+static int scan_run(scan_st *s, router *rt, const cat_table *t, mp_span where, uint32_t limit,
+                    rt_err *e)
 {
     int i, active = 0;
     uint32_t per;
@@ -129,7 +132,8 @@ static int scan_run(scan_st *s, router *rt, const cat_table *t, mp_span where,
         s->reqs[m].limit = per;
         s->reqs[m].where = rt_raw_nil(where) ? (mp_span){ NULL, 0 } : where;
         s->calls[m] = (rt_rpc){ .node = rt->cfg->storage[i].node,
-                                .type = MSG_S_RANGE, .req = &s->reqs[m],
+                                .type = MSG_S_RANGE,
+                                .req = &s->reqs[m],
                                 .rep = &s->reps[m] };
         s->part_of[m] = i;
         s->ncalls++;
@@ -146,8 +150,8 @@ static int scan_run(scan_st *s, router *rt, const cat_table *t, mp_span where,
  * `n` items its call returned: its `next` when all were taken; the key of
  * the last item taken; or, when none was, where it stood before. The key
  * is built in *key when needed. */
-static int next_pos(const scan_st *s, router *rt, const cat_table *t, int ci,
-                    uint32_t take, tuple_bytes *key, mp_span *pos)
+static int next_pos(const scan_st *s, router *rt, const cat_table *t, int ci, uint32_t take,
+                    tuple_bytes *key, mp_span *pos)
 {
     static const uint8_t start = 0;
     const msg_S_RANGE_rep *r = &s->reps[ci];
@@ -164,7 +168,7 @@ static int next_pos(const scan_st *s, router *rt, const cat_table *t, int ci,
     }
     if (s->pos[pi].n == 0)
         *pos = (mp_span){ &start, 1 };
-    else    /* s->pos holds "last key | 0x00" */
+    else /* s->pos holds "last key | 0x00" */
         *pos = (mp_span){ s->pos[pi].p, s->pos[pi].n - 1 };
     return 0;
 }
@@ -211,8 +215,8 @@ static int scan_reply(scan_st *s, router *rt, const cat_table *t, const rt_tokct
         }
         more = more || pos[s->part_of[i]].n > 0;
     }
-    if (more && (rc = rt_token_seal(rt->cfg->token_key, ctx, pos, (uint32_t)s->nst,
-                                    &tok, &tokn)) != 0) {
+    if (more &&
+        (rc = rt_token_seal(rt->cfg->token_key, ctx, pos, (uint32_t)s->nst, &tok, &tokn)) != 0) {
         rc = rt_errf(e, rc, "cannot make a continuation token");
         goto out;
     }
@@ -247,10 +251,10 @@ int rt_h_scan(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e)
     if (rc != 0)
         return rt_errf(e, rc, "malformed SCAN request");
     /* at most RT_SCAN_MAX_LIMIT items a page, whatever is asked */
-    limit = q.limit == 0 ? RT_SCAN_DEFAULT_LIMIT
-          : q.limit > RT_SCAN_MAX_LIMIT ? RT_SCAN_MAX_LIMIT : (uint32_t)q.limit;
-    if ((rc = where_check(q.where, e)) != 0 ||
-        (rc = rt_table(rt, q.table, &cat, &t, e)) != 0)
+    limit = q.limit == 0                  ? RT_SCAN_DEFAULT_LIMIT
+            : q.limit > RT_SCAN_MAX_LIMIT ? RT_SCAN_MAX_LIMIT
+                                          : (uint32_t)q.limit;
+    if ((rc = where_check(q.where, e)) != 0 || (rc = rt_table(rt, q.table, &cat, &t, e)) != 0)
         goto out;
     memset(&ctx, 0, sizeof(ctx));
     ctx.kind = RT_TOK_SCAN;

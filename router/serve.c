@@ -46,7 +46,7 @@ int rt_serve_start(const cfg_cluster *cfg, int self, int fibers, net_server *loc
             free(s);
             return rc;
         }
-        net_peer_close(s->rt->peers[me->host]);     /* its link, unused */
+        net_peer_close(s->rt->peers[me->host]); /* its link, unused */
         s->rt->peers[me->host] = p;
     }
     net_tls tls = { .ca = cfg->tls_ca, .cert = cfg->tls_cert, .key = cfg->tls_key };
@@ -59,8 +59,11 @@ int rt_serve_start(const cfg_cluster *cfg, int self, int fibers, net_server *loc
         return rc;
     }
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    net_server_opts so = { .workers = ncpu < 2 ? 2 : ncpu > 8 ? 8 : (int)ncpu,
-                           .fibers = fibers, .defer = rt_defer,
+    net_server_opts so = { .workers = ncpu < 2   ? 2
+                                      : ncpu > 8 ? 8
+                                                 : (int)ncpu,
+                           .fibers = fibers,
+                           .defer = rt_defer,
                            .defer_flush = rt_defer_flush };
     rc = net_server_open(sock, &so, rt_handle, s->rt, &s->srv);
     if (rc != 0) {
@@ -72,11 +75,11 @@ int rt_serve_start(const cfg_cluster *cfg, int self, int fibers, net_server *loc
     }
     if (me->host >= 0)
         LOG_INFO("router %s: serving on %s inside storage node %s: %d requests at once "
-                 "on %d threads", me->name, me->url, cfg->nodes[me->host].name, fibers,
-                 so.workers);
+                 "on %d threads",
+                 me->name, me->url, cfg->nodes[me->host].name, fibers, so.workers);
     else
-        LOG_INFO("router %s: serving on %s: %d requests at once on %d threads", me->name,
-                 me->url, fibers, so.workers);
+        LOG_INFO("router %s: serving on %s: %d requests at once on %d threads", me->name, me->url,
+                 fibers, so.workers);
     *out = s;
     return 0;
 }

@@ -25,7 +25,7 @@ static void put_self(router *rt, mp_buf *acc)
     mp_put_map(acc, 9);
     mp_put_cstr(acc, "links_authenticated");
     mp_put_bool(acc, link_auth_enabled());
-    mp_put_cstr(acc, "clients_tls");            /* client certificates required */
+    mp_put_cstr(acc, "clients_tls"); /* client certificates required */
     mp_put_bool(acc, rt->cfg->tls_ca != NULL);
     mp_put_cstr(acc, "requests");
     mp_put_u64(acc, atomic_load_explicit(&rt->nreq, memory_order_relaxed));

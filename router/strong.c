@@ -25,8 +25,7 @@ static void sleep_ms(uint64_t ms)
     fib_sleep_ms((int)ms);
 }
 
-int rt_heads_calls(router *rt, const msg_S_HEADS_req *req, rt_rpc *calls,
-                   msg_S_HEADS_rep *reps)
+int rt_heads_calls(router *rt, const msg_S_HEADS_req *req, rt_rpc *calls, msg_S_HEADS_rep *reps)
 {
     const cfg_cluster *cfg = rt->cfg;
     int m = 0;
@@ -100,8 +99,8 @@ static uint64_t wm_of(const msg_I_WATERMARKS_rep *r, uint64_t source)
 
 /* One poll: 1 when every index partition caught up, 0 when not (the first
  * lagging pair described in lag), or a negative sx_err (reason in e). */
-static int poll_once(router *rt, int first, int count, const uint64_t *heads,
-                     int wait_ms, char *lag, size_t laglen, rt_err *e)
+static int poll_once(router *rt, int first, int count, const uint64_t *heads, int wait_ms,
+                     char *lag, size_t laglen, rt_err *e)
 {
     const cfg_cluster *cfg = rt->cfg;
     rt_rpc *calls = calloc((size_t)count, sizeof(*calls));
@@ -116,7 +115,8 @@ static int poll_once(router *rt, int first, int count, const uint64_t *heads,
     for (i = 0; i < count; i++) {
         reqs[i].part = cfg->index[first + i].id;
         calls[i] = (rt_rpc){ .node = cfg->index[first + i].node,
-                             .type = MSG_I_WATERMARKS, .req = &reqs[i],
+                             .type = MSG_I_WATERMARKS,
+                             .req = &reqs[i],
                              .rep = &reps[i] };
     }
     if (rt_rpc_run_ms(rt, calls, count, wait_ms) != 0) {
@@ -132,10 +132,10 @@ static int poll_once(router *rt, int first, int count, const uint64_t *heads,
             uint64_t wm = wm_of(&reps[i], cfg->storage[k].id);
             if (heads[k] == 0 || wm >= heads[k])
                 continue;
-            snprintf(lag, laglen, "index partition %llu still behind storage "
+            snprintf(lag, laglen,
+                     "index partition %llu still behind storage "
                      "partition %llu (watermark %llu < head %llu)",
-                     (unsigned long long)reqs[i].part,
-                     (unsigned long long)cfg->storage[k].id,
+                     (unsigned long long)reqs[i].part, (unsigned long long)cfg->storage[k].id,
                      (unsigned long long)wm, (unsigned long long)heads[k]);
             rc = 0;
             break;
@@ -150,8 +150,7 @@ out:
     return rc;
 }
 
-int rt_strong_wait(router *rt, int first, int count, uint64_t timeout_ms,
-                   rt_err *e)
+int rt_strong_wait(router *rt, int first, int count, uint64_t timeout_ms, rt_err *e)
 {
     uint64_t *heads, start, now, pause = RT_POLL_MIN_MS;
     char lag[RT_ERRLEN] = "";

@@ -41,8 +41,8 @@ static int token_mac(const uint8_t key[RT_TOKEN_KEYBYTES], const rt_tokctx *ctx,
     return 0;
 }
 
-int rt_token_seal(const uint8_t key[RT_TOKEN_KEYBYTES], const rt_tokctx *ctx,
-                  const mp_span *pos, uint32_t npos, uint8_t **tok, size_t *tokn)
+int rt_token_seal(const uint8_t key[RT_TOKEN_KEYBYTES], const rt_tokctx *ctx, const mp_span *pos,
+                  uint32_t npos, uint8_t **tok, size_t *tokn)
 {
     mp_buf b;
     uint8_t mac[crypto_auth_BYTES];
@@ -80,8 +80,8 @@ int rt_token_seal(const uint8_t key[RT_TOKEN_KEYBYTES], const rt_tokctx *ctx,
     return 0;
 }
 
-int rt_token_open(const uint8_t key[RT_TOKEN_KEYBYTES], const rt_tokctx *ctx,
-                  const uint8_t *tok, size_t n, mp_span **pos, uint32_t *npos)
+int rt_token_open(const uint8_t key[RT_TOKEN_KEYBYTES], const rt_tokctx *ctx, const uint8_t *tok,
+                  size_t n, mp_span **pos, uint32_t *npos)
 {
     uint8_t mac[crypto_auth_BYTES];
     size_t bn;

@@ -28,9 +28,9 @@ enum { RT_TOK_QUERY = 1, RT_TOK_SCAN = 2 };
 
 /* What a token is bound to. lo/hi are borrowed byte spans. */
 typedef struct rt_tokctx {
-    uint64_t kind;      /* RT_TOK_* */
+    uint64_t kind; /* RT_TOK_* */
     uint64_t table_id;
-    uint64_t index_id;  /* 0 for the primary key and for scans */
+    uint64_t index_id; /* 0 for the primary key and for scans */
     uint64_t desc;
     mp_span lo, hi;
 } rt_tokctx;
@@ -38,14 +38,14 @@ typedef struct rt_tokctx {
 /* Seals npos positions into a token bound to ctx. On success *tok
  * (malloc'd, caller frees) and *tokn are set. Returns 0, SX_EINVAL (too
  * many positions) or SX_ENOMEM. */
-int rt_token_seal(const uint8_t key[RT_TOKEN_KEYBYTES], const rt_tokctx *ctx,
-                  const mp_span *pos, uint32_t npos, uint8_t **tok, size_t *tokn);
+int rt_token_seal(const uint8_t key[RT_TOKEN_KEYBYTES], const rt_tokctx *ctx, const mp_span *pos,
+                  uint32_t npos, uint8_t **tok, size_t *tokn);
 
 /* Opens tok..n against ctx. On success *pos (malloc'd array, caller frees;
  * its spans borrow from tok) and *npos are set. Returns 0, or SX_ETOKEN
  * when the token is malformed, altered, forged or belongs to another
  * query; SX_ENOMEM. */
-int rt_token_open(const uint8_t key[RT_TOKEN_KEYBYTES], const rt_tokctx *ctx,
-                  const uint8_t *tok, size_t n, mp_span **pos, uint32_t *npos);
+int rt_token_open(const uint8_t key[RT_TOKEN_KEYBYTES], const rt_tokctx *ctx, const uint8_t *tok,
+                  size_t n, mp_span **pos, uint32_t *npos);
 
 #endif

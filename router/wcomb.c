@@ -24,16 +24,16 @@
  * all), handed back with net_reply_requeue and so run again alone (a PUT
  * that shared that S_WRITE with a refused item is then written alone, and
  * the refused one gets its own error), provided every S_WRITE carrying its
-  * items failed that way, and, for a deadline, its own was later. A PUT some
-  * of which may have been written (another of its S_WRITEs succeeded, or one
-  * failed after it may have written: a timeout, a lost connection, a reply
-  * that did not fit) is never run again: it gets the error its handler gives
-  * for such a failure ("item F (with N item(s) for partition P) not written:
-  * ..."), as a PUT alone whose partitions partly failed does; when the storage
-  * node refused one of the PUT's own items, that item by its place in the PUT
-  * ("item I: ... (storage node N, partition P)", as alone); when it refused
-  * another PUT's item, saying so (the node's "operation K" counts the combined
-  * S_WRITE, not this PUT).
+ * items failed that way, and, for a deadline, its own was later. A PUT some
+ * of which may have been written (another of its S_WRITEs succeeded, or one
+ * failed after it may have written: a timeout, a lost connection, a reply
+ * that did not fit) is never run again: it gets the error its handler gives
+ * for such a failure ("item F (with N item(s) for partition P) not written:
+ * ..."), as a PUT alone whose partitions partly failed does; when the storage
+ * node refused one of the PUT's own items, that item by its place in the PUT
+ * ("item I: ... (storage node N, partition P)", as alone); when it refused
+ * another PUT's item, saying so (the node's "operation K" counts the combined
+ * S_WRITE, not this PUT).
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -47,10 +47,10 @@
 /* One deferred PUT. */
 typedef struct wc_put {
     net_reply *r;
-    msg_PUT_req q;          /* decoded; its items point into the request */
-    uint32_t base;          /* its first item's index in the batch's items */
-    uint64_t *versions;     /* per item, filled from the S_WRITE replies */
-    atomic_bool failed;     /* an S_WRITE carrying one of its items failed */
+    msg_PUT_req q;      /* decoded; its items point into the request */
+    uint32_t base;      /* its first item's index in the batch's items */
+    uint64_t *versions; /* per item, filled from the S_WRITE replies */
+    atomic_bool failed; /* an S_WRITE carrying one of its items failed */
 } wc_put;
 
 /* One item of the batch: its PUT, its place there, its partition index. */
@@ -66,12 +66,12 @@ typedef struct wc_call {
     wc_batch *b;
     int g;
     uint32_t n;
-    uint32_t *of;           /* per operation: its index in b->items */
-    mp_buf req;             /* the encoded request (sent from here) */
-    int err;                /* its failure (0: none) */
-    bool rerun;             /* nothing of it was written: its PUTs may run again */
-    uint64_t deadline;      /* the deadline it carried (rt_write_deadline) */
-    char msg[RT_ERRLEN];    /* what failed */
+    uint32_t *of;        /* per operation: its index in b->items */
+    mp_buf req;          /* the encoded request (sent from here) */
+    int err;             /* its failure (0: none) */
+    bool rerun;          /* nothing of it was written: its PUTs may run again */
+    uint64_t deadline;   /* the deadline it carried (rt_write_deadline) */
+    char msg[RT_ERRLEN]; /* what failed */
 } wc_call;
 
 /* The PUTs of one received frame for one table. */
@@ -83,10 +83,10 @@ struct wc_batch {
     uint32_t nputs, capputs;
     wc_item *items;
     uint32_t nitems, capitems;
-    size_t bytes;           /* the items' bytes (bounded: WC_MAX_BYTES) */
+    size_t bytes; /* the items' bytes (bounded: WC_MAX_BYTES) */
     wc_call *calls;
     int ncalls;
-    atomic_int left;        /* calls not yet answered */
+    atomic_int left; /* calls not yet answered */
 };
 
 /* A batch's items stay well within one S_WRITE frame, and its replies
@@ -190,8 +190,7 @@ static void put_failed(wc_batch *b, uint32_t p)
             first = (long)i;
         cnt++;
     }
-    rt_rpc rc = { .node = b->rt->cfg->storage[bad->g].node, .type = MSG_S_WRITE,
-                  .err = bad->err };
+    rt_rpc rc = { .node = b->rt->cfg->storage[bad->g].node, .type = MSG_S_WRITE, .err = bad->err };
     rt_err e;
     mp_buf out;
     unsigned long k;
@@ -202,12 +201,13 @@ static void put_failed(wc_batch *b, uint32_t p)
     bool op = rt_op_error(bad->msg, &k, &why) && k < bad->n;
 
     if (op && b->items[bad->of[k]].put == p) {
-        rt_put_refused(b->rt, bad->g, rc.node, bad->err, (long)b->items[bad->of[k]].item,
-                       why, &e);
+        rt_put_refused(b->rt, bad->g, rc.node, bad->err, (long)b->items[bad->of[k]].item, why, &e);
     } else {
         if (op)
-            snprintf(rc.msg, sizeof(rc.msg), "another request's item in the same combined "
-                     "write was refused: %s", why);
+            snprintf(rc.msg, sizeof(rc.msg),
+                     "another request's item in the same combined "
+                     "write was refused: %s",
+                     why);
         else
             snprintf(rc.msg, sizeof(rc.msg), "%s", bad->msg);
         rt_put_unwritten(b->rt, bad->g, &rc, first, cnt, &e);
@@ -239,8 +239,8 @@ static void batch_finish(wc_batch *b)
         if (msg_encode_rep(MSG_PUT, &rep, &out) != 0 || out.oom) {
             mp_buf_free(&out);
             mp_buf_init(&out);
-            if (msg_encode_err(MSG_PUT, SX_ENOMEM, "out of memory encoding the reply",
-                               &out) != 0 || out.oom)
+            if (msg_encode_err(MSG_PUT, SX_ENOMEM, "out of memory encoding the reply", &out) != 0 ||
+                out.oom)
                 LOG_ERROR("router: cannot encode an error reply to PUT");
             atomic_fetch_add_explicit(&b->rt->nerr, 1, memory_order_relaxed);
         } else {
@@ -281,8 +281,7 @@ static void call_done(void *arg, int err, const uint8_t *resp, size_t n)
     if (err != 0) {
         c->err = err;
         snprintf(c->msg, sizeof(c->msg), "call failed (%s)", sx_strerror(err));
-    } else if ((c->err = msg_decode_rep(MSG_S_WRITE, resp, n, &rep, c->msg,
-                                        sizeof(c->msg))) != 0) {
+    } else if ((c->err = msg_decode_rep(MSG_S_WRITE, resp, n, &rep, c->msg, sizeof(c->msg))) != 0) {
         if (c->msg[0] == '\0')
             snprintf(c->msg, sizeof(c->msg), "%s", sx_strerror(c->err));
         c->rerun = unwritten(c->err, c->msg);
@@ -378,7 +377,7 @@ void rt_defer_flush(void *arg)
     tl_batch = NULL;
     if (b == NULL)
         return;
-    if (!batch_calls(b)) {      /* nothing sent: every PUT runs alone */
+    if (!batch_calls(b)) { /* nothing sent: every PUT runs alone */
         for (uint32_t i = 0; i < b->nputs; i++)
             atomic_store(&b->puts[i].failed, true);
         for (int k = 0; k < b->ncalls; k++) {
@@ -396,7 +395,7 @@ void rt_defer_flush(void *arg)
         int rc = net_peer_submit(b->rt->peers[node], (const uint8_t *)c->req.sb.data,
                                  c->req.sb.size, b->rt->timeout_ms, call_done, c);
 
-        if (rc != 0) {          /* not sent: its PUTs may run alone */
+        if (rc != 0) { /* not sent: its PUTs may run alone */
             c->rerun = true;
             call_done(c, rc, NULL, 0);
         } else {
@@ -428,7 +427,7 @@ static bool batch_add(router *rt, msg_PUT_req *q, net_reply *r)
         b->rt = rt;
         b->cat = cat;
         b->t = t;
-        tl_batch = b;       /* rt_defer frees it again if this PUT is declined */
+        tl_batch = b; /* rt_defer frees it again if this PUT is declined */
     }
     size_t bytes = 0;
     for (uint32_t i = 0; i < q->items.n; i++)
@@ -472,7 +471,7 @@ bool rt_defer(void *arg, msg_type t, const uint8_t *p, size_t n, net_reply *r)
     if (!batch_add(rt, &q, r)) {
         msg_free_req(MSG_PUT, &q);
         if (tl_batch != NULL && tl_batch->nputs == 0) {
-            batch_free(tl_batch);   /* made for this PUT: no frame left holding it */
+            batch_free(tl_batch); /* made for this PUT: no frame left holding it */
             tl_batch = NULL;
         }
         return false;

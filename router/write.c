@@ -23,16 +23,16 @@ typedef struct put_plan {
     int nst;
     int *grp;
     uint32_t *slot;
-    uint32_t *cnt;          /* items per partition index */
-    int *first;             /* first item (input position) per partition */
-    mp_span **objs;          /* per partition: its items */
-    uint64_t **dels;        /* per partition: zeros */
-    int *call_of;           /* partition index -> call, -1 when none */
+    uint32_t *cnt;   /* items per partition index */
+    int *first;      /* first item (input position) per partition */
+    mp_span **objs;  /* per partition: its items */
+    uint64_t **dels; /* per partition: zeros */
+    int *call_of;    /* partition index -> call, -1 when none */
     msg_S_WRITE_req *reqs;
     msg_S_WRITE_rep *reps;
     rt_rpc *calls;
     int ncalls;
-    uint64_t deadline;      /* the client's (msg.h, deadline_ms), 0: none */
+    uint64_t deadline; /* the client's (msg.h, deadline_ms), 0: none */
 } put_plan;
 
 static void plan_free(put_plan *pl)
@@ -73,13 +73,13 @@ static int plan_alloc(put_plan *pl, uint32_t n, int nst)
     pl->reqs = calloc((size_t)nst, sizeof(*pl->reqs));
     pl->reps = calloc((size_t)nst, sizeof(*pl->reps));
     pl->calls = calloc((size_t)nst, sizeof(*pl->calls));
-    return pl->grp && pl->slot && pl->cnt && pl->first && pl->objs && pl->dels &&
-                   pl->call_of && pl->reqs && pl->reps && pl->calls
-               ? 0 : SX_ENOMEM;
+    return pl->grp && pl->slot && pl->cnt && pl->first && pl->objs && pl->dels && pl->call_of &&
+                   pl->reqs && pl->reps && pl->calls
+               ? 0
+               : SX_ENOMEM;
 }
 
-int rt_put_place(router *rt, const cat_table *t, const mp_span *it, uint32_t i, int *g,
-                 rt_err *e)
+int rt_put_place(router *rt, const cat_table *t, const mp_span *it, uint32_t i, int *g, rt_err *e)
 {
     tuple_bytes pk = { 0 };
     size_t pklen = 0;
@@ -87,12 +87,14 @@ int rt_put_place(router *rt, const cat_table *t, const mp_span *it, uint32_t i, 
     int rc;
 
     if (it->n > SX_MAX_ITEM)
-        return rt_errf(e, SX_ETOOBIG, "item %u is %zu bytes; the limit is %d",
-                       i, it->n, SX_MAX_ITEM);
+        return rt_errf(e, SX_ETOOBIG, "item %u is %zu bytes; the limit is %d", i, it->n,
+                       SX_MAX_ITEM);
     rc = item_validate(it->p, it->n);
     if (rc != 0)
-        return rt_errf(e, rc, "item %u is not a valid item (a map of "
-                       "attribute names to values)", i);
+        return rt_errf(e, rc,
+                       "item %u is not a valid item (a map of "
+                       "attribute names to values)",
+                       i);
     rc = item_primary_key(t, it->p, it->n, &pk, &pklen);
     if (rc == 0)
         h = hash_shard(rt->cfg->hash_key, pk.p, pklen);
@@ -111,8 +113,8 @@ int rt_put_place(router *rt, const cat_table *t, const mp_span *it, uint32_t i, 
 }
 
 /* Checks every item and finds its partition. */
-static int plan_items(put_plan *pl, router *rt, const cat_table *t,
-                      const msg_spans *items, rt_err *e)
+static int plan_items(put_plan *pl, router *rt, const cat_table *t, const msg_spans *items,
+                      rt_err *e)
 {
     uint32_t i;
 
@@ -130,8 +132,8 @@ static int plan_items(put_plan *pl, router *rt, const cat_table *t,
 
 /* Builds one S_WRITE per partition, each with the PUT's deadline (capped:
  * rt_write_deadline). */
-static int plan_calls(put_plan *pl, router *rt, const cat_table *t,
-                      uint64_t catver, const msg_PUT_req *q, rt_err *e)
+static int plan_calls(put_plan *pl, router *rt, const cat_table *t, uint64_t catver,
+                      const msg_PUT_req *q, rt_err *e)
 {
     uint32_t i;
     int g;
@@ -158,7 +160,8 @@ static int plan_calls(put_plan *pl, router *rt, const cat_table *t,
         pl->reqs[m].objs = (msg_spans){ pl->cnt[g], pl->objs[g] };
         pl->reqs[m].deadline_ms = rt_write_deadline(rt, q->deadline_ms);
         pl->calls[m] = (rt_rpc){ .node = rt->cfg->storage[g].node,
-                                 .type = MSG_S_WRITE, .req = &pl->reqs[m],
+                                 .type = MSG_S_WRITE,
+                                 .req = &pl->reqs[m],
                                  .rep = &pl->reps[m] };
         pl->call_of[g] = m;
         pl->ncalls++;
@@ -208,8 +211,7 @@ static long input_pos(const put_plan *pl, int g, unsigned long k)
 /* Reports partition g's failure. A storage node names a failed item by
  * its place in the partition's batch ("operation K: ..."); that is turned
  * into the item's position in the request. */
-static int group_fail(const put_plan *pl, router *rt, int g, const rt_rpc *c,
-                      rt_err *e)
+static int group_fail(const put_plan *pl, router *rt, int g, const rt_rpc *c, rt_err *e)
 {
     const char *why = NULL;
     unsigned long k;
@@ -242,22 +244,21 @@ bool rt_op_error(const char *msg, unsigned long *k, const char **why)
     return true;
 }
 
-int rt_put_refused(const router *rt, int g, int node, int err, long pos, const char *why,
-                   rt_err *e)
+int rt_put_refused(const router *rt, int g, int node, int err, long pos, const char *why, rt_err *e)
 {
     return rt_errf(e, err, "item %ld: %s (storage node %s, partition %llu)", pos, why,
                    rt->cfg->nodes[node].name, (unsigned long long)rt->cfg->storage[g].id);
 }
 
-int rt_put_unwritten(const router *rt, int g, const rt_rpc *c, long first, uint32_t cnt,
-                     rt_err *e)
+int rt_put_unwritten(const router *rt, int g, const rt_rpc *c, long first, uint32_t cnt, rt_err *e)
 {
     rt_err ce;
 
     rt_rpc_fail(rt, c, &ce);
-    return rt_errf(e, c->err, "item %ld (with %u item(s) for partition %llu) "
-                   "not written: %s", first, cnt,
-                   (unsigned long long)rt->cfg->storage[g].id, ce.msg);
+    return rt_errf(e, c->err,
+                   "item %ld (with %u item(s) for partition %llu) "
+                   "not written: %s",
+                   first, cnt, (unsigned long long)rt->cfg->storage[g].id, ce.msg);
 }
 
 /* Collects versions in input order, or the first failure. */
@@ -276,8 +277,10 @@ static int plan_reply(put_plan *pl, router *rt, mp_buf *out, rt_err *e)
         if (c->err != 0)
             return group_fail(pl, rt, g, c, e);
         if (pl->reps[pl->call_of[g]].versions.n != pl->cnt[g])
-            return rt_errf(e, SX_EPROTO, "partition %llu answered %u versions for "
-                           "%u items", (unsigned long long)rt->cfg->storage[g].id,
+            return rt_errf(e, SX_EPROTO,
+                           "partition %llu answered %u versions for "
+                           "%u items",
+                           (unsigned long long)rt->cfg->storage[g].id,
                            pl->reps[pl->call_of[g]].versions.n, pl->cnt[g]);
     }
     v = calloc((size_t)pl->n + 1, sizeof(*v));

@@ -28,13 +28,13 @@ typedef struct slot {
     bench *b;
     int idx;
     uint64_t rng;
-    uint64_t t0;          /* start of the current measured operation */
-    int kind;             /* W8: the current operation's kind */
-    uint64_t pair;        /* W3/W4/W5: the pair asked for */
-    uint64_t id;          /* W2/W8: the key asked for */
-    size_t got;           /* W5: matches collected so far */
-    uint64_t tack;        /* W7: acknowledgement time of the probe */
-    uint64_t probe;       /* W7: the current probe's number */
+    uint64_t t0;    /* start of the current measured operation */
+    int kind;       /* W8: the current operation's kind */
+    uint64_t pair;  /* W3/W4/W5: the pair asked for */
+    uint64_t id;    /* W2/W8: the key asked for */
+    size_t got;     /* W5: matches collected so far */
+    uint64_t tack;  /* W7: acknowledgement time of the probe */
+    uint64_t probe; /* W7: the current probe's number */
 } slot;
 
 struct bench {
@@ -43,18 +43,18 @@ struct bench {
     const char *index;
     uint64_t n, seed;
     int wl, conc;
-    int batch;            /* W6: items per put */
-    double rate;          /* W7: background writes per second */
+    int batch;   /* W6: items per put */
+    double rate; /* W7: background writes per second */
     uint64_t t_measure, t_end;
     hist h;
-    uint64_t ops, errors, bad;     /* atomics */
-    uint64_t last_done;            /* atomic max, ns */
-    uint64_t next;                 /* atomic: W1 ids, W6 batches, W7 probes */
-    uint64_t id_base;              /* W1/W7 fresh ids start here */
+    uint64_t ops, errors, bad; /* atomics */
+    uint64_t last_done;        /* atomic max, ns */
+    uint64_t next;             /* atomic: W1 ids, W6 batches, W7 probes */
+    uint64_t id_base;          /* W1/W7 fresh ids start here */
     pthread_mutex_t lock;
     pthread_cond_t idle;
-    int active;                    /* slots still issuing */
-    char firsterr[256];            /* under lock */
+    int active;         /* slots still issuing */
+    char firsterr[256]; /* under lock */
     slot *slots;
 };
 
@@ -90,13 +90,13 @@ int bench_load(bench *b, int nidx, bool after, double *items_per_s);
 int bench_lag(bench *b, double *write_rate);
 
 /* Starts a request on the slot's behalf, recording a submission failure. */
-#define SLOT_SUBMIT(s, call)                                   \
-    do {                                                       \
-        int rc_ = (call);                                      \
-        if (rc_) {                                             \
+#define SLOT_SUBMIT(s, call)                                      \
+    do {                                                          \
+        int rc_ = (call);                                         \
+        if (rc_) {                                                \
             bench_error((s)->b, "submit", rc_, sx_strerror(rc_)); \
-            slot_retire(s);                                    \
-        }                                                      \
+            slot_retire(s);                                       \
+        }                                                         \
     } while (0)
 
 #endif

@@ -18,7 +18,7 @@ uint64_t rng_next(uint64_t *s)
 void data_fresh_pair(uint64_t p, char *t, char *l)
 {
     data_pair(p, t, l);
-    size_t n = strlen(l);      /* 6 of l's 16 bytes */
+    size_t n = strlen(l); /* 6 of l's 16 bytes */
     l[n] = 'w';
     l[n + 1] = '\0';
 }
@@ -75,8 +75,8 @@ sx_item *data_item_with(uint64_t seed, uint64_t id, const char *town, const char
     if (!it)
         return NULL;
     data_payload(seed, id, pay);
-    if (sx_item_set_int(it, "id", (int64_t)id) || sx_item_set_str(it, "town", town)
-        || sx_item_set_str(it, "lastname", last) || sx_item_set_str(it, "payload", pay)) {
+    if (sx_item_set_int(it, "id", (int64_t)id) || sx_item_set_str(it, "town", town) ||
+        sx_item_set_str(it, "lastname", last) || sx_item_set_str(it, "payload", pay)) {
         sx_item_free(it);
         return NULL;
     }

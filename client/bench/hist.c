@@ -16,7 +16,7 @@ static int bucket_of(uint64_t v)
 {
     if (v < HIST_SUB)
         return (int)v;
-    int top = 63 - __builtin_clzll(v);           /* >= 4 */
+    int top = 63 - __builtin_clzll(v); /* >= 4 */
     int sub = (int)((v >> (top - 4)) & (HIST_SUB - 1));
     return (top - 3) * HIST_SUB + sub;
 }

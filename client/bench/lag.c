@@ -53,7 +53,7 @@ static void probe_seen(sx_op *op, void *arg)
         return;
     }
     if (n == 0 && t - s->tack < 30ULL * 1000000000ULL) {
-        probe_query(s);        /* not visible yet: ask again */
+        probe_query(s); /* not visible yet: ask again */
         return;
     }
     if (n == 0)
@@ -97,7 +97,10 @@ static void probe_put(slot *s)
 }
 
 /* Background writes: completions only count. */
-typedef struct bg { bench *b; uint64_t inflight, done; } bg;
+typedef struct bg {
+    bench *b;
+    uint64_t inflight, done;
+} bg;
 
 static void bg_done(sx_op *op, void *arg)
 {
@@ -128,7 +131,7 @@ int bench_lag(bench *b, double *write_rate)
         uint64_t due = (uint64_t)(b->rate * (double)(t - t0) / 1e9);
         while (sent < due) {
             if (__atomic_load_n(&g.inflight, __ATOMIC_RELAXED) >= LAG_MAX_INFLIGHT) {
-                skipped += due - sent;     /* the cluster cannot keep up */
+                skipped += due - sent; /* the cluster cannot keep up */
                 sent = due;
                 break;
             }
@@ -156,7 +159,7 @@ int bench_lag(bench *b, double *write_rate)
     if (skipped)
         fprintf(stderr, "shardex-bench: W7: %llu background writes skipped (1024 in flight)\n",
                 (unsigned long long)skipped);
-    *write_rate = (double)__atomic_load_n(&g.done, __ATOMIC_RELAXED)
-                / ((double)(t_stop - t0) / 1e9);
+    *write_rate = (double)__atomic_load_n(&g.done, __ATOMIC_RELAXED) /
+                  ((double)(t_stop - t0) / 1e9);
     return SX_OK;
 }

@@ -28,11 +28,13 @@ static int make_indexes(bench *b, int nidx, bool over_data)
     int rc;
     const char *on1[] = { "town", "lastname" };
     const char *on2[] = { "lastname" };
-    if (nidx >= 1 && (rc = sx_index_create(b->c, b->table, "by_town", on1, 2, SX_PROJ_ALL,
-                                           NULL, 0)) && rc != SX_EEXIST)
+    if (nidx >= 1 &&
+        (rc = sx_index_create(b->c, b->table, "by_town", on1, 2, SX_PROJ_ALL, NULL, 0)) &&
+        rc != SX_EEXIST)
         return rc;
-    if (nidx >= 2 && (rc = sx_index_create(b->c, b->table, "by_last", on2, 1, SX_PROJ_KEYS,
-                                           NULL, 0)) && rc != SX_EEXIST)
+    if (nidx >= 2 &&
+        (rc = sx_index_create(b->c, b->table, "by_last", on2, 1, SX_PROJ_KEYS, NULL, 0)) &&
+        rc != SX_EEXIST)
         return rc;
     for (int tries = 0; tries < (over_data ? 36000 : 600); tries++) {
         sx_index_info *list = NULL;
@@ -86,8 +88,7 @@ static void issue_batch(slot *s)
             rc = SX_ENOMEM;
     s->t0 = now_ns();
     if (!rc)
-        rc = sx_put_batch_async(b->c, b->table, (const sx_item *const *)items, cnt,
-                                done_batch, s);
+        rc = sx_put_batch_async(b->c, b->table, (const sx_item *const *)items, cnt, done_batch, s);
     for (size_t j = 0; j < made; j++)
         sx_item_free(items[j]);
     free(items);
@@ -146,8 +147,8 @@ int bench_load(bench *b, int nidx, bool after, double *items_per_s)
             bench_error(b, what, rc, sx_client_errmsg(b->c));
             return rc;
         }
-        fprintf(stderr, "shardex-bench: W6: load %.2f s, %s %.2f s\n",
-                (double)(t1 - t0) / 1e9, what, (double)(now_ns() - t1) / 1e9);
+        fprintf(stderr, "shardex-bench: W6: load %.2f s, %s %.2f s\n", (double)(t1 - t0) / 1e9,
+                what, (double)(now_ns() - t1) / 1e9);
     }
     double secs = (double)(now_ns() - t0) / 1e9;
     *items_per_s = secs > 0 ? (double)b->n / secs : 0;

@@ -30,7 +30,7 @@
 #include <unistd.h>
 #include "bench.h"
 #include "data.h"
-#include "heap.h"   /* proto/ */
+#include "heap.h" /* proto/ */
 
 typedef struct opts {
     const char *router, *table, *name;
@@ -45,18 +45,24 @@ static int usage(const char *why)
     if (why)
         fprintf(stderr, "shardex-bench: %s\n", why);
     fprintf(stderr,
-        "usage: shardex-bench --router URL --workload W1..W8 [--clients N] [--items N]\n"
-        "                     [--duration S] [--warmup S] [--seed N] [--table T]\n"
-        "                     [--indexes 0|1|2] [--index-order before|after] [--batch N]\n"
-        "                     [--rate R] [--name NAME]\n"
-        "       shardex-bench --csv N [--seed N]\n");
+            "usage: shardex-bench --router URL --workload W1..W8 [--clients N] [--items N]\n"
+            "                     [--duration S] [--warmup S] [--seed N] [--table T]\n"
+            "                     [--indexes 0|1|2] [--index-order before|after] [--batch N]\n"
+            "                     [--rate R] [--name NAME]\n"
+            "       shardex-bench --csv N [--seed N]\n");
     return 2;
 }
 
 static int parse(int argc, char **argv, opts *o)
 {
-    *o = (opts){ .table = "customers", .clients = 1, .indexes = 2, .batch = 2000,
-                 .items = 100000, .seed = 42, .duration = 10, .warmup = 2 };
+    *o = (opts){ .table = "customers",
+                 .clients = 1,
+                 .indexes = 2,
+                 .batch = 2000,
+                 .items = 100000,
+                 .seed = 42,
+                 .duration = 10,
+                 .warmup = 2 };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
@@ -65,36 +71,48 @@ static int parse(int argc, char **argv, opts *o)
             return -2;
         const char *v = argv[++i];
         char *end = NULL;
-        if (strcmp(a, "--router") == 0) o->router = v;
-        else if (strcmp(a, "--table") == 0) o->table = v;
-        else if (strcmp(a, "--name") == 0) o->name = v;
+        if (strcmp(a, "--router") == 0)
+            o->router = v;
+        else if (strcmp(a, "--table") == 0)
+            o->table = v;
+        else if (strcmp(a, "--name") == 0)
+            o->name = v;
         else if (strcmp(a, "--workload") == 0) {
             if ((v[0] != 'W' && v[0] != 'w') || v[1] < '1' || v[1] > '8' || v[2])
                 return -2;
             o->wl = v[1] - '0';
-        } else if (strcmp(a, "--clients") == 0) o->clients = (int)strtol(v, &end, 10);
-        else if (strcmp(a, "--indexes") == 0) o->indexes = (int)strtol(v, &end, 10);
+        } else if (strcmp(a, "--clients") == 0)
+            o->clients = (int)strtol(v, &end, 10);
+        else if (strcmp(a, "--indexes") == 0)
+            o->indexes = (int)strtol(v, &end, 10);
         else if (strcmp(a, "--index-order") == 0) {
             if (strcmp(v, "before") && strcmp(v, "after"))
                 return -2;
             o->index_after = strcmp(v, "after") == 0;
-        } else if (strcmp(a, "--batch") == 0) o->batch = (int)strtol(v, &end, 10);
-        else if (strcmp(a, "--items") == 0) o->items = strtoull(v, &end, 10);
-        else if (strcmp(a, "--seed") == 0) o->seed = strtoull(v, &end, 10);
-        else if (strcmp(a, "--csv") == 0) o->csv = strtoull(v, &end, 10);
-        else if (strcmp(a, "--duration") == 0) o->duration = strtod(v, &end);
-        else if (strcmp(a, "--warmup") == 0) o->warmup = strtod(v, &end);
-        else if (strcmp(a, "--rate") == 0) o->rate = strtod(v, &end);
-        else return -2;
+        } else if (strcmp(a, "--batch") == 0)
+            o->batch = (int)strtol(v, &end, 10);
+        else if (strcmp(a, "--items") == 0)
+            o->items = strtoull(v, &end, 10);
+        else if (strcmp(a, "--seed") == 0)
+            o->seed = strtoull(v, &end, 10);
+        else if (strcmp(a, "--csv") == 0)
+            o->csv = strtoull(v, &end, 10);
+        else if (strcmp(a, "--duration") == 0)
+            o->duration = strtod(v, &end);
+        else if (strcmp(a, "--warmup") == 0)
+            o->warmup = strtod(v, &end);
+        else if (strcmp(a, "--rate") == 0)
+            o->rate = strtod(v, &end);
+        else
+            return -2;
         if (end && *end)
             return -2;
     }
     if (o->csv)
         return 0;
-    if (!o->router || !o->wl || o->clients < 1 || o->clients > 4096 || o->items < 1000
-        || o->items % 1000 || o->indexes < 0 || o->indexes > 2 || o->batch < 1
-        || o->batch > 10000 || o->duration <= 0 || o->warmup < 0
-        || (o->wl == W7 && o->rate <= 0))
+    if (!o->router || !o->wl || o->clients < 1 || o->clients > 4096 || o->items < 1000 ||
+        o->items % 1000 || o->indexes < 0 || o->indexes > 2 || o->batch < 1 || o->batch > 10000 ||
+        o->duration <= 0 || o->warmup < 0 || (o->wl == W7 && o->rate <= 0))
         return -2;
     return 0;
 }
@@ -113,8 +131,14 @@ int main(int argc, char **argv)
     if (o.csv)
         return data_csv(stdout, o.seed, o.csv) == 0 ? 0 : 1;
 
-    bench b = { .table = o.table, .index = "by_town", .n = o.items, .seed = o.seed,
-                .wl = o.wl, .conc = o.clients, .batch = o.batch, .rate = o.rate };
+    bench b = { .table = o.table,
+                .index = "by_town",
+                .n = o.items,
+                .seed = o.seed,
+                .wl = o.wl,
+                .conc = o.clients,
+                .batch = o.batch,
+                .rate = o.rate };
     hist_init(&b.h);
     pthread_mutex_init(&b.lock, NULL);
     pthread_cond_init(&b.idle, NULL);
@@ -154,9 +178,8 @@ int main(int argc, char **argv)
            "\"p50_us\":%.1f,\"p99_us\":%.1f,\"p999_us\":%.1f,\"ops\":%llu,\"errors\":%llu,"
            "\"bad\":%llu,\"items\":%llu,\"seconds\":%.2f}\n",
            name, o.clients, ops_per_s, hist_quantile_us(&b.h, 0.5), hist_quantile_us(&b.h, 0.99),
-           hist_quantile_us(&b.h, 0.999), (unsigned long long)b.ops,
-           (unsigned long long)b.errors, (unsigned long long)b.bad,
-           (unsigned long long)o.items, secs);
+           hist_quantile_us(&b.h, 0.999), (unsigned long long)b.ops, (unsigned long long)b.errors,
+           (unsigned long long)b.bad, (unsigned long long)o.items, secs);
     fflush(stdout);
     if (b.firsterr[0])
         fprintf(stderr, "shardex-bench: %s: first error: %s\n", name, b.firsterr);

@@ -48,7 +48,7 @@
 #define W6_LAST_V 10
 #define W6_LOAD_BATCH 16000
 #define W6_IX_BATCH 1000
-#define W6_POOL 4096             /* distinct values, drawn before the clock starts */
+#define W6_POOL 4096 /* distinct values, drawn before the clock starts */
 
 /* Values of random letters and digits, as the items' payloads are (zeros
  * would compress to nothing in leveldb's tables); item i takes value
@@ -71,10 +71,10 @@ static void w6_fill(void)
 
 typedef struct w6_node {
     ldb *st, *ix;
-    uint64_t first, n;        /* its items: [first, first + n) */
-    int phase;                /* 0 load, 1 scan, 2 write */
-    uint64_t seen;            /* scan: facts read */
-    hist *h;                  /* per batch (load, write); shared */
+    uint64_t first, n; /* its items: [first, first + n) */
+    int phase;         /* 0 load, 1 scan, 2 write */
+    uint64_t seen;     /* scan: facts read */
+    hist *h;           /* per batch (load, write); shared */
     int rc;
 } w6_node;
 
@@ -92,7 +92,7 @@ static int w6_commit(w6_node *w, ldb *d, bool sync, leveldb_writebatch_t *b)
 
 static int w6_load(w6_node *w)
 {
-    uint8_t k[W6_FACT_K] = {'F'};
+    uint8_t k[W6_FACT_K] = { 'F' };
 
     for (uint64_t i = 0; i < w->n; i += W6_LOAD_BATCH) {
         leveldb_writebatch_t *b = leveldb_writebatch_create();
@@ -100,7 +100,7 @@ static int w6_load(w6_node *w)
             return SX_ENOMEM;
         for (uint64_t j = i; j < w->n && j < i + W6_LOAD_BATCH; j++) {
             uint64_t id = w->first + j;
-            be_put64(k + 5, id * 0x9E3779B97F4A7C15ULL);   /* the placement hash */
+            be_put64(k + 5, id * 0x9E3779B97F4A7C15ULL); /* the placement hash */
             be_put64(k + 13, id);
             leveldb_writebatch_put(b, (const char *)k, sizeof k,
                                    (const char *)w6_vals[id % W6_POOL], W6_FACT_V);
@@ -126,11 +126,11 @@ static int w6_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *v, si
 
 static int w6_write(w6_node *w)
 {
-    uint8_t k[W6_IX_K] = {'E'};
+    uint8_t k[W6_IX_K] = { 'E' };
     unsigned synced = 0;
 
     for (uint64_t i = 0; i < w->n; i += W6_IX_BATCH) {
-        for (int x = 0; x < 2; x++) {       /* by_town, then by_last */
+        for (int x = 0; x < 2; x++) { /* by_town, then by_last */
             leveldb_writebatch_t *b = leveldb_writebatch_create();
             if (b == NULL)
                 return SX_ENOMEM;
@@ -226,7 +226,7 @@ static bool dir_empty(const char *dir)
 
 int raw_w6_run(const char *dir, uint64_t items, raw_emit_fn emit)
 {
-    static const char *phase_name[3] = {"leveldb-w6-load", "leveldb-w6-scan", "leveldb-w6-write"};
+    static const char *phase_name[3] = { "leveldb-w6-load", "leveldb-w6-scan", "leveldb-w6-write" };
     w6_node nodes[W6_NODES];
     char path[4096];
     double secs[3], cpu[3];

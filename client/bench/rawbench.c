@@ -46,13 +46,13 @@
  * figure timed as a whole, not per operation). */
 static void emit(const char *name, const char *sys, int clients, double ops, const hist *h)
 {
-    printf("{\"name\":\"%s\",\"system\":\"%s\",\"clients\":%d,\"ops_per_s\":%.1f,",
-           name, sys, clients, ops);
+    printf("{\"name\":\"%s\",\"system\":\"%s\",\"clients\":%d,\"ops_per_s\":%.1f,", name, sys,
+           clients, ops);
     if (h->count == 0)
         printf("\"p50_us\":null,\"p99_us\":null,\"p999_us\":null}\n");
     else
-        printf("\"p50_us\":%.2f,\"p99_us\":%.2f,\"p999_us\":%.2f}\n",
-               hist_quantile_us(h, 0.5), hist_quantile_us(h, 0.99), hist_quantile_us(h, 0.999));
+        printf("\"p50_us\":%.2f,\"p99_us\":%.2f,\"p999_us\":%.2f}\n", hist_quantile_us(h, 0.5),
+               hist_quantile_us(h, 0.99), hist_quantile_us(h, 0.999));
     fflush(stdout);
 }
 
@@ -162,7 +162,7 @@ static void hop_send(hop *x)
     uint8_t body[64] = { 0 };
     if (nng_msg_alloc(&m, 0) || nng_msg_append(m, body, sizeof body)) {
         __atomic_fetch_add(&x->hb->errors, 1, __ATOMIC_RELAXED);
-        (void)hop_done(x->hb, false, now_ns());     /* this client stops */
+        (void)hop_done(x->hb, false, now_ns()); /* this client stops */
         return;
     }
     x->phase = 0;
@@ -321,7 +321,7 @@ static int run_leveldb(const char *dir, uint64_t items, double duration)
     leveldb_readoptions_t *ro = leveldb_readoptions_create();
     hist h;
 
-    hist_init(&h);            /* unsynced puts, the load itself */
+    hist_init(&h); /* unsynced puts, the load itself */
     uint64_t t0 = now_ns();
     for (uint64_t k = 0; k < items && !err; k++) {
         uint64_t t = now_ns();
@@ -331,11 +331,13 @@ static int run_leveldb(const char *dir, uint64_t items, double duration)
     }
     emit("leveldb-put", "leveldb", 1, (double)items / ((double)(now_ns() - t0) / 1e9), &h);
 
-    hist_init(&h);            /* random gets */
+    hist_init(&h); /* random gets */
     uint64_t s = 12345, n = 0;
     t0 = now_ns();
     for (; now_ns() - t0 < (uint64_t)(duration * 1e9) && !err; n++) {
-        s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
         size_t vl;
         uint64_t t = now_ns();
         key_of(s % items, key);
@@ -345,7 +347,7 @@ static int run_leveldb(const char *dir, uint64_t items, double duration)
     }
     emit("leveldb-get", "leveldb", 1, (double)n / ((double)(now_ns() - t0) / 1e9), &h);
 
-    hist_init(&h);            /* synced single puts */
+    hist_init(&h); /* synced single puts */
     t0 = now_ns();
     for (n = 0; now_ns() - t0 < (uint64_t)(duration * 1e9) && !err; n++) {
         uint64_t t = now_ns();
@@ -355,7 +357,7 @@ static int run_leveldb(const char *dir, uint64_t items, double duration)
     }
     emit("leveldb-sync-put", "leveldb", 1, (double)n / ((double)(now_ns() - t0) / 1e9), &h);
 
-    hist_init(&h);            /* synced batches of 100 (items per second) */
+    hist_init(&h); /* synced batches of 100 (items per second) */
     t0 = now_ns();
     for (n = 0; now_ns() - t0 < (uint64_t)(duration * 1e9) && !err; n++) {
         leveldb_writebatch_t *wb = leveldb_writebatch_create();
@@ -368,8 +370,8 @@ static int run_leveldb(const char *dir, uint64_t items, double duration)
         hist_add(&h, now_ns() - t);
         leveldb_writebatch_destroy(wb);
     }
-    emit("leveldb-sync-batch100", "leveldb", 1,
-         (double)n * 100 / ((double)(now_ns() - t0) / 1e9), &h);
+    emit("leveldb-sync-batch100", "leveldb", 1, (double)n * 100 / ((double)(now_ns() - t0) / 1e9),
+         &h);
     if (err)
         fprintf(stderr, "rawbench: leveldb: %s\n", err);
     leveldb_readoptions_destroy(ro);
@@ -383,9 +385,11 @@ static int run_leveldb(const char *dir, uint64_t items, double duration)
 int main(int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "--help") == 0) {
-        fprintf(stderr, "usage: shardex-rawbench nng|link|link-auth --clients N [--duration S] "
-                        "[--warmup S] [--port P]\n       shardex-rawbench leveldb --dir DIR "
-                        "[--items N] [--duration S]\n       shardex-rawbench leveldb-w6 --dir DIR [--items N]\n");
+        fprintf(
+            stderr,
+            "usage: shardex-rawbench nng|link|link-auth --clients N [--duration S] "
+            "[--warmup S] [--port P]\n       shardex-rawbench leveldb --dir DIR "
+            "[--items N] [--duration S]\n       shardex-rawbench leveldb-w6 --dir DIR [--items N]\n");
         return argc < 2 ? 2 : 0;
     }
     int clients = 1, port = 0;
@@ -393,12 +397,18 @@ int main(int argc, char **argv)
     uint64_t items = 100000;
     const char *dir = NULL;
     for (int i = 2; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--clients") == 0) clients = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--duration") == 0) duration = atof(argv[i + 1]);
-        else if (strcmp(argv[i], "--warmup") == 0) warmup = atof(argv[i + 1]);
-        else if (strcmp(argv[i], "--port") == 0) port = atoi(argv[i + 1]);
-        else if (strcmp(argv[i], "--items") == 0) items = strtoull(argv[i + 1], NULL, 10);
-        else if (strcmp(argv[i], "--dir") == 0) dir = argv[i + 1];
+        if (strcmp(argv[i], "--clients") == 0)
+            clients = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--duration") == 0)
+            duration = atof(argv[i + 1]);
+        else if (strcmp(argv[i], "--warmup") == 0)
+            warmup = atof(argv[i + 1]);
+        else if (strcmp(argv[i], "--port") == 0)
+            port = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--items") == 0)
+            items = strtoull(argv[i + 1], NULL, 10);
+        else if (strcmp(argv[i], "--dir") == 0)
+            dir = argv[i + 1];
         else {
             fprintf(stderr, "rawbench: unknown option %s\n", argv[i]);
             return 2;
@@ -418,7 +428,7 @@ int main(int argc, char **argv)
         if (proto_init() != 0)
             return 1;
         randombytes_buf(key, sizeof key);
-        link_auth_set_key(key, "rawbench");     /* the forked server inherits it */
+        link_auth_set_key(key, "rawbench"); /* the forked server inherits it */
         return run_link(clients, duration, warmup, port, "link-auth-hop");
     }
     if (strcmp(argv[1], "leveldb") == 0 && dir)

@@ -65,8 +65,8 @@ static bool pair_is(const sx_item *it, uint64_t p)
     char t[16], l[16];
     const char *s;
     data_pair(p, t, l);
-    return it && sx_item_get_str(it, "town", &s, NULL) == SX_OK && strcmp(s, t) == 0
-        && sx_item_get_str(it, "lastname", &s, NULL) == SX_OK && strcmp(s, l) == 0;
+    return it && sx_item_get_str(it, "town", &s, NULL) == SX_OK && strcmp(s, t) == 0 &&
+           sx_item_get_str(it, "lastname", &s, NULL) == SX_OK && strcmp(s, l) == 0;
 }
 
 /* ---- completions ---- */
@@ -123,7 +123,7 @@ static void done_scan(sx_op *op, void *arg)
         ok = ok && pair_is(sx_result_item(r, k), s->pair);
     s->got += sx_result_count(r);
     const char *tok = sx_result_token(r);
-    if (ok && tok) {      /* the same measured operation goes on */
+    if (ok && tok) { /* the same measured operation goes on */
         rc = issue_scan_page(s, tok);
         sx_result_free(r);
         if (rc) {
@@ -201,18 +201,10 @@ void slot_issue(slot *s)
     bench *b = s->b;
     s->t0 = now_ns();
     switch (b->wl) {
-    case W1:
-        issue_fresh_put(s);
-        break;
-    case W2:
-        issue_get(s);
-        break;
-    case W3:
-        issue_query(s, SX_VERIFIED);
-        break;
-    case W4:
-        issue_query(s, SX_EVENTUAL);
-        break;
+    case W1: issue_fresh_put(s); break;
+    case W2: issue_get(s); break;
+    case W3: issue_query(s, SX_VERIFIED); break;
+    case W4: issue_query(s, SX_EVENTUAL); break;
     case W5: {
         s->pair = rng_next(&s->rng) % data_npairs(b->n);
         s->got = 0;
@@ -227,7 +219,7 @@ void slot_issue(slot *s)
         uint64_t r = rng_next(&s->rng) % 100;
         if (r < 90) {
             issue_get(s);
-        } else if (r < 95) {   /* overwrite an item of the data set, same pair */
+        } else if (r < 95) { /* overwrite an item of the data set, same pair */
             char t[16], l[16];
             uint64_t id = rng_next(&s->rng) % b->n;
             data_pair(id % data_npairs(b->n), t, l);
@@ -237,9 +229,7 @@ void slot_issue(slot *s)
         }
         break;
     }
-    default:
-        bench_error(b, "workload", SX_EINVAL, "not a closed-loop workload");
-        slot_retire(s);
+    default: bench_error(b, "workload", SX_EINVAL, "not a closed-loop workload"); slot_retire(s);
     }
 }
 
@@ -250,7 +240,8 @@ int bench_loop(bench *b)
         return SX_ENOMEM;
     b->active = b->conc;
     for (int k = 0; k < b->conc; k++) {
-        b->slots[k] = (slot){ .b = b, .idx = k,
+        b->slots[k] = (slot){ .b = b,
+                              .idx = k,
                               .rng = b->seed * 1000003ULL + (uint64_t)k * 7919ULL + 1 };
         slot_issue(&b->slots[k]);
     }

@@ -3,9 +3,9 @@
  * option parsing, error reporting, and JSON <-> item conversion.
  *
  * One file per command group (table.c, index.c, item.c, load.c, query.c,
-  * status.c), and lines.c for load's input; main.c dispatches. Everything runs
-  * on the main thread, but for the completion callbacks of load's batches
-  * (load.c).
+ * status.c), and lines.c for load's input; main.c dispatches. Everything runs
+ * on the main thread, but for the completion callbacks of load's batches
+ * (load.c).
  */
 #ifndef SX_CLI_H
 #define SX_CLI_H
@@ -27,10 +27,10 @@ typedef struct cli_ctx {
     int argc;
     char **argv;
     const char *routers;
-    int timeout_ms;        /* --timeout / SHARDEX_TIMEOUT_MS; 0: the library's */
-    const char *tls_dir;   /* --tls / SHARDEX_TLS_DIR: ca.pem, client.pem,
-                            * client.key for tls+tcp:// routers; NULL: none */
-    sx_client *client;     /* opened lazily by cli_connect */
+    int timeout_ms;      /* --timeout / SHARDEX_TIMEOUT_MS; 0: the library's */
+    const char *tls_dir; /* --tls / SHARDEX_TLS_DIR: ca.pem, client.pem,
+                          * client.key for tls+tcp:// routers; NULL: none */
+    sx_client *client;   /* opened lazily by cli_connect */
 } cli_ctx;
 
 /* A command's option table entry: name ("--limit"), whether it takes a
@@ -46,13 +46,12 @@ typedef struct cli_opt {
  * lands in pos[0..*npos) (at most maxpos). Returns CLI_OK, CLI_USAGE (after
  * printing a message and the usage text), or -1 when help was printed
  * (exit 0). */
-int cli_parse(cli_ctx *ctx, const cli_opt *opts, const char **pos, int maxpos,
-              int *npos, const char *usage);
+int cli_parse(cli_ctx *ctx, const cli_opt *opts, const char **pos, int maxpos, int *npos,
+              const char *usage);
 
 /* Prints the one line "shardex: <message> (see --help)" to stderr; returns
  * CLI_USAGE. usage is the command's usage text (printed by --help). */
-int cli_usage_error(const char *usage, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+int cli_usage_error(const char *usage, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Whether s is a whole decimal number in [lo, hi]; if so it goes to *out. */
 bool cli_long_in(const char *s, long lo, long hi, long *out);
@@ -101,10 +100,10 @@ void cli_split_free(char **v, size_t n);
 typedef struct cli_lines {
     int fd;
     char *buf;
-    size_t cap, start, end;  /* buf[start, end) read and not handed out */
-    size_t scanned;          /* buf[start, scanned) holds no newline */
+    size_t cap, start, end; /* buf[start, end) read and not handed out */
+    size_t scanned;         /* buf[start, scanned) holds no newline */
     bool eof;
-    int err;                 /* errno of a failed read, 0 otherwise */
+    int err; /* errno of a failed read, 0 otherwise */
 } cli_lines;
 
 void cli_lines_init(cli_lines *r, int fd);
@@ -116,12 +115,12 @@ void cli_lines_free(cli_lines *r);
  * read (r->err) or when idle returned false (r->err 0). While no whole
  * line is buffered and the input has nothing to read for idle_ms, idle(arg)
  * is called (NULL: none), again every idle_ms. */
-int cli_lines_next(cli_lines *r, char **line, size_t *len, int idle_ms,
-                   bool (*idle)(void *arg), void *arg);
+int cli_lines_next(cli_lines *r, char **line, size_t *len, int idle_ms, bool (*idle)(void *arg),
+                   void *arg);
 
 /* ---- the command groups ---- */
-int cli_table(cli_ctx *ctx);    /* table create */
-int cli_index(cli_ctx *ctx);    /* index create|drop|list */
+int cli_table(cli_ctx *ctx); /* table create */
+int cli_index(cli_ctx *ctx); /* index create|drop|list */
 int cli_put(cli_ctx *ctx);
 int cli_get(cli_ctx *ctx);
 int cli_delete(cli_ctx *ctx);

@@ -16,8 +16,8 @@ static const char *USAGE =
     "          is down does it once it is back). The name can be used again.\n"
     "  list:   one line per index: name, attributes, projection, state.\n";
 
-static int index_create(cli_ctx *ctx, const char *table, const char *index,
-                        const char *on, const char *project)
+static int index_create(cli_ctx *ctx, const char *table, const char *index, const char *on,
+                        const char *project)
 {
     char **attrs = NULL, **proj = NULL;
     size_t nattrs = 0, nproj = 0;
@@ -37,8 +37,8 @@ static int index_create(cli_ctx *ctx, const char *table, const char *index,
     }
     if ((r = cli_connect(ctx)))
         goto out;
-    int rc = sx_index_create(ctx->client, table, index, (const char *const *)attrs, nattrs,
-                             p, (const char *const *)proj, nproj);
+    int rc = sx_index_create(ctx->client, table, index, (const char *const *)attrs, nattrs, p,
+                             (const char *const *)proj, nproj);
     if (rc)
         r = cli_fail(ctx, rc);
 out:
@@ -82,8 +82,7 @@ static int index_list(cli_ctx *ctx, const char *table)
 int cli_index(cli_ctx *ctx)
 {
     const char *on = NULL, *project = NULL, *pos[4];
-    cli_opt opts[] = { { "--on", true, &on }, { "--project", true, &project },
-                       { NULL, 0, NULL } };
+    cli_opt opts[] = { { "--on", true, &on }, { "--project", true, &project }, { NULL, 0, NULL } };
     int npos, r = cli_parse(ctx, opts, pos, 4, &npos, USAGE);
     if (r < 0)
         return CLI_OK;

@@ -11,12 +11,10 @@ static const char *PUT_USAGE =
     "usage: shardex put TABLE 'JSON-OBJECT'\n"
     "  Stores the item (it must hold the table's key attributes).\n"
     "  Numbers: integers are int64, others double; binary as {\"$bin\":\"<base64>\"}.\n";
-static const char *GET_USAGE =
-    "usage: shardex get TABLE 'JSON-KEY-OBJECT'\n"
-    "  Prints the item as one JSON line; exits 1 when absent.\n";
-static const char *DELETE_USAGE =
-    "usage: shardex delete TABLE 'JSON-KEY-OBJECT'\n"
-    "  Deletes the item with that key.\n";
+static const char *GET_USAGE = "usage: shardex get TABLE 'JSON-KEY-OBJECT'\n"
+                               "  Prints the item as one JSON line; exits 1 when absent.\n";
+static const char *DELETE_USAGE = "usage: shardex delete TABLE 'JSON-KEY-OBJECT'\n"
+                                  "  Deletes the item with that key.\n";
 /* Parses "TABLE JSON" arguments into *table and a new item. */
 static int table_and_item(cli_ctx *ctx, const char *usage, const char **table, sx_item **it)
 {
@@ -61,7 +59,7 @@ int cli_get(cli_ctx *ctx)
     if (r == 0) {
         int rc = sx_get(ctx->client, table, key, &got);
         if (rc == SX_ENOTFOUND)
-            r = CLI_NOTFOUND;    /* absent: no message, just the exit code */
+            r = CLI_NOTFOUND; /* absent: no message, just the exit code */
         else if (rc)
             r = cli_fail(ctx, rc);
         else

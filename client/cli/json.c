@@ -21,8 +21,8 @@ json_t *cli_json_parse(const char *text, char *err, size_t errlen)
 /* True when j is {"$bin": "<text>"}. */
 static bool is_bin(const json_t *j)
 {
-    return json_is_object(j) && json_object_size(j) == 1
-        && json_is_string(json_object_get(j, "$bin"));
+    return json_is_object(j) && json_object_size(j) == 1 &&
+           json_is_string(json_object_get(j, "$bin"));
 }
 
 /* Decodes the base64 of a {"$bin":...} object (standard or URL-safe
@@ -32,10 +32,10 @@ static int bin_decode(const json_t *j, uint8_t **out, size_t *n, char *err, size
     const json_t *s = json_object_get(j, "$bin");
     const char *t = json_string_value(s);
     size_t tl = json_string_length(s);
-    static const int variants[] = {
-        sodium_base64_VARIANT_ORIGINAL, sodium_base64_VARIANT_ORIGINAL_NO_PADDING,
-        sodium_base64_VARIANT_URLSAFE, sodium_base64_VARIANT_URLSAFE_NO_PADDING
-    };
+    static const int variants[] = { sodium_base64_VARIANT_ORIGINAL,
+                                    sodium_base64_VARIANT_ORIGINAL_NO_PADDING,
+                                    sodium_base64_VARIANT_URLSAFE,
+                                    sodium_base64_VARIANT_URLSAFE_NO_PADDING };
     uint8_t *b = malloc(tl + 1);
     if (!b)
         return SX_ENOMEM;
@@ -59,9 +59,7 @@ int cli_json_to_scalar(const json_t *j, sx_value *v, void **keep, char *err, siz
     case JSON_FALSE: *v = sx_val_bool(0); return SX_OK;
     case JSON_INTEGER: *v = sx_val_int((int64_t)json_integer_value(j)); return SX_OK;
     case JSON_REAL: *v = sx_val_double(json_real_value(j)); return SX_OK;
-    case JSON_STRING:
-        *v = sx_val_strn(json_string_value(j), json_string_length(j));
-        return SX_OK;
+    case JSON_STRING: *v = sx_val_strn(json_string_value(j), json_string_length(j)); return SX_OK;
     case JSON_OBJECT:
         if (is_bin(j)) {
             uint8_t *b;
@@ -74,8 +72,7 @@ int cli_json_to_scalar(const json_t *j, sx_value *v, void **keep, char *err, siz
             return SX_OK;
         }
         break;
-    default:
-        break;
+    default: break;
     }
     snprintf(err, errlen, "expected a scalar value (null, bool, number, string or {\"$bin\":...})");
     return SX_EINVAL;
@@ -180,16 +177,18 @@ int cli_json_to_item(const json_t *obj, sx_item **out, char *err, size_t errlen)
 static size_t utf8_len(const unsigned char *s, size_t n)
 {
     unsigned char c = s[0];
-    size_t len = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
-               : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    size_t len = c >= 0xc2 && c <= 0xdf   ? 2
+                 : c >= 0xe0 && c <= 0xef ? 3
+                 : c >= 0xf0 && c <= 0xf4 ? 4
+                                          : 0;
 
     if (len == 0 || len > n)
         return 0;
     for (size_t k = 1; k < len; k++)
         if ((s[k] & 0xc0) != 0x80)
             return 0;
-    if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] > 0x9f) ||
-        (c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] > 0x8f))
+    if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] > 0x9f) || (c == 0xf0 && s[1] < 0x90) ||
+        (c == 0xf4 && s[1] > 0x8f))
         return 0;
     return len;
 }
@@ -229,7 +228,7 @@ static void emit_str(FILE *f, const char *s, size_t n)
 static void emit_double(FILE *f, double d)
 {
     char buf[40];
-    if (d != d || d - d != 0) {      /* NaN, infinities: JSON has none */
+    if (d != d || d - d != 0) { /* NaN, infinities: JSON has none */
         fputs("null", f);
         return;
     }
@@ -277,9 +276,7 @@ static void emit_value(FILE *f, const sx_value *v)
         }
         fputc(']', f);
         break;
-    case SX_MAP:
-        emit_item(f, v->map);
-        break;
+    case SX_MAP: emit_item(f, v->map); break;
     }
 }
 

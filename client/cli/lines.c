@@ -35,7 +35,7 @@ static int make_room(cli_lines *r)
         r->scanned -= r->start;
         r->start = 0;
     }
-    if (r->end + 1 < r->cap)          /* (one byte kept for a last NUL) */
+    if (r->end + 1 < r->cap) /* (one byte kept for a last NUL) */
         return 0;
     size_t cap = r->cap ? r->cap * 2 : LINES_BUF_MIN;
     char *b = realloc(r->buf, cap);
@@ -57,12 +57,12 @@ static int take(cli_lines *r, size_t end, char **line, size_t *len)
     return 1;
 }
 
-int cli_lines_next(cli_lines *r, char **line, size_t *len, int idle_ms,
-                   bool (*idle)(void *arg), void *arg)
+int cli_lines_next(cli_lines *r, char **line, size_t *len, int idle_ms, bool (*idle)(void *arg),
+                   void *arg)
 {
     for (;;) {
-        char *nl = r->end > r->scanned ? memchr(r->buf + r->scanned, '\n',
-                                                r->end - r->scanned) : NULL;
+        char *nl = r->end > r->scanned ? memchr(r->buf + r->scanned, '\n', r->end - r->scanned)
+                                       : NULL;
         if (nl)
             return take(r, (size_t)(nl - r->buf), line, len);
         r->scanned = r->end;
@@ -77,7 +77,7 @@ int cli_lines_next(cli_lines *r, char **line, size_t *len, int idle_ms,
             return -1;
         }
         if (pr == 0 && idle && !idle(arg))
-            return -1;                    /* r->err stays 0: stopped */
+            return -1; /* r->err stays 0: stopped */
         if (pr <= 0)
             continue;
         ssize_t n = read(r->fd, r->buf + r->end, r->cap - 1 - r->end);

@@ -24,9 +24,9 @@
 #include <sodium.h>
 #include "cli.h"
 
-#define LOAD_BATCH 2000              /* items per PUT request (default) */
+#define LOAD_BATCH 2000 /* items per PUT request (default) */
 #define LOAD_BATCH_MAX 10000
-#define LOAD_INFLIGHT 16             /* requests in flight (default) */
+#define LOAD_INFLIGHT 16 /* requests in flight (default) */
 #define LOAD_INFLIGHT_MAX 64
 /* clang-format off */
 #define LOAD_BATCH_BYTES (4u << 20)  /* ... and at most about this much JSON
@@ -54,39 +54,39 @@ typedef struct batch {
     struct loader *ld;
     sx_item **items;
     long *lines;
-    uint64_t *keys;          /* key hashes (0: the line has no usable key) */
+    uint64_t *keys; /* key hashes (0: the line has no usable key) */
     size_t n;
-    size_t bytes;            /* JSON bytes of its lines */
-    uint64_t seq;            /* 1, 2, ... in sending order */
-    bool done;               /* answered (under the loader's mu) */
+    size_t bytes; /* JSON bytes of its lines */
+    uint64_t seq; /* 1, 2, ... in sending order */
+    bool done;    /* answered (under the loader's mu) */
     int status;
     char errmsg[256];
 } batch;
 
 typedef struct key_slot {
-    uint64_t h;              /* 0: empty */
-    uint64_t seq;            /* the last batch holding h */
+    uint64_t h;   /* 0: empty */
+    uint64_t seq; /* the last batch holding h */
 } key_slot;
 
 typedef struct loader {
     cli_ctx *ctx;
     const char *table;
-    char *pk, *sk;           /* the table's key attributes */
+    char *pk, *sk; /* the table's key attributes */
     int max_batch, inflight;
-    batch *ring;             /* inflight + 1 batches: one filling */
-    uint64_t sent;           /* seq of the last batch sent */
-    uint64_t answered;       /* seq of the last batch whose answer is counted */
-    key_slot *kt;            /* keys of the batches in flight and filling:
-                              * open addressing, rebuilt from the batches
-                              * when half full; 4 × their most keys */
+    batch *ring;       /* inflight + 1 batches: one filling */
+    uint64_t sent;     /* seq of the last batch sent */
+    uint64_t answered; /* seq of the last batch whose answer is counted */
+    key_slot *kt;      /* keys of the batches in flight and filling:
+                        * open addressing, rebuilt from the batches
+                        * when half full; 4 × their most keys */
     size_t kt_mask, kt_used;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     long stored;
-    long refused;            /* lines the store refused (bad items) */
-    long stopped_at;         /* > 0: the first line of a batch that could not
-                              * be stored (the store or the cluster failed) */
-    time_t progress_at;      /* next progress line (0: not a terminal) */
+    long refused;       /* lines the store refused (bad items) */
+    long stopped_at;    /* > 0: the first line of a batch that could not
+                         * be stored (the store or the cluster failed) */
+    time_t progress_at; /* next progress line (0: not a terminal) */
     long lines_read;
 } loader;
 
@@ -129,11 +129,8 @@ static bool hash_attr(crypto_generichash_state *st, const sx_item *it, const cha
         crypto_generichash_update(st, &tag, 1);
         return true;
     case SX_STR:
-    case SX_BIN:
-        crypto_generichash_update(st, (const unsigned char *)v.s, v.len);
-        return true;
-    default:
-        return false;
+    case SX_BIN: crypto_generichash_update(st, (const unsigned char *)v.s, v.len); return true;
+    default: return false;
     }
 }
 
@@ -305,8 +302,8 @@ static void send_batch(loader *ld)
     b->seq = ld->sent + 1;
     b->done = false;
     ld->sent++;
-    rc = sx_put_batch_async(ld->ctx->client, ld->table, (const sx_item *const *)b->items,
-                            b->n, batch_done, b);
+    rc = sx_put_batch_async(ld->ctx->client, ld->table, (const sx_item *const *)b->items, b->n,
+                            batch_done, b);
     if (rc) {
         /* not started: its callback will not run; answer it here */
         pthread_mutex_lock(&ld->mu);
@@ -324,8 +321,8 @@ static void progress(loader *ld, bool last)
 {
     if (!ld->progress_at || (!last && time(NULL) < ld->progress_at))
         return;
-    fprintf(stderr, "shardex load: %ld lines read, %ld items stored%s", ld->lines_read,
-            ld->stored, last ? "\n" : "\r");
+    fprintf(stderr, "shardex load: %ld lines read, %ld items stored%s", ld->lines_read, ld->stored,
+            last ? "\n" : "\r");
     ld->progress_at = time(NULL) + LOAD_PROGRESS_S;
 }
 
@@ -334,7 +331,7 @@ static void progress(loader *ld, bool last)
 static int load_line(loader *ld, char *line, size_t len, long lineno)
 {
     char err[256];
-    len = strnlen(line, len);            /* (a NUL byte ends the text) */
+    len = strnlen(line, len); /* (a NUL byte ends the text) */
     while (len && line[len - 1] == '\r')
         line[--len] = '\0';
     if (strspn(line, " \t") == len)
@@ -353,7 +350,7 @@ static int load_line(loader *ld, char *line, size_t len, long lineno)
         b = batch_of(ld, ld->sent + 1);
     }
     uint64_t h = key_hash(ld, it), in = h ? kt_inflight(ld, h) : 0;
-    while (ld->answered < in)            /* the file's order first */
+    while (ld->answered < in) /* the file's order first */
         answer_oldest(ld);
     b->items[b->n] = it;
     b->lines[b->n] = lineno;
@@ -437,8 +434,7 @@ static long load_all(loader *ld, int fd, long *lineno, int *read_err)
     size_t len;
     long bad = 0;
     cli_lines_init(&in, fd);
-    while (!ld->stopped_at &&
-           cli_lines_next(&in, &line, &len, LOAD_IDLE_MS, load_idle, ld) == 1) {
+    while (!ld->stopped_at && cli_lines_next(&in, &line, &len, LOAD_IDLE_MS, load_idle, ld) == 1) {
         ld->lines_read = ++*lineno;
         bad += load_line(ld, line, len, *lineno);
     }
@@ -454,10 +450,10 @@ static long load_all(loader *ld, int fd, long *lineno, int *read_err)
 int cli_load(cli_ctx *ctx)
 {
     const char *pos[2], *batch_s = NULL, *inflight_s = NULL;
-    cli_opt opts[] = { { "--batch", true, &batch_s }, { "--inflight", true, &inflight_s },
+    cli_opt opts[] = { { "--batch", true, &batch_s },
+                       { "--inflight", true, &inflight_s },
                        { NULL, 0, NULL } };
-    loader ld = { .ctx = ctx, .mu = PTHREAD_MUTEX_INITIALIZER,
-                  .cv = PTHREAD_COND_INITIALIZER };
+    loader ld = { .ctx = ctx, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
     int npos, r = cli_parse(ctx, opts, pos, 2, &npos, LOAD_USAGE);
     if (r < 0)
         return CLI_OK;
@@ -466,8 +462,7 @@ int cli_load(cli_ctx *ctx)
     if (npos < 1)
         return cli_usage_error(LOAD_USAGE, "expected TABLE [FILE]");
     if ((r = int_opt(batch_s, "--batch", 1, LOAD_BATCH_MAX, LOAD_BATCH, &ld.max_batch)) ||
-        (r = int_opt(inflight_s, "--inflight", 1, LOAD_INFLIGHT_MAX, LOAD_INFLIGHT,
-                     &ld.inflight)))
+        (r = int_opt(inflight_s, "--inflight", 1, LOAD_INFLIGHT_MAX, LOAD_INFLIGHT, &ld.inflight)))
         return r;
     ld.table = pos[0];
     int fd = STDIN_FILENO, read_err = 0;
@@ -487,8 +482,10 @@ int cli_load(cli_ctx *ctx)
         /* The catalog is read from the catalog node (through the router):
          * without the key attributes the order is kept by sending one
          * batch at a time, which needs no keys. */
-        fprintf(stderr, "shardex load: the table's key is unknown (%s): one batch at a "
-                "time\n", sx_client_errmsg(ctx->client));
+        fprintf(stderr,
+                "shardex load: the table's key is unknown (%s): one batch at a "
+                "time\n",
+                sx_client_errmsg(ctx->client));
         ld.inflight = 1;
     }
     if (loader_init(&ld) != SX_OK) {

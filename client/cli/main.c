@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
-#include "heap.h"   /* proto/ */
+#include "heap.h" /* proto/ */
 
 static const char *USAGE =
     "usage: shardex [-r URL[,URL...]] [--timeout MS] [--tls DIR] COMMAND [ARGS] [--help]\n"
@@ -52,7 +52,7 @@ int cli_error(const char *fmt, ...)
 int cli_usage_error(const char *usage, const char *fmt, ...)
 {
     va_list ap;
-    (void)usage;   /* one line only; --help prints the usage */
+    (void)usage; /* one line only; --help prints the usage */
     fputs("shardex: ", stderr);
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
@@ -82,13 +82,12 @@ int cli_connect(cli_ctx *ctx)
         snprintf(key, sizeof key, "%s/client.key", ctx->tls_dir);
     }
     bool use_tls = ctx->tls_dir && *ctx->tls_dir;
-    int rc = sx_client_open_tls(ctx->routers, use_tls ? &tls : NULL, &ctx->client, why,
-                                sizeof why);
+    int rc = sx_client_open_tls(ctx->routers, use_tls ? &tls : NULL, &ctx->client, why, sizeof why);
     if (rc)
-        return cli_error("cannot connect to %s: %s%s", ctx->routers,
-                         why[0] ? why : sx_strerror(rc),
+        return cli_error("cannot connect to %s: %s%s", ctx->routers, why[0] ? why : sx_strerror(rc),
                          !use_tls && strstr(ctx->routers, "tls+") ? " (give --tls DIR or set "
-                         "SHARDEX_TLS_DIR)" : "");
+                                                                    "SHARDEX_TLS_DIR)"
+                                                                  : "");
     if (ctx->timeout_ms > 0)
         sx_client_set_timeout(ctx->client, ctx->timeout_ms);
     return CLI_OK;
@@ -111,8 +110,8 @@ static bool opt_match(const char *arg, const char *name, const char **eq)
     return false;
 }
 
-int cli_parse(cli_ctx *ctx, const cli_opt *opts, const char **pos, int maxpos,
-              int *npos, const char *usage)
+int cli_parse(cli_ctx *ctx, const cli_opt *opts, const char **pos, int maxpos, int *npos,
+              const char *usage)
 {
     *npos = 0;
     for (int k = 0; k < ctx->argc; k++) {
@@ -127,7 +126,7 @@ int cli_parse(cli_ctx *ctx, const cli_opt *opts, const char **pos, int maxpos,
             ctx->routers = eq ? eq : ctx->argv[++k];
             continue;
         }
-        if (strcmp(a, "--") == 0) {   /* everything after is positional */
+        if (strcmp(a, "--") == 0) { /* everything after is positional */
             for (k++; k < ctx->argc; k++) {
                 if (*npos >= maxpos)
                     return cli_usage_error(usage, "unexpected argument '%s'", ctx->argv[k]);
@@ -165,12 +164,11 @@ typedef struct cli_cmd {
     int (*run)(cli_ctx *ctx);
 } cli_cmd;
 
-static const cli_cmd COMMANDS[] = {
-    { "table", cli_table }, { "index", cli_index }, { "put", cli_put },
-    { "get", cli_get }, { "delete", cli_delete }, { "load", cli_load },
-    { "query", cli_query }, { "scan", cli_scan }, { "status", cli_status },
-    { NULL, NULL }
-};
+static const cli_cmd COMMANDS[] = { { "table", cli_table },   { "index", cli_index },
+                                    { "put", cli_put },       { "get", cli_get },
+                                    { "delete", cli_delete }, { "load", cli_load },
+                                    { "query", cli_query },   { "scan", cli_scan },
+                                    { "status", cli_status }, { NULL, NULL } };
 
 bool cli_long_in(const char *s, long lo, long hi, long *out)
 {
@@ -232,8 +230,10 @@ int main(int argc, char **argv)
         }
     }
     if (tmo && *tmo && (ctx.timeout_ms = parse_timeout(tmo)) == 0)
-        return cli_usage_error(USAGE, "%s must be a number of milliseconds from 1 to 86400000, "
-                               "not '%s'", tmo_from, tmo);
+        return cli_usage_error(USAGE,
+                               "%s must be a number of milliseconds from 1 to 86400000, "
+                               "not '%s'",
+                               tmo_from, tmo);
     if (k >= argc)
         return cli_usage_error(USAGE, "no command given");
     const cli_cmd *c = COMMANDS;

@@ -179,8 +179,8 @@ static int qargs_check(const qargs *a, sx_query_opts *o, uint64_t *limit)
 }
 
 /* Runs pages until the limit is reached or no token is left. */
-static int query_run(cli_ctx *ctx, const char *table, const char *index,
-                     sx_query_opts *o, uint64_t limit, bool explain)
+static int query_run(cli_ctx *ctx, const char *table, const char *index, sx_query_opts *o,
+                     uint64_t limit, bool explain)
 {
     explain_acc acc = { 0 };
     uint64_t got = 0;
@@ -220,13 +220,16 @@ int cli_query(cli_ctx *ctx)
 {
     qargs a = { 0 };
     const char *pos[2];
-    cli_opt opts[] = {
-        { "--eq", true, &a.eq }, { "--from", true, &a.from }, { "--to", true, &a.to },
-        { "--prefix", true, &a.prefix }, { "--limit", true, &a.limit },
-        { "--desc", false, &a.desc }, { "--attrs", true, &a.attrs },
-        { "--consistency", true, &a.cons }, { "--explain", false, &a.explain },
-        { NULL, 0, NULL }
-    };
+    cli_opt opts[] = { { "--eq", true, &a.eq },
+                       { "--from", true, &a.from },
+                       { "--to", true, &a.to },
+                       { "--prefix", true, &a.prefix },
+                       { "--limit", true, &a.limit },
+                       { "--desc", false, &a.desc },
+                       { "--attrs", true, &a.attrs },
+                       { "--consistency", true, &a.cons },
+                       { "--explain", false, &a.explain },
+                       { NULL, 0, NULL } };
     int npos, r = cli_parse(ctx, opts, pos, 2, &npos, QUERY_USAGE);
     if (r < 0)
         return CLI_OK;
@@ -237,8 +240,8 @@ int cli_query(cli_ctx *ctx)
     sx_query_opts o = { 0 };
     qvals qv = { 0 };
     uint64_t limit = 0;
-    if (!(r = qargs_check(&a, &o, &limit)) && !(r = qvals_build(&a, &qv, &o))
-        && !(r = cli_connect(ctx)) && !(a.limit && limit == 0))
+    if (!(r = qargs_check(&a, &o, &limit)) && !(r = qvals_build(&a, &qv, &o)) &&
+        !(r = cli_connect(ctx)) && !(a.limit && limit == 0))
         r = query_run(ctx, pos[0], pos[1], &o, limit, a.explain != NULL);
     qvals_free(&qv);
     return r;

@@ -125,7 +125,8 @@ static void print_commit_row(const char *node, const char *part, const json_t *c
     for (int i = 0; i < 5; i++)
         v[i] = (uint64_t)json_integer_value(json_object_get(c, names[i]));
     printf("%-10s %-10s %12" PRIu64 " %10.1f %12.1f %12.1f %12.1f\n", node, part, v[0],
-           v[0] ? (double)v[1] / (double)v[0] : 0.0, v[0] ? (double)v[2] / (double)v[0] / 1000 : 0.0,
+           v[0] ? (double)v[1] / (double)v[0] : 0.0,
+           v[0] ? (double)v[2] / (double)v[0] / 1000 : 0.0,
            v[0] ? (double)v[3] / (double)v[0] / 1000 : 0.0, (double)v[4] / 1000);
 }
 
@@ -147,7 +148,8 @@ static void print_commits(const json_t *nodes)
             if (!json_is_object(c))
                 continue;
             char id[32];
-            snprintf(id, sizeof id, "%" JSON_INTEGER_FORMAT, json_integer_value(json_object_get(part, "id")));
+            snprintf(id, sizeof id, "%" JSON_INTEGER_FORMAT,
+                     json_integer_value(json_object_get(part, "id")));
             print_commit_row(name, id, c);
         }
     }

@@ -5,9 +5,8 @@
 #include <string.h>
 #include "cli.h"
 
-static const char *USAGE =
-    "usage: shardex table create TABLE --key ATTR [--sort ATTR]\n"
-    "  Creates TABLE with partition key ATTR and an optional sort key.\n";
+static const char *USAGE = "usage: shardex table create TABLE --key ATTR [--sort ATTR]\n"
+                           "  Creates TABLE with partition key ATTR and an optional sort key.\n";
 
 int cli_table(cli_ctx *ctx)
 {

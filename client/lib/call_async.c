@@ -192,8 +192,7 @@ static int op_send(sx_op *op)
     /* Scans (a page can take long) and strong queries (they wait for the
      * index) go alone: sharing a frame would hold up their frame-mates. */
     if (op->t == MSG_SCAN || op->extra_ms > 0)
-        return net_peer_submit_solo(c->peers[op->k], op->wire, op->wire_n,
-                                    timeout, op_done, op);
+        return net_peer_submit_solo(c->peers[op->k], op->wire, op->wire_n, timeout, op_done, op);
     return net_peer_submit(c->peers[op->k], op->wire, op->wire_n, timeout, op_done, op);
 }
 
@@ -206,8 +205,8 @@ static void op_failed(sx_op *op, int rc, bool replied)
     long long ms = (long long)c->timeout_ms + op->extra_ms;
     if (!replied)
         cl_call_msg(c, op->k, op->t, rc, ms,
-                    cl_may_failover(c, op->k, op->t, rc) && op->tries + 1 < c->nrouters,
-                    op->errmsg, sizeof op->errmsg);
+                    cl_may_failover(c, op->k, op->t, rc) && op->tries + 1 < c->nrouters, op->errmsg,
+                    sizeof op->errmsg);
     while (cl_may_failover(c, op->k, op->t, rc) && ++op->tries < c->nrouters) {
         op_clear_reply(op);
         op->k = (op->k + 1) % c->nrouters;
@@ -215,8 +214,7 @@ static void op_failed(sx_op *op, int rc, bool replied)
         rc = op_send(op);
         if (rc == SX_OK)
             return;
-        snprintf(op->errmsg, sizeof op->errmsg, "router %s: %s", c->urls[op->k],
-                 sx_strerror(rc));
+        snprintf(op->errmsg, sizeof op->errmsg, "router %s: %s", c->urls[op->k], sx_strerror(rc));
     }
     op->rc = rc;
     op_finish(op);
@@ -231,7 +229,7 @@ static void op_done(void *arg, int err, const uint8_t *resp, size_t n)
     }
     cl_async_decode(op, resp, n);
     if (op->rc == SX_EUNAVAIL && !cl_is_write(op->t) && op->tries + 1 < op->c->nrouters) {
-        op_failed(op, op->rc, true);    /* a read: see cl_call */
+        op_failed(op, op->rc, true); /* a read: see cl_call */
         return;
     }
     op_finish(op);
@@ -273,8 +271,8 @@ static int first_router(sx_client *c)
     return k;
 }
 
-int cl_async_start(sx_client *c, msg_type t, uint8_t *wire, size_t wire_n,
-                   int extra_ms, size_t expect, sx_done_fn cb, void *arg)
+int cl_async_start(sx_client *c, msg_type t, uint8_t *wire, size_t wire_n, int extra_ms,
+                   size_t expect, sx_done_fn cb, void *arg)
 {
     if (wire_n > SX_MAX_FRAME) {
         free(wire);

@@ -80,8 +80,8 @@ int sx_client_open(const char *urls, sx_client **out)
     return sx_client_open_tls(urls, NULL, out, NULL, 0);
 }
 
-int sx_client_open_tls(const char *urls, const sx_client_tls *tls, sx_client **out,
-                       char *err, size_t errlen)
+int sx_client_open_tls(const char *urls, const sx_client_tls *tls, sx_client **out, char *err,
+                       size_t errlen)
 {
     if (err && errlen)
         err[0] = '\0';
@@ -98,20 +98,21 @@ int sx_client_open_tls(const char *urls, const sx_client_tls *tls, sx_client **o
     if (!rc)
         rc = split_urls(c, urls);
     if (rc) {
-        open_fail(err, errlen, rc, rc == SX_EINVAL ? "no router URL given" : "out of memory",
-                  "");
+        open_fail(err, errlen, rc, rc == SX_EINVAL ? "no router URL given" : "out of memory", "");
         goto fail;
     }
     c->tls = tls != NULL;
-    net_tls nt = { .ca = tls ? tls->ca_file : NULL, .cert = tls ? tls->cert_file : NULL,
+    net_tls nt = { .ca = tls ? tls->ca_file : NULL,
+                   .cert = tls ? tls->cert_file : NULL,
                    .key = tls ? tls->key_file : NULL,
                    .server_name = tls ? tls->server_name : NULL };
     for (int k = 0; k < c->nrouters; k++) {
         bool want = strncasecmp(c->urls[k], "tls+", 4) == 0;
         if (want != (tls != NULL)) {
-            rc = open_fail(err, errlen, SX_EINVAL, want ? "a TLS router URL needs TLS files "
-                           "(the CA, and this client's certificate and key): "
-                           : "with TLS files every router URL must be tls+tcp://, not ",
+            rc = open_fail(err, errlen, SX_EINVAL,
+                           want ? "a TLS router URL needs TLS files "
+                                  "(the CA, and this client's certificate and key): "
+                                : "with TLS files every router URL must be tls+tcp://, not ",
                            c->urls[k]);
             goto fail;
         }
@@ -154,7 +155,6 @@ void sx_free(void *p)
     free(p);
 }
 
-
 /* The child of stat s named name, or NULL. */
 static nng_stat *stat_child(nng_stat *s, const char *name)
 {
@@ -176,8 +176,8 @@ static int pipes_of(nng_socket s)
         return -1;
     for (nng_stat *k = nng_stat_child(all); k; k = nng_stat_next(k)) {
         nng_stat *id = stat_child(k, "id");
-        if (strcmp(nng_stat_name(k), "socket") == 0 && id
-            && (int)nng_stat_value(id) == nng_socket_id(s)) {
+        if (strcmp(nng_stat_name(k), "socket") == 0 && id &&
+            (int)nng_stat_value(id) == nng_socket_id(s)) {
             nng_stat *p = stat_child(k, "pipes");
             if (p)
                 n = (int)nng_stat_value(p);
@@ -190,13 +190,13 @@ static int pipes_of(nng_socket s)
 
 bool cl_router_connected(sx_client *c, int k)
 {
-    return pipes_of(c->socks[k]) != 0;     /* unknown (-1) counts as connected */
+    return pipes_of(c->socks[k]) != 0; /* unknown (-1) counts as connected */
 }
 
 bool cl_is_write(msg_type t)
 {
-    return t == MSG_PUT || t == MSG_DELETE || t == MSG_TABLE_CREATE ||
-           t == MSG_INDEX_CREATE || t == MSG_INDEX_DROP;
+    return t == MSG_PUT || t == MSG_DELETE || t == MSG_TABLE_CREATE || t == MSG_INDEX_CREATE ||
+           t == MSG_INDEX_DROP;
 }
 
 /* Whether t's frames end with a deadline (msg.h, deadline_ms). */
@@ -276,7 +276,7 @@ static size_t req_size_hint(msg_type t, const void *req)
     const msg_PUT_req *r = req;
     size_t n = 64 + r->table.n;
     for (uint32_t k = 0; k < r->items.n; k++)
-        n += r->items.v[k].n + 1;   /* an empty item is sent as nil */
+        n += r->items.v[k].n + 1; /* an empty item is sent as nil */
     return n;
 }
 
@@ -302,27 +302,29 @@ const char *cl_conn_hint(sx_client *c, int k, int rc)
                   : " (no connection: the router is down or unreachable)";
 }
 
-void cl_call_msg(sx_client *c, int k, msg_type t, int rc, long long ms, bool retry,
-                 char *buf, size_t n)
+void cl_call_msg(sx_client *c, int k, msg_type t, int rc, long long ms, bool retry, char *buf,
+                 size_t n)
 {
     const char *hint = cl_conn_hint(c, k, rc);
 
     if (rc == SX_ETIMEDOUT && !retry && has_deadline(t))
-        snprintf(buf, n, "router %s: timed out after %lld ms%s; the %s may or may not have "
+        snprintf(buf, n,
+                 "router %s: timed out after %lld ms%s; the %s may or may not have "
                  "been applied, but not after any write made from now on (its deadline has "
-                 "passed)", c->urls[k], ms, hint, t == MSG_PUT ? "put" : "delete");
+                 "passed)",
+                 c->urls[k], ms, hint, t == MSG_PUT ? "put" : "delete");
     else if (rc == SX_ETIMEDOUT && !retry && cl_is_write(t))
-        snprintf(buf, n, "router %s: timed out after %lld ms%s; the change may or may not "
-                 "have been applied, and may still be (not retried elsewhere)", c->urls[k],
-                 ms, hint);
+        snprintf(buf, n,
+                 "router %s: timed out after %lld ms%s; the change may or may not "
+                 "have been applied, and may still be (not retried elsewhere)",
+                 c->urls[k], ms, hint);
     else if (rc == SX_ETIMEDOUT)
         snprintf(buf, n, "router %s: timed out after %lld ms%s", c->urls[k], ms, hint);
     else
         snprintf(buf, n, "router %s: %s", c->urls[k], sx_strerror(rc));
 }
 
-int cl_call(sx_client *c, msg_type t, const void *req, void *rep,
-            uint8_t **frame, int extra_ms)
+int cl_call(sx_client *c, msg_type t, const void *req, void *rep, uint8_t **frame, int extra_ms)
 {
     uint8_t *wire = NULL;
     size_t wire_n = 0;
@@ -348,12 +350,10 @@ int cl_call(sx_client *c, msg_type t, const void *req, void *rep,
         size_t resp_n = 0;
         long long ms = (long long)c->timeout_ms + extra_ms;
         if (!cl_stamp_deadline(t, wire, wire_n, ms)) {
-            rc = cl_fail(c, SX_EINTERNAL, "%s request does not end with its deadline",
-                         msg_name(t));
+            rc = cl_fail(c, SX_EINTERNAL, "%s request does not end with its deadline", msg_name(t));
             break;
         }
-        rc = net_call(c->socks[k], wire, wire_n, ms > INT_MAX ? INT_MAX : (int)ms, &resp,
-                      &resp_n);
+        rc = net_call(c->socks[k], wire, wire_n, ms > INT_MAX ? INT_MAX : (int)ms, &resp, &resp_n);
         if (rc) {
             bool retry = cl_may_failover(c, k, t, rc) && tries + 1 < c->nrouters;
             cl_call_msg(c, k, t, rc, ms, retry, c->errmsg, sizeof c->errmsg);
@@ -361,7 +361,7 @@ int cl_call(sx_client *c, msg_type t, const void *req, void *rep,
                 continue;
             break;
         }
-        c->cur = k;   /* stick with the router that answered */
+        c->cur = k; /* stick with the router that answered */
         char msg[CL_ERRMSG_LEN];
         msg[0] = '\0';
         rc = msg_decode_rep(t, resp, resp_n, rep, msg, sizeof msg);
@@ -385,7 +385,7 @@ int cl_call(sx_client *c, msg_type t, const void *req, void *rep,
         *frame = resp;
         free(order);
         free(wire);
-        c->errmsg[0] = '\0';   /* a failover's message is not this call's */
+        c->errmsg[0] = '\0'; /* a failover's message is not this call's */
         return SX_OK;
     }
     free(order);

@@ -28,8 +28,8 @@ typedef struct closer {
     int n;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    bool done;          /* every socket closed */
-    bool abandoned;     /* the caller stopped waiting: the thread frees */
+    bool done;      /* every socket closed */
+    bool abandoned; /* the caller stopped waiting: the thread frees */
 } closer;
 
 static void closer_free(closer *k)
@@ -105,7 +105,7 @@ void cl_close_sockets(const nng_socket *socks, int n)
 {
     closer *k = closer_new(socks, n);
 
-    if (k == NULL || !closer_start(k)) {    /* no thread to spare: close here */
+    if (k == NULL || !closer_start(k)) { /* no thread to spare: close here */
         if (k != NULL)
             closer_free(k);
         close_all(socks, n);

@@ -23,10 +23,10 @@ typedef struct cl_val {
     int b;
     int64_t i;
     double d;
-    char *s;          /* SX_STR / SX_BIN: malloc'd copy, NUL-terminated */
+    char *s; /* SX_STR / SX_BIN: malloc'd copy, NUL-terminated */
     size_t len;
-    sx_list *list;    /* SX_LIST */
-    sx_item *map;     /* SX_MAP */
+    sx_list *list; /* SX_LIST */
+    sx_item *map;  /* SX_MAP */
 } cl_val;
 
 struct sx_item {
@@ -49,29 +49,29 @@ struct sx_client {
     int nrouters;
     char **urls;
     nng_socket *socks;
-    struct net_peer **peers;    /* per router: the asynchronous calls'
-                                 * coalescing (call_async.c) */
-    int cur;                /* router tried first */
-    bool tls;               /* the routers are dialed over TLS */
+    struct net_peer **peers; /* per router: the asynchronous calls'
+                              * coalescing (call_async.c) */
+    int cur;                 /* router tried first */
+    bool tls;                /* the routers are dialed over TLS */
     int timeout_ms;
     char errmsg[CL_ERRMSG_LEN];
     /* asynchronous operations (call_async.c); alock guards the rest */
     pthread_mutex_t alock;
-    pthread_cond_t aidle;       /* signalled when ainflight drops to 0 */
+    pthread_cond_t aidle; /* signalled when ainflight drops to 0 */
     bool alock_ok;
-    struct sx_op *afree;        /* idle operations, reused */
-    struct sx_op *aall;         /* every operation ever made (for close) */
+    struct sx_op *afree; /* idle operations, reused */
+    struct sx_op *aall;  /* every operation ever made (for close) */
     size_t ainflight;
-    int acur;                   /* router tried first (atomic access) */
-    int alive_from, alive_k;    /* with several routers: the first connected
-                                 * one from alive_from, as last checked */
-    unsigned long long alive_at;    /* when (ms, monotonic; 0: never) */
+    int acur;                    /* router tried first (atomic access) */
+    int alive_from, alive_k;     /* with several routers: the first connected
+                                  * one from alive_from, as last checked */
+    unsigned long long alive_at; /* when (ms, monotonic; 0: never) */
 };
 
 struct sx_result {
     size_t n;
     sx_item **items;
-    char *token;            /* base64url text or NULL */
+    char *token; /* base64url text or NULL */
     uint64_t *index_parts;
     size_t nindex_parts;
     uint64_t *fact_parts;
@@ -91,8 +91,7 @@ int cl_item_bytes(const sx_item *it, uint8_t **p, size_t *n);
  * buffer: no allocation per item) and points out[k] at item k's bytes in
  * b, valid until b changes. Returns 0, SX_ENOMEM, or SX_EINVAL when
  * items[*bad] is NULL. */
-int cl_items_encode(const sx_item *const *items, size_t n, mp_buf *b, mp_span *out,
-                    size_t *bad);
+int cl_items_encode(const sx_item *const *items, size_t n, mp_buf *b, mp_span *out, size_t *bad);
 /* Appends a scalar/nested value view to b (caller-filled views: scalars;
  * library views: any). Returns 0 or SX_EINVAL. */
 int cl_value_encode(const sx_value *v, mp_buf *b);
@@ -120,8 +119,8 @@ const char *cl_conn_hint(sx_client *c, int k, int rc);
  * transport error rc after waiting ms (sync and async alike); unless retry
  * (the next router is tried), says what a write that timed out may have
  * done. */
-void cl_call_msg(sx_client *c, int k, msg_type t, int rc, long long ms, bool retry,
-                 char *buf, size_t n);
+void cl_call_msg(sx_client *c, int k, msg_type t, int rc, long long ms, bool retry, char *buf,
+                 size_t n);
 /* Whether router k has a live connection (true when nng cannot tell).
  * Reads nng's statistics: not free. */
 bool cl_router_connected(sx_client *c, int k);
@@ -157,15 +156,13 @@ bool cl_stamp_deadline(msg_type t, uint8_t *wire, size_t n, long long ms);
  * (An SX_EUNAVAIL reply is retried elsewhere for reads only.) */
 bool cl_may_failover(sx_client *c, int k, msg_type t, int rc);
 /* Sets c's error message (printf style) and returns err. */
-int cl_fail(sx_client *c, int err, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+int cl_fail(sx_client *c, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Encodes request t from req, sends it to a router (failing over), decodes
  * the reply of type t into rep (release with msg_free_rep) and keeps the
  * frame in *frame (borrowed views in rep point into it; free() it after
  * msg_free_rep). extra_ms is added to the call timeout. Returns 0 or an
  * sx_err with c's message set. */
-int cl_call(sx_client *c, msg_type t, const void *req, void *rep,
-            uint8_t **frame, int extra_ms);
+int cl_call(sx_client *c, msg_type t, const void *req, void *rep, uint8_t **frame, int extra_ms);
 
 /* ---- asynchronous calls (call_async.c) ---- */
 /* Prepares c's async state (mutex, condition). Returns 0 or SX_ENOMEM. */
@@ -184,8 +181,7 @@ int cl_async_peers(sx_client *c);
 int cl_query_wait_ms(const sx_query_opts *o);
 /* Fills a QUERY request from options; on failure c's message is set.
  * The caller frees req->eq.p, from.p, to.p, attrs.v and *tok. */
-int cl_query_req_fill(sx_client *c, const sx_query_opts *o, msg_QUERY_req *req,
-                      uint8_t **tok);
+int cl_query_req_fill(sx_client *c, const sx_query_opts *o, msg_QUERY_req *req, uint8_t **tok);
 /* Builds a result (*out, sx_result_free) from a page of raw items and a
  * token. Returns 0, SX_EPROTO, SX_ENOMEM. */
 int cl_result_make(const msg_spans *items, mp_span token, sx_result **out);
@@ -202,7 +198,11 @@ int cl_b64_decode(const char *s, uint8_t **out, size_t *n);
 /* ---- status.c ---- */
 /* Appends the JSON form of one msgpack value (read from cur) to a growable
  * string. Returns 0, SX_EPROTO, SX_ENOMEM. */
-typedef struct cl_str { char *p; size_t n, cap; bool oom; } cl_str;
+typedef struct cl_str {
+    char *p;
+    size_t n, cap;
+    bool oom;
+} cl_str;
 void cl_str_add(cl_str *s, const char *p, size_t n);
 int cl_json_from_mp(mp_cur *cur, cl_str *out, int depth);
 

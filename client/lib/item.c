@@ -10,25 +10,51 @@
 
 /* ---- value views ---- */
 
-sx_value sx_val_null(void) { sx_value v = {0}; v.type = SX_NULL; return v; }
-sx_value sx_val_bool(int b) { sx_value v = {0}; v.type = SX_BOOL; v.b = !!b; return v; }
-sx_value sx_val_int(int64_t i) { sx_value v = {0}; v.type = SX_INT; v.i = i; return v; }
-sx_value sx_val_double(double d) { sx_value v = {0}; v.type = SX_DOUBLE; v.d = d; return v; }
+sx_value sx_val_null(void)
+{
+    sx_value v = { 0 };
+    v.type = SX_NULL;
+    return v;
+}
+sx_value sx_val_bool(int b)
+{
+    sx_value v = { 0 };
+    v.type = SX_BOOL;
+    v.b = !!b;
+    return v;
+}
+sx_value sx_val_int(int64_t i)
+{
+    sx_value v = { 0 };
+    v.type = SX_INT;
+    v.i = i;
+    return v;
+}
+sx_value sx_val_double(double d)
+{
+    sx_value v = { 0 };
+    v.type = SX_DOUBLE;
+    v.d = d;
+    return v;
+}
 
 sx_value sx_val_strn(const char *s, size_t len)
 {
-    sx_value v = {0};
+    sx_value v = { 0 };
     v.type = SX_STR;
     v.s = s;
     v.len = len;
     return v;
 }
 
-sx_value sx_val_str(const char *s) { return sx_val_strn(s, s ? strlen(s) : 0); }
+sx_value sx_val_str(const char *s)
+{
+    return sx_val_strn(s, s ? strlen(s) : 0);
+}
 
 sx_value sx_val_bin(const void *p, size_t len)
 {
-    sx_value v = {0};
+    sx_value v = { 0 };
     v.type = SX_BIN;
     v.s = p;
     v.len = len;
@@ -112,8 +138,7 @@ static void val_view(const cl_val *v, sx_value *out)
     out->i = v->i;
     out->d = v->d;
     out->s = v->s;
-    out->len = v->type == SX_LIST ? v->list->n
-             : v->type == SX_MAP ? v->map->n : v->len;
+    out->len = v->type == SX_LIST ? v->list->n : v->type == SX_MAP ? v->map->n : v->len;
     out->list = v->list;
     out->map = v->map;
 }
@@ -561,11 +586,10 @@ int cl_item_bytes(const sx_item *it, uint8_t **p, size_t *n)
     return rc;
 }
 
-int cl_items_encode(const sx_item *const *items, size_t n, mp_buf *b, mp_span *out,
-                    size_t *bad)
+int cl_items_encode(const sx_item *const *items, size_t n, mp_buf *b, mp_span *out, size_t *bad)
 {
     size_t at = b->sb.size;
-    mp_buf_reserve(b, n * 192);    /* a guess: it grows past it as needed */
+    mp_buf_reserve(b, n * 192); /* a guess: it grows past it as needed */
     for (size_t k = 0; k < n; k++) {
         if (!items[k]) {
             *bad = k;
@@ -610,18 +634,27 @@ static int val_decode(mp_cur *c, cl_val *v, int depth, char **at)
         return SX_EPROTO;
     switch (m.kind) {
     case MP_NIL: v->type = SX_NULL; return SX_OK;
-    case MP_BOOL: v->type = SX_BOOL; v->b = m.b; return SX_OK;
-    case MP_INT: v->type = SX_INT; v->i = m.i; return SX_OK;
+    case MP_BOOL:
+        v->type = SX_BOOL;
+        v->b = m.b;
+        return SX_OK;
+    case MP_INT:
+        v->type = SX_INT;
+        v->i = m.i;
+        return SX_OK;
     case MP_UINT:
         if (m.u > (uint64_t)INT64_MAX) {
-            v->type = SX_DOUBLE;   /* beyond int64: nearest double */
+            v->type = SX_DOUBLE; /* beyond int64: nearest double */
             v->d = (double)m.u;
         } else {
             v->type = SX_INT;
             v->i = (int64_t)m.u;
         }
         return SX_OK;
-    case MP_DOUBLE: v->type = SX_DOUBLE; v->d = m.d; return SX_OK;
+    case MP_DOUBLE:
+        v->type = SX_DOUBLE;
+        v->d = m.d;
+        return SX_OK;
     case MP_STR:
     case MP_BIN:
         v->type = m.kind == MP_STR ? SX_STR : SX_BIN;
@@ -640,8 +673,7 @@ static int val_decode(mp_cur *c, cl_val *v, int depth, char **at)
         if (!v->map)
             return SX_ENOMEM;
         return item_decode_body(c, m.count, v->map, depth + 1);
-    default:
-        return SX_EPROTO;
+    default: return SX_EPROTO;
     }
 }
 

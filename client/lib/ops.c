@@ -39,8 +39,8 @@ int sx_table_create(sx_client *c, const char *table, const char *pk, const char 
         return SX_EINVAL;
     if (!table || !*table || !pk || !*pk)
         return cl_fail(c, SX_EINVAL, "table name and partition key are required");
-    msg_TABLE_CREATE_req req = {0};
-    msg_TABLE_CREATE_rep rep = {0};
+    msg_TABLE_CREATE_req req = { 0 };
+    msg_TABLE_CREATE_rep rep = { 0 };
     uint8_t *frame, rid[RID_BYTES];
     randombytes_buf(rid, sizeof rid);
     req.rid = (mp_span){ rid, sizeof rid };
@@ -61,8 +61,8 @@ int sx_table_key(sx_client *c, const char *table, char **pk, char **sk)
     if (!table || !*table || !pk || !sk)
         return cl_fail(c, SX_EINVAL, "table name and both outputs are required");
     *pk = *sk = NULL;
-    msg_CATALOG_req req = {0};
-    msg_CATALOG_rep rep = {0};
+    msg_CATALOG_req req = { 0 };
+    msg_CATALOG_rep rep = { 0 };
     cat_catalog *cat = NULL;
     uint8_t *frame;
     int rc = cl_call(c, MSG_CATALOG, &req, &rep, &frame, 0);
@@ -92,16 +92,15 @@ out:
     return rc;
 }
 
-int sx_index_create(sx_client *c, const char *table, const char *index,
-                    const char *const *attrs, size_t nattrs,
-                    sx_projection proj, const char *const *proj_attrs, size_t nproj)
+int sx_index_create(sx_client *c, const char *table, const char *index, const char *const *attrs,
+                    size_t nattrs, sx_projection proj, const char *const *proj_attrs, size_t nproj)
 {
     if (!c)
         return SX_EINVAL;
     if (!table || !index || nattrs == 0)
         return cl_fail(c, SX_EINVAL, "table, index and at least one attribute are required");
-    msg_INDEX_CREATE_req req = {0};
-    msg_INDEX_CREATE_rep rep = {0};
+    msg_INDEX_CREATE_req req = { 0 };
+    msg_INDEX_CREATE_rep rep = { 0 };
     uint8_t *frame = NULL, rid[RID_BYTES];
     randombytes_buf(rid, sizeof rid);
     req.rid = (mp_span){ rid, sizeof rid };
@@ -131,8 +130,8 @@ int sx_index_drop(sx_client *c, const char *table, const char *index)
         return SX_EINVAL;
     if (!table || !index)
         return cl_fail(c, SX_EINVAL, "table and index are required");
-    msg_INDEX_DROP_req req = {0};
-    msg_INDEX_DROP_rep rep = {0};
+    msg_INDEX_DROP_req req = { 0 };
+    msg_INDEX_DROP_rep rep = { 0 };
     uint8_t *frame, rid[RID_BYTES];
     randombytes_buf(rid, sizeof rid);
     req.rid = (mp_span){ rid, sizeof rid };
@@ -200,25 +199,26 @@ static int index_info_decode(mp_span raw, sx_index_info *ix)
         int rc = SX_OK;
         if (mp_read_str(&cur, &key))
             return SX_EPROTO;
-        if (mp_span_eq_cstr(key, "name") || mp_span_eq_cstr(key, "proj")
-            || mp_span_eq_cstr(key, "state")) {
+        if (mp_span_eq_cstr(key, "name") || mp_span_eq_cstr(key, "proj") ||
+            mp_span_eq_cstr(key, "state")) {
             if (mp_read(&cur, &v) || v.kind == MP_ARRAY || v.kind == MP_MAP)
-                return SX_EPROTO;   /* these are scalars */
+                return SX_EPROTO; /* these are scalars */
             if (mp_span_eq_cstr(key, "name") && v.kind == MP_STR) {
                 if (ix->name)
-                    return SX_EPROTO;   /* repeated key */
+                    return SX_EPROTO; /* repeated key */
                 ix->name = strndup((const char *)v.s.p, v.s.n);
                 if (!ix->name)
                     return SX_ENOMEM;
             } else if (mp_span_eq_cstr(key, "proj")) {
                 if (v.kind == MP_STR)
-                    ix->proj = mp_span_eq_cstr(v.s, "all") ? SX_PROJ_ALL
-                             : mp_span_eq_cstr(v.s, "list") ? SX_PROJ_LIST : SX_PROJ_KEYS;
+                    ix->proj = mp_span_eq_cstr(v.s, "all")    ? SX_PROJ_ALL
+                               : mp_span_eq_cstr(v.s, "list") ? SX_PROJ_LIST
+                                                              : SX_PROJ_KEYS;
                 else if (v.kind == MP_UINT && v.u <= SX_PROJ_LIST)
                     ix->proj = (sx_projection)v.u;
             } else if (mp_span_eq_cstr(key, "state")) {
-                ix->ready = (v.kind == MP_STR && mp_span_eq_cstr(v.s, "ready"))
-                         || (v.kind == MP_UINT && v.u == 1);
+                ix->ready = (v.kind == MP_STR && mp_span_eq_cstr(v.s, "ready")) ||
+                            (v.kind == MP_UINT && v.u == 1);
             }
         } else if (mp_span_eq_cstr(key, "attrs")) {
             rc = ix->attrs ? SX_EPROTO : read_strs(&cur, &ix->attrs, &ix->nattrs);
@@ -241,8 +241,8 @@ int sx_index_list(sx_client *c, const char *table, sx_index_info **out, size_t *
         return SX_EINVAL;
     if (!table)
         return cl_fail(c, SX_EINVAL, "table is required");
-    msg_INDEX_LIST_req req = {0};
-    msg_INDEX_LIST_rep rep = {0};
+    msg_INDEX_LIST_req req = { 0 };
+    msg_INDEX_LIST_rep rep = { 0 };
     uint8_t *frame;
     req.table = cl_cstr_buf(table);
     int rc = cl_call(c, MSG_INDEX_LIST, &req, &rep, &frame, 0);
@@ -269,8 +269,8 @@ out:
     return rc;
 }
 
-int sx_put_batch(sx_client *c, const char *table, const sx_item *const *items,
-                 size_t n, uint64_t *versions)
+int sx_put_batch(sx_client *c, const char *table, const sx_item *const *items, size_t n,
+                 uint64_t *versions)
 {
     if (!c)
         return SX_EINVAL;
@@ -280,8 +280,8 @@ int sx_put_batch(sx_client *c, const char *table, const sx_item *const *items,
         c->errmsg[0] = '\0';
         return SX_OK;
     }
-    msg_PUT_req req = {0};
-    msg_PUT_rep rep = {0};
+    msg_PUT_req req = { 0 };
+    msg_PUT_rep rep = { 0 };
     mp_buf ib;
     uint8_t *frame = NULL;
     size_t bad = 0;
@@ -304,8 +304,7 @@ int sx_put_batch(sx_client *c, const char *table, const sx_item *const *items,
     if (rc)
         goto out;
     if (rep.versions.n != n)
-        rc = cl_fail(c, SX_EPROTO, "router acknowledged %u of %zu items",
-                     rep.versions.n, n);
+        rc = cl_fail(c, SX_EPROTO, "router acknowledged %u of %zu items", rep.versions.n, n);
     else if (versions)
         memcpy(versions, rep.versions.v, n * sizeof *versions);
     msg_free_rep(MSG_PUT, &rep);
@@ -327,8 +326,8 @@ int sx_get(sx_client *c, const char *table, const sx_item *key, sx_item **out)
         return SX_EINVAL;
     if (!table || !key)
         return cl_fail(c, SX_EINVAL, "table and key are required");
-    msg_GET_req req = {0};
-    msg_GET_rep rep = {0};
+    msg_GET_req req = { 0 };
+    msg_GET_rep rep = { 0 };
     uint8_t *frame = NULL, *kb = NULL;
     size_t kn;
     int rc = cl_item_bytes(key, &kb, &kn);
@@ -340,7 +339,7 @@ int sx_get(sx_client *c, const char *table, const sx_item *key, sx_item **out)
     rc = cl_call(c, MSG_GET, &req, &rep, &frame, 0);
     if (rc)
         goto out;
-    if (rep.item.n == 0 || rep.item.p[0] == 0xc0) {   /* nil: absent */
+    if (rep.item.n == 0 || rep.item.p[0] == 0xc0) { /* nil: absent */
         rc = cl_fail(c, SX_ENOTFOUND, "not found");
     } else {
         rc = cl_item_decode(rep.item.p, rep.item.n, out);
@@ -360,8 +359,8 @@ int sx_delete(sx_client *c, const char *table, const sx_item *key)
         return SX_EINVAL;
     if (!table || !key)
         return cl_fail(c, SX_EINVAL, "table and key are required");
-    msg_DELETE_req req = {0};
-    msg_DELETE_rep rep = {0};
+    msg_DELETE_req req = { 0 };
+    msg_DELETE_rep rep = { 0 };
     uint8_t *frame = NULL, *kb = NULL;
     size_t kn;
     int rc = cl_item_bytes(key, &kb, &kn);

@@ -9,12 +9,12 @@
 #include <string.h>
 #include "call_async.h"
 
-int sx_put_batch_async(sx_client *c, const char *table, const sx_item *const *items,
-                       size_t n, sx_done_fn cb, void *arg)
+int sx_put_batch_async(sx_client *c, const char *table, const sx_item *const *items, size_t n,
+                       sx_done_fn cb, void *arg)
 {
     if (!c || !cb || !table || n == 0 || !items || n > MSG_MAX_LIST)
         return SX_EINVAL;
-    msg_PUT_req req = {0};
+    msg_PUT_req req = { 0 };
     mp_buf ib;
     uint8_t *wire = NULL;
     size_t wire_n = 0, bad = 0;
@@ -35,15 +35,14 @@ int sx_put_batch_async(sx_client *c, const char *table, const sx_item *const *it
     return cl_async_start(c, MSG_PUT, wire, wire_n, 0, n, cb, arg);
 }
 
-int sx_put_async(sx_client *c, const char *table, const sx_item *item,
-                 sx_done_fn cb, void *arg)
+int sx_put_async(sx_client *c, const char *table, const sx_item *item, sx_done_fn cb, void *arg)
 {
     return sx_put_batch_async(c, table, &item, 1, cb, arg);
 }
 
 /* GET and DELETE: a table and a key map. */
-static int key_async(sx_client *c, msg_type t, const char *table, const sx_item *key,
-                     sx_done_fn cb, void *arg)
+static int key_async(sx_client *c, msg_type t, const char *table, const sx_item *key, sx_done_fn cb,
+                     void *arg)
 {
     if (!c || !cb || !table || !key)
         return SX_EINVAL;
@@ -53,12 +52,12 @@ static int key_async(sx_client *c, msg_type t, const char *table, const sx_item 
     if (rc)
         return rc;
     if (t == MSG_GET) {
-        msg_GET_req req = {0};
+        msg_GET_req req = { 0 };
         req.table = cl_cstr_buf(table);
         req.key = (mp_span){ kb, kn };
         rc = cl_req_encode(t, &req, &wire, &wire_n);
     } else {
-        msg_DELETE_req req = {0};
+        msg_DELETE_req req = { 0 };
         req.table = cl_cstr_buf(table);
         req.deadline_ms = CL_DEADLINE_UNSET;
         req.key = (mp_span){ kb, kn };
@@ -70,26 +69,24 @@ static int key_async(sx_client *c, msg_type t, const char *table, const sx_item 
     return cl_async_start(c, t, wire, wire_n, 0, 0, cb, arg);
 }
 
-int sx_get_async(sx_client *c, const char *table, const sx_item *key,
-                 sx_done_fn cb, void *arg)
+int sx_get_async(sx_client *c, const char *table, const sx_item *key, sx_done_fn cb, void *arg)
 {
     return key_async(c, MSG_GET, table, key, cb, arg);
 }
 
-int sx_delete_async(sx_client *c, const char *table, const sx_item *key,
-                    sx_done_fn cb, void *arg)
+int sx_delete_async(sx_client *c, const char *table, const sx_item *key, sx_done_fn cb, void *arg)
 {
     return key_async(c, MSG_DELETE, table, key, cb, arg);
 }
 
-int sx_query_async(sx_client *c, const char *table, const char *index,
-                   const sx_query_opts *opts, sx_done_fn cb, void *arg)
+int sx_query_async(sx_client *c, const char *table, const char *index, const sx_query_opts *opts,
+                   sx_done_fn cb, void *arg)
 {
     if (!c || !cb || !table || !index)
         return SX_EINVAL;
-    sx_query_opts none = {0};
+    sx_query_opts none = { 0 };
     const sx_query_opts *o = opts ? opts : &none;
-    msg_QUERY_req req = {0};
+    msg_QUERY_req req = { 0 };
     uint8_t *tok = NULL, *wire = NULL;
     size_t wire_n = 0;
     req.table = cl_cstr_buf(table);
@@ -111,12 +108,12 @@ int sx_query_async(sx_client *c, const char *table, const char *index,
     return cl_async_start(c, MSG_QUERY, wire, wire_n, cl_query_wait_ms(o), 0, cb, arg);
 }
 
-int sx_scan_async(sx_client *c, const char *table, const sx_item *where,
-                  uint64_t limit, const char *token, sx_done_fn cb, void *arg)
+int sx_scan_async(sx_client *c, const char *table, const sx_item *where, uint64_t limit,
+                  const char *token, sx_done_fn cb, void *arg)
 {
     if (!c || !cb || !table)
         return SX_EINVAL;
-    msg_SCAN_req req = {0};
+    msg_SCAN_req req = { 0 };
     uint8_t *tok = NULL, *wb = NULL, *wire = NULL;
     size_t n, wire_n = 0;
     int rc = cl_item_bytes(where, &wb, &n);
@@ -142,7 +139,7 @@ int sx_scan_async(sx_client *c, const char *table, const sx_item *where,
 
 static void decode_put(sx_op *op, const uint8_t *p, size_t n)
 {
-    msg_PUT_rep rep = {0};
+    msg_PUT_rep rep = { 0 };
     op->rc = msg_decode_rep(MSG_PUT, p, n, &rep, op->errmsg, sizeof op->errmsg);
     if (!op->rc && rep.versions.n != op->expect) {
         op->rc = SX_EPROTO;
@@ -156,7 +153,7 @@ static void decode_put(sx_op *op, const uint8_t *p, size_t n)
 
 static void decode_get(sx_op *op, const uint8_t *p, size_t n)
 {
-    msg_GET_rep rep = {0};
+    msg_GET_rep rep = { 0 };
     op->rc = msg_decode_rep(MSG_GET, p, n, &rep, op->errmsg, sizeof op->errmsg);
     if (!op->rc) {
         if (rep.item.n == 0 || rep.item.p[0] == 0xc0) {
@@ -171,7 +168,7 @@ static void decode_get(sx_op *op, const uint8_t *p, size_t n)
 
 static void decode_delete(sx_op *op, const uint8_t *p, size_t n)
 {
-    msg_DELETE_rep rep = {0};
+    msg_DELETE_rep rep = { 0 };
     op->rc = msg_decode_rep(MSG_DELETE, p, n, &rep, op->errmsg, sizeof op->errmsg);
     if (!op->rc) {
         op->versions = malloc(sizeof *op->versions);
@@ -187,7 +184,7 @@ static void decode_delete(sx_op *op, const uint8_t *p, size_t n)
 
 static void decode_query(sx_op *op, const uint8_t *p, size_t n)
 {
-    msg_QUERY_rep rep = {0};
+    msg_QUERY_rep rep = { 0 };
     op->rc = msg_decode_rep(MSG_QUERY, p, n, &rep, op->errmsg, sizeof op->errmsg);
     if (!op->rc) {
         sx_result *r = NULL;
@@ -210,7 +207,7 @@ static void decode_query(sx_op *op, const uint8_t *p, size_t n)
 
 static void decode_scan(sx_op *op, const uint8_t *p, size_t n)
 {
-    msg_SCAN_rep rep = {0};
+    msg_SCAN_rep rep = { 0 };
     op->rc = msg_decode_rep(MSG_SCAN, p, n, &rep, op->errmsg, sizeof op->errmsg);
     if (!op->rc && (op->rc = cl_result_make(&rep.items, rep.token, &op->result)))
         snprintf(op->errmsg, sizeof op->errmsg, "malformed scan reply");
@@ -235,11 +232,20 @@ void cl_async_decode(sx_op *op, const uint8_t *p, size_t n)
 
 /* ---- readers ---- */
 
-int sx_op_status(const sx_op *op) { return op ? op->rc : SX_EINVAL; }
+int sx_op_status(const sx_op *op)
+{
+    return op ? op->rc : SX_EINVAL;
+}
 
-const char *sx_op_errmsg(const sx_op *op) { return op ? op->errmsg : "no operation"; }
+const char *sx_op_errmsg(const sx_op *op)
+{
+    return op ? op->errmsg : "no operation";
+}
 
-size_t sx_op_nversions(const sx_op *op) { return op ? op->nversions : 0; }
+size_t sx_op_nversions(const sx_op *op)
+{
+    return op ? op->nversions : 0;
+}
 
 uint64_t sx_op_version(const sx_op *op, size_t i)
 {

@@ -36,7 +36,10 @@ int cl_b64_decode(const char *s, uint8_t **out, size_t *n)
 
 /* ---- results ---- */
 
-size_t sx_result_count(const sx_result *r) { return r ? r->n : 0; }
+size_t sx_result_count(const sx_result *r)
+{
+    return r ? r->n : 0;
+}
 
 const sx_item *sx_result_item(const sx_result *r, size_t i)
 {
@@ -172,14 +175,13 @@ static int consistency_wire(sx_consistency c)
 }
 
 /* Fills the request's encoded parts; the caller frees the spans. */
-int cl_query_req_fill(sx_client *c, const sx_query_opts *o, msg_QUERY_req *req,
-                      uint8_t **tok)
+int cl_query_req_fill(sx_client *c, const sx_query_opts *o, msg_QUERY_req *req, uint8_t **tok)
 {
     int rc;
     if ((o->from || o->to) && o->prefix)
         return cl_fail(c, SX_EINVAL, "a range and a prefix cannot be combined");
-    if ((o->neq && !o->eq) || (o->nattrs && !o->attrs) || o->neq > CAT_MAX_ATTRS
-        || o->nattrs > MSG_MAX_LIST)
+    if ((o->neq && !o->eq) || (o->nattrs && !o->attrs) || o->neq > CAT_MAX_ATTRS ||
+        o->nattrs > MSG_MAX_LIST)
         return cl_fail(c, SX_EINVAL, "bad query options");
     int cons = consistency_wire(o->consistency);
     if (cons < 0)
@@ -228,17 +230,17 @@ int cl_query_req_fill(sx_client *c, const sx_query_opts *o, msg_QUERY_req *req,
     return SX_OK;
 }
 
-int sx_query(sx_client *c, const char *table, const char *index,
-             const sx_query_opts *opts, sx_result **out)
+int sx_query(sx_client *c, const char *table, const char *index, const sx_query_opts *opts,
+             sx_result **out)
 {
     if (!c || !out)
         return SX_EINVAL;
     if (!table || !index)
         return cl_fail(c, SX_EINVAL, "table and index are required");
-    sx_query_opts none = {0};
+    sx_query_opts none = { 0 };
     const sx_query_opts *o = opts ? opts : &none;
-    msg_QUERY_req req = {0};
-    msg_QUERY_rep rep = {0};
+    msg_QUERY_req req = { 0 };
+    msg_QUERY_rep rep = { 0 };
     uint8_t *frame = NULL, *tok = NULL;
     req.table.p = (const uint8_t *)table;
     req.table.n = strlen(table);
@@ -276,15 +278,15 @@ out:
 
 /* ---- scan ---- */
 
-int sx_scan(sx_client *c, const char *table, const sx_item *where,
-            uint64_t limit, const char *token, sx_result **out)
+int sx_scan(sx_client *c, const char *table, const sx_item *where, uint64_t limit,
+            const char *token, sx_result **out)
 {
     if (!c || !out)
         return SX_EINVAL;
     if (!table)
         return cl_fail(c, SX_EINVAL, "table is required");
-    msg_SCAN_req req = {0};
-    msg_SCAN_rep rep = {0};
+    msg_SCAN_req req = { 0 };
+    msg_SCAN_rep rep = { 0 };
     uint8_t *frame = NULL, *tok = NULL, *wb = NULL;
     size_t n;
     int rc = cl_item_bytes(where, &wb, &n);
@@ -322,5 +324,5 @@ int cl_query_wait_ms(const sx_query_opts *o)
         return 0;
     if (o->timeout_ms == 0)
         return 5000;
-    return o->timeout_ms > 60000 ? 60000 : (int)o->timeout_ms;   /* router/query.h */
+    return o->timeout_ms > 60000 ? 60000 : (int)o->timeout_ms; /* router/query.h */
 }

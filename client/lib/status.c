@@ -66,8 +66,14 @@ int cl_json_from_mp(mp_cur *cur, cl_str *out, int depth)
     switch (v.kind) {
     case MP_NIL: str_addz(out, "null"); break;
     case MP_BOOL: str_addz(out, v.b ? "true" : "false"); break;
-    case MP_INT: snprintf(num, sizeof num, "%" PRId64, v.i); str_addz(out, num); break;
-    case MP_UINT: snprintf(num, sizeof num, "%" PRIu64, v.u); str_addz(out, num); break;
+    case MP_INT:
+        snprintf(num, sizeof num, "%" PRId64, v.i);
+        str_addz(out, num);
+        break;
+    case MP_UINT:
+        snprintf(num, sizeof num, "%" PRIu64, v.u);
+        str_addz(out, num);
+        break;
     case MP_DOUBLE:
         if (isfinite(v.d))
             snprintf(num, sizeof num, "%.17g", v.d);
@@ -121,8 +127,7 @@ int cl_json_from_mp(mp_cur *cur, cl_str *out, int depth)
         }
         cl_str_add(out, "}", 1);
         break;
-    default:
-        return SX_EPROTO;
+    default: return SX_EPROTO;
     }
     return out->oom ? SX_ENOMEM : SX_OK;
 }
@@ -131,13 +136,13 @@ int sx_status(sx_client *c, char **json)
 {
     if (!c || !json)
         return SX_EINVAL;
-    msg_STATUS_req req = {0};
-    msg_STATUS_rep rep = {0};
+    msg_STATUS_req req = { 0 };
+    msg_STATUS_rep rep = { 0 };
     uint8_t *frame = NULL;
     int rc = cl_call(c, MSG_STATUS, &req, &rep, &frame, 0);
     if (rc)
         return rc;
-    cl_str s = {0};
+    cl_str s = { 0 };
     str_addz(&s, "{\"nodes\":[");
     for (uint32_t k = 0; k < rep.nodes.n && !rc; k++) {
         mp_cur cur = mp_cur_make(rep.nodes.v[k].p, rep.nodes.v[k].n);

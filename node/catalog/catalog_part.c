@@ -35,9 +35,9 @@
 
 #define CATP_KEY "catalog"
 #define CATP_RIDS_KEY "rids"
-#define CATP_RIDS 256           /* request ids remembered, the newest */
+#define CATP_RIDS 256 /* request ids remembered, the newest */
 #define CATP_RID_BYTES 16
-#define CATP_RID_SUM 16         /* a hash of the change an id asked for */
+#define CATP_RID_SUM 16 /* a hash of the change an id asked for */
 /* stored: id, u64 BE version, the change's hash */
 #define CATP_RID_REC (CATP_RID_BYTES + 8 + CATP_RID_SUM)
 /* The largest encoded catalog stored: every process fetches it whole in one
@@ -51,13 +51,13 @@
 struct catp {
     pthread_mutex_t mu;
     ldb *db;
-    cat_catalog *cat;     /* current catalog (owned) */
-    uint8_t *enc;        /* its encoding, served by CATALOG (owned) */
+    cat_catalog *cat; /* current catalog (owned) */
+    uint8_t *enc;     /* its encoding, served by CATALOG (owned) */
     size_t enc_n;
-    uint64_t *parts;     /* every storage partition id (from the config) */
+    uint64_t *parts; /* every storage partition id (from the config) */
     uint32_t nparts;
-    size_t max_bytes;    /* the largest encoding stored (CATP_MAX_KB) */
-    uint8_t *rids;       /* nrids records of CATP_RID_REC bytes, oldest first */
+    size_t max_bytes; /* the largest encoding stored (CATP_MAX_KB) */
+    uint8_t *rids;    /* nrids records of CATP_RID_REC bytes, oldest first */
     uint32_t nrids;
 };
 
@@ -83,8 +83,7 @@ static void catp_quote(mp_span s, char *out, size_t outn)
 
 /* Copies a name from the frame into out and validates it; on failure
  * writes a reason naming `what` into err and returns SX_EINVAL. */
-static int catp_name_take(mp_span s, catp_name out, const char *what, char *err,
-                          size_t errlen)
+static int catp_name_take(mp_span s, catp_name out, const char *what, char *err, size_t errlen)
 {
     char q[72];
 
@@ -94,8 +93,7 @@ static int catp_name_take(mp_span s, catp_name out, const char *what, char *err,
         return SX_EINVAL;
     }
     if (s.n > CAT_MAX_NAME) {
-        snprintf(err, errlen, "%s name '%s' is longer than %d bytes", what, q,
-                 CAT_MAX_NAME);
+        snprintf(err, errlen, "%s name '%s' is longer than %d bytes", what, q, CAT_MAX_NAME);
         return SX_EINVAL;
     }
     memcpy(out, s.p, s.n);
@@ -104,23 +102,22 @@ static int catp_name_take(mp_span s, catp_name out, const char *what, char *err,
         if (strcmp(out, "primary") == 0)
             snprintf(err, errlen, "%s name 'primary' is reserved", what);
         else
-            snprintf(err, errlen,
-                     "invalid %s name '%s': use only A-Z a-z 0-9 _ . -", what, q);
+            snprintf(err, errlen, "invalid %s name '%s': use only A-Z a-z 0-9 _ . -", what, q);
         return SX_EINVAL;
     }
     return 0;
 }
 
 /* Copies and validates a list of attribute names (no repeats). */
-static int catp_attrs_take(const msg_spans *in, catp_name *out, const char **ptrs,
-                           const char *what, char *err, size_t errlen)
+static int catp_attrs_take(const msg_spans *in, catp_name *out, const char **ptrs, const char *what,
+                           char *err, size_t errlen)
 {
     uint32_t i, j;
     int rc;
 
     if (in->n > CAT_MAX_ATTRS) {
-        snprintf(err, errlen, "too many %s attributes (%u; at most %d)", what,
-                 in->n, CAT_MAX_ATTRS);
+        snprintf(err, errlen, "too many %s attributes (%u; at most %d)", what, in->n,
+                 CAT_MAX_ATTRS);
         return SX_EINVAL;
     }
     for (i = 0; i < in->n; i++) {
@@ -145,8 +142,8 @@ static void catp_explain(int rc, const char *what, char *err, size_t errlen)
 }
 
 /* CATOP_CREATE_TABLE on next. */
-static int catp_create_table(cat_catalog *next, const msg_CAT_UPDATE_req *r,
-                             char *err, size_t errlen)
+static int catp_create_table(cat_catalog *next, const msg_CAT_UPDATE_req *r, char *err,
+                             size_t errlen)
 {
     catp_name name, pk, sk;
     const cat_table *t;
@@ -156,8 +153,7 @@ static int catp_create_table(cat_catalog *next, const msg_CAT_UPDATE_req *r,
         (rc = catp_name_take(r->pk, pk, "partition key", err, errlen)) != 0)
         return rc;
     sk[0] = '\0';
-    if (r->sk.n > 0 &&
-        (rc = catp_name_take(r->sk, sk, "sort key", err, errlen)) != 0)
+    if (r->sk.n > 0 && (rc = catp_name_take(r->sk, sk, "sort key", err, errlen)) != 0)
         return rc;
     if (sk[0] != '\0' && strcmp(pk, sk) == 0) {
         snprintf(err, errlen, "sort key '%s' is the same attribute as the partition key", sk);
@@ -166,15 +162,13 @@ static int catp_create_table(cat_catalog *next, const msg_CAT_UPDATE_req *r,
     t = cat_table_by_name(next, name, strlen(name));
     if (t != NULL) {
         bool same = strcmp(t->pk, pk) == 0 &&
-                    ((t->sk == NULL && sk[0] == '\0') ||
-                     (t->sk != NULL && strcmp(t->sk, sk) == 0));
+                    ((t->sk == NULL && sk[0] == '\0') || (t->sk != NULL && strcmp(t->sk, sk) == 0));
         if (same)
             snprintf(err, errlen, "table '%s' already exists", name);
         else
             snprintf(err, errlen,
-                     "table '%s' already exists with a different key (pk '%s', sk %s%s%s)",
-                     name, t->pk, t->sk ? "'" : "", t->sk ? t->sk : "none",
-                     t->sk ? "'" : "");
+                     "table '%s' already exists with a different key (pk '%s', sk %s%s%s)", name,
+                     t->pk, t->sk ? "'" : "", t->sk ? t->sk : "none", t->sk ? "'" : "");
         return SX_EEXIST;
     }
     rc = cat_create_table(next, name, pk, sk[0] ? sk : NULL);
@@ -203,8 +197,8 @@ static int catp_check_proj(const msg_CAT_UPDATE_req *r, char *err, size_t errlen
 }
 
 /* CATOP_CREATE_INDEX on next. */
-static int catp_create_index(cat_catalog *next, const msg_CAT_UPDATE_req *r,
-                             char *err, size_t errlen)
+static int catp_create_index(cat_catalog *next, const msg_CAT_UPDATE_req *r, char *err,
+                             size_t errlen)
 {
     catp_name table, name;
     catp_name attrs[CAT_MAX_ATTRS], proj[CAT_MAX_ATTRS];
@@ -221,8 +215,7 @@ static int catp_create_index(cat_catalog *next, const msg_CAT_UPDATE_req *r,
     }
     if ((rc = catp_attrs_take(&r->attrs, attrs, ap, "index", err, errlen)) != 0 ||
         (rc = catp_check_proj(r, err, errlen)) != 0 ||
-        (rc = catp_attrs_take(&r->proj_attrs, proj, pp, "projection", err,
-                              errlen)) != 0)
+        (rc = catp_attrs_take(&r->proj_attrs, proj, pp, "projection", err, errlen)) != 0)
         return rc;
     t = cat_table_by_name(next, table, strlen(table));
     if (t == NULL) {
@@ -233,16 +226,15 @@ static int catp_create_index(cat_catalog *next, const msg_CAT_UPDATE_req *r,
         snprintf(err, errlen, "index '%s' already exists on table '%s'", name, table);
         return SX_EEXIST;
     }
-    rc = cat_create_index(next, table, name, ap, r->attrs.n, (cat_proj)r->proj,
-                          pp, r->proj_attrs.n);
+    rc = cat_create_index(next, table, name, ap, r->attrs.n, (cat_proj)r->proj, pp,
+                          r->proj_attrs.n);
     if (rc != 0)
         catp_explain(rc, "create index", err, errlen);
     return rc;
 }
 
 /* CATOP_DROP_INDEX on next. */
-static int catp_drop_index(cat_catalog *next, const msg_CAT_UPDATE_req *r,
-                           char *err, size_t errlen)
+static int catp_drop_index(cat_catalog *next, const msg_CAT_UPDATE_req *r, char *err, size_t errlen)
 {
     catp_name table, name;
     const cat_table *t;
@@ -319,8 +311,7 @@ static uint8_t *catp_rids_with(const catp *c, const uint8_t *rid, uint64_t versi
     if (v == NULL)
         return NULL;
     if (keep > 0)
-        memcpy(v, c->rids + (size_t)(c->nrids - keep) * CATP_RID_REC,
-               (size_t)keep * CATP_RID_REC);
+        memcpy(v, c->rids + (size_t)(c->nrids - keep) * CATP_RID_REC, (size_t)keep * CATP_RID_REC);
     memcpy(v + (size_t)keep * CATP_RID_REC, rid, CATP_RID_BYTES);
     be_put64(v + (size_t)keep * CATP_RID_REC + CATP_RID_BYTES, version);
     memcpy(v + (size_t)keep * CATP_RID_REC + CATP_RID_BYTES + 8, sum, CATP_RID_SUM);
@@ -330,8 +321,8 @@ static uint8_t *catp_rids_with(const catp *c, const uint8_t *rid, uint64_t versi
 
 /* Decodes a CAT_BACKFILLED frame and applies it to next. A repeated report
  * (partition already done, or index already ready) changes nothing. */
-static int catp_mutate_backfilled(const catp *c, cat_catalog *next, const uint8_t *req,
-                                  size_t n, char *err, size_t errlen)
+static int catp_mutate_backfilled(const catp *c, cat_catalog *next, const uint8_t *req, size_t n,
+                                  char *err, size_t errlen)
 {
     msg_CAT_BACKFILLED_req r;
     cat_table *t = NULL;
@@ -346,8 +337,7 @@ static int catp_mutate_backfilled(const catp *c, cat_catalog *next, const uint8_
     }
     for (i = 0; i < c->nparts; i++)
         known = known || c->parts[i] == r.part;
-    ix = r.index_id <= UINT32_MAX ? cat_index_by_id(next, (uint32_t)r.index_id, &t)
-                                  : NULL;
+    ix = r.index_id <= UINT32_MAX ? cat_index_by_id(next, (uint32_t)r.index_id, &t) : NULL;
     if (!known) {
         snprintf(err, errlen, "partition %llu is not a storage partition",
                  (unsigned long long)r.part);
@@ -360,8 +350,7 @@ static int catp_mutate_backfilled(const catp *c, cat_catalog *next, const uint8_
         for (i = 0; i < ix->ndone && ix->done_parts[i] != r.part; i++)
             ;
         if (i == ix->ndone) {
-            rc = cat_mark_backfilled(next, (uint32_t)r.index_id, r.part, c->parts,
-                                     c->nparts);
+            rc = cat_mark_backfilled(next, (uint32_t)r.index_id, r.part, c->parts, c->nparts);
             if (rc != 0)
                 catp_explain(rc, "mark backfilled", err, errlen);
         }
@@ -414,8 +403,8 @@ static int catp_store(catp *c, const cat_catalog *cat, const uint8_t *rids, uint
  * a CAT_UPDATE whose request id was already applied, to the version that
  * made it (nothing is applied). Returns 0 or an sx_err with a reason in
  * err. Takes c->mu. */
-static int catp_apply(catp *c, msg_type t, const uint8_t *req, size_t n,
-                      uint64_t *version, char *err, size_t errlen)
+static int catp_apply(catp *c, msg_type t, const uint8_t *req, size_t n, uint64_t *version,
+                      char *err, size_t errlen)
 {
     cat_catalog *next = NULL;
     msg_CAT_UPDATE_req upd;
@@ -436,8 +425,7 @@ static int catp_apply(catp *c, msg_type t, const uint8_t *req, size_t n,
         }
         decoded = true;
         if (upd.rid.n != 0 && upd.rid.n != CATP_RID_BYTES) {
-            snprintf(err, errlen, "a request id is %d bytes, not %zu", CATP_RID_BYTES,
-                     upd.rid.n);
+            snprintf(err, errlen, "a request id is %d bytes, not %zu", CATP_RID_BYTES, upd.rid.n);
             rc = SX_EINVAL;
             goto out;
         }
@@ -448,7 +436,8 @@ static int catp_apply(catp *c, msg_type t, const uint8_t *req, size_t n,
         if (upd.rid.n != 0 && (seen = catp_rid_find(c, upd.rid.p)) != NULL) {
             if (memcmp(seen + CATP_RID_BYTES + 8, sum, CATP_RID_SUM) != 0) {
                 seen = NULL;
-                snprintf(err, errlen, "this request id was used for another catalog change: "
+                snprintf(err, errlen,
+                         "this request id was used for another catalog change: "
                          "nothing was changed (ids must be random, one per change)");
                 rc = SX_EINVAL;
                 goto out;
@@ -480,13 +469,15 @@ static int catp_apply(catp *c, msg_type t, const uint8_t *req, size_t n,
     }
     rc = catp_store(c, next, rids, nrids, &enc, &enc_n);
     if (rc == SX_ETOOBIG) {
-        snprintf(err, errlen, "the catalog would grow past %zu KiB (every table and index "
+        snprintf(err, errlen,
+                 "the catalog would grow past %zu KiB (every table and index "
                  "of the cluster travel in one reply): nothing was changed",
                  c->max_bytes >> 10);
         goto out;
     }
     if (rc == SX_EIO) {
-        snprintf(err, errlen, "catalog write failed: a disk error on the catalog node "
+        snprintf(err, errlen,
+                 "catalog write failed: a disk error on the catalog node "
                  "(this change may or may not survive; the node refuses writes until it "
                  "restarts)");
         goto out;
@@ -507,8 +498,7 @@ static int catp_apply(catp *c, msg_type t, const uint8_t *req, size_t n,
         c->nrids = nrids;
         rids = NULL;
     }
-    LOG_INFO("catalog now at version %llu (%s)",
-             (unsigned long long)c->cat->version, msg_name(t));
+    LOG_INFO("catalog now at version %llu (%s)", (unsigned long long)c->cat->version, msg_name(t));
 out:
     *version = seen != NULL ? be_get64(seen + CATP_RID_BYTES) : c->cat->version;
     pthread_mutex_unlock(&c->mu);
@@ -534,7 +524,8 @@ static int catp_load_rids(catp *c)
     if (vn % CATP_RID_REC != 0 || vn / CATP_RID_REC > CATP_RIDS) {
         LOG_WARN("catalog partition: stored request ids are %zu bytes, not whole records; "
                  "dropped them (a client retrying a change made before may be told it "
-                 "exists)", vn);
+                 "exists)",
+                 vn);
         free(v);
         return 0;
     }
@@ -559,8 +550,7 @@ static int catp_load(catp *c)
             return 0;
         }
         free(v);
-        LOG_ERROR("catalog partition: stored catalog does not decode (%s)",
-                  sx_strerror(rc));
+        LOG_ERROR("catalog partition: stored catalog does not decode (%s)", sx_strerror(rc));
         return rc == SX_ENOMEM ? SX_ENOMEM : SX_EIO;
     }
     if (rc != SX_ENOTFOUND)
@@ -595,8 +585,7 @@ int catp_open(const char *dir, const cfg_cluster *cfg, catp **out)
     for (i = 0; i < cfg->nstorage; i++)
         c->parts[i] = cfg->storage[i].id;
     c->nparts = (uint32_t)cfg->nstorage;
-    c->max_bytes = (size_t)os_env_long("SHARDEX_CATALOG_MAX_KB", 1, CATP_MAX_KB, CATP_MAX_KB)
-                   << 10;
+    c->max_bytes = (size_t)os_env_long("SHARDEX_CATALOG_MAX_KB", 1, CATP_MAX_KB, CATP_MAX_KB) << 10;
     if ((rc = ldb_open(dir, &c->db)) != 0 || (rc = catp_load(c)) != 0 ||
         (rc = catp_load_rids(c)) != 0)
         goto fail;
@@ -658,7 +647,7 @@ static void catp_serve_catalog(catp *c, const uint8_t *req, size_t n, mp_buf *ou
     rep.version = c->cat->version;
     if (r.since == 0 || rep.version >= r.since) {
         rep.catalog.p = c->enc;
-        rep.catalog.n = c->enc_n;       /* else n == 0: encoded as nil */
+        rep.catalog.n = c->enc_n; /* else n == 0: encoded as nil */
     }
     msg_free_req(MSG_CATALOG, &r);
     rc = msg_encode_rep(MSG_CATALOG, &rep, out);

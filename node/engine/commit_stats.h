@@ -27,7 +27,7 @@
 #include "mp.h"
 
 typedef struct commit_stats {
-    uint64_t groups, ops, apply_us, sync_us, max_sync_us;   /* atomic access only */
+    uint64_t groups, ops, apply_us, sync_us, max_sync_us; /* atomic access only */
 } commit_stats;
 
 /* Adds one synced group of ops operations that took apply_us to compute and

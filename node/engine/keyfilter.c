@@ -18,12 +18,12 @@
 #include "sx_errors.h"
 
 #define KF_BITS_PER_KEY 10
-#define KF_PROBES 7                  /* 9 bits of the second hash each */
+#define KF_PROBES 7 /* 9 bits of the second hash each */
 #define KF_MIN_KEYS 65536u
 #define KF_MAX_SEGS 40
 
 typedef struct kf_seg {
-    uint64_t *blocks;                /* nblocks * 8 words */
+    uint64_t *blocks; /* nblocks * 8 words */
     size_t nblocks;
     uint64_t cap, nkeys;
 } kf_seg;
@@ -88,7 +88,7 @@ static int seg_add(keyfilter *f, uint64_t cap)
     size_t bytes = nblocks * 64;
 
     if (f->nseg == KF_MAX_SEGS || f->bytes + bytes > f->max_bytes ||
-        (uint64_t)nblocks > UINT32_MAX)   /* block_of scales 32 bits */
+        (uint64_t)nblocks > UINT32_MAX) /* block_of scales 32 bits */
         return SX_ENOMEM;
     s = &f->seg[f->nseg];
     s->blocks = calloc(nblocks * 8, sizeof(uint64_t));
@@ -127,7 +127,7 @@ int kf_create(uint64_t expect, size_t max_bytes, keyfilter **out)
     if (cap < KF_MIN_KEYS)
         cap = KF_MIN_KEYS;
     if (seg_add(f, cap) != 0 && seg_add(f, KF_MIN_KEYS) != 0)
-        kf_turn_off(f);     /* not even the smallest segment: off from the start */
+        kf_turn_off(f); /* not even the smallest segment: off from the start */
     *out = f;
     return 0;
 }
@@ -241,8 +241,7 @@ void kf_disable(keyfilter *f)
     pthread_mutex_unlock(&f->mu);
 }
 
-void kf_stats(keyfilter *f, uint64_t *keys, uint64_t *spared, size_t *bytes, bool *ready,
-              bool *on)
+void kf_stats(keyfilter *f, uint64_t *keys, uint64_t *spared, size_t *bytes, bool *ready, bool *on)
 {
     pthread_mutex_lock(&f->mu);
     if (keys)

@@ -79,7 +79,6 @@ void kf_disable(keyfilter *f);
 /* Counters for logs, status and tests: keys added, reads spared (lookups
  * that answered absent), bytes held, and whether the filter is ready and
  * on. Any pointer may be NULL. */
-void kf_stats(keyfilter *f, uint64_t *keys, uint64_t *spared, size_t *bytes, bool *ready,
-              bool *on);
+void kf_stats(keyfilter *f, uint64_t *keys, uint64_t *spared, size_t *bytes, bool *ready, bool *on);
 
 #endif

@@ -20,14 +20,14 @@ struct kf_loader {
     keyfilter *kf;
     kf_range *r;
     int n;
-    int range;                /* the range being scanned */
+    int range; /* the range being scanned */
     uint64_t keys;
-    uint32_t in_chunk;        /* keys seen by the current chunk */
-    uint8_t *last;            /* the last stored key seen, + room for a 0 byte */
+    uint32_t in_chunk; /* keys seen by the current chunk */
+    uint8_t *last;     /* the last stored key seen, + room for a 0 byte */
     size_t last_n, last_cap;
-    bool chunk_full;          /* the chunk stopped: resume after `last` */
-    int stop;                 /* atomic: give up */
-    bool stopped;             /* the scan gave up */
+    bool chunk_full; /* the chunk stopped: resume after `last` */
+    int stop;        /* atomic: give up */
+    bool stopped;    /* the scan gave up */
     char what[64];
     pthread_t t;
 };
@@ -51,10 +51,10 @@ static int load_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *v, 
         l->last_cap = kn + 1;
     }
     memcpy(l->last, k, kn);
-    l->last[kn] = 0;          /* the least key after k */
+    l->last[kn] = 0; /* the least key after k */
     l->last_n = kn + 1;
     l->chunk_full = true;
-    return 1;                 /* ldb_scan: stop, no error */
+    return 1; /* ldb_scan: stop, no error */
 }
 
 /* Scans range l->range chunk by chunk; before each chunk, gives up
@@ -71,8 +71,9 @@ static int load_range(kf_loader *l)
         }
         l->chunk_full = false;
         l->in_chunk = 0;
-        rc = first ? ldb_scan_nocache(l->db, NULL, r->lo, r->lo_n, r->hi, r->hi_n, load_visit, l)
-                   : ldb_scan_nocache(l->db, NULL, l->last, l->last_n, r->hi, r->hi_n, load_visit, l);
+        rc = first
+                 ? ldb_scan_nocache(l->db, NULL, r->lo, r->lo_n, r->hi, r->hi_n, load_visit, l)
+                 : ldb_scan_nocache(l->db, NULL, l->last, l->last_n, r->hi, r->hi_n, load_visit, l);
     }
     return rc;
 }
@@ -95,22 +96,23 @@ static void *load_main(void *arg)
 
         kf_set_ready(l->kf);
         kf_stats(l->kf, NULL, NULL, &bytes, NULL, &on);
-        LOG_INFO("%s: absent-key filter %s: %llu stored keys scanned in %.1f s, %zu KiB",
-                 l->what, on ? "ready" : "over its cap, off", (unsigned long long)l->keys,
+        LOG_INFO("%s: absent-key filter %s: %llu stored keys scanned in %.1f s, %zu KiB", l->what,
+                 on ? "ready" : "over its cap, off", (unsigned long long)l->keys,
                  (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9,
                  bytes / 1024);
     } else if (rc != 0) {
         kf_disable(l->kf);
         LOG_WARN("%s: the absent-key filter's scan failed (%s): filter off, every write "
-                 "reads what it replaces", l->what, sx_strerror(rc));
+                 "reads what it replaces",
+                 l->what, sx_strerror(rc));
     }
     free(l->last);
     l->last = NULL;
     return NULL;
 }
 
-void kf_load_start(ldb *db, const kf_range *ranges, int n, uint64_t expect,
-                   const char *what, keyfilter **kf, kf_loader **out)
+void kf_load_start(ldb *db, const kf_range *ranges, int n, uint64_t expect, const char *what,
+                   keyfilter **kf, kf_loader **out)
 {
     long mb = os_env_long("SHARDEX_KEYFILTER_MB", 0, KF_MAX_MB, KF_DEFAULT_MB);
     kf_loader *l;
@@ -137,7 +139,8 @@ void kf_load_start(ldb *db, const kf_range *ranges, int n, uint64_t expect,
     return;
 fail:
     LOG_WARN("%s: cannot set up the absent-key filter (out of memory or threads): every "
-             "write reads what it replaces", what);
+             "write reads what it replaces",
+             what);
     if (l != NULL) {
         kf_destroy(l->kf);
         free(l->r);

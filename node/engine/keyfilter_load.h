@@ -40,8 +40,8 @@ typedef struct kf_loader kf_loader;
  * with kf_load_stop before the filter is destroyed and before db closes.
  * The filter is optional: when filters are turned off, or one cannot be
  * set up (logged), *kf and *out are NULL and every write reads. */
-void kf_load_start(ldb *db, const kf_range *ranges, int n, uint64_t expect,
-                   const char *what, keyfilter **kf, kf_loader **out);
+void kf_load_start(ldb *db, const kf_range *ranges, int n, uint64_t expect, const char *what,
+                   keyfilter **kf, kf_loader **out);
 
 /* Stops the scan if it still runs, waits for its thread and frees the
  * loader (not the filter); accepts NULL. */

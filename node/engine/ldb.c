@@ -58,7 +58,7 @@ int ldb_cache_configure(size_t mb)
         return SX_EINVAL;
     pthread_mutex_lock(&cache_mu);
     if (shared_cache != NULL && mb != cache_mb)
-        rc = SX_EINVAL;         /* too late: a database is using it */
+        rc = SX_EINVAL; /* too late: a database is using it */
     else
         cache_mb = mb;
     pthread_mutex_unlock(&cache_mu);
@@ -97,7 +97,7 @@ static bool compactor_running(void)
     bool found = false;
 
     if (dir == NULL)
-        return true;            /* cannot tell: leave it */
+        return true; /* cannot tell: leave it */
     while (!found && (e = readdir(dir)) != NULL) {
         char path[64], comm[32] = { 0 };
         FILE *f;
@@ -246,8 +246,8 @@ int ldb_get(ldb *d, const void *key, size_t kn, uint8_t **val, size_t *vn)
     return ldb_get_snap(d, NULL, key, kn, val, vn);
 }
 
-int ldb_get_snap(ldb *d, const leveldb_snapshot_t *snap, const void *key, size_t kn,
-                 uint8_t **val, size_t *vn)
+int ldb_get_snap(ldb *d, const leveldb_snapshot_t *snap, const void *key, size_t kn, uint8_t **val,
+                 size_t *vn)
 {
     leveldb_readoptions_t *ro = d->ropts;
     char *err = NULL;
@@ -309,7 +309,7 @@ static int write_opts(ldb *d, const leveldb_writeoptions_t *o, leveldb_writebatc
         atomic_store(&d->failed, true);
         return SX_EIO;
     }
-    ldb_logs_poll();                    /* a log this write started */
+    ldb_logs_poll(); /* a log this write started */
     return 0;
 }
 
@@ -366,7 +366,7 @@ int ldb_sync_logs(ldb *d, unsigned *synced)
             break;
         (*synced)++;
     }
-    if (rc == 0 && errno != 0) {        /* readdir failed: not every log seen */
+    if (rc == 0 && errno != 0) { /* readdir failed: not every log seen */
         LOG_ERROR("leveldb %s: listing it to sync its logs: %s", d->dir, strerror(errno));
         rc = SX_EIO;
     }
@@ -465,8 +465,8 @@ static int key_lt(const char *k, size_t kn, const void *b, size_t bn)
 }
 
 static int scan_opts(ldb *d, const leveldb_snapshot_t *snap, const void *lo, size_t lo_n,
-                     const void *hi, size_t hi_n, bool desc, bool fill_cache,
-                     ldb_visit fn, void *arg)
+                     const void *hi, size_t hi_n, bool desc, bool fill_cache, ldb_visit fn,
+                     void *arg)
 {
     leveldb_readoptions_t *ro = leveldb_readoptions_create();
     leveldb_iterator_t *it;
@@ -526,8 +526,8 @@ static int scan_opts(ldb *d, const leveldb_snapshot_t *snap, const void *lo, siz
     return rc == 1 ? 0 : rc;
 }
 
-int ldb_scan(ldb *d, const leveldb_snapshot_t *snap, const void *lo, size_t lo_n,
-             const void *hi, size_t hi_n, bool desc, ldb_visit fn, void *arg)
+int ldb_scan(ldb *d, const leveldb_snapshot_t *snap, const void *lo, size_t lo_n, const void *hi,
+             size_t hi_n, bool desc, ldb_visit fn, void *arg)
 {
     return scan_opts(d, snap, lo, lo_n, hi, hi_n, desc, true, fn, arg);
 }

@@ -17,14 +17,14 @@ typedef struct ldb {
     leveldb_t *db;
     leveldb_options_t *opts;
     leveldb_readoptions_t *ropts;
-    leveldb_writeoptions_t *wsync;   /* sync = true */
-    leveldb_writeoptions_t *wlazy;   /* sync = false */
-    char *dir;                       /* the database's folder */
+    leveldb_writeoptions_t *wsync; /* sync = true */
+    leveldb_writeoptions_t *wlazy; /* sync = false */
+    char *dir;                     /* the database's folder */
     leveldb_filterpolicy_t *filter;
-    atomic_bool failed;              /* a write or a log sync failed (sticky):
-                                      * every later write is refused */
-    atomic_bool refusing;            /* that has been logged */
-    ldb_logs logs;                   /* new logs preallocated (ldb_log.h) */
+    atomic_bool failed;   /* a write or a log sync failed (sticky):
+                           * every later write is refused */
+    atomic_bool refusing; /* that has been logged */
+    ldb_logs logs;        /* new logs preallocated (ldb_log.h) */
 } ldb;
 
 /* The block cache every leveldb of a process shares (uncompressed table
@@ -65,8 +65,8 @@ void ldb_close(ldb *d);
 int ldb_get(ldb *d, const void *key, size_t kn, uint8_t **val, size_t *vn);
 
 /* ldb_get as of snapshot snap (NULL: the current state). */
-int ldb_get_snap(ldb *d, const leveldb_snapshot_t *snap, const void *key, size_t kn,
-                 uint8_t **val, size_t *vn);
+int ldb_get_snap(ldb *d, const leveldb_snapshot_t *snap, const void *key, size_t kn, uint8_t **val,
+                 size_t *vn);
 
 /* Writes the batch durably (fsync'd before returning). Returns 0 or SX_EIO:
  * a failed write, or any write once one write or log sync through d has
@@ -137,10 +137,9 @@ int ldb_recover_lenient(const char *dir);
  * 1 to stop, or a negative/positive sx_err to abort (returned as is).
  * Key and value views are valid only during the call. snap may be NULL.
  * Returns 0, the callback's error, or SX_EIO. */
-typedef int (*ldb_visit)(void *arg, const uint8_t *k, size_t kn,
-                         const uint8_t *v, size_t vn);
-int ldb_scan(ldb *d, const leveldb_snapshot_t *snap, const void *lo, size_t lo_n,
-             const void *hi, size_t hi_n, bool desc, ldb_visit fn, void *arg);
+typedef int (*ldb_visit)(void *arg, const uint8_t *k, size_t kn, const uint8_t *v, size_t vn);
+int ldb_scan(ldb *d, const leveldb_snapshot_t *snap, const void *lo, size_t lo_n, const void *hi,
+             size_t hi_n, bool desc, ldb_visit fn, void *arg);
 
 /* As ldb_scan, ascending, without filling the block cache (a one-time
  * sweep over much of the store must not evict what the workload reads,

@@ -2,7 +2,7 @@
  * ldb_log.c — leveldb's logs preallocated ahead of its writes, and their
  * zero tails trimmed before an open. See ldb_log.h for why.
  */
-#define _GNU_SOURCE             /* fallocate */
+#define _GNU_SOURCE /* fallocate */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -91,7 +91,8 @@ static int record_sound(int fd, const uint8_t *h, size_t len, off_t off, bool *s
 {
     uint8_t buf[1 + LOG_BLOCK];
     uint32_t want = (uint32_t)h[0] | (uint32_t)h[1] << 8 | (uint32_t)h[2] << 16 |
-                    (uint32_t)h[3] << 24, got;
+                    (uint32_t)h[3] << 24,
+             got;
 
     buf[0] = h[6];
     if (len > LOG_BLOCK || read_at(fd, buf + 1, len, off + LOG_HEADER) != 0)
@@ -122,7 +123,7 @@ static int last_nonzero(int fd, off_t size, off_t *z)
             return SX_EIO;
         }
         if (buf[0] == 0 && memcmp(buf, buf + 1, n - 1) == 0)
-            n = 0;                      /* a chunk of zeros (the usual tail) */
+            n = 0; /* a chunk of zeros (the usual tail) */
         while (n > 0 && buf[n - 1] == 0)
             n--;
         if (n > 0) {
@@ -163,20 +164,19 @@ static int log_end_fd(int fd, const char *path, off_t *end, bool *cut)
         off_t room = LOG_BLOCK - p % LOG_BLOCK;
         size_t len;
 
-        if (room < LOG_HEADER) {        /* a block's trailer */
+        if (room < LOG_HEADER) { /* a block's trailer */
             p += room;
             continue;
         }
         if (p + LOG_HEADER > st.st_size)
-            return SX_EINVAL;           /* ends inside a header: leveldb's EOF */
+            return SX_EINVAL; /* ends inside a header: leveldb's EOF */
         if (read_at(fd, h, LOG_HEADER, p) != 0) {
-            LOG_ERROR("leveldb log %s: read at %lld: %s", path, (long long)p,
-                      strerror(errno));
+            LOG_ERROR("leveldb log %s: read at %lld: %s", path, (long long)p, strerror(errno));
             return SX_EIO;
         }
         len = (size_t)h[4] | (size_t)h[5] << 8;
         if ((h[6] == 0 && len == 0) || (off_t)(LOG_HEADER + len) > room)
-            return SX_EINVAL;           /* zeros before the end, or no record */
+            return SX_EINVAL; /* zeros before the end, or no record */
         last = p;
         last_len = len;
         memcpy(lh, h, sizeof(h));
@@ -185,21 +185,20 @@ static int log_end_fd(int fd, const char *path, off_t *end, bool *cut)
     }
     if (cut != NULL)
         *cut = false;
-    if (last < 0) {                     /* nothing but zeros */
+    if (last < 0) { /* nothing but zeros */
         *end = 0;
         return 0;
     }
     if (last_end > st.st_size)
-        return SX_EINVAL;               /* ends inside a record: leveldb's EOF */
+        return SX_EINVAL; /* ends inside a record: leveldb's EOF */
     if (record_sound(fd, lh, last_len, last, &sound) != 0) {
-        LOG_ERROR("leveldb log %s: read at %lld: %s", path, (long long)last,
-                  strerror(errno));
+        LOG_ERROR("leveldb log %s: read at %lld: %s", path, (long long)last, strerror(errno));
         return SX_EIO;
     }
     if (sound) {
         *end = last_end;
     } else if (z < last_end) {
-        *end = last;                    /* being written when it stopped */
+        *end = last; /* being written when it stopped */
         if (cut != NULL)
             *cut = true;
     } else {
@@ -247,13 +246,12 @@ static int trim_one(int dfd, const char *dir, const char *name)
                      "stopped half-way); dropped, as leveldb drops one at a file's end",
                      path, (long long)end);
         if ((fd = openat(dfd, name, O_WRONLY | O_CLOEXEC)) < 0 || ftruncate(fd, end) != 0) {
-            LOG_ERROR("leveldb log %s: cut it at %lld: %s", path, (long long)end,
-                      strerror(errno));
+            LOG_ERROR("leveldb log %s: cut it at %lld: %s", path, (long long)end, strerror(errno));
             rc = SX_EIO;
         }
     }
     if (rc == SX_EINVAL)
-        rc = 0;                         /* a tail for leveldb to judge */
+        rc = 0; /* a tail for leveldb to judge */
     if (fd >= 0)
         close(fd);
     return rc;
@@ -312,11 +310,11 @@ static int prealloc(const char *dir, const char *name, size_t bytes)
     if (bytes == 0 || snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path))
         return 0;
     if ((fd = open(path, O_WRONLY | O_CLOEXEC)) < 0)
-        return 0;                       /* gone already: switched and flushed */
+        return 0; /* gone already: switched and flushed */
     if (fstatvfs(fd, &vfs) == 0 &&
         (uint64_t)vfs.f_bavail * vfs.f_frsize < (uint64_t)bytes * FREE_FACTOR) {
         close(fd);
-        return 0;                       /* leave a nearly full disk its room */
+        return 0; /* leave a nearly full disk its room */
     }
     if (fallocate(fd, 0, 0, (off_t)bytes) != 0)
         err = errno;
@@ -437,7 +435,7 @@ void ldb_logs_poll(void)
         ssize_t n = read(ino, u.raw, sizeof(u.raw));
 
         if (n <= 0)
-            return;                     /* EAGAIN: nothing new */
+            return; /* EAGAIN: nothing new */
         for (char *p = u.raw; p < u.raw + n;) {
             const struct inotify_event *ev = (const struct inotify_event *)p;
 
@@ -517,7 +515,7 @@ void ldb_logs_watch(ldb_logs *w, const char *dir, size_t bytes)
     watched e = { .wd = -1, .bytes = prealloc_bytes(bytes) };
 
     if (w->lockfd < 0)
-        (void)take_lock(w, dir);        /* the folder is leveldb's now */
+        (void)take_lock(w, dir); /* the folder is leveldb's now */
     if (e.bytes == 0)
         return;
     pthread_mutex_lock(&reg_mu);
@@ -567,8 +565,8 @@ void ldb_logs_close(ldb_logs *w, const char *dir)
         w->wd = -1;
     }
     if (w->lockfd >= 0) {
-        (void)ldb_logs_trim(dir);       /* a clean stop leaves no zero tail */
-        close(w->lockfd);               /* releases the lock */
+        (void)ldb_logs_trim(dir); /* a clean stop leaves no zero tail */
+        close(w->lockfd);         /* releases the lock */
         w->lockfd = -1;
     }
 }

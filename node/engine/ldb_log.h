@@ -31,8 +31,8 @@
 
 /* One database's share of the watch. */
 typedef struct ldb_logs {
-    int wd;                     /* its inotify watch (-1: none) */
-    int lockfd;                 /* LOCK.shardex in its folder, flocked (-1: none) */
+    int wd;     /* its inotify watch (-1: none) */
+    int lockfd; /* LOCK.shardex in its folder, flocked (-1: none) */
 } ldb_logs;
 
 /* Before leveldb opens folder dir: takes the folder's lock (an exclusive

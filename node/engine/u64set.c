@@ -50,7 +50,7 @@ static void place(uint64_t *slot, size_t cap, uint64_t v)
 int u64set_add(u64set *s, uint64_t v)
 {
     if (s->lost)
-        return 0;               /* every value counts as present already */
+        return 0; /* every value counts as present already */
     if (v == 0) {
         s->has_zero = true;
         return 0;

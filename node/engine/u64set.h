@@ -13,14 +13,14 @@
 #include <stdint.h>
 
 typedef struct u64set {
-    uint64_t *slot;             /* 0 = empty; a stored 0 is kept in has_zero */
-    size_t cap, n;              /* cap: 0 or a power of two */
-    size_t max;                 /* values held at most (0: no bound); past
-                                 * it the set is lost and frees its table */
+    uint64_t *slot; /* 0 = empty; a stored 0 is kept in has_zero */
+    size_t cap, n;  /* cap: 0 or a power of two */
+    size_t max;     /* values held at most (0: no bound); past
+                     * it the set is lost and frees its table */
     bool has_zero;
-    bool lost;                  /* an add ran out of memory: membership is
-                                 * unknown, so callers treat every value as
-                                 * present */
+    bool lost; /* an add ran out of memory: membership is
+                * unknown, so callers treat every value as
+                * present */
 } u64set;
 
 /* An empty set (allocates nothing), without a bound (set s->max after). */

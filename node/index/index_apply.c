@@ -50,7 +50,7 @@
 _Static_assert(OUT_PUT == 0 && OUT_DEL == 1, "index_rules.c mirrors OUT_PUT/OUT_DEL");
 
 #define GROUP_MAX_OPS 64
-#define GROUP_MAX_RECORDS 32768    /* 8 rounds of a backlogged shipper (SHIP_BATCH) */
+#define GROUP_MAX_RECORDS 32768 /* 8 rounds of a backlogged shipper (SHIP_BATCH) */
 /* The committer keeps its batch after a group of at least this many records
  * (a build round, a loaded shipper's): the next is likely as large. After
  * a smaller one (a heartbeat, a trickle of writes) it frees it, so the
@@ -71,8 +71,8 @@ static uint32_t op_records(const msg_I_APPLY_req *m, bool build)
     return build ? m->versions.n : m->seqs.n;
 }
 
-static int validate(ix_part *p, const msg_I_APPLY_req *m, bool build, int *src,
-                    char *err, size_t errlen)
+static int validate(ix_part *p, const msg_I_APPLY_req *m, bool build, int *src, char *err,
+                    size_t errlen)
 {
     const cfg_part *cp = p->cp;
     uint32_t n = op_records(m, build), i;
@@ -80,22 +80,21 @@ static int validate(ix_part *p, const msg_I_APPLY_req *m, bool build, int *src,
     *src = ix_part_src_index(p, m->source);
     if (*src < 0 || *src >= p->ncfg)
         return fail(err, errlen, SX_EINVAL, "unknown source partition");
-    if (m->kinds.n != n || m->versions.n != n || m->keys.n != n ||
-        m->hashes.n != n || m->projs.n != n)
+    if (m->kinds.n != n || m->versions.n != n || m->keys.n != n || m->hashes.n != n ||
+        m->projs.n != n)
         return fail(err, errlen, SX_EINVAL, "record lists differ in length");
     if (build && (m->seqs.n != 0 || m->hw != 0))
         return fail(err, errlen, SX_EINVAL, "a build carries no seqs and no hw");
     if (!build && !ix_seqs_ok(m->seqs.v, n, m->upto))
-        return fail(err, errlen, SX_EINVAL,
-                    "seqs not strictly increasing or above upto");
+        return fail(err, errlen, SX_EINVAL, "seqs not strictly increasing or above upto");
     for (i = 0; i < n; i++) {
         mp_span k = m->keys.v[i], pj = m->projs.v[i];
         mp_cur c = mp_cur_make(pj.p, pj.n);
         mp_val v;
 
         if (m->kinds.v[i] != OUT_PUT && (build || m->kinds.v[i] != OUT_DEL))
-            return fail(err, errlen, SX_EINVAL, build ? "a build record is not a put"
-                                                      : "unknown record kind");
+            return fail(err, errlen, SX_EINVAL,
+                        build ? "a build record is not a put" : "unknown record kind");
         if (k.n < 5 || k.n > IX_MAX_LOCAL)
             return fail(err, errlen, k.n > IX_MAX_LOCAL ? SX_ETOOBIG : SX_EINVAL,
                         "index key empty or too long");
@@ -112,7 +111,7 @@ static int validate(ix_part *p, const msg_I_APPLY_req *m, bool build, int *src,
 /* ---- the overlay: entries written earlier in the current group ---- */
 
 typedef struct ov_slot {
-    const uint8_t *k;           /* borrowed from a request frame; NULL = empty */
+    const uint8_t *k; /* borrowed from a request frame; NULL = empty */
     size_t kn;
     bool live;
     uint64_t version;
@@ -120,7 +119,7 @@ typedef struct ov_slot {
 
 typedef struct overlay {
     ov_slot *s;
-    size_t cap;                 /* power of two */
+    size_t cap; /* power of two */
 } overlay;
 
 static int ov_init(overlay *o, size_t records)
@@ -138,8 +137,7 @@ static ov_slot *ov_find(overlay *o, uint64_t h, const uint8_t *k, size_t kn)
 {
     size_t i = (size_t)h & (o->cap - 1);
 
-    while (o->s[i].k != NULL &&
-           !(o->s[i].kn == kn && memcmp(o->s[i].k, k, kn) == 0))
+    while (o->s[i].k != NULL && !(o->s[i].kn == kn && memcmp(o->s[i].k, k, kn) == 0))
         i = (i + 1) & (o->cap - 1);
     return &o->s[i];
 }
@@ -152,14 +150,14 @@ typedef struct group_ctx {
     overlay ov;
     mp_buf vb;
     uint64_t entries, tombstones;
-    size_t changes;             /* entries written + watermarks moved */
+    size_t changes; /* entries written + watermarks moved */
     uint8_t key[IX_MAX_DBKEY];
 } group_ctx;
 
 /* Looks up the stored state of local key k: overlay first, then the
  * absent-key filter (fk: k's hashes), then leveldb. */
-static int stored_state(group_ctx *g, ov_slot *slot, const uint8_t *k, size_t kn,
-                        const kf_key *fk, bool *have, bool *live, uint64_t *version)
+static int stored_state(group_ctx *g, ov_slot *slot, const uint8_t *k, size_t kn, const kf_key *fk,
+                        bool *have, bool *live, uint64_t *version)
 {
     uint8_t *v = NULL;
     size_t vn = 0, ekn;
@@ -173,7 +171,7 @@ static int stored_state(group_ctx *g, ov_slot *slot, const uint8_t *k, size_t kn
         return 0;
     }
     if (g->p->kf != NULL && kf_absent_key(g->p->kf, *fk)) {
-        *have = false;          /* never stored: no read needed */
+        *have = false; /* never stored: no read needed */
         return 0;
     }
     ekn = ix_ekey(g->key, k, kn);
@@ -200,7 +198,7 @@ static int stored_state(group_ctx *g, ov_slot *slot, const uint8_t *k, size_t kn
 static int apply_record(group_ctx *g, const msg_I_APPLY_req *m, uint32_t i)
 {
     mp_span k = m->keys.v[i];
-    kf_key fk = kf_key_of(g->p->id, k.p, k.n);  /* for the overlay and the filter */
+    kf_key fk = kf_key_of(g->p->id, k.p, k.n); /* for the overlay and the filter */
     ov_slot *slot = ov_find(&g->ov, fk.a, k.p, k.n);
     bool have = false, live = false, nlive;
     uint64_t ver = 0, nver = m->versions.v[i];
@@ -236,7 +234,7 @@ static int apply_record(group_ctx *g, const msg_I_APPLY_req *m, uint32_t i)
         return SX_ENOMEM;
     kn = ix_ekey(g->key, k.p, k.n);
     leveldb_writebatch_put(g->b, (const char *)g->key, kn, g->vb.sb.data, g->vb.sb.size);
-    if (!have && g->p->kf != NULL)   /* a stored key is in the filter already */
+    if (!have && g->p->kf != NULL) /* a stored key is in the filter already */
         kf_add_key(g->p->kf, fk);
     slot->k = k.p;
     slot->kn = k.n;
@@ -291,7 +289,7 @@ static void collect_op(group_ctx *g, ix_apply_op *op, rec_ref *refs, size_t *nre
         op->wm = p->work_wm[s];
         return;
     }
-    if (m->after > p->work_wm[s]) {     /* records it follows were lost */
+    if (m->after > p->work_wm[s]) { /* records it follows were lost */
         op->gap = true;
         op->wm = p->work_wm[s];
         return;
@@ -405,7 +403,7 @@ static ix_apply_op *run_group(ix_part *p, ix_apply_op *group, size_t nrec,
     bool lazy = true, seal = false, piped = group_pipelined(p, group), wrote = false;
     bool s_moved = false;
     size_t ns = (size_t)p->nsrc;
-    uint64_t *snap = NULL;      /* the published state: ns watermarks, ns hw_seen */
+    uint64_t *snap = NULL; /* the published state: ns watermarks, ns hw_seen */
     int rc, seal_rc = 0;
 
     memset(&g, 0, sizeof(g));
@@ -413,9 +411,9 @@ static ix_apply_op *run_group(ix_part *p, ix_apply_op *group, size_t nrec,
     mp_buf_init(&g.vb);
     pthread_mutex_lock(&p->apply_mu);
     if (!piped)
-        ix_sync_drain(p);       /* marker, seals and syncs keep their order */
+        ix_sync_drain(p); /* marker, seals and syncs keep their order */
     if (__atomic_load_n(&p->seal_broken, __ATOMIC_ACQUIRE))
-        p->work_valid = false;  /* what the failed sync held is not published */
+        p->work_valid = false; /* what the failed sync held is not published */
     work_load(p);
     g.entries = p->work_entries;
     g.tombstones = p->work_tombstones;
@@ -433,7 +431,7 @@ static ix_apply_op *run_group(ix_part *p, ix_apply_op *group, size_t nrec,
         lazy = lazy && op->build && !op->seal;
         seal = seal || op->seal;
     }
-    seal = seal && p->build_open;   /* nothing unsealed: a seal is a no-op */
+    seal = seal && p->build_open; /* nothing unsealed: a seal is a no-op */
     /* the 'S' record follows the published state (index_part.h) */
     if (rc == 0 && (snap = malloc(2 * (ns ? ns : 1) * sizeof(uint64_t))) == NULL)
         rc = SX_ENOMEM;
@@ -445,7 +443,7 @@ static ix_apply_op *run_group(ix_part *p, ix_apply_op *group, size_t nrec,
         s_moved = memcmp(snap, p->s_wm, ns * sizeof(uint64_t)) != 0 ||
                   memcmp(snap + ns, p->s_hw, ns * sizeof(uint64_t)) != 0;
     }
-    if (rc == 0 && (g.changes > 0 || seal || s_moved)) {   /* repeated heartbeats: nothing */
+    if (rc == 0 && (g.changes > 0 || seal || s_moved)) { /* repeated heartbeats: nothing */
         rc = put_watermarks(&g);
         if (rc == 0 && s_moved)
             rc = ix_put_synced(p, g.b, snap, snap + ns);
@@ -458,8 +456,8 @@ static ix_apply_op *run_group(ix_part *p, ix_apply_op *group, size_t nrec,
         wrote = rc == 0;
         if (t2 - t0 >= SX_SLOW_MS * 1000ull && log_ratelimit_ok(&p->slow, 1000, &skipped))
             LOG_WARN("index p%llu: slow group: %zu records, apply %llu ms, write %llu ms "
-                     "(%u more slow groups since the last report)", (unsigned long long)p->id,
-                     nrec, (t1 - t0) / 1000, (t2 - t1) / 1000, skipped);
+                     "(%u more slow groups since the last report)",
+                     (unsigned long long)p->id, nrec, (t1 - t0) / 1000, (t2 - t1) / 1000, skipped);
     }
     if (rc == 0) {
         p->work_entries = g.entries;
@@ -468,14 +466,14 @@ static ix_apply_op *run_group(ix_part *p, ix_apply_op *group, size_t nrec,
             memcpy(p->s_wm, snap, ns * sizeof(uint64_t));
             memcpy(p->s_hw, snap + ns, ns * sizeof(uint64_t));
         }
-        if (!piped && wrote) {  /* synced here, with everything before, unless lazy */
+        if (!piped && wrote) { /* synced here, with everything before, unless lazy */
             cstats_add(&p->commits, nrec, t1 - t0, t2 - t1);
             ix_publish(p, p->work_wm, p->work_hw, g.entries, g.tombstones, lazy ? NULL : p->s_wm);
         }
     } else {
         LOG_ERROR("index p%llu: apply group failed: %s", (unsigned long long)p->id,
                   sx_strerror(rc));
-        p->work_valid = false;  /* the next group starts from what is published */
+        p->work_valid = false; /* the next group starts from what is published */
     }
     for (op = group; op != NULL; op = op->next)
         op->err = rc != 0 ? rc : op->gap || op->stale ? SX_EUNAVAIL : op->seal ? seal_rc : 0;
@@ -497,11 +495,11 @@ static ix_apply_op *run_group(ix_part *p, ix_apply_op *group, size_t nrec,
 
         if (w != NULL) {
             ix_sync_hand(p, w);
-        } else {                /* no memory for it: synced and answered here */
+        } else { /* no memory for it: synced and answered here */
             unsigned synced = 0;
             int src;
 
-            ix_sync_drain(p);   /* what it follows first */
+            ix_sync_drain(p); /* what it follows first */
             src = ix_sync_logs(p, &synced);
             if (src == 0)
                 ix_publish(p, p->work_wm, p->work_hw, g.entries, g.tombstones, p->s_wm);
@@ -543,18 +541,21 @@ static ix_apply_op *take_group(ix_part *p, size_t *nrec)
 static void op_errmsg(const ix_apply_op *op, char *msg, size_t n)
 {
     if (op->gap)
-        snprintf(msg, n, "records out of order: this partition holds the source's records "
+        snprintf(msg, n,
+                 "records out of order: this partition holds the source's records "
                  "up to %llu, these follow %llu (records it had applied were lost before "
                  "their sync, in a restart): resend from what was synced",
                  (unsigned long long)op->wm, (unsigned long long)op->m->after);
     else if (op->stale)
-        snprintf(msg, n, "build records refused: the source's watermark %llu is past "
+        snprintf(msg, n,
+                 "build records refused: the source's watermark %llu is past "
                  "the head %llu they were read at (a later write came first)",
                  (unsigned long long)op->wm, (unsigned long long)op->m->upto);
     else if (op->seal)
         snprintf(msg, n, "seal failed: %s%s", sx_strerror(op->err),
                  op->err == SX_EIO ? " (a log could not be synced or its marker removed: "
-                                     "see the index node's log)" : "");
+                                     "see the index node's log)"
+                                   : "");
     else
         snprintf(msg, n, "apply failed: %s", sx_strerror(op->err));
 }
@@ -598,7 +599,7 @@ void ix_finish_group(ix_part *p, ix_apply_op *group)
 static void *committer_main(void *arg)
 {
     ix_part *p = arg;
-    leveldb_writebatch_t *wb = NULL;  /* kept while there is work */
+    leveldb_writebatch_t *wb = NULL; /* kept while there is work */
 
     os_thread_name("sx-ix-commit");
 
@@ -618,7 +619,7 @@ static void *committer_main(void *arg)
         pthread_mutex_unlock(&p->q_mu);
         ix_finish_group(p, run_group(p, g, nrec, &wb));
         if (wb != NULL && nrec < COMMIT_KEEP_MIN_RECORDS) {
-            leveldb_writebatch_destroy(wb);     /* small groups: its memory back */
+            leveldb_writebatch_destroy(wb); /* small groups: its memory back */
             wb = NULL;
         }
         pthread_mutex_lock(&p->q_mu);
@@ -649,13 +650,13 @@ void ix_committer_stop(ix_part *p)
     if (p->committer_started)
         pthread_join(p->committer, NULL);
     p->committer_started = false;
-    ix_syncer_stop(p);                 /* it syncs and answers what it holds */
+    ix_syncer_stop(p); /* it syncs and answers what it holds */
 }
 
 /* Validates m and queues op for it, answered once written when early (an
  * I_APPLY asking for it); see ix_part_apply_start. */
-static int enqueue(ix_part *p, ix_apply_op *op, const msg_I_APPLY_req *m, bool build,
-                   bool early, char *err, size_t errlen)
+static int enqueue(ix_part *p, ix_apply_op *op, const msg_I_APPLY_req *m, bool build, bool early,
+                   char *err, size_t errlen)
 {
     int rc = validate(p, m, build, &op->src, err, errlen);
 
@@ -676,15 +677,15 @@ static int enqueue(ix_part *p, ix_apply_op *op, const msg_I_APPLY_req *m, bool b
         p->q_head = op;
     p->q_tail = op;
     if (p->committer_idle) {
-        p->committer_idle = false;      /* one wake-up is enough */
+        p->committer_idle = false; /* one wake-up is enough */
         pthread_cond_signal(&p->commit_cv);
     }
     pthread_mutex_unlock(&p->q_mu);
     return 0;
 }
 
-int ix_part_apply_start(ix_part *p, const msg_I_APPLY_req *m, bool build, ix_apply_cb cb,
-                        void *arg, char *err, size_t errlen)
+int ix_part_apply_start(ix_part *p, const msg_I_APPLY_req *m, bool build, ix_apply_cb cb, void *arg,
+                        char *err, size_t errlen)
 {
     ix_apply_op *op = calloc(1, sizeof(*op));
     int rc;
@@ -699,14 +700,14 @@ int ix_part_apply_start(ix_part *p, const msg_I_APPLY_req *m, bool build, ix_app
     return rc;
 }
 
-int ix_part_apply(ix_part *p, const msg_I_APPLY_req *m, bool build, uint64_t *wm,
-                  uint64_t *synced, char *err, size_t errlen)
+int ix_part_apply(ix_part *p, const msg_I_APPLY_req *m, bool build, uint64_t *wm, uint64_t *synced,
+                  char *err, size_t errlen)
 {
     ix_apply_op op;
     int rc;
 
     memset(&op, 0, sizeof(op));
-    rc = enqueue(p, &op, m, build, false, err, errlen);    /* answered once synced */
+    rc = enqueue(p, &op, m, build, false, err, errlen); /* answered once synced */
     if (rc != 0)
         return rc;
     pthread_mutex_lock(&p->q_mu);

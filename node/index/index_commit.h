@@ -14,17 +14,17 @@
 
 typedef struct ix_apply_op {
     const msg_I_APPLY_req *m;
-    bool build;                 /* I_BUILD: m->upto is the source's head at */
-    bool stale;                 /* build refused: the source's watermark passed at */
-    bool seal;                  /* an I_BUILD without records */
-    bool early;                 /* answer once written (I_APPLY's early) */
-    bool gap;                   /* refused: its after is past the watermark */
-    int src;                    /* position in p->src */
+    bool build; /* I_BUILD: m->upto is the source's head at */
+    bool stale; /* build refused: the source's watermark passed at */
+    bool seal;  /* an I_BUILD without records */
+    bool early; /* answer once written (I_APPLY's early) */
+    bool gap;   /* refused: its after is past the watermark */
+    int src;    /* position in p->src */
     int err;
     uint64_t wm;
-    ix_apply_cb cb;             /* NULL: a synchronous caller waits on done */
+    ix_apply_cb cb; /* NULL: a synchronous caller waits on done */
     void *cb_arg;
-    bool done;                  /* guarded by q_mu */
+    bool done; /* guarded by q_mu */
     struct ix_apply_op *next;
 } ix_apply_op;
 
@@ -32,11 +32,11 @@ typedef struct ix_apply_op {
  * answer once it is synced, and the state the partition reaches with it
  * (published then). */
 typedef struct ix_written {
-    ix_apply_op *ops;           /* not answered yet (not early) */
-    uint64_t *wm, *hw;          /* p->nsrc each (one allocation) */
-    uint64_t *s;                /* the last 'S' record's watermarks as of it */
+    ix_apply_op *ops;  /* not answered yet (not early) */
+    uint64_t *wm, *hw; /* p->nsrc each (one allocation) */
+    uint64_t *s;       /* the last 'S' record's watermarks as of it */
     uint64_t entries, tombstones;
-    uint64_t nrec, apply_us, write_us;  /* for the committer's figures */
+    uint64_t nrec, apply_us, write_us; /* for the committer's figures */
     struct ix_written *next;
 } ix_written;
 

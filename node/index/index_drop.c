@@ -25,8 +25,8 @@
 typedef struct drop_ctx {
     ix_part *p;
     leveldb_writebatch_t *b;
-    uint32_t seen;              /* entries deleted in this batch */
-    uint64_t live, tombs;       /* of them, live entries and tombstones */
+    uint32_t seen;        /* entries deleted in this batch */
+    uint64_t live, tombs; /* of them, live entries and tombstones */
     uint8_t tkey[IX_MAX_DBKEY];
 } drop_ctx;
 
@@ -37,8 +37,7 @@ static bool is_dropped(const cat_catalog *cat, uint32_t id)
 }
 
 /* Records the index id of the first entry key visited and stops. */
-static int first_visit(void *arg, const uint8_t *k, size_t kn,
-                       const uint8_t *v, size_t vn)
+static int first_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *v, size_t vn)
 {
     uint64_t *out = arg;
 
@@ -75,8 +74,7 @@ static int next_id(ix_part *p, uint64_t from, bool *any, uint32_t *id)
 
 /* One entry of a dropped index: delete it and, for a tombstone, its 'T'
  * companion. */
-static int drop_visit(void *arg, const uint8_t *k, size_t kn,
-                      const uint8_t *v, size_t vn)
+static int drop_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *v, size_t vn)
 {
     drop_ctx *d = arg;
     ix_entry e;
@@ -138,8 +136,8 @@ static int drop_batch(ix_part *p, uint32_t id, uint64_t *collected, bool *more)
     return rc;
 }
 
-int ix_part_drop_gc(ix_part *p, const cat_catalog *cat, int max_batches,
-                    uint64_t *collected, bool *unfinished)
+int ix_part_drop_gc(ix_part *p, const cat_catalog *cat, int max_batches, uint64_t *collected,
+                    bool *unfinished)
 {
     uint64_t from = 0, total = 0, before;
     int batches = 0, rc = 0;
@@ -164,8 +162,8 @@ int ix_part_drop_gc(ix_part *p, const cat_catalog *cat, int max_batches,
         }
         if (total > before)
             LOG_INFO("index p%llu: collected %llu entries of dropped index %u%s",
-                     (unsigned long long)p->id, (unsigned long long)(total - before),
-                     id, more ? " (more next round)" : "");
+                     (unsigned long long)p->id, (unsigned long long)(total - before), id,
+                     more ? " (more next round)" : "");
     }
     if (collected)
         *collected = total;

@@ -22,16 +22,15 @@
 typedef struct gc_ctx {
     ix_part *p;
     leveldb_writebatch_t *b;
-    uint32_t n;                 /* tombstones deleted in this batch */
-    uint32_t seen;              /* 'T' records visited */
+    uint32_t n;    /* tombstones deleted in this batch */
+    uint32_t seen; /* 'T' records visited */
     uint64_t horizon;
     uint8_t key[1 + IX_MAX_LOCAL];
 } gc_ctx;
 
 /* One 'T' | version | local record below the horizon: delete it and, when
  * the entry is still that tombstone, the entry too. */
-static int gc_visit(void *arg, const uint8_t *k, size_t kn,
-                    const uint8_t *v, size_t vn)
+static int gc_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *v, size_t vn)
 {
     gc_ctx *g = arg;
     uint8_t *ev = NULL;
@@ -46,7 +45,7 @@ static int gc_visit(void *arg, const uint8_t *k, size_t kn,
         return SX_EIO;
     ver = be_get64(k + 1);
     if (!ix_gc_collectible(ver, g->horizon))
-        return 1;               /* the scan bound already excludes these */
+        return 1; /* the scan bound already excludes these */
     leveldb_writebatch_delete(g->b, (const char *)k, kn);
     g->seen++;
     ekn = ix_ekey(g->key, k + 9, kn - 9);
@@ -60,8 +59,7 @@ static int gc_visit(void *arg, const uint8_t *k, size_t kn,
             leveldb_writebatch_delete(g->b, (const char *)g->key, ekn);
             g->n++;
         } else {
-            LOG_WARN("index p%llu: stale tombstone record dropped",
-                     (unsigned long long)g->p->id);
+            LOG_WARN("index p%llu: stale tombstone record dropped", (unsigned long long)g->p->id);
         }
     } else if (rc != SX_ENOTFOUND) {
         return rc;
@@ -85,7 +83,7 @@ static int gc_batch(ix_part *p, uint64_t horizon, uint64_t *collected, bool *mor
         return SX_ENOMEM;
     lo[0] = hi[0] = IX_PFX_TOMB;
     be_put64(lo + 1, 0);
-    be_put64(hi + 1, horizon);   /* versions < horizon */
+    be_put64(hi + 1, horizon); /* versions < horizon */
     pthread_mutex_lock(&p->apply_mu);
     /* past the block cache: these records are read once, then deleted */
     rc = ldb_scan_nocache(p->db, NULL, lo, 9, hi, 9, gc_visit, &g);
@@ -116,14 +114,13 @@ int ix_part_gc(ix_part *p, int max_batches, uint64_t *collected)
     if (hw == NULL)
         return SX_ENOMEM;
     ix_part_state(p, NULL, NULL, NULL, hw);
-    horizon = ix_gc_horizon(hw, p->ncfg);   /* config sources come first */
+    horizon = ix_gc_horizon(hw, p->ncfg); /* config sources come first */
     free(hw);
     for (i = 0; i < max_batches && more && horizon > 0 && rc == 0; i++)
         rc = gc_batch(p, horizon, &total, &more);
     if (total > 0)
         LOG_INFO("index p%llu: collected %llu tombstones below version %llu",
-                 (unsigned long long)p->id, (unsigned long long)total,
-                 (unsigned long long)horizon);
+                 (unsigned long long)p->id, (unsigned long long)total, (unsigned long long)horizon);
     if (collected)
         *collected = total;
     return rc;

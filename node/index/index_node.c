@@ -22,29 +22,29 @@
 #define GC_INTERVAL_MS 1000
 #define GC_MAX_BATCHES 16
 #define DROP_CHECK_MS 5000
-#define DROP_MAX_BATCHES 64     /* of 1,000 entries, per partition and round */
+#define DROP_MAX_BATCHES 64 /* of 1,000 entries, per partition and round */
 
 typedef struct ix_node {
     const cfg_cluster *cfg;
     const cfg_node *self;
     int nparts;
-    ix_part **parts;            /* immutable after start-up */
+    ix_part **parts; /* immutable after start-up */
 
-    pthread_mutex_t gc_mu;      /* guards gc_stop */
+    pthread_mutex_t gc_mu; /* guards gc_stop */
     pthread_cond_t gc_cv;
     bool gc_stop;
     pthread_t gc_thread;
-    catcache *cc;               /* the catalog, for dropped indexes (gc thread) */
-    bool cat_failing;           /* gc thread only: log once per outage */
-    uint64_t drop_last_ms;      /* gc thread only */
-    uint64_t epoch;             /* never 0: I_BUILD's reply (ix_epoch.h) */
-    bool epoch_kept;            /* taken from the last clean stop */
-    bool drop_unfinished;       /* gc thread only: the last round ran out of
-                                 * batches; the next runs at the next tick */
-    uint64_t drop_catver;       /* catalog version of the last finished drop
-                                 * round (0: none yet); atomic */
-    uint64_t drop_collected;    /* entries of dropped indexes collected since
-                                 * start; atomic */
+    catcache *cc;            /* the catalog, for dropped indexes (gc thread) */
+    bool cat_failing;        /* gc thread only: log once per outage */
+    uint64_t drop_last_ms;   /* gc thread only */
+    uint64_t epoch;          /* never 0: I_BUILD's reply (ix_epoch.h) */
+    bool epoch_kept;         /* taken from the last clean stop */
+    bool drop_unfinished;    /* gc thread only: the last round ran out of
+                              * batches; the next runs at the next tick */
+    uint64_t drop_catver;    /* catalog version of the last finished drop
+                              * round (0: none yet); atomic */
+    uint64_t drop_collected; /* entries of dropped indexes collected since
+                              * start; atomic */
 } ix_node;
 
 static ix_part *find_part(ix_node *nd, uint64_t id)
@@ -174,7 +174,7 @@ static void do_watermarks(ix_node *nd, const msg_I_WATERMARKS_req *m, mp_buf *ou
     }
     ix_part_state(p, NULL, NULL, wm, NULL);
     memset(&rep, 0, sizeof(rep));
-    rep.sources = (msg_u64s){ (uint32_t)p->ncfg, p->src };   /* config sources first */
+    rep.sources = (msg_u64s){ (uint32_t)p->ncfg, p->src }; /* config sources first */
     rep.wms = (msg_u64s){ (uint32_t)p->ncfg, wm };
     msg_encode_rep(MSG_I_WATERMARKS, &rep, out);
     free(wm);
@@ -192,13 +192,13 @@ static int status_part(ix_part *p, mp_buf *b)
 
     ix_part_state(p, &entries, &tombs, wm, NULL);
     mp_put_map(b, refused ? 8 : 7);
-    if (refused) {                       /* a disk error: ldb.h */
+    if (refused) { /* a disk error: ldb.h */
         mp_put_cstr(b, "writes_refused");
         mp_put_bool(b, true);
     }
     kf_status(p->kf, b);
     cstats_put(&p->commits, b);
-    mp_put_cstr(b, "builds");            /* index_part.h: unsealed groups, seals */
+    mp_put_cstr(b, "builds"); /* index_part.h: unsealed groups, seals */
     mp_put_map(b, 3);
     mp_put_cstr(b, "unsynced_groups");
     mp_put_u64(b, __atomic_load_n(&p->lazy_groups, __ATOMIC_RELAXED));
@@ -265,16 +265,16 @@ static void do_status(ix_node *nd, mp_buf *out)
 
 /* Decodes a request of message T into its struct, runs FN on it (or answers
  * the decode error), and frees the decoded lists. Uses req, n, nd, out. */
-#define IX_DISPATCH(T, FN)                                                    \
-    do {                                                                      \
-        msg_##T##_req m_;                                                     \
-        int rc_ = msg_decode_req(MSG_##T, req, n, &m_);                       \
-        if (rc_ != 0) {                                                       \
-            msg_encode_err(MSG_##T, rc_, "malformed " #T " request", out);    \
-        } else {                                                              \
-            FN(nd, &m_, out);                                                 \
-        }                                                                     \
-        msg_free_req(MSG_##T, &m_);                                           \
+#define IX_DISPATCH(T, FN)                                                 \
+    do {                                                                   \
+        msg_##T##_req m_;                                                  \
+        int rc_ = msg_decode_req(MSG_##T, req, n, &m_);                    \
+        if (rc_ != 0) {                                                    \
+            msg_encode_err(MSG_##T, rc_, "malformed " #T " request", out); \
+        } else {                                                           \
+            FN(nd, &m_, out);                                              \
+        }                                                                  \
+        msg_free_req(MSG_##T, &m_);                                        \
     } while (0)
 
 static void ix_handle(void *arg, const uint8_t *req, size_t n, mp_buf *out)
@@ -285,32 +285,17 @@ static void ix_handle(void *arg, const uint8_t *req, size_t n, mp_buf *out)
 
     rc = msg_peek(req, n, &t, &is_reply);
     if (rc != 0 || is_reply) {
-        msg_encode_err(rc == 0 ? t : MSG_PING, rc ? rc : SX_EPROTO,
-                       "not a request frame", out);
+        msg_encode_err(rc == 0 ? t : MSG_PING, rc ? rc : SX_EPROTO, "not a request frame", out);
         return;
     }
     switch (t) {
-    case MSG_PING:
-        do_ping(nd, out);
-        break;
-    case MSG_NODE_STATUS:
-        do_status(nd, out);
-        break;
-    case MSG_I_APPLY:
-        IX_DISPATCH(I_APPLY, do_apply);
-        break;
-    case MSG_I_BUILD:
-        IX_DISPATCH(I_BUILD, do_build);
-        break;
-    case MSG_I_RANGE:
-        IX_DISPATCH(I_RANGE, do_range);
-        break;
-    case MSG_I_WATERMARKS:
-        IX_DISPATCH(I_WATERMARKS, do_watermarks);
-        break;
-    default:
-        msg_encode_err(t, SX_EINVAL, "message not served by an index node", out);
-        break;
+    case MSG_PING: do_ping(nd, out); break;
+    case MSG_NODE_STATUS: do_status(nd, out); break;
+    case MSG_I_APPLY: IX_DISPATCH(I_APPLY, do_apply); break;
+    case MSG_I_BUILD: IX_DISPATCH(I_BUILD, do_build); break;
+    case MSG_I_RANGE: IX_DISPATCH(I_RANGE, do_range); break;
+    case MSG_I_WATERMARKS: IX_DISPATCH(I_WATERMARKS, do_watermarks); break;
+    default: msg_encode_err(t, SX_EINVAL, "message not served by an index node", out); break;
     }
 }
 
@@ -335,7 +320,8 @@ static void drop_round(ix_node *nd)
     if (rc != 0) {
         if (!nd->cat_failing)
             LOG_WARN("index node %s: cannot read the catalog (%s): dropped indexes "
-                     "are collected once it can", nd->self->name, sx_strerror(rc));
+                     "are collected once it can",
+                     nd->self->name, sx_strerror(rc));
         nd->cat_failing = true;
         return;
     }
@@ -431,7 +417,7 @@ static void sleep_ms(long ms)
  * reply (an I_BUILD's in b, viewed as an I_APPLY in m). */
 typedef struct ix_deferred {
     msg_type t;
-    uint64_t epoch;             /* the node's */
+    uint64_t epoch; /* the node's */
     msg_I_APPLY_req m;
     msg_I_BUILD_req b;
     net_reply *r;
@@ -489,14 +475,13 @@ static bool ix_defer(void *arg, msg_type t, const uint8_t *req, size_t len, net_
     if (t == MSG_I_BUILD) {
         rc = msg_decode_req(MSG_I_BUILD, req, len, &d->b);
         if (rc == 0 && d->b.seals != 1)
-            rc = SX_EINVAL;             /* a worker answers it (do_build) */
+            rc = SX_EINVAL; /* a worker answers it (do_build) */
         build_view(&d->b, &d->m);
     } else {
         rc = msg_decode_req(MSG_I_APPLY, req, len, &d->m);
     }
     if (rc != 0 || (p = find_part(nd, d->m.part)) == NULL ||
-        ix_part_apply_start(p, &d->m, t == MSG_I_BUILD, deferred_done, d, err,
-                            sizeof(err)) != 0) {
+        ix_part_apply_start(p, &d->m, t == MSG_I_BUILD, deferred_done, d, err, sizeof(err)) != 0) {
         deferred_free(d);
         return false;
     }
@@ -531,16 +516,15 @@ int ix_node_run(const node_opts *o)
     if (rc != 0)
         goto out;
     for (int i = 0; kept && i < nd.nparts; i++)
-        if (nd.parts[i]->recovered) {   /* a marker though the stop was clean: a */
-            ix_epoch_draw(&nd.epoch);   /* copied folder, or a tool; unsealed records */
-            kept = false;               /* may be gone: the builds must start again */
+        if (nd.parts[i]->recovered) { /* a marker though the stop was clean: a */
+            ix_epoch_draw(&nd.epoch); /* copied folder, or a tool; unsealed records */
+            kept = false;             /* may be gone: the builds must start again */
             LOG_WARN("index node %s: partition %llu held unsealed build records though the "
-                     "last stop kept the epoch: drawing a new one", nd.self->name,
-                     (unsigned long long)nd.parts[i]->id);
+                     "last stop kept the epoch: drawing a new one",
+                     nd.self->name, (unsigned long long)nd.parts[i]->id);
         }
     nd.epoch_kept = kept;
-    LOG_INFO("index node %s: epoch %016llx (%s)", nd.self->name,
-             (unsigned long long)nd.epoch,
+    LOG_INFO("index node %s: epoch %016llx (%s)", nd.self->name, (unsigned long long)nd.epoch,
              kept ? "kept from a clean stop: builds running meanwhile go on"
                   : "new: builds running meanwhile start again");
     rc = catcache_new(o->cfg, &nd.cc);
@@ -559,8 +543,7 @@ int ix_node_run(const node_opts *o)
         goto out;
     }
     gc_started = true;
-    LOG_INFO("index node %s serving %d partitions on %s", nd.self->name,
-             nd.nparts, nd.self->url);
+    LOG_INFO("index node %s serving %d partitions on %s", nd.self->name, nd.nparts, nd.self->url);
     printf("ready\n");
     fflush(stdout);
     while (!node_should_stop())

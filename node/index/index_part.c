@@ -27,8 +27,7 @@ size_t ix_tkey(uint8_t *k, uint64_t version, const uint8_t *local, size_t ln)
     return 9 + ln;
 }
 
-void ix_entry_encode(mp_buf *out, bool live, uint64_t version, uint64_t h,
-                     mp_span proj)
+void ix_entry_encode(mp_buf *out, bool live, uint64_t version, uint64_t h, mp_span proj)
 {
     mp_put_array(out, 4);
     mp_put_bool(out, live);
@@ -81,8 +80,8 @@ int ix_commit_removal(ix_part *p, leveldb_writebatch_t *b, uint64_t live, uint64
     uint64_t entries, tombstones;
     int rc;
 
-    ix_sync_drain(p);          /* the counters of every written group published */
-    p->work_valid = false;     /* the committer's next group starts from these */
+    ix_sync_drain(p);      /* the counters of every written group published */
+    p->work_valid = false; /* the committer's next group starts from these */
     ix_part_state(p, &entries, &tombstones, NULL, NULL);
     entries = entries >= live ? entries - live : 0;
     tombstones = tombstones >= tombs ? tombstones - tombs : 0;
@@ -108,8 +107,7 @@ int ix_part_src_index(const ix_part *p, uint64_t source)
     return -1;
 }
 
-void ix_part_state(ix_part *p, uint64_t *entries, uint64_t *tombstones,
-                   uint64_t *wm, uint64_t *hw)
+void ix_part_state(ix_part *p, uint64_t *entries, uint64_t *tombstones, uint64_t *wm, uint64_t *hw)
 {
     pthread_mutex_lock(&p->state_mu);
     if (entries)
@@ -134,16 +132,15 @@ typedef struct wm_load {
     int n, cap;
 } wm_load;
 
-static int load_wm_visit(void *arg, const uint8_t *k, size_t kn,
-                         const uint8_t *v, size_t vn)
+static int load_wm_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *v, size_t vn)
 {
     wm_load *l = arg;
     mp_cur c = mp_cur_make(v, vn);
     uint32_t cnt;
     wm_rec r;
 
-    if (kn != 9 || mp_read_array(&c, &cnt) != 0 || cnt < 2 ||
-        mp_read_u64(&c, &r.wm) != 0 || mp_read_u64(&c, &r.hw) != 0) {
+    if (kn != 9 || mp_read_array(&c, &cnt) != 0 || cnt < 2 || mp_read_u64(&c, &r.wm) != 0 ||
+        mp_read_u64(&c, &r.hw) != 0) {
         LOG_ERROR("index: corrupt watermark record (key %zu bytes)", kn);
         return SX_EIO;
     }
@@ -165,8 +162,7 @@ typedef struct count_load {
     uint64_t live, tomb;
 } count_load;
 
-static int count_visit(void *arg, const uint8_t *k, size_t kn,
-                       const uint8_t *v, size_t vn)
+static int count_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *v, size_t vn)
 {
     count_load *cl = arg;
     ix_entry e;
@@ -208,8 +204,7 @@ static int load_counts(ix_part *p)
         mp_cur c = mp_cur_make(v, vn);
         uint32_t cnt;
 
-        if (mp_read_array(&c, &cnt) != 0 || cnt < 2 ||
-            mp_read_u64(&c, &p->entries) != 0 ||
+        if (mp_read_array(&c, &cnt) != 0 || cnt < 2 || mp_read_u64(&c, &p->entries) != 0 ||
             mp_read_u64(&c, &p->tombstones) != 0)
             rc = SX_EIO;
         free(v);
@@ -238,8 +233,9 @@ static int recount_unsealed(ix_part *p)
         rc = ldb_marker_clear(p->unsealed);
     if (rc == 0)
         LOG_INFO("index p%llu: a build was unsealed at the last stop: counted %llu "
-                 "entries, %llu tombstones again", (unsigned long long)p->id,
-                 (unsigned long long)p->entries, (unsigned long long)p->tombstones);
+                 "entries, %llu tombstones again",
+                 (unsigned long long)p->id, (unsigned long long)p->entries,
+                 (unsigned long long)p->tombstones);
     return rc;
 }
 
@@ -263,8 +259,8 @@ static int load_sources(ix_part *p, const cfg_cluster *cfg)
     p->dur_wm = calloc((size_t)cap + 1, sizeof(uint64_t));
     p->s_wm = calloc((size_t)cap + 1, sizeof(uint64_t));
     p->s_hw = calloc((size_t)cap + 1, sizeof(uint64_t));
-    if (!p->src || !p->wm || !p->hw || !p->work_wm || !p->work_hw || !p->work_dirty ||
-        !p->dur_wm || !p->s_wm || !p->s_hw) {
+    if (!p->src || !p->wm || !p->hw || !p->work_wm || !p->work_hw || !p->work_dirty || !p->dur_wm ||
+        !p->s_wm || !p->s_hw) {
         rc = SX_ENOMEM;
         goto out;
     }
@@ -387,7 +383,8 @@ static void write_final_synced(ix_part *p)
         return;
     if (ix_put_synced(p, b, p->wm, p->hw) == 0 && ldb_write_sync(p->db, b) != 0)
         LOG_WARN("index p%llu: could not record its final state: the next start ships "
-                 "some records again", (unsigned long long)p->id);
+                 "some records again",
+                 (unsigned long long)p->id);
     leveldb_writebatch_destroy(b);
 }
 
@@ -409,8 +406,7 @@ static void filter_start(ix_part *p)
     kf_load_start(p->db, &r, 1, p->entries + p->tombstones, what, &p->kf, &p->kf_load);
 }
 
-int ix_part_open(const cfg_cluster *cfg, const cfg_part *cp, const char *data_dir,
-                 ix_part **out)
+int ix_part_open(const cfg_cluster *cfg, const cfg_part *cp, const char *data_dir, ix_part **out)
 {
     ix_part *p = calloc(1, sizeof(*p));
     char path[4096];
@@ -429,8 +425,8 @@ int ix_part_open(const cfg_cluster *cfg, const cfg_part *cp, const char *data_di
     pthread_mutex_init(&p->sync_mu, NULL);
     pthread_cond_init(&p->sync_cv, NULL);
     pthread_cond_init(&p->drained_cv, NULL);
-    if (snprintf(path, sizeof(path), "%s/p%llu", data_dir,
-                 (unsigned long long)cp->id) >= (int)sizeof(path)) {
+    if (snprintf(path, sizeof(path), "%s/p%llu", data_dir, (unsigned long long)cp->id) >=
+        (int)sizeof(path)) {
         rc = SX_EINVAL;
         goto fail;
     }
@@ -445,7 +441,8 @@ int ix_part_open(const cfg_cluster *cfg, const cfg_part *cp, const char *data_di
     if (unsealed) {
         LOG_WARN("index p%llu: a build was unsealed at the last stop (%s): recovering "
                  "its logs leniently (what leveldb drops, its LOG says), then counting the "
-                 "entries again", (unsigned long long)cp->id, p->unsealed);
+                 "entries again",
+                 (unsigned long long)cp->id, p->unsealed);
         rc = ldb_recover_lenient(path);
         if (rc != 0)
             goto fail;
@@ -461,7 +458,7 @@ int ix_part_open(const cfg_cluster *cfg, const cfg_part *cp, const char *data_di
     rc = unsealed ? recount_unsealed(p) : load_counts(p);
     if (rc != 0)
         goto fail;
-    filter_start(p);           /* optional: without it every apply reads */
+    filter_start(p); /* optional: without it every apply reads */
     rc = ix_committer_start(p);
     if (rc != 0)
         goto fail;
@@ -472,8 +469,8 @@ int ix_part_open(const cfg_cluster *cfg, const cfg_part *cp, const char *data_di
     *out = p;
     return 0;
 fail:
-    LOG_ERROR("index p%llu: cannot open at %s: %s", (unsigned long long)cp->id,
-              path, sx_strerror(rc));
+    LOG_ERROR("index p%llu: cannot open at %s: %s", (unsigned long long)cp->id, path,
+              sx_strerror(rc));
     ix_part_close(p);
     return rc;
 }
@@ -492,15 +489,15 @@ bool ix_part_close(ix_part *p)
      * needs neither the lenient recovery nor the recount, and the node
      * keeps its epoch, so the builds go on (ix_epoch.h) */
     if (p->build_open && !__atomic_load_n(&p->seal_broken, __ATOMIC_ACQUIRE) &&
-        ldb_sync_logs(p->db, &synced) == 0 &&
-        ldb_marker_clear(p->unsealed) == 0)
+        ldb_sync_logs(p->db, &synced) == 0 && ldb_marker_clear(p->unsealed) == 0)
         p->build_open = false;
     /* a failed write or sync may have lost unsealed records even where a
      * later sync succeeded (the kernel reports a lost page once) */
     sealed = !p->build_open && p->db != NULL && ldb_sound(p->db);
     if (!sealed)
         LOG_WARN("index p%llu: closed with build records unsealed or after a failed write "
-                 "or sync: the node will not keep its epoch", (unsigned long long)p->id);
+                 "or sync: the node will not keep its epoch",
+                 (unsigned long long)p->id);
     kf_load_stop(p->kf_load);
     kf_destroy(p->kf);
     ldb_close(p->db);

@@ -99,58 +99,58 @@ struct ix_written;
 
 typedef struct ix_part {
     uint64_t id;
-    const cfg_part *cp;        /* borrowed from the config */
+    const cfg_part *cp; /* borrowed from the config */
     ldb *db;
     /* Sources: the config's storage partitions first (ncfg of them, in
      * config order), then ids only found on disk. Immutable after open. */
     int nsrc, ncfg;
     uint64_t *src;
 
-    pthread_mutex_t state_mu;  /* guards wm, hw, entries, tombstones, dur_wm */
+    pthread_mutex_t state_mu; /* guards wm, hw, entries, tombstones, dur_wm */
     uint64_t *wm, *hw;
     uint64_t entries, tombstones;
-    uint64_t *dur_wm;          /* each source's watermark in the last 'S'
-                                * record known synced: what answers report */
+    uint64_t *dur_wm; /* each source's watermark in the last 'S'
+                       * record known synced: what answers report */
 
-    pthread_mutex_t apply_mu;  /* one writer at a time */
-    uint64_t *work_wm, *work_hw;   /* the last written state (apply_mu): */
-    uint64_t work_entries, work_tombstones;    /* ahead of the published one
-                                                * by the groups the syncer holds */
-    bool work_valid;           /* (apply_mu) work_* hold it; false: copy the
-                                * published state (nothing held) first */
+    pthread_mutex_t apply_mu;               /* one writer at a time */
+    uint64_t *work_wm, *work_hw;            /* the last written state (apply_mu): */
+    uint64_t work_entries, work_tombstones; /* ahead of the published one
+                                             * by the groups the syncer holds */
+    bool work_valid;                        /* (apply_mu) work_* hold it; false: copy the
+                                             * published state (nothing held) first */
     bool *work_dirty;
-    uint64_t *s_wm, *s_hw;     /* (apply_mu) the last 'S' record written */
-    char *unsealed;            /* the marker file's path (index_part.h) */
-    bool build_open;           /* the marker exists (apply_mu): build
-                                * records may sit in unsynced logs */
-    bool seal_broken;          /* a log sync failed: no more seals, no more
-                                * pipelined groups (atomic access) */
-    bool opened;               /* ix_part_open succeeded (close then records
-                                * the final state) */
-    bool recovered;            /* opened with the marker there: unsealed
-                                * records may have been lost (immutable) */
-    uint64_t lazy_groups, seals, logs_synced;  /* committer; atomic reads:
-                                                * NODE_STATUS "builds" */
+    uint64_t *s_wm, *s_hw;                    /* (apply_mu) the last 'S' record written */
+    char *unsealed;                           /* the marker file's path (index_part.h) */
+    bool build_open;                          /* the marker exists (apply_mu): build
+                                               * records may sit in unsynced logs */
+    bool seal_broken;                         /* a log sync failed: no more seals, no more
+                                               * pipelined groups (atomic access) */
+    bool opened;                              /* ix_part_open succeeded (close then records
+                                               * the final state) */
+    bool recovered;                           /* opened with the marker there: unsealed
+                                               * records may have been lost (immutable) */
+    uint64_t lazy_groups, seals, logs_synced; /* committer; atomic reads:
+                                               * NODE_STATUS "builds" */
 
-    pthread_mutex_t q_mu;      /* guards the queue and the flags below */
-    pthread_cond_t commit_cv;  /* the committer: work, or quit */
-    pthread_cond_t done_cv;    /* a synchronous caller's op is done */
+    pthread_mutex_t q_mu;     /* guards the queue and the flags below */
+    pthread_cond_t commit_cv; /* the committer: work, or quit */
+    pthread_cond_t done_cv;   /* a synchronous caller's op is done */
     struct ix_apply_op *q_head, *q_tail;
     pthread_t committer;
     bool committer_started;
-    bool committer_idle;       /* waiting on commit_cv */
+    bool committer_idle; /* waiting on commit_cv */
     bool committer_quit;
-    bool stopping;             /* no more applies are queued */
-    log_ratelimit slow;         /* committer only: slow-group warnings */
-    pthread_mutex_t sync_mu;   /* guards the syncer's queue and flags */
-    pthread_cond_t sync_cv;    /* the syncer: groups to sync, or quit */
-    pthread_cond_t drained_cv; /* the syncer holds nothing */
-    struct ix_written *w_head, *w_tail;    /* written, not yet synced */
+    bool stopping;                      /* no more applies are queued */
+    log_ratelimit slow;                 /* committer only: slow-group warnings */
+    pthread_mutex_t sync_mu;            /* guards the syncer's queue and flags */
+    pthread_cond_t sync_cv;             /* the syncer: groups to sync, or quit */
+    pthread_cond_t drained_cv;          /* the syncer holds nothing */
+    struct ix_written *w_head, *w_tail; /* written, not yet synced */
     pthread_t syncer;
     bool syncer_started;
-    bool syncer_busy;          /* syncing groups it took off the queue */
+    bool syncer_busy; /* syncing groups it took off the queue */
     bool syncer_quit;
-    log_ratelimit slow_sync;    /* syncer only: slow-sync warnings */
+    log_ratelimit slow_sync;   /* syncer only: slow-sync warnings */
     commit_stats commits;      /* the committer's figures, for status */
     struct keyfilter *kf;      /* absent-key filter over entry keys (NULL: none);
                                 * the committer skips the read of a key it
@@ -168,10 +168,9 @@ typedef struct ix_entry {
 
 /* Opens (creating if missing) partition cp's database under data_dir,
  * loads watermarks and counters (counting by one scan if never persisted),
-  * starts the committer. Returns 0, SX_EIO, SX_ENOMEM, SX_EINTERNAL. *out is
-  * freed with ix_part_close. */
-int ix_part_open(const cfg_cluster *cfg, const cfg_part *cp, const char *data_dir,
-                 ix_part **out);
+ * starts the committer. Returns 0, SX_EIO, SX_ENOMEM, SX_EINTERNAL. *out is
+ * freed with ix_part_close. */
+int ix_part_open(const cfg_cluster *cfg, const cfg_part *cp, const char *data_dir, ix_part **out);
 
 /* Stops the committer (answering every queued apply first), seals what a
  * build left unsealed, closes the database and frees p; accepts NULL. No
@@ -185,16 +184,14 @@ int ix_part_src_index(const ix_part *p, uint64_t source);
 
 /* Copies the published state: counters and, when wm/hw are not NULL, the
  * p->nsrc watermarks and hw_seen values. Thread-safe. */
-void ix_part_state(ix_part *p, uint64_t *entries, uint64_t *tombstones,
-                   uint64_t *wm, uint64_t *hw);
+void ix_part_state(ix_part *p, uint64_t *entries, uint64_t *tombstones, uint64_t *wm, uint64_t *hw);
 
 /* Decodes a stored entry value. Returns 0 or SX_EIO (corrupt). */
 int ix_entry_decode(const uint8_t *v, size_t n, ix_entry *e);
 
 /* Appends an entry value [live, version, h, proj] to out; proj.n == 0
  * stores nil. */
-void ix_entry_encode(mp_buf *out, bool live, uint64_t version, uint64_t h,
-                     mp_span proj);
+void ix_entry_encode(mp_buf *out, bool live, uint64_t version, uint64_t h, mp_span proj);
 
 /* Writes 'E' | local into k (capacity >= 1 + ln); returns its length. */
 size_t ix_ekey(uint8_t *k, const uint8_t *local, size_t ln);
@@ -220,8 +217,7 @@ int ix_commit_removal(ix_part *p, leveldb_writebatch_t *b, uint64_t live, uint64
  * loses: the last synced 'S' record's, which may lag wm, even for a
  * request answered after its sync), or an sx_err with a one-line reason
  * msg (borrowed for the call). */
-typedef void (*ix_apply_cb)(void *arg, int err, uint64_t wm, uint64_t synced,
-                            const char *msg);
+typedef void (*ix_apply_cb)(void *arg, int err, uint64_t wm, uint64_t synced, const char *msg);
 
 /* Starts I_APPLY for this partition (index_apply.c), or with build an
  * I_BUILD (m is then the I_BUILD's fields: msg.h): validates the request
@@ -238,16 +234,16 @@ typedef void (*ix_apply_cb)(void *arg, int err, uint64_t wm, uint64_t synced,
  * an sx_err with a one-line reason in err[errlen] (SX_EUNAVAIL once the
  * partition is stopping), and cb is never called. m and its frame must stay
  * valid until cb returns. Does not block. Thread-safe. */
-int ix_part_apply_start(ix_part *p, const msg_I_APPLY_req *m, bool build, ix_apply_cb cb,
-                        void *arg, char *err, size_t errlen);
+int ix_part_apply_start(ix_part *p, const msg_I_APPLY_req *m, bool build, ix_apply_cb cb, void *arg,
+                        char *err, size_t errlen);
 
 /* ix_part_apply_start (never early: m->early is ignored), then waits until
  * the group holding the request is written and synced (or, for build
  * records only, written): returns 0 with *wm set to the source's
  * watermark and *synced to what an answer reports as synced (ix_apply_cb),
  * or an sx_err with a one-line reason in err[errlen]. Thread-safe. */
-int ix_part_apply(ix_part *p, const msg_I_APPLY_req *m, bool build, uint64_t *wm,
-                  uint64_t *synced, char *err, size_t errlen);
+int ix_part_apply(ix_part *p, const msg_I_APPLY_req *m, bool build, uint64_t *wm, uint64_t *synced,
+                  char *err, size_t errlen);
 
 /* Starts and stops the partition's committer and syncer threads
  * (ix_part_open and ix_part_close call them). Stopping first applies,
@@ -278,7 +274,7 @@ int ix_part_gc(ix_part *p, int max_batches, uint64_t *collected);
  * synced batches, releasing apply_mu between them; counters follow.
  * Returns 0 or an sx_err; *collected (may be NULL) counts deleted entries;
  * *unfinished says the batch budget ran out with work possibly left. */
-int ix_part_drop_gc(ix_part *p, const cat_catalog *cat, int max_batches,
-                    uint64_t *collected, bool *unfinished);
+int ix_part_drop_gc(ix_part *p, const cat_catalog *cat, int max_batches, uint64_t *collected,
+                    bool *unfinished);
 
 #endif

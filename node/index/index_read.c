@@ -16,14 +16,14 @@
 #define RANGE_BYTE_BUDGET (8u * 1024u * 1024u)
 
 typedef struct range_ctx {
-    uint8_t *arena;             /* copied keys and projections */
+    uint8_t *arena; /* copied keys and projections */
     size_t an, acap;
-    void *lists;                /* one block: the six per-entry arrays below */
+    void *lists; /* one block: the six per-entry arrays below */
     size_t *koff, *klen, *poff, *plen;
     uint64_t *hashes, *versions;
     uint32_t n, limit;
     int err;
-    msg_u64s sources, wms;       /* the watermarks, read before the range */
+    msg_u64s sources, wms; /* the watermarks, read before the range */
 } range_ctx;
 
 static int arena_add(range_ctx *r, const void *p, size_t n, size_t *off)
@@ -46,8 +46,7 @@ static int arena_add(range_ctx *r, const void *p, size_t n, size_t *off)
     return 0;
 }
 
-static int range_visit(void *arg, const uint8_t *k, size_t kn,
-                       const uint8_t *v, size_t vn)
+static int range_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *v, size_t vn)
 {
     range_ctx *r = arg;
     ix_entry e;
@@ -138,8 +137,7 @@ void ix_part_range(ix_part *p, const msg_I_RANGE_req *m, mp_buf *out)
             hi_n = 5;
         }
     }
-    r.limit = m->limit == 0 || m->limit > RANGE_MAX_LIMIT ? RANGE_MAX_LIMIT
-                                                          : (uint32_t)m->limit;
+    r.limit = m->limit == 0 || m->limit > RANGE_MAX_LIMIT ? RANGE_MAX_LIMIT : (uint32_t)m->limit;
     _Static_assert(sizeof(size_t) == sizeof(uint64_t), "one block holds both kinds");
     r.lists = malloc(6 * (size_t)r.limit * sizeof(uint64_t));
     r.wms.v = calloc((size_t)p->nsrc + 1, sizeof(uint64_t));

@@ -10,8 +10,7 @@
 #define IX_OUT_PUT 0
 #define IX_OUT_DEL 1
 
-ix_action ix_decide(bool have, uint64_t stored_version, int rec_kind,
-                    uint64_t rec_version)
+ix_action ix_decide(bool have, uint64_t stored_version, int rec_kind, uint64_t rec_version)
 {
     if (rec_kind != IX_OUT_PUT && rec_kind != IX_OUT_DEL)
         return IX_SKIP;
@@ -69,8 +68,8 @@ int ix_keycmp(const uint8_t *a, size_t an, const uint8_t *b, size_t bn)
     return an < bn ? -1 : an > bn ? 1 : 0;
 }
 
-bool ix_tuple_in_range(const uint8_t *t, size_t tn, const uint8_t *lo,
-                       size_t lo_n, const uint8_t *hi, size_t hi_n)
+bool ix_tuple_in_range(const uint8_t *t, size_t tn, const uint8_t *lo, size_t lo_n,
+                       const uint8_t *hi, size_t hi_n)
 {
     if (lo_n > 0 && ix_keycmp(t, tn, lo, lo_n) < 0)
         return false;

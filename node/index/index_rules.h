@@ -17,17 +17,16 @@
 
 /* What to do with one shipped record. */
 typedef enum ix_action {
-    IX_SKIP = 0,        /* not newer than what is stored: leave it */
-    IX_WRITE_LIVE = 1,  /* store a live entry with the record's version */
-    IX_WRITE_TOMB = 2   /* store a tombstone with the record's version */
+    IX_SKIP = 0,       /* not newer than what is stored: leave it */
+    IX_WRITE_LIVE = 1, /* store a live entry with the record's version */
+    IX_WRITE_TOMB = 2  /* store a tombstone with the record's version */
 } ix_action;
 
 /* Decides one record against the stored entry for its key.
  * have: an entry (live or tombstone) is stored; stored_version: its version
  * (ignored when !have). rec_kind: OUT_PUT (0) or OUT_DEL (1); any other kind
  * yields IX_SKIP. Pure; thread-safe. */
-ix_action ix_decide(bool have, uint64_t stored_version, int rec_kind,
-                    uint64_t rec_version);
+ix_action ix_decide(bool have, uint64_t stored_version, int rec_kind, uint64_t rec_version);
 
 /* True when a record with sequence seq from a source whose applied
  * watermark is wm was already applied (redelivery). Pure. */
@@ -52,7 +51,7 @@ int ix_keycmp(const uint8_t *a, size_t an, const uint8_t *b, size_t bn);
 
 /* True when tuple t..tn lies in the half-open range [lo, hi) where
  * lo_n == 0 means unbounded below and hi_n == 0 unbounded above. */
-bool ix_tuple_in_range(const uint8_t *t, size_t tn, const uint8_t *lo,
-                       size_t lo_n, const uint8_t *hi, size_t hi_n);
+bool ix_tuple_in_range(const uint8_t *t, size_t tn, const uint8_t *lo, size_t lo_n,
+                       const uint8_t *hi, size_t hi_n);
 
 #endif

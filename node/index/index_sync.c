@@ -24,7 +24,8 @@ int ix_sync_logs(ix_part *p, unsigned *synced)
 
     if (rc != 0 && !__atomic_exchange_n(&p->seal_broken, true, __ATOMIC_ACQ_REL))
         LOG_ERROR("index p%llu: syncing the logs failed: this partition takes no more "
-                  "writes until the node restarts", (unsigned long long)p->id);
+                  "writes until the node restarts",
+                  (unsigned long long)p->id);
     return rc;
 }
 
@@ -44,8 +45,7 @@ int ix_sync_logs(ix_part *p, unsigned *synced)
  * group's entries stay readable until then (its watermarks are not
  * published, so no strong read and no source counts on them; verified
  * reads check every hit against its fact). */
-int ix_write_group(ix_part *p, leveldb_writebatch_t *b, bool lazy, bool seal,
-                       int *seal_rc)
+int ix_write_group(ix_part *p, leveldb_writebatch_t *b, bool lazy, bool seal, int *seal_rc)
 {
     unsigned synced = 0;
     int rc;
@@ -54,7 +54,7 @@ int ix_write_group(ix_part *p, leveldb_writebatch_t *b, bool lazy, bool seal,
     if (!lazy || __atomic_load_n(&p->seal_broken, __ATOMIC_ACQUIRE)) {
         rc = ldb_write_lazy(p->db, b);
         if (rc == 0)
-            rc = ix_sync_logs(p, &synced);     /* fail-stop: see index_part.h */
+            rc = ix_sync_logs(p, &synced); /* fail-stop: see index_part.h */
         if (rc != 0 || !seal)
             return rc;
         if ((*seal_rc = ldb_marker_clear(p->unsealed)) != 0)
@@ -80,7 +80,7 @@ int ix_write_group(ix_part *p, leveldb_writebatch_t *b, bool lazy, bool seal,
  * NULL, the watermarks of the last 'S' record now known synced (what
  * answers report as synced: index_part.h). */
 void ix_publish(ix_part *p, const uint64_t *wm, const uint64_t *hw, uint64_t entries,
-                    uint64_t tombstones, const uint64_t *dur)
+                uint64_t tombstones, const uint64_t *dur)
 {
     pthread_mutex_lock(&p->state_mu);
     memcpy(p->wm, wm, sizeof(uint64_t) * (size_t)p->nsrc);
@@ -116,8 +116,8 @@ void ix_sync_hand(ix_part *p, ix_written *w)
 /* Under apply_mu, after a written group: a record of it for the syncer,
  * with the state it reached (p->work_*), ops to answer after the sync and
  * the group's timings. NULL when out of memory. */
-ix_written *ix_written_new(ix_part *p, ix_apply_op *ops, uint64_t nrec,
-                               uint64_t apply_us, uint64_t write_us)
+ix_written *ix_written_new(ix_part *p, ix_apply_op *ops, uint64_t nrec, uint64_t apply_us,
+                           uint64_t write_us)
 {
     size_t n = (size_t)p->nsrc;
     ix_written *w = calloc(1, sizeof(*w));
@@ -170,8 +170,8 @@ static void sync_groups(ix_part *p, ix_written *list)
     }
     if (us >= SX_SLOW_MS * 1000ull && log_ratelimit_ok(&p->slow_sync, 1000, &skipped))
         LOG_WARN("index p%llu: slow sync: %llu ms for %d groups of %llu records (%u more "
-                 "slow syncs since the last report)", (unsigned long long)p->id, us / 1000,
-                 groups, (unsigned long long)nrec, skipped);
+                 "slow syncs since the last report)",
+                 (unsigned long long)p->id, us / 1000, groups, (unsigned long long)nrec, skipped);
     for (w = list; w != NULL; w = nx) {
         nx = w->next;
         for (ix_apply_op *op = w->ops; op != NULL; op = op->next)

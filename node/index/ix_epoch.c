@@ -15,7 +15,7 @@
 #include "log.h"
 #include "sx_errors.h"
 
-#define EPOCH_TEXT 17           /* 16 hex digits and a newline */
+#define EPOCH_TEXT 17 /* 16 hex digits and a newline */
 
 static int epoch_path(const char *data_dir, const char *name, char *out, size_t cap)
 {
@@ -46,7 +46,7 @@ static uint64_t epoch_parse(const char *s, size_t n)
 void ix_epoch_draw(uint64_t *epoch)
 {
     do
-        randombytes_buf(epoch, sizeof(*epoch));   /* sodium_init: main */
+        randombytes_buf(epoch, sizeof(*epoch)); /* sodium_init: main */
     while (*epoch == 0);
 }
 
@@ -73,8 +73,8 @@ void ix_epoch_take(const char *data_dir, uint64_t *epoch, bool *kept)
     close(fd);
     v = n < 0 ? 0 : epoch_parse(buf, (size_t)n);
     if (n >= 0 && v == 0)
-        LOG_WARN("index node epoch: %s does not hold an epoch (%zd bytes): drawing a new one",
-                 path, n);
+        LOG_WARN("index node epoch: %s does not hold an epoch (%zd bytes): drawing a new one", path,
+                 n);
     /* served only once its removal is durable: a crash must never find it
      * again after this run served it (a file left behind is harmless while
      * this run serves another epoch: all that was acknowledged under the
@@ -85,7 +85,8 @@ void ix_epoch_take(const char *data_dir, uint64_t *epoch, bool *kept)
     }
     if (ldb_sync_parent(path) != 0) {
         LOG_ERROR("index node epoch: the removal of %s is not durable (see above): drawing "
-                  "a new one", path);
+                  "a new one",
+                  path);
         return;
     }
     if (v != 0) {

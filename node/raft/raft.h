@@ -29,21 +29,21 @@ extern "C" {
 #endif
 
 /* Error codes.  Numbers are stable (they may be logged or sent). */
-#define RAFT_ERRORS(X)                                                     \
-  X(RAFT_OK, 0, "ok")                                                      \
-  X(RAFT_ERR_NOMEM, 1, "out of memory")                                    \
-  X(RAFT_ERR_NOT_LEADER, 2, "not the leader")                              \
-  X(RAFT_ERR_BUSY, 3, "a configuration change or transfer is in progress") \
-  X(RAFT_ERR_INVALID, 4, "invalid argument")                               \
-  X(RAFT_ERR_CORRUPT, 5, "corrupt record")                                 \
-  X(RAFT_ERR_IO, 6, "i/o error")                                           \
-  X(RAFT_ERR_STATE, 7, "call not allowed in this state")                   \
-  X(RAFT_ERR_NOT_CAUGHT_UP, 8, "learner has not caught up")                \
-  X(RAFT_ERR_TOO_BIG, 9, "too big")
+#define RAFT_ERRORS(X)                                                       \
+    X(RAFT_OK, 0, "ok")                                                      \
+    X(RAFT_ERR_NOMEM, 1, "out of memory")                                    \
+    X(RAFT_ERR_NOT_LEADER, 2, "not the leader")                              \
+    X(RAFT_ERR_BUSY, 3, "a configuration change or transfer is in progress") \
+    X(RAFT_ERR_INVALID, 4, "invalid argument")                               \
+    X(RAFT_ERR_CORRUPT, 5, "corrupt record")                                 \
+    X(RAFT_ERR_IO, 6, "i/o error")                                           \
+    X(RAFT_ERR_STATE, 7, "call not allowed in this state")                   \
+    X(RAFT_ERR_NOT_CAUGHT_UP, 8, "learner has not caught up")                \
+    X(RAFT_ERR_TOO_BIG, 9, "too big")
 
 enum raft_err {
 #define RAFT_ERR_ENUM(name, num, text) name = num,
-  RAFT_ERRORS(RAFT_ERR_ENUM)
+    RAFT_ERRORS(RAFT_ERR_ENUM)
 #undef RAFT_ERR_ENUM
 };
 
@@ -59,50 +59,50 @@ enum { RAFT_ENTRY_NORMAL = 0, RAFT_ENTRY_NOOP = 1, RAFT_ENTRY_CONF = 2 };
 enum { RAFT_CONF_ADD_LEARNER = 1, RAFT_CONF_PROMOTE = 2, RAFT_CONF_REMOVE = 3 };
 
 typedef struct raft_entry {
-  uint64_t term;
-  uint64_t index;
-  uint8_t type;      /* RAFT_ENTRY_* */
-  uint32_t len;      /* bytes at data */
-  uint8_t *data;     /* owner depends on where the entry is found (see uses) */
+    uint64_t term;
+    uint64_t index;
+    uint8_t type;  /* RAFT_ENTRY_* */
+    uint32_t len;  /* bytes at data */
+    uint8_t *data; /* owner depends on where the entry is found (see uses) */
 } raft_entry;
 
 typedef struct raft_member {
-  uint64_t id;       /* node id, never 0, never reused */
-  uint8_t voter;     /* 1 voter, 0 learner */
+    uint64_t id;   /* node id, never 0, never reused */
+    uint8_t voter; /* 1 voter, 0 learner */
 } raft_member;
 
 typedef struct raft_conf {
-  uint32_t n;
-  raft_member m[RAFT_MAX_MEMBERS];
-  uint64_t max_id;   /* highest id ever added: new ids must exceed it */
+    uint32_t n;
+    raft_member m[RAFT_MAX_MEMBERS];
+    uint64_t max_id; /* highest id ever added: new ids must exceed it */
 } raft_conf;
 
 typedef struct raft_hard_state {
-  uint64_t term;
-  uint64_t vote;
-  uint64_t commit;
+    uint64_t term;
+    uint64_t vote;
+    uint64_t commit;
 } raft_hard_state;
 
 typedef struct raft_snap_meta {
-  uint64_t index;    /* last log index the snapshot covers (0: none) */
-  uint64_t term;     /* term of that entry */
-  uint64_t size;     /* bytes of snapshot data (host-defined encoding) */
-  raft_conf conf;    /* configuration as of index */
+    uint64_t index; /* last log index the snapshot covers (0: none) */
+    uint64_t term;  /* term of that entry */
+    uint64_t size;  /* bytes of snapshot data (host-defined encoding) */
+    raft_conf conf; /* configuration as of index */
 } raft_snap_meta;
 
 enum {
-  RAFT_MSG_PREVOTE = 1,
-  RAFT_MSG_PREVOTE_RESP,
-  RAFT_MSG_VOTE,
-  RAFT_MSG_VOTE_RESP,
-  RAFT_MSG_APPEND,
-  RAFT_MSG_APPEND_RESP,
-  RAFT_MSG_HEARTBEAT,
-  RAFT_MSG_HEARTBEAT_RESP,
-  RAFT_MSG_SNAP,
-  RAFT_MSG_SNAP_RESP,
-  RAFT_MSG_TIMEOUT_NOW,
-  RAFT_MSG_TYPE_MAX
+    RAFT_MSG_PREVOTE = 1,
+    RAFT_MSG_PREVOTE_RESP,
+    RAFT_MSG_VOTE,
+    RAFT_MSG_VOTE_RESP,
+    RAFT_MSG_APPEND,
+    RAFT_MSG_APPEND_RESP,
+    RAFT_MSG_HEARTBEAT,
+    RAFT_MSG_HEARTBEAT_RESP,
+    RAFT_MSG_SNAP,
+    RAFT_MSG_SNAP_RESP,
+    RAFT_MSG_TIMEOUT_NOW,
+    RAFT_MSG_TYPE_MAX
 };
 
 /*
@@ -112,33 +112,33 @@ enum {
  * borrowed for the duration of the call only.
  */
 typedef struct raft_msg {
-  uint8_t type;
-  uint8_t reject;      /* responses: 1 = rejected / not granted */
-  uint8_t force;       /* VOTE/PREVOTE from a leadership transfer */
-  uint8_t done;        /* SNAP: last chunk */
-  uint64_t group;
-  uint64_t from, to;
-  uint64_t term;
-  uint64_t index;      /* APPEND: prev index; VOTE: last index; resp: index */
-  uint64_t log_term;   /* APPEND: prev term; VOTE: last term */
-  uint64_t commit;     /* APPEND/HEARTBEAT: leader commit for this peer */
-  uint64_t hint;       /* APPEND_RESP reject: follower's last index */
-  uint64_t ctx;        /* HEARTBEAT(_RESP): ReadIndex round */
-  uint32_t n_entries;
-  raft_entry *entries; /* APPEND */
-  /* SNAP / SNAP_RESP */
-  raft_snap_meta snap;
-  uint64_t offset;     /* SNAP: chunk offset; SNAP_RESP: next offset wanted */
-  uint32_t len;        /* SNAP: chunk bytes */
-  const uint8_t *data; /* SNAP: chunk bytes; NULL in a ready set: the host
-                          fills the chunk [offset, offset+len) of its snapshot
-                          snap.index before sending */
+    uint8_t type;
+    uint8_t reject; /* responses: 1 = rejected / not granted */
+    uint8_t force;  /* VOTE/PREVOTE from a leadership transfer */
+    uint8_t done;   /* SNAP: last chunk */
+    uint64_t group;
+    uint64_t from, to;
+    uint64_t term;
+    uint64_t index;    /* APPEND: prev index; VOTE: last index; resp: index */
+    uint64_t log_term; /* APPEND: prev term; VOTE: last term */
+    uint64_t commit;   /* APPEND/HEARTBEAT: leader commit for this peer */
+    uint64_t hint;     /* APPEND_RESP reject: follower's last index */
+    uint64_t ctx;      /* HEARTBEAT(_RESP): ReadIndex round */
+    uint32_t n_entries;
+    raft_entry *entries; /* APPEND */
+    /* SNAP / SNAP_RESP */
+    raft_snap_meta snap;
+    uint64_t offset;     /* SNAP: chunk offset; SNAP_RESP: next offset wanted */
+    uint32_t len;        /* SNAP: chunk bytes */
+    const uint8_t *data; /* SNAP: chunk bytes; NULL in a ready set: the host
+                            fills the chunk [offset, offset+len) of its snapshot
+                            snap.index before sending */
 } raft_msg;
 
 typedef struct raft_read_state {
-  uint64_t ctx;    /* the host's request context from raft_read_index */
-  uint64_t index;  /* answer once applied >= index */
-  uint8_t ok;      /* 0: leadership lost, the read must be retried elsewhere */
+    uint64_t ctx;   /* the host's request context from raft_read_index */
+    uint64_t index; /* answer once applied >= index */
+    uint8_t ok;     /* 0: leadership lost, the read must be retried elsewhere */
 } raft_read_state;
 
 enum { RAFT_FOLLOWER = 0, RAFT_PRECANDIDATE, RAFT_CANDIDATE, RAFT_LEADER };
@@ -149,63 +149,63 @@ enum { RAFT_FOLLOWER = 0, RAFT_PRECANDIDATE, RAFT_CANDIDATE, RAFT_LEADER };
  * entries[0].index on (the host deletes any durable entries at or above it).
  */
 typedef struct raft_ready {
-  uint8_t hs_changed;
-  raft_hard_state hs;          /* persist if hs_changed */
-  raft_entry *entries;         /* persist (append/overwrite) */
-  size_t n_entries;
-  raft_msg *msgs;              /* send, after persisting */
-  size_t n_msgs;
-  raft_entry *committed;       /* apply in order, after persisting */
-  size_t n_committed;
-  /* snapshot being received: write chunk bytes at offset into staging */
-  uint8_t has_chunk;
-  uint64_t chunk_index;        /* snapshot index the chunk belongs to */
-  uint64_t chunk_offset;
-  uint32_t chunk_len;
-  const uint8_t *chunk_data;
-  /* snapshot complete (after writing this round's chunk, if any): the
-   * staged bytes become the snapshot; persist the meta; drop every durable
-   * entry <= snap.index, and all of them if the durable log does not hold
-   * entry (snap.index, snap.term); then, before applying `committed`
-   * (which start after snap.index), replace the state machine with it. */
-  uint8_t has_snap;
-  raft_snap_meta snap;
-  raft_read_state *reads;      /* answer after applying */
-  size_t n_reads;
-  /* soft state, informational */
-  uint8_t role;
-  uint64_t leader;
-  uint64_t term;
+    uint8_t hs_changed;
+    raft_hard_state hs;  /* persist if hs_changed */
+    raft_entry *entries; /* persist (append/overwrite) */
+    size_t n_entries;
+    raft_msg *msgs; /* send, after persisting */
+    size_t n_msgs;
+    raft_entry *committed; /* apply in order, after persisting */
+    size_t n_committed;
+    /* snapshot being received: write chunk bytes at offset into staging */
+    uint8_t has_chunk;
+    uint64_t chunk_index; /* snapshot index the chunk belongs to */
+    uint64_t chunk_offset;
+    uint32_t chunk_len;
+    const uint8_t *chunk_data;
+    /* snapshot complete (after writing this round's chunk, if any): the
+     * staged bytes become the snapshot; persist the meta; drop every durable
+     * entry <= snap.index, and all of them if the durable log does not hold
+     * entry (snap.index, snap.term); then, before applying `committed`
+     * (which start after snap.index), replace the state machine with it. */
+    uint8_t has_snap;
+    raft_snap_meta snap;
+    raft_read_state *reads; /* answer after applying */
+    size_t n_reads;
+    /* soft state, informational */
+    uint8_t role;
+    uint64_t leader;
+    uint64_t term;
 } raft_ready;
 
 /* Allocator: all core memory goes through it; sizes are passed to free. */
 typedef struct raft_alloc {
-  void *(*alloc)(void *ctx, size_t n);
-  void (*free)(void *ctx, void *p, size_t n);
-  void *ctx;
+    void *(*alloc)(void *ctx, size_t n);
+    void (*free)(void *ctx, void *p, size_t n);
+    void *ctx;
 } raft_alloc;
 
 /* Planted bugs: TEST ONLY.  Never set in production; see docs/RAFT.md. */
 enum {
-  RAFT_PLANT_OLD_TERM_COMMIT = 1u << 0, /* count old-term entries to commit */
-  RAFT_PLANT_FORGET_VOTE = 1u << 1,     /* never report the vote to persist */
-  RAFT_PLANT_NO_LEADER_NOOP = 1u << 2,  /* new leaders append no no-op */
-  RAFT_PLANT_LOCAL_READ = 1u << 3       /* ReadIndex answers locally */
+    RAFT_PLANT_OLD_TERM_COMMIT = 1u << 0, /* count old-term entries to commit */
+    RAFT_PLANT_FORGET_VOTE = 1u << 1,     /* never report the vote to persist */
+    RAFT_PLANT_NO_LEADER_NOOP = 1u << 2,  /* new leaders append no no-op */
+    RAFT_PLANT_LOCAL_READ = 1u << 3       /* ReadIndex answers locally */
 };
 
 typedef struct raft_config {
-  uint64_t id;                 /* this replica's node id (non-zero) */
-  uint64_t group;              /* stamped on every message */
-  uint32_t election_ticks;     /* base election timeout; randomised in
-                                  [election_ticks, 2*election_ticks) */
-  uint32_t heartbeat_ticks;    /* < election_ticks */
-  uint32_t max_inflight;       /* in-flight appends per follower (>=1) */
-  uint32_t max_msg_entries;    /* entries per append (>=1) */
-  uint32_t max_msg_bytes;      /* soft byte cap per append */
-  uint32_t snap_chunk;         /* snapshot chunk bytes (>=1) */
-  uint64_t seed;               /* randomness for election timeouts */
-  uint32_t plants;             /* RAFT_PLANT_* (test only, 0 in production) */
-  raft_alloc alloc;            /* NULL functions: malloc/free */
+    uint64_t id;              /* this replica's node id (non-zero) */
+    uint64_t group;           /* stamped on every message */
+    uint32_t election_ticks;  /* base election timeout; randomised in
+                                 [election_ticks, 2*election_ticks) */
+    uint32_t heartbeat_ticks; /* < election_ticks */
+    uint32_t max_inflight;    /* in-flight appends per follower (>=1) */
+    uint32_t max_msg_entries; /* entries per append (>=1) */
+    uint32_t max_msg_bytes;   /* soft byte cap per append */
+    uint32_t snap_chunk;      /* snapshot chunk bytes (>=1) */
+    uint64_t seed;            /* randomness for election timeouts */
+    uint32_t plants;          /* RAFT_PLANT_* (test only, 0 in production) */
+    raft_alloc alloc;         /* NULL functions: malloc/free */
 } raft_config;
 
 typedef struct raft_group raft_group;
@@ -224,9 +224,8 @@ void raft_config_default(raft_config *cfg, uint64_t id, uint64_t group);
  * On success *out owns the group (free with raft_group_free).
  * Returns RAFT_OK, RAFT_ERR_INVALID or RAFT_ERR_NOMEM.
  */
-int raft_group_new(const raft_config *cfg, const raft_snap_meta *snap,
-                   const raft_hard_state *hs, uint64_t applied,
-                   raft_group **out);
+int raft_group_new(const raft_config *cfg, const raft_snap_meta *snap, const raft_hard_state *hs,
+                   uint64_t applied, raft_group **out);
 /* Appends one durable entry while loading (data is copied).  Entries must be
  * contiguous from snap->index+1.  Returns RAFT_OK, RAFT_ERR_INVALID (not
  * contiguous, bad type), RAFT_ERR_CORRUPT (a term below the previous entry's
@@ -247,8 +246,7 @@ int raft_step(raft_group *g, const raft_msg *m);
 /* Proposes a normal entry (data copied).  Leader only.  *index (may be NULL)
  * receives the entry's index.  Returns OK, NOT_LEADER, BUSY (transfer in
  * progress), NOMEM, STATE. */
-int raft_propose(raft_group *g, const void *data, uint32_t len,
-                 uint64_t *index);
+int raft_propose(raft_group *g, const void *data, uint32_t len, uint64_t *index);
 /* Proposes a configuration change (one at a time).  ADD_LEARNER needs an id
  * above conf.max_id; PROMOTE needs a caught-up learner; REMOVE may not name
  * the leader itself (transfer leadership first).  Returns OK, NOT_LEADER,
@@ -274,22 +272,22 @@ uint64_t raft_snap_pinned(const raft_group *g);
  * queue raft_event values and feed them in order.  Each type maps to the
  * function above with the same arguments and returns what it returns. */
 enum {
-  RAFT_EV_TICK = 1,   /* raft_tick */
-  RAFT_EV_MSG,        /* raft_step(msg) */
-  RAFT_EV_PROPOSE,    /* raft_propose(data, len, index_out) */
-  RAFT_EV_CONF,       /* raft_propose_conf(conf_op, id) */
-  RAFT_EV_READ,       /* raft_read_index(ctx) */
-  RAFT_EV_TRANSFER,   /* raft_transfer_leader(id) */
-  RAFT_EV_COMPACT     /* raft_compact(index, size) */
+    RAFT_EV_TICK = 1, /* raft_tick */
+    RAFT_EV_MSG,      /* raft_step(msg) */
+    RAFT_EV_PROPOSE,  /* raft_propose(data, len, index_out) */
+    RAFT_EV_CONF,     /* raft_propose_conf(conf_op, id) */
+    RAFT_EV_READ,     /* raft_read_index(ctx) */
+    RAFT_EV_TRANSFER, /* raft_transfer_leader(id) */
+    RAFT_EV_COMPACT   /* raft_compact(index, size) */
 };
 typedef struct raft_event {
-  int type;
-  const raft_msg *msg;
-  const void *data;
-  uint32_t len;
-  uint64_t *index_out;
-  int conf_op;
-  uint64_t id, ctx, index, size;
+    int type;
+    const raft_msg *msg;
+    const void *data;
+    uint32_t len;
+    uint64_t *index_out;
+    int conf_op;
+    uint64_t id, ctx, index, size;
 } raft_event;
 int raft_step_event(raft_group *g, const raft_event *ev);
 
@@ -325,10 +323,8 @@ uint32_t raft_conf_voters(const raft_conf *c);
 int raft_conf_apply(raft_conf *c, int op, uint64_t id);
 /* Encodes/decodes the payload of a RAFT_ENTRY_CONF entry (9 bytes). */
 #define RAFT_CONF_ENTRY_LEN 9
-void raft_conf_entry_encode(uint8_t out[RAFT_CONF_ENTRY_LEN], int op,
-                            uint64_t id);
-int raft_conf_entry_decode(const uint8_t *p, uint32_t len, int *op,
-                           uint64_t *id);
+void raft_conf_entry_encode(uint8_t out[RAFT_CONF_ENTRY_LEN], int op, uint64_t id);
+int raft_conf_entry_decode(const uint8_t *p, uint32_t len, int *op, uint64_t *id);
 
 #ifdef __cplusplus
 }

@@ -18,12 +18,12 @@
 enum { RAFT_DEDUP_NEW = 0, RAFT_DEDUP_DUP = 1, RAFT_DEDUP_STALE = 2 };
 
 typedef struct raft_dedup_slot {
-  uint64_t client, seq, result;
+    uint64_t client, seq, result;
 } raft_dedup_slot;
 
 typedef struct raft_dedup {
-  raft_dedup_slot *v; /* sorted by client */
-  size_t n, cap;
+    raft_dedup_slot *v; /* sorted by client */
+    size_t n, cap;
 } raft_dedup;
 
 /* Initialises an empty table (no allocation). */
@@ -31,18 +31,15 @@ void raft_dedup_init(raft_dedup *d);
 /* Frees the table's memory; d may be reused after raft_dedup_init. */
 void raft_dedup_free(raft_dedup *d);
 /* Classifies (client, seq); on DUP, *result (may be NULL) gets the result. */
-int raft_dedup_check(const raft_dedup *d, uint64_t client, uint64_t seq,
-                     uint64_t *result);
+int raft_dedup_check(const raft_dedup *d, uint64_t client, uint64_t seq, uint64_t *result);
 /* Records the result of executing (client, seq).  Returns 0 or -1 (NOMEM). */
-int raft_dedup_record(raft_dedup *d, uint64_t client, uint64_t seq,
-                      uint64_t result);
+int raft_dedup_record(raft_dedup *d, uint64_t client, uint64_t seq, uint64_t result);
 /* Bytes raft_dedup_encode writes. */
 size_t raft_dedup_encoded_size(const raft_dedup *d);
 /* Writes the table to out (raft_dedup_encoded_size bytes). */
 void raft_dedup_encode(const raft_dedup *d, uint8_t *out);
 /* Replaces d's contents from p[0..len); *used gets the bytes consumed.
  * Returns 0, or -1 on malformed input or NOMEM (d is then empty). */
-int raft_dedup_decode(raft_dedup *d, const uint8_t *p, size_t len,
-                      size_t *used);
+int raft_dedup_decode(raft_dedup *d, const uint8_t *p, size_t len, size_t *used);
 
 #endif

@@ -13,88 +13,88 @@
 enum { PR_PROBE = 0, PR_REPLICATE, PR_SNAPSHOT };
 
 typedef struct raft_progress {
-  uint64_t id;
-  uint8_t voter;
-  uint8_t state;         /* PR_* */
-  uint8_t recent_active; /* heard from since the last check-quorum round */
-  uint8_t paused;        /* probe: one append per heartbeat interval */
-  uint8_t leaving;       /* removed by an uncommitted configuration entry */
-  uint64_t match, next;
-  uint64_t read_ack;     /* highest ReadIndex round acknowledged */
-  /* in-flight appends (replicate): last index of each, oldest first */
-  uint32_t inflight;
-  uint32_t in_head;
-  uint64_t in_last[RAFT_MAX_INFLIGHT];
-  /* snapshot streaming */
-  raft_snap_meta snap;   /* the snapshot being streamed (pinned) */
-  uint64_t snap_index;   /* = snap.index */
-  uint64_t snap_offset;  /* next offset to send */
-  uint32_t snap_idle;    /* ticks since the last chunk was sent */
-  uint32_t snap_stall;   /* ticks since the follower last made progress */
+    uint64_t id;
+    uint8_t voter;
+    uint8_t state;         /* PR_* */
+    uint8_t recent_active; /* heard from since the last check-quorum round */
+    uint8_t paused;        /* probe: one append per heartbeat interval */
+    uint8_t leaving;       /* removed by an uncommitted configuration entry */
+    uint64_t match, next;
+    uint64_t read_ack; /* highest ReadIndex round acknowledged */
+    /* in-flight appends (replicate): last index of each, oldest first */
+    uint32_t inflight;
+    uint32_t in_head;
+    uint64_t in_last[RAFT_MAX_INFLIGHT];
+    /* snapshot streaming */
+    raft_snap_meta snap;  /* the snapshot being streamed (pinned) */
+    uint64_t snap_index;  /* = snap.index */
+    uint64_t snap_offset; /* next offset to send */
+    uint32_t snap_idle;   /* ticks since the last chunk was sent */
+    uint32_t snap_stall;  /* ticks since the follower last made progress */
 } raft_progress;
 
 typedef struct raft_pending_read {
-  uint64_t ctx;
-  uint64_t index;
-  uint64_t round;        /* heartbeat round that confirms it (0: waiting for
-                            the leader's first commit in its term) */
+    uint64_t ctx;
+    uint64_t index;
+    uint64_t round; /* heartbeat round that confirms it (0: waiting for
+                       the leader's first commit in its term) */
 } raft_pending_read;
 
 /* A bump allocator for ready-set data (message entries), freed on advance. */
 typedef struct raft_arena_blk {
-  struct raft_arena_blk *next;
-  size_t cap, used;
-  /* data follows */
+    struct raft_arena_blk *next;
+    size_t cap, used;
+    /* data follows */
 } raft_arena_blk;
 
 struct raft_group {
-  raft_config cfg;
-  /* persistent */
-  uint64_t term, vote, commit;
-  /* in-memory log: entries (snap.index, last] at ents[off .. off+n) */
-  raft_snap_meta snap;
-  raft_entry *ents;
-  size_t ents_cap, off, n;
-  /* volatile */
-  uint64_t applied;
-  uint64_t stable;       /* entries <= stable have been handed out to persist */
-  uint64_t unstable_from;/* first index to hand out (after truncation) */
-  raft_conf conf;        /* latest in the log (applied on append) */
-  uint64_t conf_index;   /* index of the entry that set conf (0: snapshot) */
-  uint8_t role;
-  uint64_t leader;
-  uint32_t election_elapsed, heartbeat_elapsed, rand_timeout;
-  uint64_t rng;
-  /* election */
-  uint64_t votes_for[RAFT_MAX_MEMBERS];
-  uint32_t n_granted, n_rejected;
-  /* leader */
-  raft_progress *prs;    /* one per member other than self, conf order */
-  uint32_t n_prs;
-  uint64_t noop_index;   /* first index of this leader's term */
-  uint64_t transfer_to;
-  uint32_t transfer_elapsed;
-  /* ReadIndex */
-  raft_pending_read *reads;
-  size_t n_reads, reads_cap;
-  uint64_t read_round;
-  raft_read_state *rs_out;
-  size_t n_rs_out, rs_out_cap;
-  /* follower snapshot receive */
-  uint64_t recv_index, recv_offset;
-  uint8_t *chunk;        /* copy of the last accepted chunk */
-  uint32_t chunk_len, chunk_cap;
-  uint64_t chunk_index, chunk_offset;
-  uint8_t has_chunk, has_snap_install;
-  /* ready bookkeeping */
-  raft_msg *msgs;
-  size_t n_msgs, msgs_cap;
-  raft_arena_blk *arena;
-  raft_hard_state prev_hs;
-  uint8_t in_ready;
-  uint8_t loading;
-  uint8_t prev_role;
-  uint64_t prev_leader;
+    raft_config cfg;
+    /* persistent */
+    uint64_t term, vote, commit;
+    /* in-memory log: entries (snap.index, last] at ents[off .. off+n) */
+    raft_snap_meta snap;
+    raft_entry *ents;
+    size_t ents_cap, off, n;
+    /* volatile */
+    uint64_t applied;
+    uint64_t stable;        /* entries <= stable have been handed out to persist */
+    uint64_t unstable_from; /* first index to hand out (after truncation) */
+    raft_conf conf;         /* latest in the log (applied on append) */
+    uint64_t conf_index;    /* index of the entry that set conf (0: snapshot) */
+    uint8_t role;
+    uint64_t leader;
+    uint32_t election_elapsed, heartbeat_elapsed, rand_timeout;
+    uint64_t rng;
+    /* election */
+    uint64_t votes_for[RAFT_MAX_MEMBERS];
+    uint32_t n_granted, n_rejected;
+    /* leader */
+    raft_progress *prs; /* one per member other than self, conf order */
+    uint32_t n_prs;
+    uint64_t noop_index; /* first index of this leader's term */
+    uint64_t transfer_to;
+    uint32_t transfer_elapsed;
+    /* ReadIndex */
+    raft_pending_read *reads;
+    size_t n_reads, reads_cap;
+    uint64_t read_round;
+    raft_read_state *rs_out;
+    size_t n_rs_out, rs_out_cap;
+    /* follower snapshot receive */
+    uint64_t recv_index, recv_offset;
+    uint8_t *chunk; /* copy of the last accepted chunk */
+    uint32_t chunk_len, chunk_cap;
+    uint64_t chunk_index, chunk_offset;
+    uint8_t has_chunk, has_snap_install;
+    /* ready bookkeeping */
+    raft_msg *msgs;
+    size_t n_msgs, msgs_cap;
+    raft_arena_blk *arena;
+    raft_hard_state prev_hs;
+    uint8_t in_ready;
+    uint8_t loading;
+    uint8_t prev_role;
+    uint64_t prev_leader;
 };
 
 /* raft.c: memory */
@@ -114,14 +114,12 @@ uint64_t raft__last_term(const raft_group *g);
 uint64_t raft__first_index(const raft_group *g);
 uint64_t raft__term_at(const raft_group *g, uint64_t index, int *ok);
 raft_entry *raft__entry(const raft_group *g, uint64_t index);
-int raft__log_append(raft_group *g, uint64_t term, uint8_t type,
-                     const void *data, uint32_t len);
+int raft__log_append(raft_group *g, uint64_t term, uint8_t type, const void *data, uint32_t len);
 void raft__log_truncate(raft_group *g, uint64_t from);
 void raft__log_compact_to(raft_group *g, const raft_snap_meta *s);
 void raft__log_reset(raft_group *g, const raft_snap_meta *s);
 void raft__log_free(raft_group *g);
-int raft__log_up_to_date(const raft_group *g, uint64_t last_index,
-                         uint64_t last_term);
+int raft__log_up_to_date(const raft_group *g, uint64_t last_index, uint64_t last_term);
 
 /* election.c */
 void raft__become_follower(raft_group *g, uint64_t term, uint64_t leader);

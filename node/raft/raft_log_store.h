@@ -30,8 +30,7 @@ typedef struct raft_store_batch raft_store_batch;
  * commit (production), 0 for tests that do not need durability.  On
  * success *out owns the store (raft_store_close).  Returns RAFT_OK,
  * RAFT_ERR_IO (message in err, if err is non-NULL, NUL-terminated), NOMEM. */
-int raft_store_open(const char *path, int sync, raft_store **out,
-                    char *err, size_t errlen);
+int raft_store_open(const char *path, int sync, raft_store **out, char *err, size_t errlen);
 /* Closes the store; accepts NULL. */
 void raft_store_close(raft_store *s);
 
@@ -48,9 +47,8 @@ typedef int (*raft_store_entry_fn)(void *ctx, const raft_entry *e);
  * fn.  Returns RAFT_OK, RAFT_ERR_CORRUPT (bad CRC, gap, entry below the
  * snapshot, commit beyond the log; *bad_index, if non-NULL, gets the index
  * at fault or 0), RAFT_ERR_IO, NOMEM, or fn's error. */
-int raft_store_load(raft_store *s, uint64_t group, raft_hard_state *hs,
-                    raft_snap_meta *snap, raft_store_entry_fn fn, void *ctx,
-                    uint64_t *bad_index);
+int raft_store_load(raft_store *s, uint64_t group, raft_hard_state *hs, raft_snap_meta *snap,
+                    raft_store_entry_fn fn, void *ctx, uint64_t *bad_index);
 
 /* Starts a batch (one per ready round).  Returns RAFT_OK or NOMEM. */
 int raft_store_batch_new(raft_store *s, raft_store_batch **out);
@@ -58,12 +56,10 @@ int raft_store_batch_new(raft_store *s, raft_store_batch **out);
  * changed), entries (replacing the durable log from entries[0].index on).
  * Snapshot chunk bytes and installing them are the host's business.
  * Returns RAFT_OK, RAFT_ERR_IO, NOMEM. */
-int raft_store_batch_ready(raft_store_batch *b, uint64_t group,
-                           const raft_ready *rd);
+int raft_store_batch_ready(raft_store_batch *b, uint64_t group, const raft_ready *rd);
 /* Adds a compaction: the snapshot meta (from raft_snap_meta_get after
  * raft_compact) and the deletion of entries <= meta->index. */
-int raft_store_batch_compact(raft_store_batch *b, uint64_t group,
-                             const raft_snap_meta *meta);
+int raft_store_batch_compact(raft_store_batch *b, uint64_t group, const raft_snap_meta *meta);
 /* Writes the batch atomically (synced if the store syncs) and frees it.
  * Returns RAFT_OK or RAFT_ERR_IO (the batch is freed either way; on error
  * the host must treat the node as crashed: drop its cores and reload). */

@@ -26,19 +26,19 @@
  * allocated). 64 MiB holds ~190,000 items of the benchmark's customers with
  * two indexes. */
 #define BF_RUN_KB_DEFAULT (64L << 10)
-#define BF_RUN_KB_MAX (2L << 20)   /* below bf_sort.h's BF_RECS_MAX_BYTES */
+#define BF_RUN_KB_MAX (2L << 20) /* below bf_sort.h's BF_RECS_MAX_BYTES */
 /* Partitions of this node building at once: SHARDEX_BACKFILL_RUNNING
  * (1..64) or 2. Each holds a run in memory (so a node holds at most that
  * many runs) and keeps a core busy; the others wait for a later poll. */
 #define BF_RUNNING_DEFAULT 2
 #define BF_RUNNING_MAX 64
-#define BF_BACKOFF_MAX_MS 60000   /* the longest wait before a failed build's retry */
+#define BF_BACKOFF_MAX_MS 60000 /* the longest wait before a failed build's retry */
 /* How long a partition sees the same indexes to build before it starts
  * (two catalog polls at least: ST_POLL_MS, storage_node.c). */
 #define BF_SETTLE_MS 100
 #define BF_NOTIFY_TIMEOUT_MS 2000
 
-static atomic_long run_kb, running_max;   /* 0: not read yet */
+static atomic_long run_kb, running_max; /* 0: not read yet */
 
 /* Environment variable name (1..hi, else dflt, logged by os_env_long),
  * read once per process into *cache. */
@@ -130,7 +130,8 @@ static bool bf_enter(st_part *p)
     atomic_fetch_sub(&bf_running, 1);
     if (!told)
         LOG_INFO("partition %llu: index build waits: %d partition(s) of this node "
-                 "building (SHARDEX_BACKFILL_RUNNING)", (unsigned long long)p->id, max);
+                 "building (SHARDEX_BACKFILL_RUNNING)",
+                 (unsigned long long)p->id, max);
     told = true;
     return false;
 }
@@ -184,7 +185,7 @@ static uint64_t build_tag(st_part *p, const cat_catalog *cat)
 /* A table whose build failed on this partition: not before at_us again. */
 typedef struct bf_retry {
     uint32_t tid;
-    uint64_t at_us, backoff_ms;   /* backoff_ms 0: slot free */
+    uint64_t at_us, backoff_ms; /* backoff_ms 0: slot free */
 } bf_retry;
 
 #define BF_RETRY_SLOTS 16
@@ -200,8 +201,7 @@ static bf_retry *retry_of(uint32_t tid, bool make)
         if (slot[i].backoff_ms != 0 && slot[i].tid == tid)
             return &slot[i];
         /* a free slot, else the one due soonest */
-        if (spare->backoff_ms != 0 &&
-            (slot[i].backoff_ms == 0 || slot[i].at_us < spare->at_us))
+        if (spare->backoff_ms != 0 && (slot[i].backoff_ms == 0 || slot[i].at_us < spare->at_us))
             spare = &slot[i];
     }
     if (!make)
@@ -215,8 +215,8 @@ static bf_retry *retry_of(uint32_t tid, bool make)
  * to a minute, before the table is scanned again on this partition (an
  * unreadable item must not cost a whole scan every poll, nor hold back the
  * other tables). */
-static void bf_start(st_part *p, const cat_catalog *cat, const cat_table *t,
-                     const cat_index **ix, uint32_t nix)
+static void bf_start(st_part *p, const cat_catalog *cat, const cat_table *t, const cat_index **ix,
+                     uint32_t nix)
 {
     bf_retry *r = retry_of(t->id, false);
     size_t run_max;
@@ -226,8 +226,8 @@ static void bf_start(st_part *p, const cat_catalog *cat, const cat_table *t,
         return;
     if (!bf_enter(p))
         return;
-    run_max = (size_t)env_once(&run_kb, "SHARDEX_BACKFILL_RUN_KB", BF_RUN_KB_MAX,
-                               BF_RUN_KB_DEFAULT) << 10;
+    run_max = (size_t)env_once(&run_kb, "SHARDEX_BACKFILL_RUN_KB", BF_RUN_KB_MAX, BF_RUN_KB_DEFAULT)
+              << 10;
     rc = bf_build(p, cat, t, ix, nix, run_max);
     bf_leave();
     if (rc == 0) {
@@ -244,7 +244,8 @@ static void bf_start(st_part *p, const cat_catalog *cat, const cat_table *t,
         r->backoff_ms = BF_BACKOFF_MAX_MS;
     r->at_us = st_now_us() + r->backoff_ms * 1000ull;
     LOG_WARN("partition %llu: index build of table %s failed (%s); next attempt in "
-             "%llu s", (unsigned long long)p->id, t->name, sx_strerror(rc),
+             "%llu s",
+             (unsigned long long)p->id, t->name, sx_strerror(rc),
              (unsigned long long)r->backoff_ms / 1000);
 }
 
@@ -271,7 +272,7 @@ void bf_step(st_part *p, const cat_catalog *cat, net_peer *catpeer)
     pthread_mutex_unlock(&p->wlock);
     for (uint32_t ti = 0; ti < cat->ntables; ti++) {
         const cat_table *t = &cat->tables[ti];
-        const cat_index **build = NULL;   /* the table's indexes to build */
+        const cat_index **build = NULL; /* the table's indexes to build */
         uint32_t nbuild = 0;
 
         for (uint32_t ii = 0; ii < t->nindexes; ii++) {

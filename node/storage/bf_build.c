@@ -36,62 +36,62 @@
  * a call that got no answer, release the lock before they wait (bf_emit).
  * Below the node's stop grace (8 s). */
 #define BF_SEND_TIMEOUT_MS 5000
-#define BF_RETRY_MIN_MS 100       /* a failed chunk is retried after this, */
-#define BF_RETRY_MAX_MS 5000      /* doubling up to this */
+#define BF_RETRY_MIN_MS 100  /* a failed chunk is retried after this, */
+#define BF_RETRY_MAX_MS 5000 /* doubling up to this */
 /* Facts written during a build that the build remembers exactly (a table of
  * 64 MiB at most); past that every record is checked against its fact with
  * a read, which is slower but as right. */
 #define BF_TOUCH_MAX (4u << 20)
-#define BF_STOP_EVERY 65536       /* facts scanned between stop checks */
+#define BF_STOP_EVERY 65536 /* facts scanned between stop checks */
 
 /* One destination index partition's share of a chunk: I_BUILD's lists,
  * each with room for BF_EMIT records (kinds stay 0: puts). */
 typedef struct bf_dest {
     msg_I_BUILD_req rq;
-    uint64_t epoch;           /* the index node's, from the first reply to
-                               * this build (0: none yet); see bf_seal */
-    size_t bytes;             /* keys and projections held */
-    mp_buf frame;             /* the encoded request, its memory kept
-                               * from round to round */
+    uint64_t epoch; /* the index node's, from the first reply to
+                     * this build (0: none yet); see bf_seal */
+    size_t bytes;   /* keys and projections held */
+    mp_buf frame;   /* the encoded request, its memory kept
+                     * from round to round */
 } bf_dest;
 
 typedef struct bf_scan {
     st_part *p;
     const cat_table *t;
-    const cat_index **ix;     /* the indexes built together */
+    const cat_index **ix; /* the indexes built together */
     uint32_t nix;
     const leveldb_snapshot_t *snap;
-    u64set touch;             /* facts written since the snapshot (p->bf_touch) */
+    u64set touch; /* facts written since the snapshot (p->bf_touch) */
     bf_recs run;
-    size_t run_max;           /* bytes a run holds at most */
+    size_t run_max; /* bytes a run holds at most */
     /* The sorted run by destination: ord[dfirst[d] .. dfirst[d + 1]) are
      * the places (bf_recs_get) of destination d's records in key order;
      * dnext[d] is the first not yet applied, dstop[d] where the chunk being
      * sent ends. Each chunk takes from every destination at once, so that
      * every index node applies its share of it while the others do. */
-    uint32_t *ord, *odest;    /* run.n each; odest: a record's destination */
+    uint32_t *ord, *odest; /* run.n each; odest: a record's destination */
     size_t ocap;
     size_t *dfirst, *dnext, *dstop;
-    int drr;                  /* the destination a chunk starts with (in turn) */
+    int drr; /* the destination a chunk starts with (in turn) */
     leveldb_writebatch_t *b;
-    net_peer **peers;         /* by config node: index nodes, opened when needed */
-    bf_dest *dests;           /* by destination (cfg->index order) */
-    net_job *jobs;            /* one per destination a chunk has records for */
-    int *jobdest;             /* the destination of each job */
+    net_peer **peers; /* by config node: index nodes, opened when needed */
+    bf_dest *dests;   /* by destination (cfg->index order) */
+    net_job *jobs;    /* one per destination a chunk has records for */
+    int *jobdest;     /* the destination of each job */
     tuple_bytes key;
     mp_buf proj;
-    item_view view;           /* the fact being scanned, read once */
+    item_view view; /* the fact being scanned, read once */
     uint64_t scanned, records, skipped, runs;
-    uint64_t rounds;          /* chunks sent (and applied) */
-    uint64_t us_scan, us_sort, us_check, us_send, us_seal;  /* where the time
-                                                              * went (monotonic) */
-    unsigned fails;           /* attempts in a row a chunk failed */
-    size_t send_max;          /* bytes a destination's share holds at most */
+    uint64_t rounds;                                       /* chunks sent (and applied) */
+    uint64_t us_scan, us_sort, us_check, us_send, us_seal; /* where the time
+                                                            * went (monotonic) */
+    unsigned fails;                                        /* attempts in a row a chunk failed */
+    size_t send_max; /* bytes a destination's share holds at most */
     uint8_t resume[ST_FACT_KEY_MAX + 1];
-    size_t resume_n;          /* > 0: the run is full; resume at this key */
-    bool stop;                /* the node stops or an index was dropped */
-    bool lost;                /* an index node restarted during the build:
-                               * what it had not sealed may be lost */
+    size_t resume_n; /* > 0: the run is full; resume at this key */
+    bool stop;       /* the node stops or an index was dropped */
+    bool lost;       /* an index node restarted during the build:
+                      * what it had not sealed may be lost */
     bool dropped;
 } bf_scan;
 
@@ -120,7 +120,7 @@ static int bf_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *v, si
     if (kn > ST_FACT_KEY_MAX)
         return SX_EIO;
     if (bf_recs_bytes(&s->run) >= s->run_max) {
-        memcpy(s->resume, k, kn);         /* k is not done: resume at it */
+        memcpy(s->resume, k, kn); /* k is not done: resume at it */
         s->resume_n = kn;
         return 1;
     }
@@ -136,7 +136,7 @@ static int bf_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *v, si
     if (rc == SX_ENOMEM)
         return rc;
     if (rc != 0)
-        return 0;                         /* not a map: in no index */
+        return 0; /* not a map: in no index */
     for (uint32_t i = 0; i < s->nix; i++) {
         const cat_index *ix = s->ix[i];
         uint8_t id[4];
@@ -149,15 +149,14 @@ static int bf_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *v, si
         if (rc == SX_ENOMEM)
             return rc;
         if (rc != 0)
-            continue;                     /* not in this index (sparse) */
+            continue; /* not in this index (sparse) */
         s->proj.sb.size = 0;
         rc = item_project_view(s->t, ix, &s->view, &s->proj);
         if (rc == 0 && s->proj.oom)
             rc = SX_ENOMEM;
         if (rc == 0)
-            rc = bf_recs_add(&s->run, k, kn, ver, be_get64(k + ST_FACT_HDR),
-                             s->key.p, s->key.n, (const uint8_t *)s->proj.sb.data,
-                             s->proj.sb.size);
+            rc = bf_recs_add(&s->run, k, kn, ver, be_get64(k + ST_FACT_HDR), s->key.p, s->key.n,
+                             (const uint8_t *)s->proj.sb.data, s->proj.sb.size);
         if (rc != 0)
             return rc;
     }
@@ -267,8 +266,7 @@ static bool bf_reachable(bf_scan *s)
     const cfg_cluster *cfg = s->p->cfg;
 
     for (int d = 0; d < cfg->nindex; d++)
-        if (s->dests[d].rq.versions.n > 0 &&
-            !net_peer_connected(s->peers[cfg->index[d].node]))
+        if (s->dests[d].rq.versions.n > 0 && !net_peer_connected(s->peers[cfg->index[d].node]))
             return false;
     return true;
 }
@@ -277,7 +275,7 @@ static bool bf_reachable(bf_scan *s)
  * when that share would pass s->send_max bytes with it. */
 static int bf_dest_add(bf_scan *s, int d, const bf_rec *r, bool *full)
 {
-    static const uint8_t nil = 0xc0;       /* msgpack nil: no projection */
+    static const uint8_t nil = 0xc0; /* msgpack nil: no projection */
     bf_dest *bd = &s->dests[d];
     msg_I_BUILD_req *rq = &bd->rq;
     uint32_t i = rq->versions.n;
@@ -355,7 +353,7 @@ static void bf_dests_reset(bf_scan *s)
     for (int d = 0; d < s->p->cfg->nindex; d++) {
         bf_dest *bd = &s->dests[d];
 
-        msgpack_sbuffer_clear(&bd->frame.sb);     /* keeps its memory */
+        msgpack_sbuffer_clear(&bd->frame.sb); /* keeps its memory */
         bd->frame.oom = false;
         bd->bytes = 0;
         bd->rq.kinds.n = bd->rq.versions.n = bd->rq.hashes.n = 0;
@@ -403,7 +401,7 @@ static int bf_send(bf_scan *s, uint64_t at, bool seal, bool *unresponsive)
         bd->rq.part = cfg->index[d].id;
         bd->rq.source = s->p->id;
         bd->rq.upto = at;
-        bd->rq.seals = 1;               /* bf_seal ends every build */
+        bd->rq.seals = 1; /* bf_seal ends every build */
         rc = msg_encode_req(MSG_I_BUILD, &bd->rq, &bd->frame);
         s->jobs[m] = (net_job){ .peer = s->peers[cfg->index[d].node],
                                 .req = (const uint8_t *)bd->frame.sb.data,
@@ -456,13 +454,11 @@ static int bf_gather(bf_scan *s, uint64_t *sent, uint64_t *skipped)
         size_t i = s->dnext[d], end = s->dfirst[d + 1];
         bool full = false;
 
-        for (; rc == 0 && i < end && total < BF_CHUNK &&
-               s->dests[d].rq.versions.n < BF_EMIT; i++) {
+        for (; rc == 0 && i < end && total < BF_CHUNK && s->dests[d].rq.versions.n < BF_EMIT; i++) {
             bf_rec r;
 
             bf_recs_get(&s->run, s->ord[i], &r);
-            if (u64set_has(&s->touch, st_fact_tag(r.fkey, r.fkn)) &&
-                !bf_current(s, &r, &rc)) {
+            if (u64set_has(&s->touch, st_fact_tag(r.fkey, r.fkn)) && !bf_current(s, &r, &rc)) {
                 *skipped += rc == 0;
                 total++;
                 continue;
@@ -568,7 +564,7 @@ static int bf_emit(bf_scan *s)
             s->us_send += os_mono_us() - t2;
         }
         if (s->lost || (rc != 0 && rc != SX_EUNAVAIL && rc != SX_ETIMEDOUT && rc != SX_ENET))
-            return rc;                    /* not mended by trying again */
+            return rc; /* not mended by trying again */
         if (rc == 0) {
             memcpy(s->dnext, s->dstop, (size_t)s->p->cfg->nindex * sizeof(*s->dnext));
             s->records += sent;
@@ -576,7 +572,8 @@ static int bf_emit(bf_scan *s)
             s->rounds++;
             if (s->fails > 0)
                 LOG_INFO("partition %llu: index build: sending records again after %u "
-                         "failed attempt(s)", (unsigned long long)p->id, s->fails);
+                         "failed attempt(s)",
+                         (unsigned long long)p->id, s->fails);
             s->fails = 0;
             pause = 0;
             hold = true;
@@ -587,8 +584,7 @@ static int bf_emit(bf_scan *s)
             if ((s->fails & (s->fails - 1)) == 0 && s->fails > 1)
                 LOG_WARN("partition %llu: index build: sending records failed %u times in a "
                          "row, last: %s (retrying every %d ms at most)",
-                         (unsigned long long)p->id, s->fails, sx_strerror(rc),
-                         BF_RETRY_MAX_MS);
+                         (unsigned long long)p->id, s->fails, sx_strerror(rc), BF_RETRY_MAX_MS);
             bf_pause(pause);
             rc = 0;
         }
@@ -679,17 +675,16 @@ static int bf_finish(bf_scan *s)
 
 /* Writes the names of indexes ix[0..nix) of table t into buf (n bytes,
  * truncated if need be): "t.a,t.b", or with ids "2 (t.a), 3 (t.b)". */
-static void join_names(char *buf, size_t n, const cat_table *t, const cat_index **ix,
-                       uint32_t nix, bool ids)
+static void join_names(char *buf, size_t n, const cat_table *t, const cat_index **ix, uint32_t nix,
+                       bool ids)
 {
     size_t used = 0;
 
     buf[0] = '\0';
     for (uint32_t i = 0; i < nix && used < n; i++) {
-        int w = ids ? snprintf(buf + used, n - used, "%s%u (%s.%s)", i ? ", " : "",
-                               ix[i]->id, t->name, ix[i]->name)
-                    : snprintf(buf + used, n - used, "%s%s.%s", i ? "," : "", t->name,
-                               ix[i]->name);
+        int w = ids ? snprintf(buf + used, n - used, "%s%u (%s.%s)", i ? ", " : "", ix[i]->id,
+                               t->name, ix[i]->name)
+                    : snprintf(buf + used, n - used, "%s%s.%s", i ? "," : "", t->name, ix[i]->name);
         if (w < 0)
             break;
         used += (size_t)w;
@@ -704,24 +699,25 @@ static void bf_report(const bf_scan *s, int rc, double secs)
     join_names(names, sizeof(names), s->t, s->ix, s->nix, true);
     if (s->dropped)
         LOG_INFO("partition %llu: backfill of index(es) %s stopped: an index was "
-                 "dropped (the others start again)", (unsigned long long)s->p->id, names);
+                 "dropped (the others start again)",
+                 (unsigned long long)s->p->id, names);
     else if (rc == 0 && !s->stop)
         LOG_INFO("partition %llu: backfilled index(es) %s: %llu items, %llu records "
                  "in %llu sorted run(s) sent in %llu round(s), %llu left to later writes, "
                  "%.2f s (scan %.2f, sort %.2f, check %.2f, send %.2f, seal %.2f)",
-                 (unsigned long long)s->p->id, names,
-                 (unsigned long long)s->scanned, (unsigned long long)s->records,
-                 (unsigned long long)s->runs, (unsigned long long)s->rounds,
-                 (unsigned long long)s->skipped, secs, (double)s->us_scan / 1e6,
-                 (double)s->us_sort / 1e6, (double)s->us_check / 1e6,
+                 (unsigned long long)s->p->id, names, (unsigned long long)s->scanned,
+                 (unsigned long long)s->records, (unsigned long long)s->runs,
+                 (unsigned long long)s->rounds, (unsigned long long)s->skipped, secs,
+                 (double)s->us_scan / 1e6, (double)s->us_sort / 1e6, (double)s->us_check / 1e6,
                  (double)s->us_send / 1e6, (double)s->us_seal / 1e6);
     else if (s->lost)
         LOG_WARN("partition %llu: backfill of index(es) %s stopped: an index node "
-                 "restarted during it (will start again)", (unsigned long long)s->p->id,
-                 names);
+                 "restarted during it (will start again)",
+                 (unsigned long long)s->p->id, names);
     else if (rc != 0)
         LOG_ERROR("partition %llu: backfill of index(es) %s failed: %s (will start "
-                  "again)", (unsigned long long)s->p->id, names, sx_strerror(rc));
+                  "again)",
+                  (unsigned long long)s->p->id, names, sx_strerror(rc));
 }
 
 #ifdef SHARDEX_TEST_HOOKS
@@ -754,8 +750,8 @@ static void bf_hold(const bf_scan *s, const char *var, const char *where)
 }
 #endif
 
-int bf_build(st_part *p, const cat_catalog *cat, const cat_table *t,
-             const cat_index **ix, uint32_t nix, size_t run_max)
+int bf_build(st_part *p, const cat_catalog *cat, const cat_table *t, const cat_index **ix,
+             uint32_t nix, size_t run_max)
 {
     bf_scan s;
     uint8_t lo[ST_FACT_KEY_MAX + 1], hi[ST_FACT_HDR];
@@ -769,8 +765,9 @@ int bf_build(st_part *p, const cat_catalog *cat, const cat_table *t,
     s.ix = ix;
     s.nix = nix;
     s.run_max = run_max;
-    s.send_max = (size_t)os_env_long("SHARDEX_BACKFILL_SEND_KB", 1, BF_SEND_KB_MAX,
-                                     BF_SEND_KB_DEFAULT) << 10;
+    s.send_max =
+        (size_t)os_env_long("SHARDEX_BACKFILL_SEND_KB", 1, BF_SEND_KB_MAX, BF_SEND_KB_DEFAULT)
+        << 10;
     u64set_init(&s.touch);
     s.touch.max = BF_TOUCH_MAX;
     bf_recs_init(&s.run);
@@ -788,7 +785,7 @@ int bf_build(st_part *p, const cat_catalog *cat, const cat_table *t,
     be_put32(lo + 1, t->id);
     be_put32(hi + 1, t->id + 1);
     if (t->id == UINT32_MAX) {
-        hi[0] = ST_FACT_PREFIX + 1;   /* hi = "G": the end of every fact */
+        hi[0] = ST_FACT_PREFIX + 1; /* hi = "G": the end of every fact */
         hi_n = 1;
     }
     pthread_mutex_lock(&p->mu);
@@ -822,8 +819,9 @@ int bf_build(st_part *p, const cat_catalog *cat, const cat_table *t,
             memcpy(lo, s.resume, s.resume_n);
             lo_n = s.resume_n;
             LOG_INFO("partition %llu: backfill of table %s: %llu items scanned, %llu "
-                     "records emitted so far", (unsigned long long)p->id, t->name,
-                     (unsigned long long)s.scanned, (unsigned long long)s.records);
+                     "records emitted so far",
+                     (unsigned long long)p->id, t->name, (unsigned long long)s.scanned,
+                     (unsigned long long)s.records);
             bf_hold(&s, "SHARDEX_BACKFILL_HOLD_RUN", "after a run");
             s.stop = s.stop || node_should_stop();
         }

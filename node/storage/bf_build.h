@@ -21,7 +21,7 @@ struct st_part;
  * p->bf. Stops early, recording nothing, when the node stops or an index
  * is dropped. Logs how it ended. Call from p's backfill thread only.
  * Returns 0 (finished or stopped) or an sx_err (SX_EIO, SX_ENOMEM, ...). */
-int bf_build(struct st_part *p, const cat_catalog *cat, const cat_table *t,
-             const cat_index **ix, uint32_t nix, size_t run_max);
+int bf_build(struct st_part *p, const cat_catalog *cat, const cat_table *t, const cat_index **ix,
+             uint32_t nix, size_t run_max);
 
 #endif

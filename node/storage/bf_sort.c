@@ -11,7 +11,7 @@
  * most BF_RECS_MAX_BYTES). Ties of whole keys (rare) read h and the fact
  * key from the arena.
  */
-#define _GNU_SOURCE               /* mremap */
+#define _GNU_SOURCE /* mremap */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -25,10 +25,10 @@
  * 16, keys sharing a value would compare in the arena, a cache miss each;
  * h is read there only when keys tie, rarely. */
 typedef struct bf_ent {
-    uint64_t k0, k1, k2;        /* key bytes 0..7, 8..15, 16..23, big-endian */
+    uint64_t k0, k1, k2; /* key bytes 0..7, 8..15, 16..23, big-endian */
     uint32_t kn;
-    uint32_t off;               /* in the arena */
-} bf_ent;                       /* 32 bytes */
+    uint32_t off; /* in the arena */
+} bf_ent;         /* 32 bytes */
 
 /* The arena of the run being sorted (one sort per thread at a time). */
 static _Thread_local const uint8_t *sort_base;
@@ -39,10 +39,10 @@ static _Thread_local const uint8_t *sort_base;
  * mremap: grown by realloc, a run of tens of MiB would, below glibc's
  * mmap threshold (raised to 32 MiB once a large block is freed), be copied
  * whole at each doubling and faulted in 4 KiB at a time (together ~20 %
-  * of a backfill thread in a virtual machine, where a fault is dear). mremap
-  * moves pages without copying, and the mapping asks for transparent huge
-  * pages (Debian's default "madvise" mode; where refused the pages stay
-  * small). *cap counts units. */
+ * of a backfill thread in a virtual machine, where a fault is dear). mremap
+ * moves pages without copying, and the mapping asks for transparent huge
+ * pages (Debian's default "madvise" mode; where refused the pages stay
+ * small). *cap counts units. */
 static int grow(void **p, size_t *cap, size_t need, size_t unit)
 {
     size_t c = *cap ? *cap : HUGE_PAGE / unit;
@@ -110,9 +110,8 @@ static uint32_t get32(const uint8_t *p)
     return x;
 }
 
-int bf_recs_add(bf_recs *r, const uint8_t *fkey, size_t fkn, uint64_t version,
-                uint64_t h, const uint8_t *key, size_t kn, const uint8_t *proj,
-                size_t pn)
+int bf_recs_add(bf_recs *r, const uint8_t *fkey, size_t fkn, uint64_t version, uint64_t h,
+                const uint8_t *key, size_t kn, const uint8_t *proj, size_t pn)
 {
     size_t need, i;
     uint8_t *q;
@@ -190,7 +189,7 @@ static int ent_cmp(const void *x, const void *y)
     if (a->k2 != b->k2)
         return a->k2 < b->k2 ? -1 : 1;
     if (a->kn <= 24 && b->kn <= 24 && a->kn != b->kn)
-        return a->kn < b->kn ? -1 : 1;  /* equal when zero-padded: a prefix */
+        return a->kn < b->kn ? -1 : 1; /* equal when zero-padded: a prefix */
     decode(sort_base + a->off, &ra);
     decode(sort_base + b->off, &rb);
     if ((a->kn > 24 || b->kn > 24) && (c = bytes_cmp(ra.key, ra.kn, rb.key, rb.kn)) != 0)
@@ -222,7 +221,7 @@ static void insertion_sort(bf_ent *e, size_t n)
     }
 }
 
-#define RADIX_SMALL 32            /* buckets this small: insertion sort */
+#define RADIX_SMALL 32 /* buckets this small: insertion sort */
 
 /* Sorts e[0..n), whose prefixes share their first b bytes, by ent_cmp: an
  * in-place most-significant-byte radix sort on the 24 prefix bytes (the
@@ -257,11 +256,11 @@ static void radix_sort(bf_ent *e, size_t n, int b)
             pos += count[v];
             end[v] = pos;
         }
-        if (lone < 256) {         /* one bucket: the next byte decides */
+        if (lone < 256) { /* one bucket: the next byte decides */
             b++;
             continue;
         }
-        for (unsigned v = 0; v < 256; v++) {   /* cycle each entry home */
+        for (unsigned v = 0; v < 256; v++) { /* cycle each entry home */
             while (next[v] < end[v]) {
                 bf_ent x = e[next[v]];
                 unsigned d = ent_byte(&x, b);

@@ -28,21 +28,21 @@ struct bf_ent;
 #define BF_RECS_MAX_BYTES ((size_t)UINT32_MAX)
 
 typedef struct bf_recs {
-    uint8_t *a;                 /* arena of packed records */
+    uint8_t *a; /* arena of packed records */
     size_t an, acap;
-    struct bf_ent *e;           /* one per record: sort key and place */
+    struct bf_ent *e; /* one per record: sort key and place */
     size_t n, cap;
-    int sorted;                 /* e[] is sorted */
+    int sorted; /* e[] is sorted */
 } bf_recs;
 
 /* One record as read back; every pointer borrows from the run. */
 typedef struct bf_rec {
-    const uint8_t *fkey;        /* the fact's partition-local key */
+    const uint8_t *fkey; /* the fact's partition-local key */
     size_t fkn;
     uint64_t version, h;
-    const uint8_t *key;         /* index-local entry key: index id | tuple */
+    const uint8_t *key; /* index-local entry key: index id | tuple */
     size_t kn;
-    const uint8_t *proj;        /* raw msgpack; NULL when pn == 0 */
+    const uint8_t *proj; /* raw msgpack; NULL when pn == 0 */
     size_t pn;
 } bf_rec;
 
@@ -58,9 +58,8 @@ void bf_recs_clear(bf_recs *r);
 /* Appends one record (copied). Must not be called once sorted until
  * bf_recs_clear. Returns 0, SX_ENOMEM, or SX_ETOOBIG when the arena would
  * pass BF_RECS_MAX_BYTES. */
-int bf_recs_add(bf_recs *r, const uint8_t *fkey, size_t fkn, uint64_t version,
-                uint64_t h, const uint8_t *key, size_t kn, const uint8_t *proj,
-                size_t pn);
+int bf_recs_add(bf_recs *r, const uint8_t *fkey, size_t fkn, uint64_t version, uint64_t h,
+                const uint8_t *key, size_t kn, const uint8_t *proj, size_t pn);
 
 /* Bytes the run holds (arena and index), for bounding it. */
 size_t bf_recs_bytes(const bf_recs *r);

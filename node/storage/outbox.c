@@ -7,8 +7,8 @@
 #include "outbox.h"
 #include "sx_errors.h"
 
-#define OB_CHUNK_TAG 0xdd     /* msgpack array32: every chunk's first byte */
-#define OB_SINGLE_TAG 0x95    /* fixarray(5): a single-record value */
+#define OB_CHUNK_TAG 0xdd  /* msgpack array32: every chunk's first byte */
+#define OB_SINGLE_TAG 0x95 /* fixarray(5): a single-record value */
 #define OB_HDR 5
 /* A reset chunk keeps a buffer up to this size for the next one (a
  * partition holds one per destination; 1 MiB chunks would pin ~2 MiB each) */
@@ -30,7 +30,7 @@ void ob_chunk_free(ob_chunk *c)
 void ob_chunk_reset(ob_chunk *c)
 {
     if (c->buf.sb.alloc > OB_CHUNK_KEEP_BYTES) {
-        ob_chunk_free(c);       /* a large chunk's buffer is not kept for good */
+        ob_chunk_free(c); /* a large chunk's buffer is not kept for good */
         return;
     }
     c->buf.sb.size = 0;
@@ -39,9 +39,8 @@ void ob_chunk_reset(ob_chunk *c)
     c->last = 0;
 }
 
-int ob_chunk_add(ob_chunk *c, uint64_t seq, uint64_t kind, uint64_t version,
-                 const uint8_t *key, size_t kn, uint64_t h,
-                 const uint8_t *proj, size_t pn)
+int ob_chunk_add(ob_chunk *c, uint64_t seq, uint64_t kind, uint64_t version, const uint8_t *key,
+                 size_t kn, uint64_t h, const uint8_t *proj, size_t pn)
 {
     static const uint8_t hdr[OB_HDR] = { OB_CHUNK_TAG, 0, 0, 0, 0 };
 
@@ -78,8 +77,7 @@ const uint8_t *ob_chunk_value(ob_chunk *c, size_t *n)
     return p;
 }
 
-int ob_reader_open(ob_reader *r, const uint8_t *v, size_t vn, uint64_t key_seq,
-                   uint32_t *count)
+int ob_reader_open(ob_reader *r, const uint8_t *v, size_t vn, uint64_t key_seq, uint32_t *count)
 {
     r->c = mp_cur_make(v, vn);
     r->key_seq = key_seq;
@@ -105,10 +103,8 @@ int ob_reader_next(ob_reader *r, ob_rec *rec)
         rec->seq = r->key_seq;
     else if (mp_read_u64(&r->c, &rec->seq) != 0)
         return SX_EIO;
-    if (mp_read_u64(&r->c, &rec->kind) != 0 ||
-        mp_read_u64(&r->c, &rec->version) != 0 ||
-        mp_read_bin(&r->c, &rec->key) != 0 ||
-        mp_read_u64(&r->c, &rec->h) != 0 ||
+    if (mp_read_u64(&r->c, &rec->kind) != 0 || mp_read_u64(&r->c, &rec->version) != 0 ||
+        mp_read_bin(&r->c, &rec->key) != 0 || mp_read_u64(&r->c, &rec->h) != 0 ||
         mp_read_raw(&r->c, &rec->proj) != 0)
         return SX_EIO;
     r->left--;

@@ -28,9 +28,9 @@
 
 /* Records for one destination not yet written: a chunk being built. */
 typedef struct ob_chunk {
-    mp_buf buf;               /* header (5 bytes) + records */
-    uint32_t n;               /* records */
-    uint64_t last;            /* seq of the last one */
+    mp_buf buf;    /* header (5 bytes) + records */
+    uint32_t n;    /* records */
+    uint64_t last; /* seq of the last one */
 } ob_chunk;
 
 /* One record as read. key and proj borrow from the stored value; proj is
@@ -43,8 +43,8 @@ typedef struct ob_rec {
 /* Reads the records of one stored value in order. */
 typedef struct ob_reader {
     mp_cur c;
-    uint32_t left;            /* records not read yet */
-    bool single;              /* a pre-chunk value: one record, seq from the key */
+    uint32_t left; /* records not read yet */
+    bool single;   /* a pre-chunk value: one record, seq from the key */
     uint64_t key_seq;
 } ob_reader;
 
@@ -60,9 +60,8 @@ void ob_chunk_reset(ob_chunk *c);
 
 /* Appends a record (seq above the chunk's last; proj raw msgpack, NULL for
  * nil). Returns 0 or SX_ENOMEM (the chunk is then unusable until reset). */
-int ob_chunk_add(ob_chunk *c, uint64_t seq, uint64_t kind, uint64_t version,
-                 const uint8_t *key, size_t kn, uint64_t h,
-                 const uint8_t *proj, size_t pn);
+int ob_chunk_add(ob_chunk *c, uint64_t seq, uint64_t kind, uint64_t version, const uint8_t *key,
+                 size_t kn, uint64_t h, const uint8_t *proj, size_t pn);
 
 /* Whether the chunk must be written before another record is added. */
 bool ob_chunk_full(const ob_chunk *c);
@@ -74,8 +73,7 @@ const uint8_t *ob_chunk_value(ob_chunk *c, size_t *n);
 /* Starts reading stored value v of key seq key_seq: *count is its number of
  * records. Returns 0, or SX_EIO for a value that is neither a chunk nor a
  * record. */
-int ob_reader_open(ob_reader *r, const uint8_t *v, size_t vn, uint64_t key_seq,
-                   uint32_t *count);
+int ob_reader_open(ob_reader *r, const uint8_t *v, size_t vn, uint64_t key_seq, uint32_t *count);
 
 /* The next record into *rec: 0, SX_ENOTFOUND when none is left, or SX_EIO
  * for a malformed one. */

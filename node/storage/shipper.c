@@ -89,10 +89,10 @@ _Static_assert(OB_CHUNK_MAX_RECORDS <= SHIP_BATCH, "a chunk fits in one batch");
 /* Records of one round, copied out of the snapshot: the outbox values
  * (chunks, outbox.h) they came from, whole. */
 typedef struct ship_batch {
-    uint32_t n;                   /* records */
-    uint32_t nkeys;               /* values */
-    uint64_t keys[SHIP_BATCH];    /* each value's key seq (to delete it) */
-    size_t offs[SHIP_BATCH + 1];  /* each value's bytes in vals */
+    uint32_t n;                  /* records */
+    uint32_t nkeys;              /* values */
+    uint64_t keys[SHIP_BATCH];   /* each value's key seq (to delete it) */
+    size_t offs[SHIP_BATCH + 1]; /* each value's bytes in vals */
     tuple_bytes vals;
     bool complete;
 } ship_batch;
@@ -100,8 +100,8 @@ typedef struct ship_batch {
 /* An answered round's records not known synced at the destination yet:
  * the keys of their outbox values, deleted once they are. */
 typedef struct ship_pend {
-    uint64_t upto;            /* the round's upto */
-    uint32_t n;               /* records */
+    uint64_t upto; /* the round's upto */
+    uint32_t n;    /* records */
     uint32_t nkeys;
     uint64_t *keys;
 } ship_pend;
@@ -109,33 +109,33 @@ typedef struct ship_pend {
 /* One stream: a partition's queue for one destination. */
 typedef struct ship_src {
     st_part *p;
-    uint64_t acked;           /* synced at the destination; guarded by p->mu */
-    uint64_t next_seq;        /* shipping thread only, from here on */
-    ship_pend *pend;          /* answered rounds not synced yet, oldest first */
+    uint64_t acked;    /* synced at the destination; guarded by p->mu */
+    uint64_t next_seq; /* shipping thread only, from here on */
+    ship_pend *pend;   /* answered rounds not synced yet, oldest first */
     int npend, pend_cap;
-    bool refused;             /* the last I_APPLY was refused as out of order */
-    uint64_t last_ms;         /* when this stream last shipped */
-    uint64_t seen_head;       /* the partition's head when last looked at */
-    uint64_t head_ms;         /* when that head was first seen */
-    uint64_t retry_ms;        /* after a failure: not before this time */
-    int backoff_ms;           /* the current retry delay; 0: not failing
-                               * (an outage is logged once, at its start) */
+    bool refused;       /* the last I_APPLY was refused as out of order */
+    uint64_t last_ms;   /* when this stream last shipped */
+    uint64_t seen_head; /* the partition's head when last looked at */
+    uint64_t head_ms;   /* when that head was first seen */
+    uint64_t retry_ms;  /* after a failure: not before this time */
+    int backoff_ms;     /* the current retry delay; 0: not failing
+                         * (an outage is logged once, at its start) */
     ship_batch b;
-    msg_I_APPLY_req rq;       /* this round's request, when in it */
-    uint8_t *frame;           /* its encoding */
+    msg_I_APPLY_req rq; /* this round's request, when in it */
+    uint8_t *frame;     /* its encoding */
     size_t fn;
 } ship_src;
 
 typedef struct ship_dest {
     struct ship *s;
     const cfg_part *dest;
-    net_peer *peer;           /* borrowed: the ship's peer to dest's node */
+    net_peer *peer; /* borrowed: the ship's peer to dest's node */
     pthread_t th;
     bool started;
-    ship_src *src;            /* s->nparts streams */
-    net_job *jobs;            /* s->nparts */
-    int *job_src;             /* s->nparts: the stream of each job */
-    log_ratelimit slow;        /* shipping thread only: slow-round warnings */
+    ship_src *src;      /* s->nparts streams */
+    net_job *jobs;      /* s->nparts */
+    int *job_src;       /* s->nparts: the stream of each job */
+    log_ratelimit slow; /* shipping thread only: slow-round warnings */
 } ship_dest;
 
 struct ship {
@@ -145,11 +145,11 @@ struct ship {
     int linger_ms;
     int n;
     ship_dest *d;
-    net_peer **peers;         /* by cfg node index (index nodes only) */
-    pthread_mutex_t mu;       /* guards gen, idle, stop */
-    pthread_cond_t cv;        /* a commit (broadcast only when idle > 0), or stop */
-    uint64_t gen;             /* commits notified so far */
-    int idle;                 /* threads waiting on cv for work */
+    net_peer **peers;   /* by cfg node index (index nodes only) */
+    pthread_mutex_t mu; /* guards gen, idle, stop */
+    pthread_cond_t cv;  /* a commit (broadcast only when idle > 0), or stop */
+    uint64_t gen;       /* commits notified so far */
+    int idle;           /* threads waiting on cv for work */
     bool stop;
 };
 
@@ -167,8 +167,7 @@ static void deadline_in(struct timespec *ts, int ms)
 /* Takes whole outbox values while the batch stays within SHIP_BATCH
  * records and SHIP_MAX_BYTES (the first value always: a chunk holds at most
  * OB_CHUNK_MAX_RECORDS). */
-static int collect_visit(void *arg, const uint8_t *k, size_t kn,
-                         const uint8_t *v, size_t vn)
+static int collect_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *v, size_t vn)
 {
     ship_batch *b = arg;
     uint32_t cnt;
@@ -177,12 +176,11 @@ static int collect_visit(void *arg, const uint8_t *k, size_t kn,
         return 0;
     cnt = ob_value_count(v, vn);
     if (cnt == 0) {
-        LOG_ERROR("shipper: corrupt outbox value seq %llu",
-                  (unsigned long long)be_get64(k + 9));
+        LOG_ERROR("shipper: corrupt outbox value seq %llu", (unsigned long long)be_get64(k + 9));
         return SX_EIO;
     }
-    if (b->nkeys > 0 && (b->nkeys >= SHIP_BATCH || b->n + cnt > SHIP_BATCH ||
-                         b->vals.n + vn > SHIP_MAX_BYTES)) {
+    if (b->nkeys > 0 &&
+        (b->nkeys >= SHIP_BATCH || b->n + cnt > SHIP_BATCH || b->vals.n + vn > SHIP_MAX_BYTES)) {
         b->complete = false;
         return 1;
     }
@@ -196,8 +194,7 @@ static int collect_visit(void *arg, const uint8_t *k, size_t kn,
 }
 
 /* Reads the snapshot's head and hw from the metadata record. */
-static int snap_meta(st_part *p, const leveldb_snapshot_t *snap, uint64_t *head,
-                     uint64_t *hw)
+static int snap_meta(st_part *p, const leveldb_snapshot_t *snap, uint64_t *head, uint64_t *hw)
 {
     static const uint8_t key[2] = { ST_META_PREFIX, 'm' };
     uint8_t *v = NULL;
@@ -231,8 +228,8 @@ static int build_apply(const ship_batch *b, msg_I_APPLY_req *rq)
     rq->hashes.v = calloc(n ? n : 1, sizeof(uint64_t));
     rq->keys.v = calloc(n ? n : 1, sizeof(mp_span));
     rq->projs.v = calloc(n ? n : 1, sizeof(mp_span));
-    if (!rq->seqs.v || !rq->kinds.v || !rq->versions.v || !rq->hashes.v ||
-        !rq->keys.v || !rq->projs.v)
+    if (!rq->seqs.v || !rq->kinds.v || !rq->versions.v || !rq->hashes.v || !rq->keys.v ||
+        !rq->projs.v)
         return SX_ENOMEM;
     rq->seqs.n = rq->kinds.n = rq->versions.n = rq->hashes.n = n;
     rq->keys.n = rq->projs.n = n;
@@ -240,14 +237,13 @@ static int build_apply(const ship_batch *b, msg_I_APPLY_req *rq)
         ob_reader r;
         ob_rec rec = { 0 };
         uint32_t cnt;
-        int rc = ob_reader_open(&r, b->vals.p + b->offs[k], b->offs[k + 1] - b->offs[k],
-                                b->keys[k], &cnt);
+        int rc = ob_reader_open(&r, b->vals.p + b->offs[k], b->offs[k + 1] - b->offs[k], b->keys[k],
+                                &cnt);
 
         while (rc == 0 && r.left > 0 && i < n && (rc = ob_reader_next(&r, &rec)) == 0) {
             /* the batch's seqs ascend, and a value's last is its key's seq
              * (outbox.h) */
-            if ((i > 0 && rec.seq <= rq->seqs.v[i - 1]) ||
-                (r.left == 0 && rec.seq != b->keys[k])) {
+            if ((i > 0 && rec.seq <= rq->seqs.v[i - 1]) || (r.left == 0 && rec.seq != b->keys[k])) {
                 rc = SX_EIO;
                 break;
             }
@@ -260,8 +256,7 @@ static int build_apply(const ship_batch *b, msg_I_APPLY_req *rq)
             i++;
         }
         if (rc != 0 || r.left != 0) {
-            LOG_ERROR("shipper: corrupt outbox value seq %llu",
-                      (unsigned long long)b->keys[k]);
+            LOG_ERROR("shipper: corrupt outbox value seq %llu", (unsigned long long)b->keys[k]);
             return SX_EIO;
         }
     }
@@ -277,7 +272,6 @@ static void free_apply(msg_I_APPLY_req *rq)
     free(rq->keys.v);
     free(rq->projs.v);
 }
-
 
 /* Frees the round's request of stream c. */
 static void src_clear(ship_src *c)
@@ -314,10 +308,9 @@ static int src_prepare(ship_src *c, uint64_t dest)
     be_put64(hi + 9, UINT64_MAX);
     rc = snap_meta(p, snap, &head, &hw);
     if (rc == 0 && c->npend >= SHIP_PEND_MAX)
-        b->complete = false;        /* a heartbeat: no record, no claim */
+        b->complete = false; /* a heartbeat: no record, no claim */
     else if (rc == 0)
-        rc = st_kscan(p, snap, lo, sizeof(lo), hi, sizeof(hi), false,
-                      collect_visit, b);
+        rc = st_kscan(p, snap, lo, sizeof(lo), hi, sizeof(hi), false, collect_visit, b);
     leveldb_release_snapshot(p->store->db->db, snap);
     if (rc < 0 || rc > 1)
         return rc;
@@ -328,8 +321,10 @@ static int src_prepare(ship_src *c, uint64_t dest)
     }
     c->rq.part = dest;
     c->rq.source = p->id;
-    c->rq.upto = b->complete ? head : b->nkeys > 0 ? b->keys[b->nkeys - 1]
-                                                   : c->next_seq > 0 ? c->next_seq - 1 : 0;
+    c->rq.upto = b->complete       ? head
+                 : b->nkeys > 0    ? b->keys[b->nkeys - 1]
+                 : c->next_seq > 0 ? c->next_seq - 1
+                                   : 0;
     c->rq.hw = b->complete ? hw : 0;
     c->rq.after = c->next_seq > 0 ? c->next_seq - 1 : 0;
     c->rq.early = 1;
@@ -438,8 +433,8 @@ static int src_finish(ship_dest *d, ship_src *c, const net_job *j)
     if (rc != 0) {
         if (c->backoff_ms == 0)
             LOG_WARN("shipper %llu -> %llu: I_APPLY failed: %s%s%s (retrying)",
-                     (unsigned long long)p->id, (unsigned long long)d->dest->id,
-                     sx_strerror(rc), emsg[0] ? ": " : "", emsg);
+                     (unsigned long long)p->id, (unsigned long long)d->dest->id, sx_strerror(rc),
+                     emsg[0] ? ": " : "", emsg);
         src_backoff(c);
         msg_free_rep(MSG_I_APPLY, &rep);
         /* from what is known synced, or from the oldest round kept (one
@@ -483,8 +478,7 @@ static int src_finish(ship_dest *d, ship_src *c, const net_job *j)
  * partitions and records, and the time reading them, in the I_APPLY round
  * trip (the index's synced group included) and acknowledging them. t0..t2
  * are the round's start, the end of the reads and the end of the call. */
-static void slow_round(ship_dest *d, int nsrc, uint32_t n, uint64_t t0, uint64_t t1,
-                       uint64_t t2)
+static void slow_round(ship_dest *d, int nsrc, uint32_t n, uint64_t t0, uint64_t t1, uint64_t t2)
 {
     uint64_t t3 = (uint64_t)os_mono_ms();
     unsigned skipped;
@@ -552,8 +546,9 @@ static void ship_round(ship_dest *d, bool *behind)
         if (t0 >= c->head_ms + SHIP_HW_IDLE_MS &&
             (prc = st_hw_advance(c->p, SHIP_HW_IDLE_MS * 1000ull)) != 0)
             LOG_WARN("shipper %llu -> %llu: cannot raise the idle partition's version "
-                     "high-water: %s", (unsigned long long)c->p->id,
-                     (unsigned long long)d->dest->id, sx_strerror(prc));
+                     "high-water: %s",
+                     (unsigned long long)c->p->id, (unsigned long long)d->dest->id,
+                     sx_strerror(prc));
         prc = src_prepare(c, d->dest->id);
         if (prc != 0) {
             if (c->backoff_ms == 0)
@@ -575,7 +570,7 @@ static void ship_round(ship_dest *d, bool *behind)
         return;
     t1 = (uint64_t)os_mono_ms();
     pthread_mutex_lock(&s->mu);
-    bool stopping = s->stop;   /* ship_stop closes the sockets next: no new calls */
+    bool stopping = s->stop; /* ship_stop closes the sockets next: no new calls */
     pthread_mutex_unlock(&s->mu);
     int crc = stopping ? SX_EUNAVAIL : net_call_all(d->jobs, m, SHIP_TIMEOUT_MS);
     t2 = (uint64_t)os_mono_ms();
@@ -698,7 +693,7 @@ static void write_end_marker(st_part *p, uint64_t dest)
     be_put64(k + 1, dest);
     be_put64(k + 9, UINT64_MAX);
     st_kput(p, b, k, sizeof(k), "", 0);
-    if (ldb_write_lazy(p->store->db, b) != 0)   /* logged; the store refuses writes now */
+    if (ldb_write_lazy(p->store->db, b) != 0) /* logged; the store refuses writes now */
         LOG_WARN("shipper: the queue end marker of destination %llu was not written",
                  (unsigned long long)dest);
     leveldb_writebatch_destroy(b);
@@ -728,7 +723,6 @@ static int linger_from_env(void)
 {
     return (int)os_env_long("SHARDEX_SHIP_LINGER_MS", 0, SHIP_LINGER_MAX_MS, SHIP_LINGER_MS);
 }
-
 
 /* Frees what ship_start allocated (threads joined, peers closed). */
 static void ship_free(ship *s)
@@ -841,7 +835,7 @@ void ship_stop(ship *s)
         return;
     ship_quiesce(s);
     for (int i = 0; s->peers && i < s->cfg->nnodes; i++)
-        net_peer_shut(s->peers[i]);     /* (accepts NULL) */
+        net_peer_shut(s->peers[i]); /* (accepts NULL) */
     for (int i = 0; i < s->n; i++)
         if (s->d[i].started)
             pthread_join(s->d[i].th, NULL);
@@ -854,7 +848,7 @@ void ship_notify(ship *s)
 {
     pthread_mutex_lock(&s->mu);
     s->gen++;
-    if (s->idle > 0)   /* lingering shippers need no wake-up */
+    if (s->idle > 0) /* lingering shippers need no wake-up */
         pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
 }

@@ -9,11 +9,11 @@
 #include "sx_errors.h"
 
 struct st_cat {
-    catcache *cc;               /* remote source, or NULL */
-    catp *local;                /* local source, or NULL */
-    pthread_mutex_t mu;         /* guards the fields below (local source) */
+    catcache *cc;       /* remote source, or NULL */
+    catp *local;        /* local source, or NULL */
+    pthread_mutex_t mu; /* guards the fields below (local source) */
     const cat_catalog *cur;
-    cat_catalog **all;           /* every version handed out, freed at the end */
+    cat_catalog **all; /* every version handed out, freed at the end */
     size_t n, cap;
 };
 
@@ -55,7 +55,7 @@ static int local_refresh(st_cat *c)
     cat_catalog *snap;
 
     if (c->cur != NULL && catp_version(c->local) <= c->cur->version)
-        return 0;                 /* unchanged: no copy (polled often) */
+        return 0; /* unchanged: no copy (polled often) */
     snap = catp_snapshot(c->local);
 
     if (snap == NULL)

@@ -29,12 +29,12 @@ void st_filter_start(st_store *s)
     for (int i = 0; i < s->nparts; i++) {
         uint64_t id = s->parts[i]->id;
 
-        be_put64(r[i].lo, id);      /* ST_PFX_LEN: the partition's prefix */
+        be_put64(r[i].lo, id); /* ST_PFX_LEN: the partition's prefix */
         r[i].lo[ST_PFX_LEN] = ST_FACT_PREFIX;
         memcpy(r[i].hi, r[i].lo, ST_PFX_LEN);
         r[i].hi[ST_PFX_LEN] = ST_FACT_PREFIX + 1;
         r[i].lo_n = r[i].hi_n = ST_PFX_LEN + 1;
-        r[i].skip = ST_PFX_LEN;        /* the filter holds partition-local keys */
+        r[i].skip = ST_PFX_LEN; /* the filter holds partition-local keys */
         r[i].part = id;
         items += s->parts[i]->w_items;
     }

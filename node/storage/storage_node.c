@@ -43,20 +43,20 @@ typedef struct st_bfthread {
 typedef struct st_node {
     const node_opts *o;
     const cfg_cluster *cfg;
-    catp *catp;                /* NULL unless this node hosts the catalog */
+    catp *catp; /* NULL unless this node hosts the catalog */
     st_cat *cc;
     int nparts;
     st_part **parts;
-    st_store *store;           /* the partitions' shared leveldb and committer */
-    net_peer *catpeer;         /* calls to the catalog node (backfills done) */
+    st_store *store;   /* the partitions' shared leveldb and committer */
+    net_peer *catpeer; /* calls to the catalog node (backfills done) */
     net_server *srv;
-    bool hosting;              /* the router this node hosts was started */
+    bool hosting; /* the router this node hosts was started */
     pthread_t poll_th;
     bool poll_started;
-    st_bfthread *bf;            /* one per partition */
-    ship *ship;                /* the node's outbox shipper */
-    pthread_mutex_t mu;        /* guards stop */
-    pthread_cond_t cv;         /* a catalog poll happened, or stopping */
+    st_bfthread *bf;    /* one per partition */
+    ship *ship;         /* the node's outbox shipper */
+    pthread_mutex_t mu; /* guards stop */
+    pthread_cond_t cv;  /* a catalog poll happened, or stopping */
     bool stop;
 } st_node;
 
@@ -123,7 +123,7 @@ static void do_status(st_node *n, mp_buf *out)
     mp_put_cstr(&st, me->url);
     mp_put_cstr(&st, "partitions");
     mp_put_array(&st, (uint32_t)n->nparts);
-    bool refused = ldb_failed(n->store->db);    /* one store for every partition */
+    bool refused = ldb_failed(n->store->db); /* one store for every partition */
     for (int i = 0; i < n->nparts; i++) {
         uint64_t head, hw, items, outbox;
         st_build b;
@@ -131,7 +131,7 @@ static void do_status(st_node *n, mp_buf *out)
         st_part_stats(n->parts[i], &head, &hw, &items, &outbox);
         st_part_build(n->parts[i], &b);
         mp_put_map(&st, (b.active ? 9 : 5) + (refused ? 1 : 0));
-        if (refused) {                   /* a disk error: ldb.h */
+        if (refused) { /* a disk error: ldb.h */
             mp_put_cstr(&st, "writes_refused");
             mp_put_bool(&st, true);
         }
@@ -202,8 +202,7 @@ static void do_part(st_node *n, msg_type t, const uint8_t *req, size_t len, mp_b
     part = t == MSG_S_WRITE ? u.w.part : t == MSG_S_GET ? u.g.part : u.r.part;
     p = find_part(n, part);
     if (p == NULL) {
-        snprintf(msg, sizeof(msg), "partition %llu is not on this node",
-                 (unsigned long long)part);
+        snprintf(msg, sizeof(msg), "partition %llu is not on this node", (unsigned long long)part);
         reply_err(out, t, SX_EWRONGPART, msg);
         goto out;
     }
@@ -231,9 +230,7 @@ static void handle(void *arg, const uint8_t *req, size_t len, mp_buf *out)
         return;
     }
     switch (t) {
-    case MSG_PING:
-        do_ping(n, out);
-        break;
+    case MSG_PING: do_ping(n, out); break;
     case MSG_CATALOG:
     case MSG_CAT_UPDATE:
     case MSG_CAT_BACKFILLED:
@@ -244,18 +241,10 @@ static void handle(void *arg, const uint8_t *req, size_t len, mp_buf *out)
         break;
     case MSG_S_WRITE:
     case MSG_S_GET:
-    case MSG_S_RANGE:
-        do_part(n, t, req, len, out);
-        break;
-    case MSG_S_HEADS:
-        do_heads(n, out);
-        break;
-    case MSG_NODE_STATUS:
-        do_status(n, out);
-        break;
-    default:
-        reply_err(out, t, SX_EINVAL, "message not served by a storage node");
-        break;
+    case MSG_S_RANGE: do_part(n, t, req, len, out); break;
+    case MSG_S_HEADS: do_heads(n, out); break;
+    case MSG_NODE_STATUS: do_status(n, out); break;
+    default: reply_err(out, t, SX_EINVAL, "message not served by a storage node"); break;
     }
 }
 
@@ -397,8 +386,7 @@ static bool defer(void *arg, msg_type t, const uint8_t *req, size_t len, net_rep
         return false;
     d->r = r;
     if (msg_decode_req(MSG_S_WRITE, req, len, &d->rq) != 0 ||
-        (p = find_part(n, d->rq.part)) == NULL ||
-        !st_write_start(p, &d->rq, deferred_done, d)) {
+        (p = find_part(n, d->rq.part)) == NULL || !st_write_start(p, &d->rq, deferred_done, d)) {
         msg_free_req(MSG_S_WRITE, &d->rq);
         free(d);
         return false;
@@ -506,9 +494,8 @@ int st_node_run(const node_opts *o)
     pthread_cond_init(&n.cv, NULL);
     rc = start(&n);
     if (rc == 0) {
-        LOG_INFO("storage node %s serving %d partitions on %s%s",
-                 n.cfg->nodes[o->self].name, n.nparts, n.cfg->nodes[o->self].url,
-                 n.catp ? " (and the catalog)" : "");
+        LOG_INFO("storage node %s serving %d partitions on %s%s", n.cfg->nodes[o->self].name,
+                 n.nparts, n.cfg->nodes[o->self].url, n.catp ? " (and the catalog)" : "");
         printf("ready\n");
         fflush(stdout);
         while (!node_should_stop()) {

@@ -68,8 +68,8 @@ static int pkey(const st_part *p, uint8_t *buf, const void *k, size_t kn)
     return 0;
 }
 
-int st_kget(st_part *p, const leveldb_snapshot_t *snap, const void *k, size_t kn,
-            uint8_t **val, size_t *vn)
+int st_kget(st_part *p, const leveldb_snapshot_t *snap, const void *k, size_t kn, uint8_t **val,
+            size_t *vn)
 {
     uint8_t buf[ST_PFX_LEN + ST_KEY_MAX];
     int rc = pkey(p, buf, k, kn);
@@ -106,15 +106,14 @@ static int kscan_range(st_part *p, const leveldb_snapshot_t *snap, const void *l
         rc = pkey(p, h, hi, hi_n);
     if (rc != 0)
         return rc;
-    if (hi_n == 0) {            /* the end of the partition: the next id */
+    if (hi_n == 0) { /* the end of the partition: the next id */
         if (p->id == UINT64_MAX)
             hn = 0;
         else
             be_put64(h, p->id + 1);
     }
     if (!fill_cache)
-        return ldb_scan_nocache(p->store->db, snap, l, ST_PFX_LEN + lo_n, h, hn, kscan_visit,
-                                &ks);
+        return ldb_scan_nocache(p->store->db, snap, l, ST_PFX_LEN + lo_n, h, hn, kscan_visit, &ks);
     return ldb_scan(p->store->db, snap, l, ST_PFX_LEN + lo_n, h, hn, desc, kscan_visit, &ks);
 }
 
@@ -130,8 +129,7 @@ int st_ksweep(st_part *p, const leveldb_snapshot_t *snap, const void *lo, size_t
     return kscan_range(p, snap, lo, lo_n, hi, hi_n, false, false, fn, arg);
 }
 
-int st_kput(st_part *p, leveldb_writebatch_t *b, const void *k, size_t kn,
-            const void *v, size_t vn)
+int st_kput(st_part *p, leveldb_writebatch_t *b, const void *k, size_t kn, const void *v, size_t vn)
 {
     uint8_t buf[ST_PFX_LEN + ST_KEY_MAX];
     int rc = pkey(p, buf, k, kn);
@@ -162,8 +160,7 @@ static int load_meta(st_part *p)
     if (rc != 0)
         return rc;
     if (n != 24) {
-        LOG_ERROR("partition %llu: bad metadata record (%zu bytes)",
-                  (unsigned long long)p->id, n);
+        LOG_ERROR("partition %llu: bad metadata record (%zu bytes)", (unsigned long long)p->id, n);
         free(v);
         return SX_EIO;
     }
@@ -174,8 +171,7 @@ static int load_meta(st_part *p)
     return 0;
 }
 
-static int load_bf_visit(void *arg, const uint8_t *k, size_t kn,
-                         const uint8_t *v, size_t vn)
+static int load_bf_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *v, size_t vn)
 {
     st_part *p = arg;
     st_bf *nb;
@@ -194,8 +190,7 @@ static int load_bf_visit(void *arg, const uint8_t *k, size_t kn,
 
 /* Counts outbox records (a chunk holds several, outbox.h); the shippers'
  * queue end markers (sequence 2^64-1, see shipper.c) are not records. */
-static int count_visit(void *arg, const uint8_t *k, size_t kn,
-                       const uint8_t *v, size_t vn)
+static int count_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *v, size_t vn)
 {
     if (kn == 17 && be_get64(k + 9) == UINT64_MAX)
         return 0;
@@ -221,8 +216,8 @@ static int load_state(st_part *p)
     return rc;
 }
 
-int st_part_open(const cfg_cluster *cfg, const cfg_part *cp, st_cat *cc,
-                 st_store *store, st_part **out)
+int st_part_open(const cfg_cluster *cfg, const cfg_part *cp, st_cat *cc, st_store *store,
+                 st_part **out)
 {
     st_part *p = calloc(1, sizeof(*p));
     int rc;
@@ -236,7 +231,8 @@ int st_part_open(const cfg_cluster *cfg, const cfg_part *cp, st_cat *cc,
     p->cc = cc;
     p->store = store;
     p->range_slice_us = (uint64_t)os_env_long("SHARDEX_SCAN_SLICE_MS", 0, ST_RANGE_SLICE_MAX_MS,
-                                              ST_RANGE_SLICE_MS) * 1000u;
+                                              ST_RANGE_SLICE_MS) *
+                        1000u;
     be_put64(p->pfx, p->id);
     pthread_mutex_init(&p->wlock, NULL);
     pthread_mutex_init(&p->mu, NULL);
@@ -253,9 +249,8 @@ int st_part_open(const cfg_cluster *cfg, const cfg_part *cp, st_cat *cc,
         return rc;
     }
     LOG_INFO("partition %llu open: head %llu hw %llu items %llu outbox %llu backfills %u",
-             (unsigned long long)p->id, (unsigned long long)p->head,
-             (unsigned long long)p->hw, (unsigned long long)p->items,
-             (unsigned long long)p->outbox, p->nbf);
+             (unsigned long long)p->id, (unsigned long long)p->head, (unsigned long long)p->hw,
+             (unsigned long long)p->items, (unsigned long long)p->outbox, p->nbf);
     *out = p;
     return 0;
 }
@@ -274,14 +269,17 @@ void st_part_close(st_part *p)
     free(p);
 }
 
-void st_part_stats(st_part *p, uint64_t *head, uint64_t *hw, uint64_t *items,
-                   uint64_t *outbox)
+void st_part_stats(st_part *p, uint64_t *head, uint64_t *hw, uint64_t *items, uint64_t *outbox)
 {
     pthread_mutex_lock(&p->mu);
-    if (head) *head = p->head;
-    if (hw) *hw = p->hw;
-    if (items) *items = p->items;
-    if (outbox) *outbox = p->outbox;
+    if (head)
+        *head = p->head;
+    if (hw)
+        *hw = p->hw;
+    if (items)
+        *items = p->items;
+    if (outbox)
+        *outbox = p->outbox;
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -334,9 +332,8 @@ static int chunk_write(st_part *p, leveldb_writebatch_t *b, uint64_t dest, ob_ch
     return rc;
 }
 
-int st_outbox_append(st_part *p, leveldb_writebatch_t *b, int kind, uint64_t v,
-                     const uint8_t *key, size_t kn, uint64_t h,
-                     const uint8_t *proj, size_t pn, uint64_t *pending)
+int st_outbox_append(st_part *p, leveldb_writebatch_t *b, int kind, uint64_t v, const uint8_t *key,
+                     size_t kn, uint64_t h, const uint8_t *proj, size_t pn, uint64_t *pending)
 {
     const cfg_part *dest;
     ob_chunk *c;
@@ -357,9 +354,10 @@ int st_outbox_append(st_part *p, leveldb_writebatch_t *b, int kind, uint64_t v,
 /* Writes deletion batch dels (taken off p) unsynced and destroys it. */
 static void shipped_write(st_part *p, leveldb_writebatch_t *dels)
 {
-    if (ldb_write_lazy(p->store->db, dels) != 0)    /* logged by ldb */
+    if (ldb_write_lazy(p->store->db, dels) != 0) /* logged by ldb */
         LOG_WARN("partition %llu: shipped outbox records not deleted (shipped again "
-                 "after a restart: harmless)", (unsigned long long)p->id);
+                 "after a restart: harmless)",
+                 (unsigned long long)p->id);
     leveldb_writebatch_destroy(dels);
 }
 
@@ -385,7 +383,7 @@ void st_shipped_add(st_part *p, uint64_t dest, const uint64_t *seqs, uint32_t n)
     pthread_mutex_lock(&p->mu);
     if (p->shipped == NULL)
         p->shipped = leveldb_writebatch_create();
-    if (p->shipped != NULL) {       /* else lost: a redelivery, ignored */
+    if (p->shipped != NULL) { /* else lost: a redelivery, ignored */
         for (uint32_t i = 0; i < n; i++) {
             be_put64(k + 9, seqs[i]);
             st_kdel(p, p->shipped, k, sizeof(k));
@@ -408,8 +406,7 @@ void st_shipped_flush(st_part *p)
         shipped_write(p, dels);
 }
 
-void st_commit_prepare(st_part *p, leveldb_writebatch_t *b, uint64_t pending,
-                       st_commit_st *c)
+void st_commit_prepare(st_part *p, leveldb_writebatch_t *b, uint64_t pending, st_commit_st *c)
 {
     uint8_t mv[24];
 
@@ -437,7 +434,7 @@ void st_commit_done(st_part *p, int rc, st_commit_st *c)
     leveldb_writebatch_t *dels = c->dels;
 
     pthread_mutex_lock(&p->mu);
-    if (rc != 0 && dels != NULL) {     /* still to do: back in front */
+    if (rc != 0 && dels != NULL) { /* still to do: back in front */
         if (p->shipped != NULL) {
             leveldb_writebatch_append(dels, p->shipped);
             leveldb_writebatch_destroy(p->shipped);
@@ -489,7 +486,7 @@ int st_hw_advance(st_part *p, uint64_t idle_us)
             rc = SX_ENOMEM;
         } else {
             p->w_hw = now;
-            rc = st_commit(p, b, 0);       /* restores w_hw on failure */
+            rc = st_commit(p, b, 0); /* restores w_hw on failure */
             leveldb_writebatch_destroy(b);
         }
     }

@@ -42,7 +42,7 @@
 #define ST_FACT_PREFIX 'F'
 #define ST_OUT_PREFIX 'O'
 #define ST_META_PREFIX 'M'
-#define ST_FACT_HDR 5                    /* 'F' + table id */
+#define ST_FACT_HDR 5 /* 'F' + table id */
 #define ST_FACT_KEY_MAX (ST_FACT_HDR + 8 + SX_MAX_KEY)
 
 struct ship;
@@ -57,54 +57,54 @@ typedef struct st_bf {
 /* An index build's progress, published for NODE_STATUS (guarded by mu). */
 typedef struct st_build {
     bool active;
-    char indexes[128];                 /* "table.index,..." being built */
-    uint64_t scanned;                  /* items of the snapshot read so far */
-    uint64_t emitted;                  /* records the index partitions applied so far */
-    uint64_t runs;                     /* sorted runs begun */
+    char indexes[128]; /* "table.index,..." being built */
+    uint64_t scanned;  /* items of the snapshot read so far */
+    uint64_t emitted;  /* records the index partitions applied so far */
+    uint64_t runs;     /* sorted runs begun */
 } st_build;
 
 typedef struct st_part {
     uint64_t id, hlo, hhi;
     const cfg_cluster *cfg;
     st_cat *cc;
-    st_store *store;                   /* the node's leveldb and committer */
-    uint8_t pfx[8];                    /* id, big-endian: every key's prefix */
+    st_store *store; /* the node's leveldb and committer */
+    uint8_t pfx[8];  /* id, big-endian: every key's prefix */
 
     pthread_mutex_t wlock;
-    const cat_catalog *cat;             /* catalog writes use (borrowed from cc) */
+    const cat_catalog *cat; /* catalog writes use (borrowed from cc) */
     uint64_t w_hw, w_head, w_items;
-    ob_chunk *chunks;                  /* by destination (cfg->index order):
-                                        * the outbox records of the batch
-                                        * being built; empty outside wlock */
-    struct u64set *bf_touch;           /* non-NULL while a backfill scans a
-                                        * snapshot (backfill.h): every write
-                                        * adds st_fact_tag of its fact key */
+    ob_chunk *chunks;        /* by destination (cfg->index order):
+                              * the outbox records of the batch
+                              * being built; empty outside wlock */
+    struct u64set *bf_touch; /* non-NULL while a backfill scans a
+                              * snapshot (backfill.h): every write
+                              * adds st_fact_tag of its fact key */
 
     pthread_mutex_t mu;
-    struct st_wreq *qhead, *qtail;     /* writes waiting for the committer */
-    bool stopping;                     /* new writes are refused */
-    uint64_t hw, head, items;          /* durable, published */
-    uint64_t outbox;                   /* outbox records not yet acked */
-    leveldb_writebatch_t *shipped;     /* deletions of acked outbox records not
-                                        * written yet (NULL: none): the next
-                                        * st_commit carries them, or the
-                                        * shipper once the partition has
-                                        * been idle a while */
-    uint32_t nshipped;                 /* deletions in `shipped` */
+    struct st_wreq *qhead, *qtail; /* writes waiting for the committer */
+    bool stopping;                 /* new writes are refused */
+    uint64_t hw, head, items;      /* durable, published */
+    uint64_t outbox;               /* outbox records not yet acked */
+    leveldb_writebatch_t *shipped; /* deletions of acked outbox records not
+                                    * written yet (NULL: none): the next
+                                    * st_commit carries them, or the
+                                    * shipper once the partition has
+                                    * been idle a while */
+    uint32_t nshipped;             /* deletions in `shipped` */
     uint32_t nbf;
     st_bf *bf;
-    st_build build;                    /* the index build under way, for status */
-    struct ship *ship;                 /* the node's shipper (set before the
-                                        * node serves writes), or NULL */
-    uint64_t range_slice_us;           /* an S_RANGE page's time slice
-                                        * (SHARDEX_SCAN_SLICE_MS) */
+    st_build build;          /* the index build under way, for status */
+    struct ship *ship;       /* the node's shipper (set before the
+                              * node serves writes), or NULL */
+    uint64_t range_slice_us; /* an S_RANGE page's time slice
+                              * (SHARDEX_SCAN_SLICE_MS) */
 } st_part;
 
 /* Opens the partition's keyspace in store and loads its metadata,
  * backfill table and outbox count. cc and store are borrowed and must
  * outlive it. Returns 0, SX_EIO, SX_ENOMEM; *out freed by st_part_close. */
-int st_part_open(const cfg_cluster *cfg, const cfg_part *cp, st_cat *cc,
-                 st_store *store, st_part **out);
+int st_part_open(const cfg_cluster *cfg, const cfg_part *cp, st_cat *cc, st_store *store,
+                 st_part **out);
 
 /* Closes the partition (the shipper and the store's committer must be
  * stopped first); accepts NULL. */
@@ -120,14 +120,14 @@ void st_part_close(st_part *p);
  * st_kput / st_kdel: add a put / delete to batch b (SX_EINVAL for a key
  * longer than ST_KEY_MAX, else 0). */
 #define ST_KEY_MAX (ST_FACT_KEY_MAX + 1)
-int st_kget(st_part *p, const leveldb_snapshot_t *snap, const void *k, size_t kn,
-            uint8_t **val, size_t *vn);
+int st_kget(st_part *p, const leveldb_snapshot_t *snap, const void *k, size_t kn, uint8_t **val,
+            size_t *vn);
 int st_kscan(st_part *p, const leveldb_snapshot_t *snap, const void *lo, size_t lo_n,
              const void *hi, size_t hi_n, bool desc, ldb_visit fn, void *arg);
 int st_ksweep(st_part *p, const leveldb_snapshot_t *snap, const void *lo, size_t lo_n,
               const void *hi, size_t hi_n, ldb_visit fn, void *arg);
-int st_kput(st_part *p, leveldb_writebatch_t *b, const void *k, size_t kn,
-            const void *v, size_t vn);
+int st_kput(st_part *p, leveldb_writebatch_t *b, const void *k, size_t kn, const void *v,
+            size_t vn);
 int st_kdel(st_part *p, leveldb_writebatch_t *b, const void *k, size_t kn);
 
 /* The store's absent-key filter (storage_filter.c) for a fact key of p,
@@ -170,8 +170,7 @@ void st_get(st_part *p, const msg_S_GET_req *rq, mp_buf *out);
 void st_range(st_part *p, const msg_S_RANGE_req *rq, mp_buf *out);
 
 /* Reads the published head, hw, item count and outbox size under mu. */
-void st_part_stats(st_part *p, uint64_t *head, uint64_t *hw, uint64_t *items,
-                   uint64_t *outbox);
+void st_part_stats(st_part *p, uint64_t *head, uint64_t *hw, uint64_t *items, uint64_t *outbox);
 
 /* Reads the index build under way (b->active false: none) under mu. */
 void st_part_build(st_part *p, st_build *b);
@@ -203,9 +202,8 @@ void st_part_use_catalog(st_part *p, const cat_catalog *cat);
  * the batch must end in st_commit/st_commit_prepare or, after any error
  * (this one's included: a chunk may then hold part of a record),
  * st_commit_abort, before wlock is released. Returns 0 or SX_ENOMEM. */
-int st_outbox_append(st_part *p, leveldb_writebatch_t *b, int kind, uint64_t v,
-                     const uint8_t *key, size_t kn, uint64_t h,
-                     const uint8_t *proj, size_t pn, uint64_t *pending);
+int st_outbox_append(st_part *p, leveldb_writebatch_t *b, int kind, uint64_t v, const uint8_t *key,
+                     size_t kn, uint64_t h, const uint8_t *proj, size_t pn, uint64_t *pending);
 
 /* Under wlock: appends the working metadata and the pending deletions of
  * shipped records (st_shipped_add) to b, writes it synced and, on success,
@@ -216,16 +214,15 @@ int st_commit(st_part *p, leveldb_writebatch_t *b, uint64_t pending);
 
 /* st_commit in two steps, for a group that syncs several partitions' batches
  * as one: st_commit_prepare (under wlock) appends the outbox chunks being
-  * built, the metadata and pending deletions to b, counts `pending` outbox
-  * records and fills *c; after the synced write, st_commit_done (still under
-  * wlock) publishes (rc 0) or rolls back (rc != 0) exactly as st_commit does. */
+ * built, the metadata and pending deletions to b, counts `pending` outbox
+ * records and fills *c; after the synced write, st_commit_done (still under
+ * wlock) publishes (rc 0) or rolls back (rc != 0) exactly as st_commit does. */
 typedef struct st_commit_st {
     leveldb_writebatch_t *dels;
     uint32_t ndels;
     uint64_t pending;
 } st_commit_st;
-void st_commit_prepare(st_part *p, leveldb_writebatch_t *b, uint64_t pending,
-                       st_commit_st *c);
+void st_commit_prepare(st_part *p, leveldb_writebatch_t *b, uint64_t pending, st_commit_st *c);
 void st_commit_done(st_part *p, int rc, st_commit_st *c);
 
 /* Records the deletion of the n outbox records seqs of destination dest,

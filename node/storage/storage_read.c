@@ -83,7 +83,8 @@ out:
     if (rc != 0)
         msg_encode_err(MSG_S_GET, rc,
                        rc == SX_EWRONGPART ? "key hash outside this partition or bad key"
-                                           : sx_strerror(rc), out);
+                                           : sx_strerror(rc),
+                       out);
     for (uint32_t i = 0; vals && i < n; i++)
         free(vals[i]);
     free(vals);
@@ -93,19 +94,18 @@ out:
 
 /* State of one S_RANGE scan. */
 typedef struct range_st {
-    const uint8_t *where;     /* NULL: no filter */
+    const uint8_t *where; /* NULL: no filter */
     size_t wn;
     uint32_t limit, count, scanned;
-    uint64_t t_end;           /* os_mono_us: the time slice ends */
-    tuple_bytes arena;           /* returned items, concatenated */
-    size_t *offs;             /* count + 1 offsets into arena */
+    uint64_t t_end;    /* os_mono_us: the time slice ends */
+    tuple_bytes arena; /* returned items, concatenated */
+    size_t *offs;      /* count + 1 offsets into arena */
     uint8_t next[ST_LOCAL_MAX];
     size_t next_n;
     int err;
 } range_st;
 
-static int range_visit(void *arg, const uint8_t *k, size_t kn,
-                       const uint8_t *v, size_t vn)
+static int range_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *v, size_t vn)
 {
     range_st *s = arg;
     uint64_t ver;
@@ -138,8 +138,8 @@ static int range_visit(void *arg, const uint8_t *k, size_t kn,
 }
 
 /* Checks the request and fills s->where, the scan bounds lo/hi. */
-static int range_setup(st_part *p, const msg_S_RANGE_req *rq, range_st *s,
-                       uint8_t *lo, size_t *lo_n, uint8_t *hi, size_t *hi_n)
+static int range_setup(st_part *p, const msg_S_RANGE_req *rq, range_st *s, uint8_t *lo,
+                       size_t *lo_n, uint8_t *hi, size_t *hi_n)
 {
     uint32_t tid = (uint32_t)rq->table_id;
 
@@ -158,8 +158,8 @@ static int range_setup(st_part *p, const msg_S_RANGE_req *rq, range_st *s,
             s->wn = rq->where.n;
         }
     }
-    s->limit = rq->limit == 0 || rq->limit > ST_RANGE_MAX_LIMIT
-                   ? ST_RANGE_MAX_LIMIT : (uint32_t)rq->limit;
+    s->limit = rq->limit == 0 || rq->limit > ST_RANGE_MAX_LIMIT ? ST_RANGE_MAX_LIMIT
+                                                                : (uint32_t)rq->limit;
     s->offs = calloc(s->limit + 1, sizeof(*s->offs));
     if (s->offs == NULL)
         return SX_ENOMEM;
@@ -215,7 +215,8 @@ void st_range(st_part *p, const msg_S_RANGE_req *rq, mp_buf *out)
     if (rc != 0)
         msg_encode_err(MSG_S_RANGE, rc,
                        rc == SX_EINVAL ? "where must be nil or a map of attribute to scalar"
-                                       : sx_strerror(rc), out);
+                                       : sx_strerror(rc),
+                       out);
     free(s.offs);
     bytes_free(&s.arena);
 }

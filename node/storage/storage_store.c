@@ -48,7 +48,7 @@ typedef struct mig {
     leveldb_writebatch_t *b;
     size_t bytes;
     uint64_t records;
-    uint8_t *key;             /* prefix | key, grown as needed */
+    uint8_t *key; /* prefix | key, grown as needed */
     size_t cap;
 } mig;
 
@@ -91,8 +91,9 @@ int st_store_migrate(st_store *s, const char *old_dir, uint64_t id)
     if (snprintf(dst, sizeof(dst), "%s.migrated", old_dir) >= (int)sizeof(dst))
         return SX_EINVAL;
     LOG_INFO("partition %llu: copying %s (the layout before the shared store) into the "
-             "node's store", (unsigned long long)id, old_dir);
-    rc = ldb_open_ex(old_dir, false, &old);   /* never a new, empty one */
+             "node's store",
+             (unsigned long long)id, old_dir);
+    rc = ldb_open_ex(old_dir, false, &old); /* never a new, empty one */
     if (rc != 0)
         return rc;
     m.b = leveldb_writebatch_create();
@@ -100,7 +101,7 @@ int st_store_migrate(st_store *s, const char *old_dir, uint64_t id)
         ldb_close(old);
         return SX_ENOMEM;
     }
-    rc = ldb_scan_nocache(old, NULL, "", 0, NULL, 0, mig_visit, &m);   /* a sweep */
+    rc = ldb_scan_nocache(old, NULL, "", 0, NULL, 0, mig_visit, &m); /* a sweep */
     if (rc == 0 && m.bytes > 0)
         rc = ldb_write_sync(s->db, m.b);
     leveldb_writebatch_destroy(m.b);

@@ -32,29 +32,29 @@ struct st_part;
 #define ST_PFX_LEN 8
 
 typedef struct st_store {
-    ldb *db;                           /* unsynced writes: ldb_write_lazy */
+    ldb *db; /* unsynced writes: ldb_write_lazy */
 
     /* the committer (storage_write.c) */
-    struct st_part **parts;            /* borrowed, set by st_store_start */
+    struct st_part **parts; /* borrowed, set by st_store_start */
     int nparts;
-    pthread_mutex_t mu;                /* guards the flags below */
-    pthread_cond_t cv;                 /* work for the committer, or quit */
-    bool work;                         /* a partition queued writes since the
-                                        * committer last took the queues */
-    bool idle;                         /* the committer waits on cv */
+    pthread_mutex_t mu; /* guards the flags below */
+    pthread_cond_t cv;  /* work for the committer, or quit */
+    bool work;          /* a partition queued writes since the
+                         * committer last took the queues */
+    bool idle;          /* the committer waits on cv */
     bool quit;
     bool started;
     pthread_t committer;
-    void *grp;                         /* the committer's per-partition scratch */
-    log_ratelimit slow;                 /* committer only: slow-group warnings */
-    commit_stats commits;              /* the committer's figures, for status */
-    uint64_t late;                     /* writes refused past their deadline
-                                        * (atomic access; status:
-                                        * "writes_past_deadline") */
+    void *grp;            /* the committer's per-partition scratch */
+    log_ratelimit slow;   /* committer only: slow-group warnings */
+    commit_stats commits; /* the committer's figures, for status */
+    uint64_t late;        /* writes refused past their deadline
+                           * (atomic access; status:
+                           * "writes_past_deadline") */
 
     /* the absent-key filter (storage_filter.c) */
-    struct keyfilter *kf;              /* NULL: none (every write reads) */
-    struct kf_loader *kf_load;         /* the scan that fills it */
+    struct keyfilter *kf;      /* NULL: none (every write reads) */
+    struct kf_loader *kf_load; /* the scan that fills it */
 } st_store;
 
 /* The store's memtables: twice an index partition's 64 MiB, since a write

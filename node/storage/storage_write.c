@@ -39,38 +39,38 @@
 /* One put or delete of a request, validated. */
 typedef struct st_op {
     bool del;
-    const uint8_t *obj;       /* item (put) or key map (delete); borrowed */
+    const uint8_t *obj; /* item (put) or key map (delete); borrowed */
     size_t on;
     uint64_t h;
-    size_t koff, kn;          /* fact key within the request's key arena */
+    size_t koff, kn; /* fact key within the request's key arena */
 } st_op;
 
 typedef struct st_wreq {
     const msg_S_WRITE_req *rq;
     uint32_t n;
     st_op *ops;
-    tuple_bytes keys;            /* fact keys of ops, concatenated */
+    tuple_bytes keys; /* fact keys of ops, concatenated */
     int err;
     char msg[160];
     uint64_t *versions, *found;
-    st_write_cb cb;           /* st_write_start's (r is on the heap), or NULL: */
+    st_write_cb cb; /* st_write_start's (r is on the heap), or NULL: */
     void *cb_arg;
-    bool done;                /* st_write's: set under p->mu, then cv */
+    bool done; /* st_write's: set under p->mu, then cv */
     pthread_cond_t cv;
     struct st_wreq *next;
 } st_wreq;
 
 /* The state of one fact key during a group: loaded or written earlier. */
 typedef struct gm_ent {
-    const uint8_t *key;       /* NULL: empty slot */
+    const uint8_t *key; /* NULL: empty slot */
     size_t kn;
     bool exists;
     uint64_t version;
     const uint8_t *item;
     size_t in;
-    uint8_t *owned;           /* leveldb value buffer backing item, or NULL */
-    kf_key fk;                /* the key's hashes: its slot here, and the
-                               * absent-key filter's lookup and add */
+    uint8_t *owned; /* leveldb value buffer backing item, or NULL */
+    kf_key fk;      /* the key's hashes: its slot here, and the
+                     * absent-key filter's lookup and add */
 } gm_ent;
 
 typedef struct gmap {
@@ -165,9 +165,9 @@ static bool index_key(const cat_table *t, const cat_index *ix, const item_view *
 
 /* Emits the outbox records that move index ix from item old to item nw
  * (either may be NULL) at version v. */
-static int emit_one(st_part *p, leveldb_writebatch_t *b, const cat_table *t,
-                    const cat_index *ix, const item_view *old, const item_view *nw,
-                    uint64_t v, uint64_t h, uint64_t *pending, tuple_bytes *ko, tuple_bytes *kn)
+static int emit_one(st_part *p, leveldb_writebatch_t *b, const cat_table *t, const cat_index *ix,
+                    const item_view *old, const item_view *nw, uint64_t v, uint64_t h,
+                    uint64_t *pending, tuple_bytes *ko, tuple_bytes *kn)
 {
     int err = 0, rc = 0;
     bool has_o = index_key(t, ix, old, ko, &err);
@@ -193,8 +193,8 @@ static int emit_one(st_part *p, leveldb_writebatch_t *b, const cat_table *t,
      * this write (backfill.h) */
     if (rc == 0 && (!same || ix->state == CAT_BUILDING || po.sb.size != pn.sb.size ||
                     memcmp(po.sb.data, pn.sb.data, pn.sb.size) != 0))
-        rc = st_outbox_append(p, b, OUT_PUT, v, kn->p, kn->n, h,
-                              (const uint8_t *)pn.sb.data, pn.sb.size, pending);
+        rc = st_outbox_append(p, b, OUT_PUT, v, kn->p, kn->n, h, (const uint8_t *)pn.sb.data,
+                              pn.sb.size, pending);
     mp_buf_free(&pn);
     mp_buf_free(&po);
     return rc;
@@ -202,9 +202,9 @@ static int emit_one(st_part *p, leveldb_writebatch_t *b, const cat_table *t,
 
 /* Emits the outbox records of every index of t for the write of nw (NULL:
  * a delete) over old (NULL: none), each item read once for all indexes. */
-static int emit_all(st_part *p, leveldb_writebatch_t *b, const cat_table *t,
-                    const uint8_t *old, size_t on, const uint8_t *nw, size_t nn,
-                    uint64_t v, uint64_t h, uint64_t *pending)
+static int emit_all(st_part *p, leveldb_writebatch_t *b, const cat_table *t, const uint8_t *old,
+                    size_t on, const uint8_t *nw, size_t nn, uint64_t v, uint64_t h,
+                    uint64_t *pending)
 {
     tuple_bytes ko = { 0 }, kn = { 0 };
     item_view vo = { 0 }, vn = { 0 };
@@ -222,8 +222,8 @@ static int emit_all(st_part *p, leveldb_writebatch_t *b, const cat_table *t,
     if (rc == 0 && nw != NULL)
         rc = item_view_parse(&vn, nw, nn);
     for (uint32_t i = 0; rc == 0 && i < t->nindexes; i++)
-        rc = emit_one(p, b, t, &t->indexes[i], orc == 0 ? &vo : NULL, nw ? &vn : NULL,
-                      v, h, pending, &ko, &kn);
+        rc = emit_one(p, b, t, &t->indexes[i], orc == 0 ? &vo : NULL, nw ? &vn : NULL, v, h,
+                      pending, &ko, &kn);
     item_view_free(&vo);
     item_view_free(&vn);
     bytes_free(&ko);
@@ -245,14 +245,14 @@ static int put_fact(st_part *p, leveldb_writebatch_t *b, const gm_ent *e, uint64
     }
     rc = st_kput(p, b, e->key, e->kn, val.sb.data, val.sb.size);
     mp_buf_free(&val);
-    if (rc == 0 && !e->exists)   /* an existing key is in the filter already */
+    if (rc == 0 && !e->exists) /* an existing key is in the filter already */
         st_fact_written(p, e->fk);
     return rc;
 }
 
 /* Applies one operation to the batch; sets its version and found flag. */
-static int apply_op(st_part *p, leveldb_writebatch_t *b, gmap *m, const cat_table *t,
-                    st_wreq *r, uint32_t i, uint64_t *pending)
+static int apply_op(st_part *p, leveldb_writebatch_t *b, gmap *m, const cat_table *t, st_wreq *r,
+                    uint32_t i, uint64_t *pending)
 {
     st_op *op = &r->ops[i];
     gm_ent *e;
@@ -268,10 +268,10 @@ static int apply_op(st_part *p, leveldb_writebatch_t *b, gmap *m, const cat_tabl
     }
     v = next_version(p);
     r->versions[i] = v;
-    if (p->bf_touch != NULL)   /* out of memory, the set counts every fact */
+    if (p->bf_touch != NULL) /* out of memory, the set counts every fact */
         (void)u64set_add(p->bf_touch, st_fact_tag(e->key, e->kn));
-    rc = emit_all(p, b, t, e->exists ? e->item : NULL, e->in,
-                  op->del ? NULL : op->obj, op->on, v, op->h, pending);
+    rc = emit_all(p, b, t, e->exists ? e->item : NULL, e->in, op->del ? NULL : op->obj, op->on, v,
+                  op->h, pending);
     if (rc != 0)
         return rc;
     if (op->del) {
@@ -351,17 +351,21 @@ static void group_deadlines(st_part *p, st_wreq *list)
         if (now == 0)
             now = (long long)os_real_ms();
         left = r->rq->deadline_ms > (uint64_t)LLONG_MAX ? LLONG_MAX
-             : (long long)r->rq->deadline_ms - now;
+                                                        : (long long)r->rq->deadline_ms - now;
         if (left > skew)
             continue;
         if (left < 0)
-            snprintf(msg, sizeof(msg), "not applied: its deadline passed %lld ms before "
+            snprintf(msg, sizeof(msg),
+                     "not applied: its deadline passed %lld ms before "
                      "the storage node took it (it came late, or its client's clock is "
-                     "behind this node's)", -left);
+                     "behind this node's)",
+                     -left);
         else
-            snprintf(msg, sizeof(msg), "not applied: its deadline was %lld ms away when "
+            snprintf(msg, sizeof(msg),
+                     "not applied: its deadline was %lld ms away when "
                      "the storage node took it, within the cluster's max_clock_skew_ms "
-                     "(%lld)", left, skew);
+                     "(%lld)",
+                     left, skew);
         fail_req(r, SX_EDEADLINE, msg);
         __atomic_add_fetch(&p->store->late, 1, __ATOMIC_RELAXED);
     }
@@ -372,7 +376,7 @@ typedef struct op_ref {
     st_wreq *r;
     const cat_table *t;
     uint32_t i;
-    uint32_t pos;             /* in queue order */
+    uint32_t pos; /* in queue order */
 } op_ref;
 
 static int op_ref_cmp(const void *a, const void *b)
@@ -416,13 +420,13 @@ static op_ref *sorted_ops(st_part *p, st_wreq *list, size_t nops, size_t *n)
 /* One partition's share of a node group. */
 typedef struct part_grp {
     st_part *p;
-    st_wreq *list;            /* its requests, queue order */
-    leveldb_writebatch_t *b;  /* its share: the committer's scratch, kept across
-                               * groups (committer_main), emptied for each */
+    st_wreq *list;           /* its requests, queue order */
+    leveldb_writebatch_t *b; /* its share: the committer's scratch, kept across
+                              * groups (committer_main), emptied for each */
     st_commit_st cs;
     size_t nops;
-    bool locked;              /* its write lock is held: in this group */
-    bool commit;              /* prepared: b goes into the synced write */
+    bool locked; /* its write lock is held: in this group */
+    bool commit; /* prepared: b goes into the synced write */
     int rc;
 } part_grp;
 
@@ -439,7 +443,7 @@ static void group_build(part_grp *g)
     op_ref *refs = NULL;
     int rc;
 
-    if (g->b == NULL)         /* run_group reset the rest */
+    if (g->b == NULL) /* run_group reset the rest */
         g->b = leveldb_writebatch_create();
     else
         leveldb_writebatch_clear(g->b);
@@ -455,7 +459,7 @@ static void group_build(part_grp *g)
     for (size_t k = 0; rc == 0 && k < applied; k++)
         rc = apply_op(p, g->b, &m, refs[k].t, refs[k].r, refs[k].i, &pending);
     free(refs);
-    gm_free(&m);              /* the batch holds copies */
+    gm_free(&m); /* the batch holds copies */
     if (rc != 0) {
         st_commit_abort(p);
     } else if (applied > 0) { /* else every request failed: nothing to write */
@@ -478,13 +482,14 @@ static void group_done(part_grp *g, int wrc)
     }
     pthread_mutex_unlock(&p->wlock);
     if (g->rc != 0) {
-        LOG_ERROR("partition %llu: group of %zu ops failed: %s",
-                  (unsigned long long)p->id, g->nops, sx_strerror(g->rc));
+        LOG_ERROR("partition %llu: group of %zu ops failed: %s", (unsigned long long)p->id, g->nops,
+                  sx_strerror(g->rc));
         for (st_wreq *r = g->list; r; r = r->next)
-            fail_req(r, g->rc, g->rc == SX_EIO
-                     ? "storage write failed: a disk error on the storage node (this write "
-                       "may or may not survive; the node refuses writes until it restarts)"
-                     : "storage write failed");
+            fail_req(r, g->rc,
+                     g->rc == SX_EIO
+                         ? "storage write failed: a disk error on the storage node (this write "
+                           "may or may not survive; the node refuses writes until it restarts)"
+                         : "storage write failed");
     }
 }
 
@@ -504,7 +509,7 @@ static size_t run_group(st_store *s, part_grp *g, int n, leveldb_writebatch_t **
     int shares = 0, wrc = 0, nlocked = 0;
 
     for (int i = 0; i < n; i++) {
-        g[i].commit = false;  /* a partition left out has no share */
+        g[i].commit = false; /* a partition left out has no share */
         g[i].nops = 0;
         g[i].rc = 0;
         g[i].locked = pthread_mutex_trylock(&g[i].p->wlock) == 0;
@@ -527,7 +532,7 @@ static size_t run_group(st_store *s, part_grp *g, int n, leveldb_writebatch_t **
         }
     }
     t1 = os_mono_us();
-    if (shares > 1) {         /* one batch, one log record, one fsync */
+    if (shares > 1) { /* one batch, one log record, one fsync */
         if (*all == NULL)
             *all = leveldb_writebatch_create();
         else
@@ -551,8 +556,8 @@ static size_t run_group(st_store *s, part_grp *g, int n, leveldb_writebatch_t **
         cstats_add(&s->commits, nops, t1 - t0, t2 - t1);
     if (t2 - t0 >= SX_SLOW_MS * 1000ull && log_ratelimit_ok(&s->slow, 1000, &skipped))
         LOG_WARN("slow group: %zu ops in %d partitions, apply %llu ms, synced write %llu ms "
-                 "(%u more slow groups since the last report)", nops, nlocked,
-                 (t1 - t0) / 1000, (t2 - t1) / 1000, skipped);
+                 "(%u more slow groups since the last report)",
+                 nops, nlocked, (t1 - t0) / 1000, (t2 - t1) / 1000, skipped);
     return nops;
 }
 
@@ -592,7 +597,7 @@ static bool enqueue(st_part *p, st_wreq *r)
     pthread_mutex_lock(&st->mu);
     st->work = true;
     if (st->idle) {
-        st->idle = false;               /* one wake-up is enough */
+        st->idle = false; /* one wake-up is enough */
         pthread_cond_signal(&st->cv);
     }
     pthread_mutex_unlock(&st->mu);
@@ -747,7 +752,7 @@ int st_store_start(st_store *s, st_part **parts, int n)
     s->grp = calloc(n > 0 ? (size_t)n : 1, sizeof(part_grp));
     if (s->grp == NULL)
         return SX_ENOMEM;
-    st_filter_start(s);        /* optional: without it every write reads */
+    st_filter_start(s); /* optional: without it every write reads */
     if (pthread_create(&s->committer, NULL, committer_main, s) != 0) {
         st_filter_stop(s);
         free(s->grp);
@@ -831,7 +836,7 @@ static int prepare(st_part *p, st_wreq *r, bool may_block)
         fail_req(r, SX_EINVAL, "dels and objs differ in length");
         return SX_EINVAL;
     }
-    if (!may_block) {   /* only what is cached: nothing else is set */
+    if (!may_block) { /* only what is cached: nothing else is set */
         if (st_cat_peek(p->cc, rq->catver, &cat) != 0)
             return SX_ESTALECAT;
     } else if ((rc = st_cat_get(p->cc, rq->catver, &cat)) != 0) {
@@ -844,7 +849,7 @@ static int prepare(st_part *p, st_wreq *r, bool may_block)
     if (t == NULL && !may_block)
         return SX_ESTALECAT;
     if (t == NULL)
-        t = st_table(p, rq->table_id);   /* refreshes once: a new table? */
+        t = st_table(p, rq->table_id); /* refreshes once: a new table? */
     if (t == NULL) {
         fail_req(r, SX_ENOTABLE, "no such table id");
         return SX_ENOTABLE;
@@ -895,7 +900,7 @@ bool st_write_start(st_part *p, const msg_S_WRITE_req *rq, st_write_cb cb, void 
     int rc;
 
     if (r == NULL)
-        return false;           /* the worker path answers out of memory */
+        return false; /* the worker path answers out of memory */
     r->rq = rq;
     r->cb = cb;
     r->cb_arg = arg;
@@ -906,6 +911,6 @@ bool st_write_start(st_part *p, const msg_S_WRITE_req *rq, st_write_cb cb, void 
         return false;
     }
     if (rc != 0 || r->n == 0 || !enqueue(p, r))
-        finish_async(r);        /* answered at once: invalid, empty, stopping */
+        finish_async(r); /* answered at once: invalid, empty, stopping */
     return true;
 }

@@ -219,12 +219,12 @@ static int decode_index(mp_cur *c, cat_index *ix)
         else if (mp_span_eq_cstr(k, "attrs"))
             rc = key_once(&seen, 2) ? SX_EPROTO : read_names(c, &ix->attrs, &ix->nattrs);
         else if (mp_span_eq_cstr(k, "proj_attrs"))
-            rc = key_once(&seen, 3) ? SX_EPROTO
-                                    : read_names(c, &ix->proj_attrs, &ix->nproj);
+            rc = key_once(&seen, 3) ? SX_EPROTO : read_names(c, &ix->proj_attrs, &ix->nproj);
         else if (mp_span_eq_cstr(k, "proj")) {
             if ((rc = mp_read_str(c, &s)) == 0)
-                ix->proj = mp_span_eq_cstr(s, "all") ? CAT_PROJ_ALL
-                         : mp_span_eq_cstr(s, "list") ? CAT_PROJ_LIST : CAT_PROJ_KEYS;
+                ix->proj = mp_span_eq_cstr(s, "all")    ? CAT_PROJ_ALL
+                           : mp_span_eq_cstr(s, "list") ? CAT_PROJ_LIST
+                                                        : CAT_PROJ_KEYS;
         } else if (mp_span_eq_cstr(k, "state")) {
             if ((rc = mp_read_str(c, &s)) == 0)
                 ix->state = mp_span_eq_cstr(s, "ready") ? CAT_READY : CAT_BUILDING;
@@ -346,8 +346,7 @@ cat_catalog *cat_clone(const cat_catalog *cat)
     cat_catalog *copy = NULL;
 
     mp_buf_init(&b);
-    if (cat_encode(cat, &b) == 0 &&
-        cat_decode((const uint8_t *)b.sb.data, b.sb.size, &copy) != 0)
+    if (cat_encode(cat, &b) == 0 && cat_decode((const uint8_t *)b.sb.data, b.sb.size, &copy) != 0)
         copy = NULL;
     mp_buf_free(&b);
     return copy;
@@ -459,8 +458,8 @@ int cat_create_index(cat_catalog *cat, const char *table, const char *name,
 
     if (t == NULL)
         return SX_ENOTABLE;
-    if (!cat_name_ok(name) || nattrs == 0 || nattrs > CAT_MAX_ATTRS ||
-        nproj > CAT_MAX_ATTRS || !names_ok(attrs, nattrs) || !names_ok(proj_attrs, nproj) ||
+    if (!cat_name_ok(name) || nattrs == 0 || nattrs > CAT_MAX_ATTRS || nproj > CAT_MAX_ATTRS ||
+        !names_ok(attrs, nattrs) || !names_ok(proj_attrs, nproj) ||
         (proj == CAT_PROJ_LIST && nproj == 0))
         return SX_EINVAL;
     if (cat_index_by_name(t, name, strlen(name)))
@@ -503,15 +502,14 @@ int cat_drop_index(cat_catalog *cat, const char *table, const char *name)
         return SX_ENOINDEX;
     pos = (uint32_t)(ix - t->indexes);
     index_free(ix);
-    memmove(&t->indexes[pos], &t->indexes[pos + 1],
-            (t->nindexes - pos - 1) * sizeof(cat_index));
+    memmove(&t->indexes[pos], &t->indexes[pos + 1], (t->nindexes - pos - 1) * sizeof(cat_index));
     t->nindexes--;
     cat->version++;
     return 0;
 }
 
-int cat_mark_backfilled(cat_catalog *cat, uint32_t index_id, uint64_t part,
-                        const uint64_t *parts, uint32_t nparts)
+int cat_mark_backfilled(cat_catalog *cat, uint32_t index_id, uint64_t part, const uint64_t *parts,
+                        uint32_t nparts)
 {
     cat_index *ix = cat_index_by_id(cat, index_id, NULL);
     uint32_t done = 0;

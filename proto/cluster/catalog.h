@@ -20,8 +20,8 @@
 #include <stdbool.h>
 #include "mp.h"
 
-#define CAT_MAX_NAME 128     /* bytes in a table, index or attribute name */
-#define CAT_MAX_ATTRS 16     /* attributes in an index key or projection */
+#define CAT_MAX_NAME 128 /* bytes in a table, index or attribute name */
+#define CAT_MAX_ATTRS 16 /* attributes in an index key or projection */
 
 typedef enum cat_proj { CAT_PROJ_KEYS = 0, CAT_PROJ_ALL = 1, CAT_PROJ_LIST = 2 } cat_proj;
 typedef enum cat_state { CAT_BUILDING = 0, CAT_READY = 1 } cat_state;
@@ -36,14 +36,14 @@ typedef struct cat_index {
     char **proj_attrs;
     cat_state state;
     uint32_t ndone;
-    uint64_t *done_parts;   /* storage partitions whose backfill has shipped */
+    uint64_t *done_parts; /* storage partitions whose backfill has shipped */
 } cat_index;
 
 typedef struct cat_table {
     uint32_t id;
     char *name;
     char *pk;
-    char *sk;               /* NULL when the table has no sort key */
+    char *sk; /* NULL when the table has no sort key */
     uint32_t nindexes;
     cat_index *indexes;
 } cat_table;
@@ -92,8 +92,8 @@ int cat_create_index(cat_catalog *cat, const char *table, const char *name,
                      const char *const *attrs, uint32_t nattrs, cat_proj proj,
                      const char *const *proj_attrs, uint32_t nproj);
 int cat_drop_index(cat_catalog *cat, const char *table, const char *name);
-int cat_mark_backfilled(cat_catalog *cat, uint32_t index_id, uint64_t part,
-                        const uint64_t *parts, uint32_t nparts);
+int cat_mark_backfilled(cat_catalog *cat, uint32_t index_id, uint64_t part, const uint64_t *parts,
+                        uint32_t nparts);
 
 /* True when name is a valid table/index/attribute name: 1..CAT_MAX_NAME
  * bytes of [A-Za-z0-9_.-], not "primary". */

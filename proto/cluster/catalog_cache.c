@@ -30,20 +30,20 @@
 /* A caller waiting for the fetch in flight; on the waiter's stack. */
 typedef struct cc_waiter {
     fib_event done;
-    int rc;                  /* the fetch's outcome and number, set before */
-    uint64_t seq;            /* done */
+    int rc;       /* the fetch's outcome and number, set before */
+    uint64_t seq; /* done */
     struct cc_waiter *next;
 } cc_waiter;
 
 struct catcache {
     net_peer *peer;
     pthread_mutex_t mu;
-    bool fetching;           /* fetch number `started` is in flight */
-    uint64_t started;        /* fetches started */
-    uint64_t fresh;          /* the number of the last that succeeded (0: none) */
-    cc_waiter *waiters;      /* callers waiting for the one in flight */
-    const cat_catalog *cur;   /* newest version (one of all[]), or NULL */
-    cat_catalog **all;        /* every version handed out (owned) */
+    bool fetching;          /* fetch number `started` is in flight */
+    uint64_t started;       /* fetches started */
+    uint64_t fresh;         /* the number of the last that succeeded (0: none) */
+    cc_waiter *waiters;     /* callers waiting for the one in flight */
+    const cat_catalog *cur; /* newest version (one of all[]), or NULL */
+    cat_catalog **all;      /* every version handed out (owned) */
     size_t nall, cap;
 };
 
@@ -134,7 +134,7 @@ static int catcache_fetch(catcache *cc, uint64_t since, cat_catalog **out)
 static int catcache_publish(catcache *cc, cat_catalog *cat)
 {
     if (cat == NULL)
-        return 0;                 /* unchanged */
+        return 0; /* unchanged */
     if (cc->cur != NULL && cat->version <= cc->cur->version) {
         cat_free(cat);
         return 0;
@@ -195,7 +195,7 @@ static int run_fetch(catcache *cc, uint64_t n)
     cc->waiters = NULL;
     pthread_mutex_unlock(&cc->mu);
     for (; w != NULL; w = next) {
-        next = w->next;         /* read before ev_set: w may be gone after it */
+        next = w->next; /* read before ev_set: w may be gone after it */
         w->rc = rc;
         w->seq = n;
         ev_set(&w->done);
@@ -210,7 +210,7 @@ int catcache_refresh(catcache *cc)
     int rc;
 
     pthread_mutex_lock(&cc->mu);
-    after = cc->started;        /* fetches numbered above this start after us */
+    after = cc->started; /* fetches numbered above this start after us */
     for (;;) {
         if (cc->fresh > after) {
             pthread_mutex_unlock(&cc->mu);
@@ -222,7 +222,7 @@ int catcache_refresh(catcache *cc)
             pthread_mutex_unlock(&cc->mu);
             return rc;
         }
-        if (me.rc != 0 && me.seq > after) {     /* one on our behalf failed */
+        if (me.rc != 0 && me.seq > after) { /* one on our behalf failed */
             pthread_mutex_unlock(&cc->mu);
             return me.rc;
         }

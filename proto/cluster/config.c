@@ -157,7 +157,8 @@ static int add_parts(cfg_cluster *c, json_t *jn, int role, cfg_err *e)
             if (parse_u64hex(json_string_value(json_object_get(jp, "lo")), &p->hlo) ||
                 parse_u64hex(json_string_value(json_object_get(jp, "hi")), &p->hhi) ||
                 p->hlo > p->hhi)
-                return fail(e, "storage partition %llu: \"lo\"/\"hi\" must be 16 hex digits, lo <= hi",
+                return fail(e,
+                            "storage partition %llu: \"lo\"/\"hi\" must be 16 hex digits, lo <= hi",
                             (unsigned long long)p->id);
         } else if (json_tuple(json_object_get(jp, "lo"), &p->lo, &p->lo_n) ||
                    json_tuple(json_object_get(jp, "hi"), &p->hi, &p->hi_n)) {
@@ -195,7 +196,8 @@ static int check_coverage(cfg_cluster *c, cfg_err *e)
     for (int i = 1; i < c->nstorage; i++)
         if (c->storage[i].hlo != c->storage[i - 1].hhi + 1)
             return fail(e, "storage partitions %llu and %llu leave a gap or overlap",
-                        (unsigned long long)c->storage[i - 1].id, (unsigned long long)c->storage[i].id);
+                        (unsigned long long)c->storage[i - 1].id,
+                        (unsigned long long)c->storage[i].id);
     if (c->index[0].lo_n != 0 || c->index[c->nindex - 1].hi_n != 0)
         return fail(e, "the first index partition needs \"lo\": null and the last \"hi\": null");
     for (int i = 1; i < c->nindex; i++) {
@@ -250,9 +252,11 @@ static int check_link_key(const cfg_cluster *c, cfg_err *e)
         return 0;
     for (int i = 0; i < c->nnodes; i++)
         if (!cfg_url_is_local(c->nodes[i].url))
-            return fail(e, "node '%s' listens on %s, not on loopback: a cluster that spans "
+            return fail(e,
+                        "node '%s' listens on %s, not on loopback: a cluster that spans "
                         "hosts needs \"link_key\" (64 hex digits, 32 random bytes) so that its "
-                        "processes authenticate each other", c->nodes[i].name, c->nodes[i].url);
+                        "processes authenticate each other",
+                        c->nodes[i].name, c->nodes[i].url);
     return 0;
 }
 
@@ -294,8 +298,10 @@ static int load_hosts(cfg_cluster *c, json_t *root, cfg_err *e)
         if (host < 0 || c->nodes[host].role != SX_ROLE_STORAGE)
             return fail(e, "router '%s': \"host\" must name a storage node", name);
         if (strcmp(c->nodes[self].url, c->nodes[host].url) == 0)
-            return fail(e, "router '%s' and its host '%s' have the same url: the node "
-                        "listens on both", name, c->nodes[host].name);
+            return fail(e,
+                        "router '%s' and its host '%s' have the same url: the node "
+                        "listens on both",
+                        name, c->nodes[host].name);
         for (int k = 0; k < c->nnodes; k++)
             if (c->nodes[k].host == host)
                 return fail(e, "storage node '%s' hosts two routers ('%s' and '%s')",
@@ -314,10 +320,11 @@ static int load_skew(cfg_cluster *c, json_t *root, cfg_err *e)
     c->max_clock_skew_ms = CFG_SKEW_DEFAULT_MS;
     if (v == NULL)
         return 0;
-    if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-        json_integer_value(v) > CFG_SKEW_MAX_MS)
-        return fail(e, "\"max_clock_skew_ms\" must be an integer from 0 to %d "
-                    "(milliseconds)", CFG_SKEW_MAX_MS);
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > CFG_SKEW_MAX_MS)
+        return fail(e,
+                    "\"max_clock_skew_ms\" must be an integer from 0 to %d "
+                    "(milliseconds)",
+                    CFG_SKEW_MAX_MS);
     c->max_clock_skew_ms = (int)json_integer_value(v);
     return 0;
 }
@@ -373,7 +380,7 @@ static int load_client_tls(cfg_cluster *c, json_t *root, const char *path, cfg_e
     if (t != NULL) {
         if (!json_is_object(t))
             return fail(e, "\"client_tls\" must be an object with \"ca\", \"cert\" and "
-                        "\"key\" (PEM file paths)");
+                           "\"key\" (PEM file paths)");
         for (int i = 0; i < 3; i++) {
             const char *v = json_string_value(json_object_get(t, names[i]));
             if (v == NULL || *v == '\0')
@@ -385,15 +392,17 @@ static int load_client_tls(cfg_cluster *c, json_t *root, const char *path, cfg_e
     for (int i = 0; i < c->nnodes; i++) {
         int kind = c->nodes[i].role == SX_ROLE_ROUTER ? router_url_kind(c->nodes[i].url) : 0;
         if (kind < 0)
-            return fail(e, "router '%s': a router serves clients on tcp://, ipc:// or, with "
-                        "\"client_tls\", tls+tcp:// URLs, not %s", c->nodes[i].name,
-                        c->nodes[i].url);
+            return fail(e,
+                        "router '%s': a router serves clients on tcp://, ipc:// or, with "
+                        "\"client_tls\", tls+tcp:// URLs, not %s",
+                        c->nodes[i].name, c->nodes[i].url);
         if (c->nodes[i].role != SX_ROLE_ROUTER || kind == (t != NULL))
             continue;
-        return fail(e, t != NULL
-                    ? "router '%s' must listen on a tls+tcp:// URL: the config has "
-                      "\"client_tls\""
-                    : "router '%s' listens on a TLS URL but the config has no \"client_tls\"",
+        return fail(e,
+                    t != NULL
+                        ? "router '%s' must listen on a tls+tcp:// URL: the config has "
+                          "\"client_tls\""
+                        : "router '%s' listens on a TLS URL but the config has no \"client_tls\"",
                     c->nodes[i].name);
     }
     return 0;
@@ -434,9 +443,8 @@ int cfg_load(const char *path, cfg_cluster **out, char *err, size_t errlen)
              (rc = load_nodes(c, root, "routers", SX_ROLE_ROUTER, &e)) == 0 &&
              (rc = load_nodes(c, root, "storage", SX_ROLE_STORAGE, &e)) == 0 &&
              (rc = load_nodes(c, root, "index", SX_ROLE_INDEX, &e)) == 0 &&
-             (rc = load_hosts(c, root, &e)) == 0 &&
-             (rc = check_coverage(c, &e)) == 0 && (rc = check_link_key(c, &e)) == 0 &&
-             (rc = load_client_tls(c, root, path, &e)) == 0) {
+             (rc = load_hosts(c, root, &e)) == 0 && (rc = check_coverage(c, &e)) == 0 &&
+             (rc = check_link_key(c, &e)) == 0 && (rc = load_client_tls(c, root, path, &e)) == 0) {
         s = json_string_value(json_object_get(root, "catalog_node"));
         c->catalog_node = s ? cfg_node_by_name(c, s) : -1;
         if (c->catalog_node < 0 || c->nodes[c->catalog_node].role != SX_ROLE_STORAGE)
@@ -528,8 +536,8 @@ const cfg_part *cfg_part_by_id(const cfg_cluster *c, uint64_t id, int *role)
     return NULL;
 }
 
-void cfg_index_range(const cfg_cluster *c, const uint8_t *lo, size_t lo_n,
-                     const uint8_t *hi, size_t hi_n, int *first, int *count)
+void cfg_index_range(const cfg_cluster *c, const uint8_t *lo, size_t lo_n, const uint8_t *hi,
+                     size_t hi_n, int *first, int *count)
 {
     int a = index_slot(c, lo, lo_n);
     int b = c->nindex - 1;

@@ -22,8 +22,8 @@
 #define SX_ROLE_INDEX 2
 
 typedef struct cfg_part {
-    uint64_t id;          /* unique across the cluster, never 0 */
-    int node;             /* index into cfg.nodes */
+    uint64_t id; /* unique across the cluster, never 0 */
+    int node;    /* index into cfg.nodes */
     /* storage: hash range, inclusive */
     uint64_t hlo, hhi;
     /* index: tuple range [lo, hi); lo_n == 0 means unbounded below,
@@ -34,12 +34,12 @@ typedef struct cfg_part {
 
 typedef struct cfg_node {
     char *name;
-    int role;             /* SX_ROLE_* */
-    char *url;            /* nng URL it listens on */
-    int host;             /* a router run inside a storage node's process
-                           * ("host": that node's name): the node's index
-                           * into cfg.nodes; -1: a process of its own
-                           * (shardex-router), and for every other node */
+    int role;  /* SX_ROLE_* */
+    char *url; /* nng URL it listens on */
+    int host;  /* a router run inside a storage node's process
+                * ("host": that node's name): the node's index
+                * into cfg.nodes; -1: a process of its own
+                * (shardex-router), and for every other node */
 } cfg_node;
 
 #define CFG_SKEW_DEFAULT_MS 100
@@ -49,21 +49,21 @@ typedef struct cfg_cluster {
     char *cluster;
     uint8_t hash_key[SX_HASH_KEY_BYTES];
     uint8_t token_key[32];
-    bool has_link_key;    /* "link_key" given: links are authenticated with it */
-    uint8_t link_key[32]; /* (proto/runtime/link_auth.h); required beyond loopback */
-    int max_clock_skew_ms; /* the most two hosts' clocks may differ: a write
-                            * is applied only this long before its deadline
-                            * (msg.h, deadline_ms) */
+    bool has_link_key;                 /* "link_key" given: links are authenticated with it */
+    uint8_t link_key[32];              /* (proto/runtime/link_auth.h); required beyond loopback */
+    int max_clock_skew_ms;             /* the most two hosts' clocks may differ: a write
+                                        * is applied only this long before its deadline
+                                        * (msg.h, deadline_ms) */
     char *tls_ca, *tls_cert, *tls_key; /* "client_tls": the routers' client port
                                         * speaks TLS with these PEM files (paths
                                         * resolved against the config file's
                                         * folder); NULL without it */
-    int catalog_node;     /* index into nodes of the storage node holding the catalog */
+    int catalog_node; /* index into nodes of the storage node holding the catalog */
     int nnodes;
     cfg_node *nodes;
-    int nstorage;         /* storage partitions, sorted by hlo */
+    int nstorage; /* storage partitions, sorted by hlo */
     cfg_part *storage;
-    int nindex;           /* index partitions, sorted by lo */
+    int nindex; /* index partitions, sorted by lo */
     cfg_part *index;
 } cfg_cluster;
 
@@ -95,7 +95,7 @@ const cfg_part *cfg_part_by_id(const cfg_cluster *cfg, uint64_t id, int *role);
 
 /* Index partitions overlapping the tuple range [lo, hi) (hi_n == 0:
  * unbounded), as a contiguous run: *first and *count. */
-void cfg_index_range(const cfg_cluster *cfg, const uint8_t *lo, size_t lo_n,
-                     const uint8_t *hi, size_t hi_n, int *first, int *count);
+void cfg_index_range(const cfg_cluster *cfg, const uint8_t *lo, size_t lo_n, const uint8_t *hi,
+                     size_t hi_n, int *first, int *count);
 
 #endif

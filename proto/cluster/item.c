@@ -150,8 +150,7 @@ static int encode_attr(const attr_src *s, const char *name, tuple_bytes *key)
     return tup_encode_mp(key, &c);
 }
 
-static int primary_key(const cat_table *t, const attr_src *s, tuple_bytes *pk,
-                       size_t *pk_len)
+static int primary_key(const cat_table *t, const attr_src *s, tuple_bytes *pk, size_t *pk_len)
 {
     size_t start = pk->n;
     int rc = encode_attr(s, t->pk, pk);
@@ -171,16 +170,15 @@ static int primary_key(const cat_table *t, const attr_src *s, tuple_bytes *pk,
     return pk->n - start > SX_MAX_KEY ? SX_EKEY : 0;
 }
 
-int item_primary_key(const cat_table *t, const uint8_t *p, size_t n,
-                     tuple_bytes *pk, size_t *pk_len)
+int item_primary_key(const cat_table *t, const uint8_t *p, size_t n, tuple_bytes *pk,
+                     size_t *pk_len)
 {
     attr_src s = { NULL, p, n };
 
     return primary_key(t, &s, pk, pk_len);
 }
 
-static int index_tuple(const cat_table *t, const cat_index *ix, const attr_src *s,
-                       tuple_bytes *key)
+static int index_tuple(const cat_table *t, const cat_index *ix, const attr_src *s, tuple_bytes *key)
 {
     size_t start = key->n, pk_len;
     int rc;
@@ -198,8 +196,8 @@ static int index_tuple(const cat_table *t, const cat_index *ix, const attr_src *
     return key->n - start > SX_MAX_KEY ? SX_EKEY : 0;
 }
 
-int item_index_tuple(const cat_table *t, const cat_index *ix,
-                     const uint8_t *p, size_t n, tuple_bytes *key)
+int item_index_tuple(const cat_table *t, const cat_index *ix, const uint8_t *p, size_t n,
+                     tuple_bytes *key)
 {
     attr_src s = { NULL, p, n };
 
@@ -246,8 +244,7 @@ static int filter_map(const item_view *v, keep_fn keep, const void *ctx, mp_buf 
 }
 
 /* filter_map on the item p..n, read into a view first. */
-static int filter_item(const uint8_t *p, size_t n, keep_fn keep, const void *ctx,
-                       mp_buf *out)
+static int filter_item(const uint8_t *p, size_t n, keep_fn keep, const void *ctx, mp_buf *out)
 {
     item_view v = { 0 };
     int rc = item_view_parse(&v, p, n);
@@ -280,20 +277,18 @@ static bool keep_names(const void *vctx, mp_span name)
     return is_key_attr(x->t, name) || name_in(name, x->names, x->nnames);
 }
 
-int item_project_view(const cat_table *t, const cat_index *ix, const item_view *v,
-                      mp_buf *out)
+int item_project_view(const cat_table *t, const cat_index *ix, const item_view *v, mp_buf *out)
 {
     proj_ctx x = { t, ix, NULL, 0 };
 
     if (ix->proj == CAT_PROJ_ALL) {
-        mp_put_raw(out, v->p, v->n);     /* read whole by item_view_parse */
+        mp_put_raw(out, v->p, v->n); /* read whole by item_view_parse */
         return out->oom ? SX_ENOMEM : 0;
     }
     return filter_map(v, keep_proj, &x, out);
 }
 
-int item_project(const cat_table *t, const cat_index *ix,
-                 const uint8_t *p, size_t n, mp_buf *out)
+int item_project(const cat_table *t, const cat_index *ix, const uint8_t *p, size_t n, mp_buf *out)
 {
     item_view v = { 0 };
     int rc = item_view_parse(&v, p, n);
@@ -304,16 +299,15 @@ int item_project(const cat_table *t, const cat_index *ix,
     return rc == SX_ETOOBIG ? SX_EPROTO : rc;
 }
 
-int item_select(const cat_table *t, const uint8_t *p, size_t n,
-                char *const *names, uint32_t nnames, mp_buf *out)
+int item_select(const cat_table *t, const uint8_t *p, size_t n, char *const *names, uint32_t nnames,
+                mp_buf *out)
 {
     proj_ctx x = { t, NULL, names, nnames };
 
     return filter_item(p, n, keep_names, &x, out);
 }
 
-bool item_covers(const cat_table *t, const cat_index *ix,
-                 char *const *names, uint32_t nnames)
+bool item_covers(const cat_table *t, const cat_index *ix, char *const *names, uint32_t nnames)
 {
     if (ix->proj == CAT_PROJ_ALL)
         return true;

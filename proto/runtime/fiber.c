@@ -42,12 +42,12 @@ typedef struct fib_worker fib_worker;
 struct fib_fiber {
     ucontext_t ctx;
     fib_worker *home;
-    void *map;              /* the mapping: guard page, then the stack */
+    void *map; /* the mapping: guard page, then the stack */
     size_t map_n;
     fib_fn fn;
     void *arg;
     bool done;
-    fib_fiber *next;         /* in its worker's run queue or free list */
+    fib_fiber *next; /* in its worker's run queue or free list */
     void *asan_fake;
 };
 
@@ -63,7 +63,7 @@ struct fib_worker {
     ucontext_t sched;
     pthread_cond_t cv;
     bool idle;
-    int nlive;              /* its fibers running or parked */
+    int nlive; /* its fibers running or parked */
     fib_fiber *rq_head, *rq_tail;
     fib_fiber *free;
     const void *asan_stack; /* the thread's own stack, for switching back */
@@ -151,8 +151,8 @@ static fib_fiber *fiber_new(fib_worker *w)
 
     if (f == NULL)
         return NULL;
-    f->map = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                  -1, 0);
+    f->map = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+                  0);
     if (f->map == MAP_FAILED) {
         free(f);
         return NULL;
@@ -406,7 +406,7 @@ void ev_wait(fib_event *ev)
         if (f != NULL) {
             ev->waiter = f;
             pthread_mutex_unlock(&ev->mu);
-            switch_out(f);      /* ev_set unparks it; only this thread resumes it */
+            switch_out(f); /* ev_set unparks it; only this thread resumes it */
             pthread_mutex_lock(&ev->mu);
         } else {
             pthread_cond_wait(&ev->cv, &ev->mu);
@@ -427,7 +427,7 @@ void ev_set(fib_event *ev)
         pthread_cond_broadcast(&ev->cv);
     pthread_mutex_unlock(&ev->mu);
     if (f != NULL)
-        fib_unpark(f);          /* ev is not touched again: it may be gone */
+        fib_unpark(f); /* ev is not touched again: it may be gone */
 }
 
 void ev_clear(fib_event *ev)

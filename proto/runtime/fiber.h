@@ -56,10 +56,10 @@ typedef struct fib_event {
     fib_fiber *waiter;
 } fib_event;
 
-int ev_init(fib_event *ev);           /* 0 or SX_ENOMEM */
+int ev_init(fib_event *ev); /* 0 or SX_ENOMEM */
 void ev_destroy(fib_event *ev);
 void ev_wait(fib_event *ev);
-void ev_set(fib_event *ev);           /* any thread */
+void ev_set(fib_event *ev); /* any thread */
 void ev_clear(fib_event *ev);
 
 /* Sleeps ms milliseconds: parks a fiber (an nng timer wakes it), or

@@ -41,13 +41,13 @@
 #include "net.h"
 #include "sx_errors.h"
 
-#define LINK_RBUF_MIN (64u * 1024u)   /* free room a receive is offered, at least */
+#define LINK_RBUF_MIN (64u * 1024u) /* free room a receive is offered, at least */
 /* Reply bytes a server's link may hold unsent before it reads no more:
  * two frames of the largest size. */
 #define LINK_UNSENT_MAX (2u * (size_t)SX_MAX_FRAME)
-#define LINK_RBUF_MAX (4u << 20)       /* ... and at most, unless a frame needs more */
-#define LINK_ACCEPT_PAUSE_MS 10        /* after a failed accept (no file descriptor left) */
-#define LINK_SBUF_KEEP (1u << 20)      /* send buffers above this are freed when idle */
+#define LINK_RBUF_MAX (4u << 20)  /* ... and at most, unless a frame needs more */
+#define LINK_ACCEPT_PAUSE_MS 10   /* after a failed accept (no file descriptor left) */
+#define LINK_SBUF_KEEP (1u << 20) /* send buffers above this are freed when idle */
 /* An accepted authenticated link's peer must send its hello and proof
  * within this (SHARDEX_LINK_PROOF_MS lowers it, for tests), or the
  * connection is closed: a stranger cannot hold connections open. */
@@ -57,34 +57,34 @@ struct link_conn {
     nng_stream *s;
     pthread_mutex_t mu;
     int refs;
-    bool closing;       /* no more sends; the stream is (being) closed */
-    bool notified;      /* closed callback ran (or is running) */
-    int err;            /* why it closed (0: link_close) */
+    bool closing;  /* no more sends; the stream is (being) closed */
+    bool notified; /* closed callback ran (or is running) */
+    int err;       /* why it closed (0: link_close) */
     link_frame_fn on_frame;
     link_closed_fn on_closed;
     void *arg;
-    link_listener *ls;  /* accepted links: their listener */
-    link_auth *au;      /* authenticated links (a key is set): their state */
-    bool au_ready;      /* the peer's hello came: frames can be sealed */
-    bool au_proven;     /* (accepted links) the dialer's proof frame came */
-    bool dialed;        /* this side dialed */
+    link_listener *ls;      /* accepted links: their listener */
+    link_auth *au;          /* authenticated links (a key is set): their state */
+    bool au_ready;          /* the peer's hello came: frames can be sealed */
+    bool au_proven;         /* (accepted links) the dialer's proof frame came */
+    bool dialed;            /* this side dialed */
     nng_time au_deadline;   /* (accepted authenticated links) the proof's */
-    link_conn *next, *prev;   /* in ls->links */
+    link_conn *next, *prev; /* in ls->links */
     /* receive */
     nng_aio *rx;
     bool rx_busy;
-    bool rx_paused;     /* held or unsent bytes reached their limit: no
-                         * receive until both are down to half */
-    int held, limit;    /* unanswered requests (link_hold), and their cap */
+    bool rx_paused;  /* held or unsent bytes reached their limit: no
+                      * receive until both are down to half */
+    int held, limit; /* unanswered requests (link_hold), and their cap */
     uint8_t *rbuf;
     size_t rcap, rlen;
-    size_t rwant;       /* free room offered to the next receive: doubles
-                         * while receives fill it, halves when they do not
-                         * use a quarter (a burst then arrives in few reads) */
+    size_t rwant; /* free room offered to the next receive: doubles
+                   * while receives fill it, halves when they do not
+                   * use a quarter (a burst then arrives in few reads) */
     /* send: out gathers frames while cur is being written */
     nng_aio *tx;
     bool tx_busy;
-    bool corked;        /* the receive callback is handing out frames */
+    bool corked; /* the receive callback is handing out frames */
     uint8_t *out, *cur;
     size_t out_n, out_cap, cur_n, cur_off, cur_cap;
 };
@@ -96,19 +96,19 @@ struct link_listener {
     pthread_cond_t cv;
     bool closing;
     bool acc_busy;
-    bool acc_pausing;       /* acc sleeps before the next accept */
+    bool acc_pausing; /* acc sleeps before the next accept */
     link_conn *links;
-    atomic_int sending;     /* accepted links with bytes to write */
-    pthread_mutex_t dmu;    /* with dcv: sending reached 0 (never held */
-    pthread_cond_t dcv;     /* while taking another lock) */
+    atomic_int sending;  /* accepted links with bytes to write */
+    pthread_mutex_t dmu; /* with dcv: sending reached 0 (never held */
+    pthread_cond_t dcv;  /* while taking another lock) */
     link_frame_fn on_frame;
     link_closed_fn on_closed;
     void *arg;
-    int limit;              /* each accepted link's cap on held requests */
-    bool keyed;             /* accepted links are authenticated with key */
+    int limit;  /* each accepted link's cap on held requests */
+    bool keyed; /* accepted links are authenticated with key */
     uint8_t key[LINK_KEY_BYTES];
-    char *url;              /* what it listens on (the links' keys cover it) */
-    int proof_ms;           /* LINK_PROOF_MS, or the environment's */
+    char *url;    /* what it listens on (the links' keys cover it) */
+    int proof_ms; /* LINK_PROOF_MS, or the environment's */
 };
 
 static void rx_cb(void *arg);
@@ -246,7 +246,7 @@ static int rbuf_room(link_conn *l, size_t need)
     uint8_t *nb;
 
     if (l->rlen == 0 && l->rcap > LINK_RBUF_MAX && want <= LINK_RBUF_MAX) {
-        free(l->rbuf);      /* a big frame's buffer, not kept */
+        free(l->rbuf); /* a big frame's buffer, not kept */
         l->rbuf = NULL;
         l->rcap = 0;
     }
@@ -278,7 +278,7 @@ static long rx_hello(link_conn *l)
         return -1;
     }
     pthread_mutex_lock(&l->mu);
-    l->au_ready = true;         /* rx_cb's tx_next sends what waited for it */
+    l->au_ready = true; /* rx_cb's tx_next sends what waited for it */
     pthread_mutex_unlock(&l->mu);
     return LINK_HELLO;
 }
@@ -294,7 +294,7 @@ static long rx_hello(link_conn *l)
 static int rx_frames(link_conn *l)
 {
     size_t off = 0, tag = l->au ? LINK_TAG : 0;
-    uint8_t *held = NULL;       /* the frame waiting for its successor */
+    uint8_t *held = NULL; /* the frame waiting for its successor */
     size_t held_n = 0;
     uint64_t held_id = 0;
     int rc = 0;
@@ -339,7 +339,7 @@ static int rx_frames(link_conn *l)
             break;
         }
         if (l->au && !l->dialed && !l->au_proven) {
-            l->au_proven = true;        /* the proof: not handed over */
+            l->au_proven = true; /* the proof: not handed over */
             off += 4u + (size_t)len + tag;
             continue;
         }
@@ -401,7 +401,8 @@ static void rx_cb(void *arg)
     if (rv != 0) {
         if (rv == NNG_ETIMEDOUT && awaiting_proof(l))
             LOG_WARN("link: the peer sent no hello and proof within %d ms; closing the "
-                     "connection", l->ls ? l->ls->proof_ms : LINK_PROOF_MS);
+                     "connection",
+                     l->ls ? l->ls->proof_ms : LINK_PROOF_MS);
         pthread_mutex_lock(&l->mu);
         l->rx_busy = false;
         close_locked(l, rv == NNG_ETIMEDOUT ? SX_EPROTO : net_map_nng(rv));
@@ -418,11 +419,11 @@ static void rx_cb(void *arg)
     pthread_mutex_lock(&l->mu);
     l->corked = true;
     pthread_mutex_unlock(&l->mu);
-    rc = rx_frames(l);      /* rx is ours alone until it is restarted */
+    rc = rx_frames(l); /* rx is ours alone until it is restarted */
     pthread_mutex_lock(&l->mu);
     l->corked = false;
     if (!l->tx_busy)
-        tx_next(l);         /* what the frames' callbacks sent meanwhile */
+        tx_next(l); /* what the frames' callbacks sent meanwhile */
     if (rc != 0)
         close_locked(l, rc);
     if (l->closing) {
@@ -431,7 +432,7 @@ static void rx_cb(void *arg)
         return;
     }
     if (link_full(l)) {
-        l->rx_busy = false;     /* link_release or tx_cb reads on */
+        l->rx_busy = false; /* link_release or tx_cb reads on */
         l->rx_paused = true;
         pthread_mutex_unlock(&l->mu);
         return;
@@ -495,7 +496,7 @@ static void tx_next(link_conn *l)
 
     if (l->out_n == 0 || l->closing || (l->au && !l->au_ready)) {
         tx_busy_set(l, false);
-        if (l->cur_cap > LINK_SBUF_KEEP) {  /* a burst's buffer, not kept */
+        if (l->cur_cap > LINK_SBUF_KEEP) { /* a burst's buffer, not kept */
             free(l->cur);
             l->cur = NULL;
             l->cur_cap = 0;
@@ -568,7 +569,7 @@ int link_sendv(link_conn *l, const link_out *v, int n)
         be_put64(o + 4, v[i].id);
         if (v[i].n > 0)
             memcpy(o + LINK_HDR, v[i].p, v[i].n);
-        l->out_n += LINK_HDR + v[i].n + tag;    /* the tag: seal_out */
+        l->out_n += LINK_HDR + v[i].n + tag; /* the tag: seal_out */
     }
     if (!l->tx_busy && !l->corked)
         tx_next(l);
@@ -588,8 +589,7 @@ int link_send(link_conn *l, uint64_t id, const uint8_t *p, size_t n)
  * else NULL) it is authenticated: its hello waits in cur for link_start,
  * and a dialer's proof frame is the first in out. */
 static int link_new(nng_stream *s, const uint8_t *key, bool dialer, const char *url,
-                    link_frame_fn on_frame, link_closed_fn on_closed, void *arg,
-                    link_conn **out)
+                    link_frame_fn on_frame, link_closed_fn on_closed, void *arg, link_conn **out)
 {
     link_conn *l = calloc(1, sizeof(*l));
 
@@ -619,7 +619,7 @@ static int link_new(nng_stream *s, const uint8_t *key, bool dialer, const char *
             l->cur_n = l->cur_cap = LINK_HELLO;
         }
         l->out = dialer ? malloc(4096) : NULL;
-        if (l->out != NULL) {               /* the proof: empty, id 0 */
+        if (l->out != NULL) { /* the proof: empty, id 0 */
             l->out_cap = 4096;
             be_put32(l->out, 8);
             be_put64(l->out + 4, 0);
@@ -627,8 +627,8 @@ static int link_new(nng_stream *s, const uint8_t *key, bool dialer, const char *
         }
     }
     if (err != 0 || (l->au != NULL && (l->cur == NULL || (dialer && l->out == NULL))) ||
-        nng_aio_alloc(&l->rx, rx_cb, l) != 0 ||
-        nng_aio_alloc(&l->tx, tx_cb, l) != 0 || rbuf_room(l, 0) != 0) {
+        nng_aio_alloc(&l->rx, rx_cb, l) != 0 || nng_aio_alloc(&l->tx, tx_cb, l) != 0 ||
+        rbuf_room(l, 0) != 0) {
         link_free(l);
         return SX_ENOMEM;
     }
@@ -649,12 +649,13 @@ static void link_start(link_conn *l)
 
 static int url_err(int rv)
 {
-    return rv == NNG_ENOMEM ? SX_ENOMEM : rv == NNG_EADDRINVAL || rv == NNG_ENOTSUP ? SX_EINVAL
-                                                                                   : SX_ENET;
+    return rv == NNG_ENOMEM                            ? SX_ENOMEM
+           : rv == NNG_EADDRINVAL || rv == NNG_ENOTSUP ? SX_EINVAL
+                                                       : SX_ENET;
 }
 
-int link_dial(const char *url, int timeout_ms, link_frame_fn on_frame,
-              link_closed_fn on_closed, void *arg, link_conn **out)
+int link_dial(const char *url, int timeout_ms, link_frame_fn on_frame, link_closed_fn on_closed,
+              void *arg, link_conn **out)
 {
     nng_stream_dialer *d = NULL;
     nng_aio *aio = NULL;
@@ -679,7 +680,7 @@ int link_dial(const char *url, int timeout_ms, link_frame_fn on_frame,
     }
     rc = link_wrap(nng_aio_get_output(aio, 0), url, on_frame, on_closed, arg, out);
     nng_aio_free(aio);
-    nng_stream_dialer_free(d);     /* established streams outlive it */
+    nng_stream_dialer_free(d); /* established streams outlive it */
     return rc;
 }
 
@@ -688,15 +689,14 @@ int link_wrap(nng_stream *s, const char *url, link_frame_fn on_frame, link_close
 {
     link_conn *l;
     uint8_t key[LINK_KEY_BYTES];
-    int rc = link_new(s, link_auth_key(key) ? key : NULL, true, url, on_frame, on_closed, arg,
-                      &l);
+    int rc = link_new(s, link_auth_key(key) ? key : NULL, true, url, on_frame, on_closed, arg, &l);
 
     sodium_memzero(key, sizeof key);
 
     if (rc != 0)
         return rc;
     pthread_mutex_lock(&l->mu);
-    l->refs++;          /* the caller's */
+    l->refs++; /* the caller's */
     link_start(l);
     pthread_mutex_unlock(&l->mu);
     *out = l;
@@ -728,11 +728,11 @@ static void acc_cb(void *arg)
         ls->acc_busy = false;
         pthread_cond_broadcast(&ls->cv);
         pthread_mutex_unlock(&ls->mu);
-        if (rv == 0 && !pausing)    /* accepted just as the listener closed */
+        if (rv == 0 && !pausing) /* accepted just as the listener closed */
             nng_stream_free(nng_aio_get_output(ls->acc, 0));
         return;
     }
-    if (pausing || rv != 0) {       /* the pause is over, or an accept failed */
+    if (pausing || rv != 0) { /* the pause is over, or an accept failed */
         if (!pausing)
             LOG_WARN("link: accept failed (%s); accepting again in %d ms", nng_strerror(rv),
                      LINK_ACCEPT_PAUSE_MS);
@@ -759,8 +759,8 @@ static void acc_cb(void *arg)
     pthread_mutex_unlock(&ls->mu);
 }
 
-int link_listen(const char *url, link_frame_fn on_frame, link_closed_fn on_closed,
-                void *arg, int max_held, link_listener **out)
+int link_listen(const char *url, link_frame_fn on_frame, link_closed_fn on_closed, void *arg,
+                int max_held, link_listener **out)
 {
     link_listener *ls = calloc(1, sizeof(*ls));
     int rv;
@@ -790,7 +790,7 @@ int link_listen(const char *url, link_frame_fn on_frame, link_closed_fn on_close
         pthread_cond_destroy(&ls->cv);
         pthread_mutex_destroy(&ls->mu);
         free(ls->url);
-        free(ls);       /* (a failed init leaves nothing to destroy) */
+        free(ls); /* (a failed init leaves nothing to destroy) */
         return SX_ENOMEM;
     }
     rv = nng_stream_listener_alloc(&ls->l, url);
@@ -835,7 +835,7 @@ void link_listener_close(link_listener *ls)
             pthread_mutex_lock(&k->mu);
             if (!k->closing) {
                 l = k;
-                l->refs++;      /* kept while ls->mu is let go */
+                l->refs++; /* kept while ls->mu is let go */
             }
             pthread_mutex_unlock(&k->mu);
         }
@@ -871,8 +871,7 @@ bool link_listener_drain(link_listener *ls, int timeout_ms)
 
     os_deadline_in(&dl, CLOCK_REALTIME, timeout_ms);
     pthread_mutex_lock(&ls->dmu);
-    while (atomic_load(&ls->sending) > 0 &&
-           pthread_cond_timedwait(&ls->dcv, &ls->dmu, &dl) == 0)
+    while (atomic_load(&ls->sending) > 0 && pthread_cond_timedwait(&ls->dcv, &ls->dmu, &dl) == 0)
         ;
     idle = atomic_load(&ls->sending) == 0;
     pthread_mutex_unlock(&ls->dmu);

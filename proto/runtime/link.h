@@ -90,8 +90,8 @@ void link_unref(link_conn *l);
  * *out is a link (one reference the caller's) whose frames go to on_frame
  * and whose close goes to on_closed. Returns 0, SX_EUNAVAIL (refused or unreachable),
  * SX_ETIMEDOUT, SX_EINVAL (bad url), SX_ENOMEM. */
-int link_dial(const char *url, int timeout_ms, link_frame_fn on_frame,
-              link_closed_fn on_closed, void *arg, link_conn **out);
+int link_dial(const char *url, int timeout_ms, link_frame_fn on_frame, link_closed_fn on_closed,
+              void *arg, link_conn **out);
 
 /* A link on stream s, a connection this side dialed to url (taken, freed
  * on failure too; url is what the peer listens on: an authenticated
@@ -101,12 +101,12 @@ int link_wrap(nng_stream *s, const char *url, link_frame_fn on_frame, link_close
               void *arg, link_conn **out);
 
 /* Listens on url; every accepted connection becomes a link served by
-  * on_frame / on_closed, authenticated with the key set now, if any. max_held
-  * > 0 caps each link's held requests (link_hold): at the cap the link stops
-  * reading until they are down to half; 0: no cap. Returns 0, SX_EINVAL (bad
-  * url), SX_ENET (address busy or not listenable), SX_ENOMEM. */
-int link_listen(const char *url, link_frame_fn on_frame, link_closed_fn on_closed,
-                void *arg, int max_held, link_listener **out);
+ * on_frame / on_closed, authenticated with the key set now, if any. max_held
+ * > 0 caps each link's held requests (link_hold): at the cap the link stops
+ * reading until they are down to half; 0: no cap. Returns 0, SX_EINVAL (bad
+ * url), SX_ENET (address busy or not listenable), SX_ENOMEM. */
+int link_listen(const char *url, link_frame_fn on_frame, link_closed_fn on_closed, void *arg,
+                int max_held, link_listener **out);
 
 /* A server took a request from l that it has not answered yet (hold), or
  * has answered or dropped one (release): the count behind max_held. Any

@@ -16,7 +16,7 @@ _Static_assert(LINK_TAG == crypto_aead_chacha20poly1305_ietf_ABYTES, "a tag is t
 struct link_auth {
     bool dialer;
     uint8_t key[LINK_KEY_BYTES];
-    uint8_t where[32];      /* BLAKE2b-256 of the listener's URL */
+    uint8_t where[32]; /* BLAKE2b-256 of the listener's URL */
     uint8_t mine[NONCE_BYTES];
     uint8_t ktx[crypto_aead_chacha20poly1305_ietf_KEYBYTES];
     uint8_t krx[crypto_aead_chacha20poly1305_ietf_KEYBYTES];
@@ -28,7 +28,7 @@ static bool g_keyed;
 
 void link_auth_set_key(const uint8_t *link_key, const char *cluster)
 {
-    static const char label[] = "sx-link-v1";   /* with its NUL */
+    static const char label[] = "sx-link-v1"; /* with its NUL */
     crypto_generichash_state st;
 
     g_keyed = link_key != NULL;
@@ -89,8 +89,7 @@ static void derive(const link_auth *a, uint8_t *out, const char *label, const ui
 {
     crypto_generichash_state st;
 
-    crypto_generichash_init(&st, a->key, sizeof a->key,
-                            crypto_aead_chacha20poly1305_ietf_KEYBYTES);
+    crypto_generichash_init(&st, a->key, sizeof a->key, crypto_aead_chacha20poly1305_ietf_KEYBYTES);
     crypto_generichash_update(&st, (const uint8_t *)label, 4);
     crypto_generichash_update(&st, nd, NONCE_BYTES);
     crypto_generichash_update(&st, nl, NONCE_BYTES);
@@ -105,7 +104,7 @@ int la_hello(link_auth *a, const uint8_t *hello)
     const uint8_t *theirs = hello + 4;
     const uint8_t *nd = a->dialer ? a->mine : theirs, *nl = a->dialer ? theirs : a->mine;
 
-    derive(a, a->dialer ? a->ktx : a->krx, "d2l", nd, nl);   /* "d2l\0": 4 bytes */
+    derive(a, a->dialer ? a->ktx : a->krx, "d2l", nd, nl); /* "d2l\0": 4 bytes */
     derive(a, a->dialer ? a->krx : a->ktx, "l2d", nd, nl);
     return 0;
 }
@@ -124,7 +123,7 @@ void la_seal(link_auth *a, const uint8_t *p, size_t n, uint8_t *tag)
 
     seq_nonce(npub, a->tx_seq++);
     crypto_aead_chacha20poly1305_ietf_encrypt_detached(none, tag, &taglen, none, 0, p, n, NULL,
-                                                        npub, a->ktx);
+                                                       npub, a->ktx);
 }
 
 int la_open(link_auth *a, const uint8_t *p, size_t n, const uint8_t *tag)
@@ -132,8 +131,8 @@ int la_open(link_auth *a, const uint8_t *p, size_t n, const uint8_t *tag)
     uint8_t npub[crypto_aead_chacha20poly1305_ietf_NPUBBYTES], none[1] = { 0 };
 
     seq_nonce(npub, a->rx_seq++);
-    return crypto_aead_chacha20poly1305_ietf_decrypt_detached(none, NULL, none, 0, tag, p, n,
-                                                              npub, a->krx) == 0
+    return crypto_aead_chacha20poly1305_ietf_decrypt_detached(none, NULL, none, 0, tag, p, n, npub,
+                                                              a->krx) == 0
                ? 0
                : SX_EPROTO;
 }

@@ -32,8 +32,8 @@
 #include <stdint.h>
 
 #define LINK_KEY_BYTES 32u
-#define LINK_TAG 16u            /* bytes of a frame's tag */
-#define LINK_HELLO 36u          /* bytes of a hello: magic and nonce */
+#define LINK_TAG 16u   /* bytes of a frame's tag */
+#define LINK_HELLO 36u /* bytes of a hello: magic and nonce */
 #define LINK_MAGIC "SXL1"
 
 typedef struct link_auth link_auth;

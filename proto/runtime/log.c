@@ -11,7 +11,7 @@
 #include "sx_errors.h"
 
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
-static FILE *log_out;                     /* guarded by log_lock; NULL = stderr */
+static FILE *log_out;                   /* guarded by log_lock; NULL = stderr */
 static log_level log_min = SX_LOG_INFO; /* guarded by log_lock */
 
 int log_open(const char *path)

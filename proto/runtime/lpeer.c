@@ -41,7 +41,7 @@
 #define LP_REDIAL_MAX_MS 500
 
 typedef struct lp_batch {
-    int left;               /* calls of the batch not finished yet */
+    int left; /* calls of the batch not finished yet */
 } lp_batch;
 
 typedef struct lp_call {
@@ -51,8 +51,8 @@ typedef struct lp_call {
     size_t n;
     bool sent;
     bool solo;
-    bool resent;            /* sent again after a lost connection */
-    lp_batch *batch;        /* sent in this batch (NULL: solo, or unsent) */
+    bool resent;     /* sent again after a lost connection */
+    lp_batch *batch; /* sent in this batch (NULL: solo, or unsent) */
     bool forever;
     nng_time deadline;
     net_done_fn done;
@@ -65,18 +65,18 @@ struct lpeer {
     char *url;
     nng_stream_dialer *dialer;
     nng_aio *dial;
-    bool dial_sleeping;     /* the dial aio sleeps before the next dial */
+    bool dial_sleeping; /* the dial aio sleeps before the next dial */
     bool dial_busy;
     int backoff_ms;
-    link_conn *link;          /* up, or NULL */
-    int links_open;         /* links whose closed callback is still due */
+    link_conn *link; /* up, or NULL */
+    int links_open;  /* links whose closed callback is still due */
     nng_aio *timer;
     bool timer_armed;
     nng_time timer_at;
     lp_call *head, *tail;
     uint64_t next_id;
     int max_batches;
-    int batches;            /* sent and not yet answered in full */
+    int batches; /* sent and not yet answered in full */
     bool closing;
 };
 
@@ -159,7 +159,7 @@ static void timer_want_locked(lpeer *p, nng_time at)
     if (!p->timer_armed)
         timer_arm_locked(p, at);
     else if (at < p->timer_at)
-        nng_aio_cancel(p->timer);       /* its callback re-arms earlier */
+        nng_aio_cancel(p->timer); /* its callback re-arms earlier */
 }
 
 static void timer_cb(void *arg)
@@ -176,7 +176,7 @@ static void timer_cb(void *arg)
     }
     gone = take_where(p, false, true);
     if (p->link != NULL)
-        flush_locked(p);    /* an expired call may have finished a batch */
+        flush_locked(p); /* an expired call may have finished a batch */
     for (lp_call *c = p->head; c != NULL; c = c->next)
         if (!c->forever && (at == 0 || c->deadline < at))
             at = c->deadline;
@@ -188,8 +188,7 @@ static void timer_cb(void *arg)
 
 /* ---- the link ---- */
 
-static void on_frame(void *arg, link_conn *l, uint64_t id, uint8_t *frame, size_t n,
-                     bool more)
+static void on_frame(void *arg, link_conn *l, uint64_t id, uint8_t *frame, size_t n, bool more)
 {
     lpeer *p = arg;
     lp_call *c;
@@ -202,7 +201,7 @@ static void on_frame(void *arg, link_conn *l, uint64_t id, uint8_t *frame, size_
     if (c != NULL && list_del(p, c) && p->link != NULL)
         flush_locked(p);
     pthread_mutex_unlock(&p->mu);
-    if (c != NULL) {        /* else it timed out or was failed already */
+    if (c != NULL) { /* else it timed out or was failed already */
         c->done(c->arg, 0, frame, n);
         free(c);
     }
@@ -225,7 +224,7 @@ static void on_closed(void *arg, link_conn *l, int err)
 
         if (c->sent && !c->resent && msg_peek(c->req, c->n, &t, &is_reply) == 0 &&
             msg_rerunnable(t)) {
-            c->sent = false;        /* a read: out again on the next link */
+            c->sent = false; /* a read: out again on the next link */
             c->resent = true;
             (void)unbatch(p, c);
         }
@@ -273,7 +272,7 @@ static void flush_locked(lpeer *p)
                 if (cs[i]->solo)
                     continue;
                 if (b == NULL && (b = calloc(1, sizeof(*b))) == NULL) {
-                    cs[i]->solo = true;     /* unbatched: outside the window */
+                    cs[i]->solo = true; /* unbatched: outside the window */
                     continue;
                 }
                 b->left++;
@@ -305,14 +304,14 @@ static void dial_cb(void *arg)
 
     pthread_mutex_lock(&p->mu);
     if (p->closing) {
-        if (rv == 0 && !p->dial_sleeping)   /* connected just as it closed */
+        if (rv == 0 && !p->dial_sleeping) /* connected just as it closed */
             nng_stream_free(nng_aio_get_output(p->dial, 0));
         p->dial_busy = false;
         pthread_cond_broadcast(&p->cv);
         pthread_mutex_unlock(&p->mu);
         return;
     }
-    if (p->dial_sleeping) {         /* the back-off is over: dial */
+    if (p->dial_sleeping) { /* the back-off is over: dial */
         p->dial_sleeping = false;
         nng_stream_dialer_dial(p->dialer, p->dial);
         pthread_mutex_unlock(&p->mu);
@@ -328,7 +327,7 @@ static void dial_cb(void *arg)
         pthread_mutex_unlock(&p->mu);
         return;
     }
-    p->dial_sleeping = true;        /* failed: try again after a while */
+    p->dial_sleeping = true; /* failed: try again after a while */
     nng_sleep_aio(p->backoff_ms, p->dial);
     p->backoff_ms = p->backoff_ms * 2 > LP_REDIAL_MAX_MS ? LP_REDIAL_MAX_MS : p->backoff_ms * 2;
     pthread_mutex_unlock(&p->mu);
@@ -386,7 +385,7 @@ int lpeer_submit_n(lpeer *p, const net_peer_call *calls, int n, int timeout_ms, 
         return 0;
     for (int i = 0; i < n; i++)
         if (calls[i].n > SX_MAX_FRAME)
-            return SX_ETOOBIG;      /* a link would refuse it, and hold up the rest */
+            return SX_ETOOBIG; /* a link would refuse it, and hold up the rest */
     for (int i = 0; i < n; i++) {
         lp_call *c = calloc(1, sizeof(*c));
         if (c == NULL) {
@@ -457,11 +456,11 @@ void lpeer_shut(lpeer *p)
     gone = take_where(p, false, false);
     l = p->link;
     if (l != NULL)
-        link_ref(l);    /* its closed callback may run any time now */
+        link_ref(l); /* its closed callback may run any time now */
     pthread_mutex_unlock(&p->mu);
     calls_fail(gone, SX_EUNAVAIL);
     if (p->dial)
-        nng_aio_stop(p->dial);      /* its callback has returned: no new link */
+        nng_aio_stop(p->dial); /* its callback has returned: no new link */
     if (p->timer)
         nng_aio_stop(p->timer);
     if (l != NULL) {

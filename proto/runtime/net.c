@@ -25,9 +25,12 @@ int net_map_nng(int rv)
     case 0: return 0;
     case NNG_ETIMEDOUT: return SX_ETIMEDOUT;
     case NNG_ENOMEM: return SX_ENOMEM;
-    case NNG_ECLOSED: case NNG_ECONNREFUSED: case NNG_ECONNSHUT:
-    case NNG_ECONNRESET: case NNG_ECONNABORTED: case NNG_EADDRINVAL:
-        return SX_EUNAVAIL;
+    case NNG_ECLOSED:
+    case NNG_ECONNREFUSED:
+    case NNG_ECONNSHUT:
+    case NNG_ECONNRESET:
+    case NNG_ECONNABORTED:
+    case NNG_EADDRINVAL: return SX_EUNAVAIL;
     default: return SX_ENET;
     }
 }
@@ -94,7 +97,7 @@ int net_dial(const char *url, nng_socket *out)
     rv = net_req_options(*out);
     if (rv == 0)
         rv = nng_dial(*out, url, NULL, NNG_FLAG_NONBLOCK);
-    if (rv != 0) {          /* not logged: the client library's caller reports it */
+    if (rv != 0) { /* not logged: the client library's caller reports it */
         nng_close(*out);
         return SX_ENET;
     }
@@ -153,15 +156,15 @@ static void submit_peers(net_job *jobs, peer_job *pj, int n, int timeout_ms)
         if (peer == NULL || (sent && sent[i]))
             continue;
         if (jobs[i].solo) {
-            rv = net_peer_submit_solo(peer, jobs[i].req, jobs[i].req_n, timeout_ms,
-                                      peer_job_done, &pj[i]);
+            rv = net_peer_submit_solo(peer, jobs[i].req, jobs[i].req_n, timeout_ms, peer_job_done,
+                                      &pj[i]);
             if (rv != 0)
                 peer_job_done(&pj[i], rv, NULL, 0);
             continue;
         }
-        if (calls == NULL || sent == NULL) {   /* no memory to group: one by one */
-            rv = net_peer_submit(peer, jobs[i].req, jobs[i].req_n, timeout_ms,
-                                 peer_job_done, &pj[i]);
+        if (calls == NULL || sent == NULL) { /* no memory to group: one by one */
+            rv = net_peer_submit(peer, jobs[i].req, jobs[i].req_n, timeout_ms, peer_job_done,
+                                 &pj[i]);
             if (rv != 0)
                 peer_job_done(&pj[i], rv, NULL, 0);
             continue;
@@ -234,7 +237,7 @@ int net_call_all(net_job *jobs, int n, int timeout_ms)
         if (jobs[i].peer != NULL) {
             pj[i].job = &jobs[i];
             pj[i].w = &w;
-            continue;       /* started below, grouped by peer */
+            continue; /* started below, grouped by peer */
         }
         rv = nng_ctx_open(&st[i].ctx, jobs[i].sock);
         if (rv == 0) {
@@ -321,16 +324,16 @@ static int call_one(net_job *j, int timeout_ms, uint8_t **resp, size_t *resp_n)
     return 0;
 }
 
-int net_call(nng_socket s, const uint8_t *req, size_t n, int timeout_ms,
-             uint8_t **resp, size_t *resp_n)
+int net_call(nng_socket s, const uint8_t *req, size_t n, int timeout_ms, uint8_t **resp,
+             size_t *resp_n)
 {
     net_job j = { .sock = s, .req = req, .req_n = n };
 
     return call_one(&j, timeout_ms, resp, resp_n);
 }
 
-int net_peer_call_sync(net_peer *p, const uint8_t *req, size_t n, int timeout_ms,
-                       uint8_t **resp, size_t *resp_n)
+int net_peer_call_sync(net_peer *p, const uint8_t *req, size_t n, int timeout_ms, uint8_t **resp,
+                       size_t *resp_n)
 {
     net_job j = { .peer = p, .solo = true, .req = req, .req_n = n };
 
@@ -345,7 +348,8 @@ static void *guard_main(void *arg)
     while (nanosleep(&ts, &ts) != 0)
         ;
     LOG_WARN("shutdown still not done after %d s (nng 1.5 can hang closing a socket); "
-             "exiting now: everything acknowledged is already synced", secs);
+             "exiting now: everything acknowledged is already synced",
+             secs);
     _exit(0);
 }
 

@@ -13,7 +13,7 @@
 #include "mp.h"
 #include "msg.h"
 
-#define SX_MAX_FRAME (16u * 1024u * 1024u)  /* NNG_OPT_RECVMAXSZ on every socket */
+#define SX_MAX_FRAME (16u * 1024u * 1024u) /* NNG_OPT_RECVMAXSZ on every socket */
 #define SX_CALL_TIMEOUT_MS 10000
 
 /* Maps an nng error to an sx_err: 0 stays 0; timeouts SX_ETIMEDOUT;
@@ -52,19 +52,17 @@ typedef struct net_tls {
  * without a certificate the CA signed get no connection. Returns 0,
  * SX_EINVAL (unreadable or unusable files), SX_ENET, SX_ENOMEM, with the
  * reason in err[errlen] (may be NULL). */
-int net_listen_tls(const char *url, const net_tls *tls, nng_socket *out, char *err,
-                   size_t errlen);
+int net_listen_tls(const char *url, const net_tls *tls, nng_socket *out, char *err, size_t errlen);
 
 /* As net_dial, with TLS when tls is not NULL. Returns as net_listen_tls;
  * logs nothing. */
-int net_dial_tls(const char *url, const net_tls *tls, nng_socket *out, char *err,
-                 size_t errlen);
+int net_dial_tls(const char *url, const net_tls *tls, nng_socket *out, char *err, size_t errlen);
 
 /* One request/reply on its own context. On success *resp (owned by the
  * caller, free with free()) holds the reply. Returns 0, SX_ETIMEDOUT,
  * SX_EUNAVAIL (peer not reachable), SX_ENET, SX_ENOMEM. Thread-safe. */
-int net_call(nng_socket s, const uint8_t *req, size_t n, int timeout_ms,
-             uint8_t **resp, size_t *resp_n);
+int net_call(nng_socket s, const uint8_t *req, size_t n, int timeout_ms, uint8_t **resp,
+             size_t *resp_n);
 
 /* Coalesced calls to one server: a net_peer owns max_frames REQ contexts
  * on sock. A call goes out alone on an idle context; while all are busy,
@@ -140,8 +138,8 @@ uint64_t net_peer_local_calls(net_peer *p);
  * calling fiber parks): on success *resp (malloc'd, the caller frees it)
  * holds the reply. Returns 0, SX_ETIMEDOUT, SX_EUNAVAIL, SX_ENET,
  * SX_ENOMEM. */
-int net_peer_call_sync(net_peer *p, const uint8_t *req, size_t n, int timeout_ms,
-                       uint8_t **resp, size_t *resp_n);
+int net_peer_call_sync(net_peer *p, const uint8_t *req, size_t n, int timeout_ms, uint8_t **resp,
+                       size_t *resp_n);
 
 /* For a link's peer: fails every call not answered yet (SX_EUNAVAIL) and
  * refuses new ones, without freeing p (a thread may still be returning
@@ -159,8 +157,8 @@ bool net_peer_connected(net_peer *p);
  * runs from here, queueing included: the call fails with SX_ETIMEDOUT once
  * it has passed, or, sharing a frame, once the latest deadline of that
  * frame's calls has. */
-int net_peer_submit(net_peer *p, const uint8_t *req, size_t n, int timeout_ms,
-                    net_done_fn done, void *arg);
+int net_peer_submit(net_peer *p, const uint8_t *req, size_t n, int timeout_ms, net_done_fn done,
+                    void *arg);
 
 /* net_peer_submit for a call that may take long (a scan page, a strong
  * read's wait): it goes out at once on a context of its own, never shares
@@ -192,7 +190,7 @@ void net_peer_close(net_peer *p);
 typedef struct net_job {
     nng_socket sock;
     net_peer *peer;
-    bool solo;              /* with peer: net_peer_submit_solo */
+    bool solo; /* with peer: net_peer_submit_solo */
     const uint8_t *req;
     size_t req_n;
     int err;
@@ -215,8 +213,7 @@ typedef struct net_server net_server;
 /* Serves sock with handler on nworkers threads (and as many receive
  * contexts); MULTI requests are split and their frames run concurrently.
  * Returns 0 or SX_ENOMEM; *out is freed by net_server_stop. */
-int net_server_start(nng_socket sock, int nworkers, net_handler h, void *arg,
-                     net_server **out);
+int net_server_start(nng_socket sock, int nworkers, net_handler h, void *arg, net_server **out);
 
 /* Says whether requests of type t are short and never wait on anything
  * (a local read): such requests run at once on the nng thread that
@@ -236,8 +233,7 @@ typedef struct net_reply net_reply;
  * net_server_stop waits, without a time limit, until every taken request is
  * answered or handed back: the daemon must keep answering until it
  * returns. */
-typedef bool (*net_defer_fn)(void *arg, msg_type t, const uint8_t *p, size_t n,
-                             net_reply *r);
+typedef bool (*net_defer_fn)(void *arg, msg_type t, const uint8_t *p, size_t n, net_reply *r);
 
 /* Called on the nng thread that offered requests to net_defer_fn, once
  * every request of the frame it received (all of a MULTI's) has been
@@ -259,20 +255,20 @@ void net_reply_requeue(net_reply *r);
 
 /* How a server runs its requests. */
 typedef struct net_server_opts {
-    int workers;          /* threads (at least 1) */
-    int fibers;           /* > 0: each request runs as a fiber (fiber.h), at
-                           * most this many at once, on the worker threads;
-                           * its peer calls park the fiber, not the thread */
-    net_quick_fn quick;   /* NULL: no frame is quick */
-    net_defer_fn defer;   /* NULL: no request is deferred */
-    net_defer_flush_fn defer_flush;  /* NULL: none */
-    int slots;            /* receive contexts (each holds its request until
-                           * answered); 0: one per worker, or per fiber */
+    int workers;                    /* threads (at least 1) */
+    int fibers;                     /* > 0: each request runs as a fiber (fiber.h), at
+                                     * most this many at once, on the worker threads;
+                                     * its peer calls park the fiber, not the thread */
+    net_quick_fn quick;             /* NULL: no frame is quick */
+    net_defer_fn defer;             /* NULL: no request is deferred */
+    net_defer_flush_fn defer_flush; /* NULL: none */
+    int slots;                      /* receive contexts (each holds its request until
+                                     * answered); 0: one per worker, or per fiber */
 } net_server_opts;
 
 /* net_server_open with workers threads and a quick predicate. */
-int net_server_start_q(nng_socket sock, int nworkers, net_handler h, net_quick_fn quick,
-                       void *arg, net_server **out);
+int net_server_start_q(nng_socket sock, int nworkers, net_handler h, net_quick_fn quick, void *arg,
+                       net_server **out);
 
 /* Stack of each request fiber. */
 #define NET_FIBER_STACK (256u * 1024u)

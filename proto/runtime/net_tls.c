@@ -83,8 +83,8 @@ static void pem_free(char *p)
  * for a client the name the server's certificate must carry: t's
  * server_name, else the host of url (nng checks no name otherwise once a
  * configuration of our own replaces its default). */
-static int tls_config(nng_tls_mode mode, const net_tls *t, const char *url,
-                      nng_tls_config **out, char *err, size_t errlen)
+static int tls_config(nng_tls_mode mode, const net_tls *t, const char *url, nng_tls_config **out,
+                      char *err, size_t errlen)
 {
     nng_url *u = NULL;
     const char *name = t->server_name;
@@ -97,7 +97,8 @@ static int tls_config(nng_tls_mode mode, const net_tls *t, const char *url,
         return fail(err, errlen, SX_EINVAL, "TLS needs a CA file%s",
                     mode == NNG_TLS_MODE_SERVER ? ", a certificate and a key" : "");
     if ((t->cert == NULL) != (t->key == NULL))
-        return fail(err, errlen, SX_EINVAL, "a TLS certificate needs its key, and a key its "
+        return fail(err, errlen, SX_EINVAL,
+                    "a TLS certificate needs its key, and a key its "
                     "certificate");
     rc = read_pem(t->ca, &ca, err, errlen);
     if (rc == 0 && t->cert != NULL)
@@ -107,17 +108,21 @@ static int tls_config(nng_tls_mode mode, const net_tls *t, const char *url,
     if (rc == 0 && (rv = nng_tls_config_alloc(&cfg, mode)) != 0)
         rc = fail(err, errlen, SX_ENOMEM, "TLS: %s", nng_strerror(rv));
     if (rc == 0 && (rv = nng_tls_config_ca_chain(cfg, ca, NULL)) != 0)
-        rc = fail(err, errlen, SX_EINVAL, "%s is not a usable CA certificate (PEM): %s",
-                  t->ca, nng_strerror(rv));
+        rc = fail(err, errlen, SX_EINVAL, "%s is not a usable CA certificate (PEM): %s", t->ca,
+                  nng_strerror(rv));
     if (rc == 0 && cert != NULL && (rv = nng_tls_config_own_cert(cfg, cert, key, NULL)) != 0)
-        rc = fail(err, errlen, SX_EINVAL, "%s and its key are not a usable certificate and "
-                  "private key (PEM, unencrypted): %s", t->cert, nng_strerror(rv));
+        rc = fail(err, errlen, SX_EINVAL,
+                  "%s and its key are not a usable certificate and "
+                  "private key (PEM, unencrypted): %s",
+                  t->cert, nng_strerror(rv));
     if (rc == 0 && (rv = nng_tls_config_auth_mode(cfg, NNG_TLS_AUTH_MODE_REQUIRED)) != 0)
         rc = fail(err, errlen, SX_EINVAL, "TLS: %s", nng_strerror(rv));
     if (rc == 0 && mode == NNG_TLS_MODE_CLIENT && name == NULL) {
         if (nng_url_parse(&u, url) != 0 || u->u_hostname == NULL || u->u_hostname[0] == '\0')
-            rc = fail(err, errlen, SX_EINVAL, "no host in %s to check the router's "
-                      "certificate against", url);
+            rc = fail(err, errlen, SX_EINVAL,
+                      "no host in %s to check the router's "
+                      "certificate against",
+                      url);
         else
             name = u->u_hostname;
     }
@@ -137,8 +142,7 @@ static int tls_config(nng_tls_mode mode, const net_tls *t, const char *url,
     return 0;
 }
 
-int net_listen_tls(const char *url, const net_tls *tls, nng_socket *out, char *err,
-                   size_t errlen)
+int net_listen_tls(const char *url, const net_tls *tls, nng_socket *out, char *err, size_t errlen)
 {
     nng_tls_config *cfg = NULL;
     nng_listener l;
@@ -161,7 +165,7 @@ int net_listen_tls(const char *url, const net_tls *tls, nng_socket *out, char *e
         rv = nng_listener_set_ptr(l, NNG_OPT_TLS_CONFIG, cfg);
     if (rv == 0)
         rv = nng_listener_start(l, 0);
-    nng_tls_config_free(cfg);       /* the listener holds its own reference */
+    nng_tls_config_free(cfg); /* the listener holds its own reference */
     if (rv != 0) {
         nng_close(*out);
         return fail(err, errlen, SX_ENET, "listen %s: %s", url, nng_strerror(rv));
@@ -169,8 +173,7 @@ int net_listen_tls(const char *url, const net_tls *tls, nng_socket *out, char *e
     return 0;
 }
 
-int net_dial_tls(const char *url, const net_tls *tls, nng_socket *out, char *err,
-                 size_t errlen)
+int net_dial_tls(const char *url, const net_tls *tls, nng_socket *out, char *err, size_t errlen)
 {
     nng_tls_config *cfg = NULL;
     nng_dialer d;
@@ -193,7 +196,7 @@ int net_dial_tls(const char *url, const net_tls *tls, nng_socket *out, char *err
         rv = nng_dialer_set_ptr(d, NNG_OPT_TLS_CONFIG, cfg);
     if (rv == 0)
         rv = nng_dialer_start(d, NNG_FLAG_NONBLOCK);
-    nng_tls_config_free(cfg);       /* the dialer holds its own reference */
+    nng_tls_config_free(cfg); /* the dialer holds its own reference */
     if (rv != 0) {
         nng_close(*out);
         return fail(err, errlen, SX_ENET, "dial %s: %s", url, nng_strerror(rv));

@@ -31,53 +31,53 @@
 #include "log.h"
 #include "sx_errors.h"
 
-#define PEER_BATCH_MAX NET_MULTI_MAX         /* calls in one frame */
-#define PEER_BATCH_BYTES (4u * 1024u * 1024u)  /* request bytes in one frame */
+#define PEER_BATCH_MAX NET_MULTI_MAX          /* calls in one frame */
+#define PEER_BATCH_BYTES (4u * 1024u * 1024u) /* request bytes in one frame */
 
 typedef struct peer_ent {
     struct peer_ent *next;
     const uint8_t *req;
     size_t n;
-    nng_time deadline;  /* the call fails with SX_ETIMEDOUT once it passes */
-    bool forever;       /* no deadline (a negative timeout) */
+    nng_time deadline; /* the call fails with SX_ETIMEDOUT once it passes */
+    bool forever;      /* no deadline (a negative timeout) */
     net_done_fn done;
     void *arg;
-    bool solo;          /* its reply did not fit a shared frame: send alone */
+    bool solo; /* its reply did not fit a shared frame: send alone */
 } peer_ent;
 
 typedef struct peer_car {
     net_peer *p;
     nng_ctx ctx;
     nng_aio *aio;
-    int phase;          /* 0 sending, 1 receiving */
+    int phase; /* 0 sending, 1 receiving */
     int busy;
     int ctx_open;
-    bool solo;          /* carries one solo call at a time, never a queue */
-    struct peer_car *next_solo;   /* in the peer's solo_all list */
-    struct peer_car *next_free;   /* in the peer's solo_free list */
-    peer_ent *ents;     /* the calls this carrier's frame holds, in order */
+    bool solo;                  /* carries one solo call at a time, never a queue */
+    struct peer_car *next_solo; /* in the peer's solo_all list */
+    struct peer_car *next_free; /* in the peer's solo_free list */
+    peer_ent *ents;             /* the calls this carrier's frame holds, in order */
     uint32_t n;
 } peer_car;
 
 struct net_peer {
-    lpeer *lp;          /* a link's peer (net_peer_open_link): all goes there */
-    net_server *local;  /* or a server of this process (net_peer_open_local) */
-    atomic_ullong local_calls;  /* calls handed to it (net_peer_local_calls) */
+    lpeer *lp;                 /* a link's peer (net_peer_open_link): all goes there */
+    net_server *local;         /* or a server of this process (net_peer_open_local) */
+    atomic_ullong local_calls; /* calls handed to it (net_peer_local_calls) */
     nng_socket sock;
     pthread_mutex_t mu;
-    peer_car *solo_all, *solo_free;   /* contexts made for solo calls */
+    peer_car *solo_all, *solo_free; /* contexts made for solo calls */
     peer_ent *head, *tail;
     peer_car *cars;
     int ncars;
     int closing;
-    nng_aio *timer;     /* fails queued calls at their deadline */
-    bool timer_armed;   /* the timer runs, or its callback is due */
-    nng_time timer_at;  /* when it fires */
+    nng_aio *timer;    /* fails queued calls at their deadline */
+    bool timer_armed;  /* the timer runs, or its callback is due */
+    nng_time timer_at; /* when it fires */
 };
 
 int net_batch_frames(int dflt)
 {
-    static int cached = -2;     /* -1: not set in the environment */
+    static int cached = -2; /* -1: not set in the environment */
     int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
 
     if (v == -2) {
@@ -151,7 +151,7 @@ static void timer_want_locked(net_peer *p, nng_time at)
     if (!p->timer_armed)
         timer_arm_locked(p, at);
     else if (at < p->timer_at)
-        nng_aio_cancel(p->timer);       /* its callback re-arms earlier */
+        nng_aio_cancel(p->timer); /* its callback re-arms earlier */
 }
 
 /* The earliest deadline in list e, or 0 when no call there has one. */
@@ -196,8 +196,8 @@ static bool take_locked(net_peer *p, peer_car *car)
 
     if (e == NULL || p->closing)
         return false;
-    while (e && n < PEER_BATCH_MAX && (n == 0 || (bytes + e->n <= PEER_BATCH_BYTES &&
-                                                  !e->solo && !p->head->solo))) {
+    while (e && n < PEER_BATCH_MAX &&
+           (n == 0 || (bytes + e->n <= PEER_BATCH_BYTES && !e->solo && !p->head->solo))) {
         bytes += e->n;
         n++;
         last = e;
@@ -264,7 +264,7 @@ static int car_send(peer_car *car)
         for (peer_ent *e = car->ents; e; e = e->next, i++) {
             rq.frames.v[i].p = e->req;
             rq.frames.v[i].n = e->n;
-            size += e->n + 5;       /* a bin's header is at most 5 bytes */
+            size += e->n + 5; /* a bin's header is at most 5 bytes */
         }
         mp_buf_init(&b);
         mp_buf_reserve(&b, size);
@@ -444,7 +444,7 @@ static void car_cb(void *arg)
     }
     if (car->phase == 0) {
         car->phase = 1;
-        nng_aio_set_msg(car->aio, NULL);    /* sent: nng owns it now */
+        nng_aio_set_msg(car->aio, NULL); /* sent: nng owns it now */
         nng_aio_set_timeout(car->aio, frame_wait(car->ents));
         nng_ctx_recv(car->ctx, car->aio);
         return;
@@ -573,7 +573,8 @@ static int local_submit_n(net_peer *p, const net_peer_call *calls, int n)
 uint64_t net_peer_local_calls(net_peer *p)
 {
     return p != NULL && p->local != NULL
-               ? atomic_load_explicit(&p->local_calls, memory_order_relaxed) : 0;
+               ? atomic_load_explicit(&p->local_calls, memory_order_relaxed)
+               : 0;
 }
 
 int net_peer_open_link(const char *url, int max_batches, net_peer **out)
@@ -609,10 +610,13 @@ static peer_ent *ent_new(const net_peer_call *c, int timeout_ms, bool solo)
     peer_ent *e = malloc(sizeof(*e));
 
     if (e != NULL)
-        *e = (peer_ent){ .req = c->req, .n = c->n,
+        *e = (peer_ent){ .req = c->req,
+                         .n = c->n,
                          .deadline = nng_clock() + (nng_time)(timeout_ms > 0 ? timeout_ms : 0),
                          .forever = timeout_ms < 0,
-                         .done = c->done, .arg = c->arg, .solo = solo };
+                         .done = c->done,
+                         .arg = c->arg,
+                         .solo = solo };
     return e;
 }
 
@@ -672,7 +676,7 @@ int net_peer_submit_solo(net_peer *p, const uint8_t *req, size_t n, int timeout_
     peer_car *car = NULL;
     int rv;
 
-    if (p->lp != NULL)      /* a link's calls never hold each other up */
+    if (p->lp != NULL) /* a link's calls never hold each other up */
         return lpeer_submit_n(p->lp, &c, 1, timeout_ms, true);
     if (p->local != NULL)
         return local_submit_n(p, &c, 1);
@@ -728,8 +732,8 @@ int net_peer_submit_solo(net_peer *p, const uint8_t *req, size_t n, int timeout_
     return 0;
 }
 
-int net_peer_submit(net_peer *p, const uint8_t *req, size_t n, int timeout_ms,
-                    net_done_fn done, void *arg)
+int net_peer_submit(net_peer *p, const uint8_t *req, size_t n, int timeout_ms, net_done_fn done,
+                    void *arg)
 {
     net_peer_call c = { req, n, done, arg };
 
@@ -745,7 +749,7 @@ void net_peer_close(net_peer *p)
         free(p);
         return;
     }
-    if (p->local != NULL) {     /* its server answers every call it took */
+    if (p->local != NULL) { /* its server answers every call it took */
         free(p);
         return;
     }
@@ -753,7 +757,7 @@ void net_peer_close(net_peer *p)
     p->closing = 1;
     pthread_mutex_unlock(&p->mu);
     if (p->timer != NULL) {
-        nng_aio_stop(p->timer);     /* waits for a callback in progress */
+        nng_aio_stop(p->timer); /* waits for a callback in progress */
         nng_aio_free(p->timer);
     }
     /* Freeing an aio cancels its operation and waits for the callback,

@@ -54,32 +54,32 @@ typedef struct srv_slot srv_slot;
 /* Where a request came from, and so where its reply goes: a REP context's
  * message, a link's frame, or a call from this process. */
 typedef struct srv_src {
-    srv_slot *slot;     /* REP: the context */
+    srv_slot *slot; /* REP: the context */
     nng_msg *msg;
-    link_conn *link;      /* link: the connection (one reference held) */
-    uint64_t id;        /* the request's id */
-    uint8_t *frame;     /* link: its bytes (owned); in-process: borrowed */
+    link_conn *link; /* link: the connection (one reference held) */
+    uint64_t id;     /* the request's id */
+    uint8_t *frame;  /* link: its bytes (owned); in-process: borrowed */
     size_t n;
-    net_done_fn ldone;  /* in-process: the caller's completion (else NULL) */
+    net_done_fn ldone; /* in-process: the caller's completion (else NULL) */
     void *larg;
 } srv_src;
 
 /* One MULTI request in progress; its block also holds its jobs and replies. */
 typedef struct srv_batch {
     struct net_server *srv;
-    srv_src src;        /* the request; inner frames point into it */
+    srv_src src; /* the request; inner frames point into it */
     uint32_t n;
-    atomic_uint left;   /* jobs not finished yet, + 1 while batch_start runs */
+    atomic_uint left;    /* jobs not finished yet, + 1 while batch_start runs */
     atomic_bool dropped; /* a job was dropped (stopping): no reply at all */
-    mp_buf *replies;    /* n, one per inner frame */
+    mp_buf *replies;     /* n, one per inner frame */
 } srv_batch;
 
 typedef struct srv_job {
     struct srv_job *next;
-    struct srv_job *chain;  /* quick frames of the same batch, run after */
+    struct srv_job *chain; /* quick frames of the same batch, run after */
     struct net_server *srv;
-    srv_src src;        /* a single request: where it came from */
-    srv_batch *batch;   /* or inner frame i of a batch */
+    srv_src src;      /* a single request: where it came from */
+    srv_batch *batch; /* or inner frame i of a batch */
     uint32_t i;
     const uint8_t *p;
     size_t n;
@@ -89,7 +89,7 @@ struct srv_slot {
     net_server *srv;
     nng_ctx ctx;
     nng_aio *aio;
-    int sending;        /* the aio carries a reply (else a receive) */
+    int sending; /* the aio carries a reply (else a receive) */
 };
 
 /* deferred: requests handed over and not yet answered; DEFER_CLOSED is set
@@ -103,21 +103,21 @@ struct net_server {
     net_defer_fn defer;
     net_defer_flush_fn defer_flush;
     atomic_uint deferred;
-    atomic_int sends;           /* replies whose send has not completed */
-    pthread_cond_t drained;     /* deferred or sends reached 0 (with mu) */
+    atomic_int sends;       /* replies whose send has not completed */
+    pthread_cond_t drained; /* deferred or sends reached 0 (with mu) */
     void *arg;
-    fib_pool *pool;         /* fiber mode: jobs run here, not on threads */
+    fib_pool *pool; /* fiber mode: jobs run here, not on threads */
     pthread_t *threads;
     int started;
     srv_slot *slots;
     int nslots;
-    bool rep;               /* serves a REP socket (sock) */
-    link_listener *links;   /* or links accepted here */
+    bool rep;             /* serves a REP socket (sock) */
+    link_listener *links; /* or links accepted here */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     srv_job *head, *tail;
     int stopping;
-    atomic_bool closing;        /* stopping, readable without mu */
+    atomic_bool closing; /* stopping, readable without mu */
 };
 
 static void slot_recv(srv_slot *s)
@@ -228,8 +228,8 @@ static void src_reply(srv_src *o, mp_buf *out)
         if (msg_peek(o->frame, o->n, &t, &is_reply) != 0)
             t = MSG_MULTI;
         mp_buf_init(&e);
-        msg_encode_err(t, rc, rc == SX_ETOOBIG ? "the reply is larger than a frame"
-                                               : "out of memory", &e);
+        msg_encode_err(t, rc,
+                       rc == SX_ETOOBIG ? "the reply is larger than a frame" : "out of memory", &e);
         if (e.oom || link_send(o->link, o->id, (const uint8_t *)e.sb.data, e.sb.size) != 0)
             LOG_ERROR("reply dropped: %s", sx_strerror(rc));
         mp_buf_free(&e);
@@ -272,7 +272,7 @@ static bool try_defer(net_server *srv, msg_type t, srv_job *j)
     }
     if (srv->defer(srv->arg, t, j->p, j->n, (net_reply *)j))
         return true;
-    defer_release(srv);                     /* never taken */
+    defer_release(srv); /* never taken */
     return false;
 }
 
@@ -324,7 +324,7 @@ void net_reply_send(net_reply *r, mp_buf *out)
 static void queue_push(net_server *srv, srv_job *first, srv_job *last, uint32_t count)
 {
     if (srv->pool != NULL) {
-        pthread_mutex_lock(&srv->mu);   /* the pool lives while !stopping */
+        pthread_mutex_lock(&srv->mu); /* the pool lives while !stopping */
         for (srv_job *j = first, *next; j != NULL; j = next) {
             next = j == last ? NULL : j->next;
             j->next = NULL;
@@ -348,7 +348,7 @@ static void queue_push(net_server *srv, srv_job *first, srv_job *last, uint32_t 
         srv->tail = last;
     }
     pthread_mutex_unlock(&srv->mu);
-    if (stopping) {     /* no worker is left to run them: answer at once */
+    if (stopping) { /* no worker is left to run them: answer at once */
         for (srv_job *j = first, *next; j != NULL; j = next) {
             next = j == last ? NULL : j->next;
             j->next = NULL;
@@ -423,8 +423,7 @@ static int batch_start(net_server *srv, srv_src *src, bool flush, srv_job **quic
         j->i = i;
         j->p = rq.frames.v[i].p;
         j->n = rq.frames.v[i].n;
-        bool request = msg_peek(j->p, j->n, &t, &is_reply) == 0 && !is_reply &&
-                       t != MSG_MULTI;
+        bool request = msg_peek(j->p, j->n, &t, &is_reply) == 0 && !is_reply && t != MSG_MULTI;
         if (request && quick && quick(t)) {
             /* quick frames ride one job, run one after another */
             if (qlast)
@@ -490,7 +489,7 @@ static void srv_dispatch(net_server *srv, srv_src *src, bool flush)
         }
     }
     LOG_ERROR("request dropped: out of memory");
-    srv_slot *slot = src->slot;         /* NULL unless a REP context's */
+    srv_slot *slot = src->slot; /* NULL unless a REP context's */
     src_drop(src);
     if (slot != NULL)
         slot_recv(slot);
@@ -516,9 +515,9 @@ static void slot_cb(void *arg)
         net_server *srv = s->srv;
         if (rv != 0)
             nng_msg_free(nng_aio_get_msg(s->aio));
-        nng_aio_set_msg(s->aio, NULL);      /* sent (nng's) or freed */
+        nng_aio_set_msg(s->aio, NULL); /* sent (nng's) or freed */
         if (rv != NNG_ECLOSED && rv != NNG_ECANCELED && !atomic_load(&srv->closing))
-            slot_recv(s);       /* (a stopping server takes no new request) */
+            slot_recv(s); /* (a stopping server takes no new request) */
         /* a stopping server waits for its replies to leave (srv lives
          * until every slot's aio is stopped, which waits for this) */
         if (atomic_fetch_sub(&srv->sends, 1) == 1) {
@@ -536,7 +535,7 @@ static void slot_cb(void *arg)
         return;
     }
     srv_src src = { .slot = s, .msg = nng_aio_get_msg(s->aio) };
-    nng_aio_set_msg(s->aio, NULL);          /* ours now */
+    nng_aio_set_msg(s->aio, NULL); /* ours now */
     srv_dispatch(s->srv, &src, true);
 }
 
@@ -566,8 +565,11 @@ static void batch_fit(srv_batch *b)
             t = MSG_MULTI;
         mp_buf_free(r);
         mp_buf_init(r);
-        msg_encode_err(t, SX_ETOOBIG, msg_rerunnable(t) ? NET_MULTI_UNFIT
-                       : "the request ran, but its reply did not fit the MULTI frame", r);
+        msg_encode_err(t, SX_ETOOBIG,
+                       msg_rerunnable(t)
+                           ? NET_MULTI_UNFIT
+                           : "the request ran, but its reply did not fit the MULTI frame",
+                       r);
         total += r->sb.size;
     }
 }
@@ -640,7 +642,7 @@ static void job_done(srv_job *j, mp_buf *out)
     }
     srv_batch *b = j->batch;
     if (out->oom) {
-        msg_type t = MSG_MULTI;   /* typed as its request, so the caller reads it */
+        msg_type t = MSG_MULTI; /* typed as its request, so the caller reads it */
         int is_reply = 0;
 
         if (msg_peek(j->p, j->n, &t, &is_reply) != 0)
@@ -649,7 +651,7 @@ static void job_done(srv_job *j, mp_buf *out)
         mp_buf_init(out);
         msg_encode_err(t, SX_ENOMEM, "out of memory", out);
     }
-    b->replies[j->i] = *out;       /* the reply's bytes move to b */
+    b->replies[j->i] = *out; /* the reply's bytes move to b */
     batch_release(b);
 }
 
@@ -741,16 +743,15 @@ static void *worker(void *arg)
     }
 }
 
-int net_server_start(nng_socket sock, int nworkers, net_handler h, void *arg,
-                     net_server **out)
+int net_server_start(nng_socket sock, int nworkers, net_handler h, void *arg, net_server **out)
 {
     net_server_opts o = { .workers = nworkers };
 
     return net_server_open(sock, &o, h, arg, out);
 }
 
-int net_server_start_q(nng_socket sock, int nworkers, net_handler h, net_quick_fn quick,
-                       void *arg, net_server **out)
+int net_server_start_q(nng_socket sock, int nworkers, net_handler h, net_quick_fn quick, void *arg,
+                       net_server **out)
 {
     net_server_opts o = { .workers = nworkers, .quick = quick };
 
@@ -791,7 +792,7 @@ static int srv_new(const net_server_opts *o, net_handler h, void *arg, net_serve
         free(srv);
         return SX_ENOMEM;
     }
-    *out = srv;     /* from here on, net_server_stop undoes what is done */
+    *out = srv; /* from here on, net_server_stop undoes what is done */
     srv->threads = calloc((size_t)nworkers, sizeof(pthread_t));
     if (srv->threads == NULL)
         return SX_ENOMEM;
@@ -833,18 +834,17 @@ int net_server_open(nng_socket sock, const net_server_opts *o, net_handler h, vo
     *out = srv;
     return 0;
 fail:
-    net_server_stop(srv);       /* (accepts NULL) */
+    net_server_stop(srv); /* (accepts NULL) */
     return SX_ENOMEM;
 }
 
 /* A frame received on one of a link server's links. */
-static void link_frame(void *arg, link_conn *l, uint64_t id, uint8_t *frame, size_t n,
-                       bool more)
+static void link_frame(void *arg, link_conn *l, uint64_t id, uint8_t *frame, size_t n, bool more)
 {
     net_server *srv = arg;
     srv_src src = { .link = l, .id = id, .frame = frame, .n = n };
 
-    link_ref(l);            /* src's, until its reply */
+    link_ref(l); /* src's, until its reply */
     link_hold(l);
     if (!atomic_load(&srv->closing)) {
         srv_dispatch(srv, &src, false);
@@ -891,12 +891,12 @@ void net_server_stop(net_server *srv)
     pthread_mutex_lock(&srv->mu);
     srv->stopping = 1;
     atomic_store(&srv->closing, true);
-    atomic_fetch_or(&srv->deferred, DEFER_CLOSED);  /* defer no more */
+    atomic_fetch_or(&srv->deferred, DEFER_CLOSED); /* defer no more */
     pthread_cond_broadcast(&srv->cv);
     pthread_mutex_unlock(&srv->mu);
     for (int i = 0; i < srv->started; i++)
         pthread_join(srv->threads[i], NULL);
-    fib_pool_free(srv->pool, drop_job);     /* after its running jobs end */
+    fib_pool_free(srv->pool, drop_job); /* after its running jobs end */
     /* Deferred requests are answered on the live socket: the daemon must
      * still be completing them (it stops taking new work first). */
     pthread_mutex_lock(&srv->mu);
@@ -913,7 +913,7 @@ void net_server_stop(net_server *srv)
     /* Replies still queued behind another on their connection would be
      * cancelled by nng_aio_stop: let them leave, for a bounded time (a
      * peer that stopped reading must not hold the stop). */
-    struct timespec dl;     /* (drained uses the default, realtime, clock) */
+    struct timespec dl; /* (drained uses the default, realtime, clock) */
     clock_gettime(CLOCK_REALTIME, &dl);
     dl.tv_sec += NET_STOP_SEND_WAIT_S;
     while (atomic_load(&srv->sends) > 0 &&

@@ -6,10 +6,10 @@
 const char *sx_strerror(int err)
 {
     switch (err) {
-#define SX__ERR_CASE(name, num, msg) case num: return msg;
+#define SX__ERR_CASE(name, num, msg) \
+    case num: return msg;
         SX_ERRORS(SX__ERR_CASE)
 #undef SX__ERR_CASE
-    default:
-        return "unknown error";
+    default: return "unknown error";
     }
 }

@@ -108,22 +108,40 @@ int mp_read(mp_cur *c, mp_val *v)
     if (b >= 0xa0 && b <= 0xbf)
         return read_span(c, 1, b & 0x1f, MP_STR, v);
     switch (b) {
-    case 0xc0: v->kind = MP_NIL; c->p++; return 0;
-    case 0xc2: v->kind = MP_BOOL; v->b = false; c->p++; return 0;
-    case 0xc3: v->kind = MP_BOOL; v->b = true; c->p++; return 0;
-    case 0xc4: case 0xd9:
-        if (need(c, 2)) return SX_EPROTO;
+    case 0xc0:
+        v->kind = MP_NIL;
+        c->p++;
+        return 0;
+    case 0xc2:
+        v->kind = MP_BOOL;
+        v->b = false;
+        c->p++;
+        return 0;
+    case 0xc3:
+        v->kind = MP_BOOL;
+        v->b = true;
+        c->p++;
+        return 0;
+    case 0xc4:
+    case 0xd9:
+        if (need(c, 2))
+            return SX_EPROTO;
         return read_span(c, 2, q[1], b == 0xc4 ? MP_BIN : MP_STR, v);
-    case 0xc5: case 0xda:
-        if (need(c, 3)) return SX_EPROTO;
+    case 0xc5:
+    case 0xda:
+        if (need(c, 3))
+            return SX_EPROTO;
         return read_span(c, 3, be(q + 1, 2), b == 0xc5 ? MP_BIN : MP_STR, v);
-    case 0xc6: case 0xdb:
-        if (need(c, 5)) return SX_EPROTO;
+    case 0xc6:
+    case 0xdb:
+        if (need(c, 5))
+            return SX_EPROTO;
         return read_span(c, 5, be(q + 1, 4), b == 0xc6 ? MP_BIN : MP_STR, v);
     case 0xca: {
         uint32_t bits;
         float f;
-        if (need(c, 5)) return SX_EPROTO;
+        if (need(c, 5))
+            return SX_EPROTO;
         bits = (uint32_t)be(q + 1, 4);
         memcpy(&f, &bits, sizeof(f));
         v->kind = MP_DOUBLE;
@@ -133,42 +151,58 @@ int mp_read(mp_cur *c, mp_val *v)
     }
     case 0xcb: {
         uint64_t bits;
-        if (need(c, 9)) return SX_EPROTO;
+        if (need(c, 9))
+            return SX_EPROTO;
         bits = be(q + 1, 8);
         memcpy(&v->d, &bits, sizeof(v->d));
         v->kind = MP_DOUBLE;
         c->p += 9;
         return 0;
     }
-    case 0xcc: case 0xcd: case 0xce: case 0xcf: {
+    case 0xcc:
+    case 0xcd:
+    case 0xce:
+    case 0xcf: {
         int n = 1 << (b - 0xcc);
-        if (need(c, 1 + (size_t)n)) return SX_EPROTO;
+        if (need(c, 1 + (size_t)n))
+            return SX_EPROTO;
         set_uint(v, be(q + 1, n));
         c->p += 1 + n;
         return 0;
     }
-    case 0xd0: case 0xd1: case 0xd2: case 0xd3: {
+    case 0xd0:
+    case 0xd1:
+    case 0xd2:
+    case 0xd3: {
         int n = 1 << (b - 0xd0);
         uint64_t u;
         int64_t i;
-        if (need(c, 1 + (size_t)n)) return SX_EPROTO;
+        if (need(c, 1 + (size_t)n))
+            return SX_EPROTO;
         u = be(q + 1, n);
-        if (n == 1) i = (int8_t)u;
-        else if (n == 2) i = (int16_t)u;
-        else if (n == 4) i = (int32_t)u;
-        else i = (int64_t)u;
+        if (n == 1)
+            i = (int8_t)u;
+        else if (n == 2)
+            i = (int16_t)u;
+        else if (n == 4)
+            i = (int32_t)u;
+        else
+            i = (int64_t)u;
         set_int(v, i);
         c->p += 1 + n;
         return 0;
     }
-    case 0xdc: case 0xde:
-        if (need(c, 3)) return SX_EPROTO;
+    case 0xdc:
+    case 0xde:
+        if (need(c, 3))
+            return SX_EPROTO;
         return read_container(c, 3, be(q + 1, 2), b == 0xdc ? MP_ARRAY : MP_MAP, v);
-    case 0xdd: case 0xdf:
-        if (need(c, 5)) return SX_EPROTO;
+    case 0xdd:
+    case 0xdf:
+        if (need(c, 5))
+            return SX_EPROTO;
         return read_container(c, 5, be(q + 1, 4), b == 0xdd ? MP_ARRAY : MP_MAP, v);
-    default:
-        return SX_EPROTO; /* 0xc1, ext and fixext */
+    default: return SX_EPROTO; /* 0xc1, ext and fixext */
     }
 }
 
@@ -194,15 +228,27 @@ static int extent(const uint8_t *p, size_t left, size_t *len, uint64_t *kids)
         body = b & 0x1f;
     else {
         switch (b) {
-        case 0xc4: case 0xd9: hdr = 2; break;
-        case 0xc5: case 0xda: case 0xdc: case 0xde: hdr = 3; break;
-        case 0xc6: case 0xdb: case 0xdd: case 0xdf: hdr = 5; break;
+        case 0xc4:
+        case 0xd9: hdr = 2; break;
+        case 0xc5:
+        case 0xda:
+        case 0xdc:
+        case 0xde: hdr = 3; break;
+        case 0xc6:
+        case 0xdb:
+        case 0xdd:
+        case 0xdf: hdr = 5; break;
         case 0xca: body = 4; break;
         case 0xcb: body = 8; break;
-        case 0xcc: case 0xcd: case 0xce: case 0xcf: body = (size_t)1 << (b - 0xcc); break;
-        case 0xd0: case 0xd1: case 0xd2: case 0xd3: body = (size_t)1 << (b - 0xd0); break;
-        default:
-            return SX_EPROTO;       /* 0xc1, ext and fixext */
+        case 0xcc:
+        case 0xcd:
+        case 0xce:
+        case 0xcf: body = (size_t)1 << (b - 0xcc); break;
+        case 0xd0:
+        case 0xd1:
+        case 0xd2:
+        case 0xd3: body = (size_t)1 << (b - 0xd0); break;
+        default: return SX_EPROTO; /* 0xc1, ext and fixext */
         }
         if (left < hdr)
             return SX_EPROTO;
@@ -456,15 +502,40 @@ int mp_buf_take(mp_buf *b, uint8_t **out, size_t *n)
     return 0;
 }
 
-#define MP_CHECK(call) do { if ((call) != 0) b->oom = true; } while (0)
+#define MP_CHECK(call)     \
+    do {                   \
+        if ((call) != 0)   \
+            b->oom = true; \
+    } while (0)
 
-void mp_put_nil(mp_buf *b) { MP_CHECK(msgpack_pack_nil(&b->pk)); }
-void mp_put_bool(mp_buf *b, bool v) { MP_CHECK(v ? msgpack_pack_true(&b->pk) : msgpack_pack_false(&b->pk)); }
-void mp_put_u64(mp_buf *b, uint64_t v) { MP_CHECK(msgpack_pack_uint64(&b->pk, v)); }
-void mp_put_i64(mp_buf *b, int64_t v) { MP_CHECK(msgpack_pack_int64(&b->pk, v)); }
-void mp_put_double(mp_buf *b, double v) { MP_CHECK(msgpack_pack_double(&b->pk, v)); }
-void mp_put_array(mp_buf *b, uint32_t n) { MP_CHECK(msgpack_pack_array(&b->pk, n)); }
-void mp_put_map(mp_buf *b, uint32_t n) { MP_CHECK(msgpack_pack_map(&b->pk, n)); }
+void mp_put_nil(mp_buf *b)
+{
+    MP_CHECK(msgpack_pack_nil(&b->pk));
+}
+void mp_put_bool(mp_buf *b, bool v)
+{
+    MP_CHECK(v ? msgpack_pack_true(&b->pk) : msgpack_pack_false(&b->pk));
+}
+void mp_put_u64(mp_buf *b, uint64_t v)
+{
+    MP_CHECK(msgpack_pack_uint64(&b->pk, v));
+}
+void mp_put_i64(mp_buf *b, int64_t v)
+{
+    MP_CHECK(msgpack_pack_int64(&b->pk, v));
+}
+void mp_put_double(mp_buf *b, double v)
+{
+    MP_CHECK(msgpack_pack_double(&b->pk, v));
+}
+void mp_put_array(mp_buf *b, uint32_t n)
+{
+    MP_CHECK(msgpack_pack_array(&b->pk, n));
+}
+void mp_put_map(mp_buf *b, uint32_t n)
+{
+    MP_CHECK(msgpack_pack_map(&b->pk, n));
+}
 
 void mp_put_str(mp_buf *b, const void *p, size_t n)
 {

@@ -29,8 +29,16 @@ typedef struct mp_span {
 
 /* Kinds of msgpack values as the cursor sees them. */
 typedef enum mp_kind {
-    MP_NIL, MP_BOOL, MP_INT, MP_UINT, MP_DOUBLE, MP_STR, MP_BIN,
-    MP_ARRAY, MP_MAP, MP_BAD
+    MP_NIL,
+    MP_BOOL,
+    MP_INT,
+    MP_UINT,
+    MP_DOUBLE,
+    MP_STR,
+    MP_BIN,
+    MP_ARRAY,
+    MP_MAP,
+    MP_BAD
 } mp_kind;
 
 /* A read position within a span; plain value, copy freely. */
@@ -45,8 +53,8 @@ typedef struct mp_cur {
 typedef struct mp_val {
     mp_kind kind;
     bool b;
-    int64_t i;      /* MP_INT (negative or any signed encoding that fits) */
-    uint64_t u;     /* MP_UINT */
+    int64_t i;  /* MP_INT (negative or any signed encoding that fits) */
+    uint64_t u; /* MP_UINT */
     double d;
     mp_span s;
     uint32_t count;

@@ -14,7 +14,18 @@
 #include "sx_errors.h"
 
 /* (the lists last: struct_size and free_fields test kind >= K_STRS) */
-typedef enum { K_U64, K_OU64, K_STR, K_BIN, K_OBIN, K_RAW, K_U64S, K_STRS, K_BINS, K_RAWS } field_kind;
+typedef enum {
+    K_U64,
+    K_OU64,
+    K_STR,
+    K_BIN,
+    K_OBIN,
+    K_RAW,
+    K_U64S,
+    K_STRS,
+    K_BINS,
+    K_RAWS
+} field_kind;
 
 typedef struct field_desc {
     field_kind kind;
@@ -24,7 +35,7 @@ typedef struct field_desc {
 typedef struct msg_desc {
     const char *name;
     const field_desc *req, *rep;
-    int nreq, nrep;   /* counts exclude the leading placeholder */
+    int nreq, nrep; /* counts exclude the leading placeholder */
 } msg_desc;
 
 /* Tables start with a placeholder entry so that messages without fields
@@ -52,11 +63,10 @@ static const msg_desc *desc_of(msg_type t)
             (int)(sizeof(rep_##name) / sizeof(rep_##name[0])) - 1 };          \
         return &d;                                                            \
     }
-/* clang-format on */
+    /* clang-format on */
     switch (t) {
         SX_MESSAGES(FD_CASE)
-    default:
-        return NULL;
+    default: return NULL;
     }
 #undef FD_CASE
 }
@@ -93,11 +103,11 @@ static void encode_fields(const field_desc *f, int n, const void *s, mp_buf *out
     for (int i = 1; i <= n; i++) {
         const void *fp = base + f[i].off;
         switch (f[i].kind) {
-        case K_U64: case K_OU64: mp_put_u64(out, *(const uint64_t *)fp); break;
+        case K_U64:
+        case K_OU64: mp_put_u64(out, *(const uint64_t *)fp); break;
         case K_STR: mp_put_str(out, ((const mp_span *)fp)->p, ((const mp_span *)fp)->n); break;
-        case K_BIN: case K_OBIN:
-            mp_put_bin(out, ((const mp_span *)fp)->p, ((const mp_span *)fp)->n);
-            break;
+        case K_BIN:
+        case K_OBIN: mp_put_bin(out, ((const mp_span *)fp)->p, ((const mp_span *)fp)->n); break;
         case K_RAW:
             if (((const mp_span *)fp)->n == 0)
                 mp_put_nil(out);
@@ -253,13 +263,16 @@ static int decode_fields(mp_cur *c, const field_desc *f, int n, uint32_t avail, 
         if (optional(f[i].kind) && (uint32_t)i > avail)
             break;
         switch (f[i].kind) {
-        case K_U64: case K_OU64: rc = mp_read_u64(c, fp); break;
+        case K_U64:
+        case K_OU64: rc = mp_read_u64(c, fp); break;
         case K_STR: rc = mp_read_str(c, fp); break;
-        case K_BIN: case K_OBIN: rc = mp_read_bin(c, fp); break;
+        case K_BIN:
+        case K_OBIN: rc = mp_read_bin(c, fp); break;
         case K_RAW: rc = mp_read_raw(c, fp); break;
-        case K_U64S: case K_STRS: case K_BINS: case K_RAWS:
-            rc = read_list(c, f[i].kind, fp);
-            break;
+        case K_U64S:
+        case K_STRS:
+        case K_BINS:
+        case K_RAWS: rc = read_list(c, f[i].kind, fp); break;
         }
     }
     return rc;
@@ -289,8 +302,9 @@ static size_t struct_size(const field_desc *f, int n)
 
     for (int i = 1; i <= n; i++) {
         size_t sz = f[i].kind == K_U64 || f[i].kind == K_OU64 ? sizeof(uint64_t)
-                  : f[i].kind == K_U64S ? sizeof(msg_u64s)
-                  : f[i].kind >= K_STRS ? sizeof(msg_spans) : sizeof(mp_span);
+                    : f[i].kind == K_U64S                     ? sizeof(msg_u64s)
+                    : f[i].kind >= K_STRS                     ? sizeof(msg_spans)
+                                                              : sizeof(mp_span);
         if (f[i].off + sz > end)
             end = f[i].off + sz;
     }
@@ -319,8 +333,7 @@ int msg_decode_req(msg_type t, const uint8_t *p, size_t n, void *s)
     return rc;
 }
 
-int msg_decode_rep(msg_type t, const uint8_t *p, size_t n, void *s,
-                   char *errmsg, size_t errlen)
+int msg_decode_rep(msg_type t, const uint8_t *p, size_t n, void *s, char *errmsg, size_t errlen)
 {
     const msg_desc *d = desc_of(t);
     mp_cur c = mp_cur_make(p, n);
@@ -379,11 +392,19 @@ void msg_free_rep(msg_type t, void *s)
 bool msg_rerunnable(msg_type t)
 {
     switch (t) {
-    case MSG_PING: case MSG_GET: case MSG_QUERY: case MSG_SCAN: case MSG_STATUS:
-    case MSG_CATALOG: case MSG_INDEX_LIST: case MSG_S_GET: case MSG_S_RANGE:
-    case MSG_S_HEADS: case MSG_I_RANGE: case MSG_I_WATERMARKS: case MSG_NODE_STATUS:
-        return true;
-    default:
-        return false;
+    case MSG_PING:
+    case MSG_GET:
+    case MSG_QUERY:
+    case MSG_SCAN:
+    case MSG_STATUS:
+    case MSG_CATALOG:
+    case MSG_INDEX_LIST:
+    case MSG_S_GET:
+    case MSG_S_RANGE:
+    case MSG_S_HEADS:
+    case MSG_I_RANGE:
+    case MSG_I_WATERMARKS:
+    case MSG_NODE_STATUS: return true;
+    default: return false;
     }
 }

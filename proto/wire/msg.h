@@ -37,8 +37,14 @@
 #define PROTO_VERSION 1
 #define MSG_REPLY 0x80
 
-typedef struct msg_u64s { uint32_t n; uint64_t *v; } msg_u64s;
-typedef struct msg_spans { uint32_t n; mp_span *v; } msg_spans;
+typedef struct msg_u64s {
+    uint32_t n;
+    uint64_t *v;
+} msg_u64s;
+typedef struct msg_spans {
+    uint32_t n;
+    mp_span *v;
+} msg_spans;
 
 #define MSG_CT_U64 uint64_t
 #define MSG_CT_OU64 uint64_t
@@ -243,8 +249,7 @@ int msg_decode_req(msg_type t, const uint8_t *p, size_t n, void *s);
  * request cannot know its type); or SX_EPROTO / SX_EVERSION / SX_ENOMEM
  * for a bad frame, a request, or a successful reply of another type.
  * Release with msg_free_rep. */
-int msg_decode_rep(msg_type t, const uint8_t *p, size_t n, void *s,
-                   char *errmsg, size_t errlen);
+int msg_decode_rep(msg_type t, const uint8_t *p, size_t n, void *s, char *errmsg, size_t errlen);
 
 /* Frees the lists a decode allocated; safe on a zeroed struct. */
 void msg_free_req(msg_type t, void *s);

@@ -40,7 +40,10 @@ static int put_tag(tuple_bytes *key, uint8_t tag)
     return bytes_append(key, &tag, 1);
 }
 
-int tup_encode_null(tuple_bytes *key) { return put_tag(key, TUP_NULL); }
+int tup_encode_null(tuple_bytes *key)
+{
+    return put_tag(key, TUP_NULL);
+}
 
 int tup_encode_bool(tuple_bytes *key, bool v)
 {
@@ -127,8 +130,7 @@ int tup_encode_mp(tuple_bytes *key, mp_cur *c)
     case MP_DOUBLE: return tup_encode_double(key, v.d);
     case MP_STR: return tup_encode_str(key, v.s.p, v.s.n);
     case MP_BIN: return tup_encode_bin(key, v.s.p, v.s.n);
-    default:
-        return SX_EKEY; /* lists and maps are not key-able */
+    default: return SX_EKEY; /* lists and maps are not key-able */
     }
 }
 
@@ -154,15 +156,14 @@ size_t tup_component_len(const uint8_t *p, size_t n)
     if (n == 0)
         return 0;
     switch (p[0]) {
-    case TUP_NULL: case TUP_FALSE: case TUP_TRUE:
-        return 1;
-    case TUP_INT: case TUP_DOUBLE:
-        return n >= 9 ? 9 : 0;
-    case TUP_STR: case TUP_BIN:
-        body = escaped_len(p + 1, n - 1);
-        return body ? body + 1 : 0;
-    default:
-        return 0;
+    case TUP_NULL:
+    case TUP_FALSE:
+    case TUP_TRUE: return 1;
+    case TUP_INT:
+    case TUP_DOUBLE: return n >= 9 ? 9 : 0;
+    case TUP_STR:
+    case TUP_BIN: body = escaped_len(p + 1, n - 1); return body ? body + 1 : 0;
+    default: return 0;
     }
 }
 
@@ -218,9 +219,7 @@ size_t tup_decode_to_mp(const uint8_t *p, size_t n, mp_buf *out)
     case TUP_NULL: mp_put_nil(out); return 1;
     case TUP_FALSE: mp_put_bool(out, false); return 1;
     case TUP_TRUE: mp_put_bool(out, true); return 1;
-    case TUP_INT:
-        mp_put_i64(out, (int64_t)(be_get64(p + 1) ^ (UINT64_C(1) << 63)));
-        return 9;
+    case TUP_INT: mp_put_i64(out, (int64_t)(be_get64(p + 1) ^ (UINT64_C(1) << 63))); return 9;
     case TUP_DOUBLE:
         bits = be_get64(p + 1);
         if (bits & (UINT64_C(1) << 63))

@@ -22,17 +22,16 @@
 
 #include "mp.h"
 
-#define TUP_NULL   0x01
-#define TUP_FALSE  0x02
-#define TUP_TRUE   0x03
-#define TUP_INT    0x10
+#define TUP_NULL 0x01
+#define TUP_FALSE 0x02
+#define TUP_TRUE 0x03
+#define TUP_INT 0x10
 #define TUP_DOUBLE 0x20
-#define TUP_STR    0x30
-#define TUP_BIN    0x40
+#define TUP_STR 0x30
+#define TUP_BIN 0x40
 
 /* Longest encoded key component tuple accepted anywhere (values + primary key). */
 #define SX_MAX_KEY 1024
-
 
 /* A simple growable byte string used to build keys. */
 typedef struct tuple_bytes {

@@ -46,7 +46,7 @@
 #include <unistd.h>
 #include "rawlink.h"
 
-#define REPLY_TIMEOUT_MS 10000   /* generous: the suite also runs under ASan */
+#define REPLY_TIMEOUT_MS 10000 /* generous: the suite also runs under ASan */
 /* Every port's frame limit: SX_MAX_FRAME (proto/runtime/net.h), the
  * NNG_OPT_RECVMAXSZ of the router's client port (net_listen, net_tls.c)
  * and the bound on a link frame (link.c). */
@@ -75,8 +75,7 @@ static uint8_t rng_byte(void)
 }
 
 /* Copies an sbuffer's bytes into f (takes ownership of the data). */
-static int frame_from_sbuf(frame *f, const char *name, msgpack_sbuffer *sb,
-                           expect_kind e)
+static int frame_from_sbuf(frame *f, const char *name, msgpack_sbuffer *sb, expect_kind e)
 {
     f->name = name;
     f->p = (uint8_t *)sb->data;
@@ -87,8 +86,7 @@ static int frame_from_sbuf(frame *f, const char *name, msgpack_sbuffer *sb,
     return f->p ? 0 : -1;
 }
 
-static int frame_from_bytes(frame *f, const char *name, const void *p,
-                            size_t n, expect_kind e)
+static int frame_from_bytes(frame *f, const char *name, const void *p, size_t n, expect_kind e)
 {
     f->name = name;
     f->p = malloc(n ? n : 1);
@@ -126,8 +124,7 @@ static int build_frames(frame *fs, int max)
     tmp[0] = 0x94;
     for (size_t i = 1; i < 64; i++)
         tmp[i] = rng_byte();
-    if (frame_from_bytes(&fs[n++], "garbage after array header", tmp, 64,
-                         EXPECT_ERROR))
+    if (frame_from_bytes(&fs[n++], "garbage after array header", tmp, 64, EXPECT_ERROR))
         return -1;
 
     /* 3. a valid-looking PUT, truncated in the middle of an item */
@@ -149,32 +146,26 @@ static int build_frames(frame *fs, int max)
 
     /* 4. array header claiming 2^32-1 elements */
     {
-        const uint8_t b[] = {0xdd, 0xff, 0xff, 0xff, 0xff, 0x01, 0x06};
-        if (frame_from_bytes(&fs[n++], "array of 2^32-1 elements", b, sizeof b,
-                             EXPECT_ERROR))
+        const uint8_t b[] = { 0xdd, 0xff, 0xff, 0xff, 0xff, 0x01, 0x06 };
+        if (frame_from_bytes(&fs[n++], "array of 2^32-1 elements", b, sizeof b, EXPECT_ERROR))
             return -1;
     }
     /* 5. a PUT whose item list claims 2^32-1 elements */
     {
-        const uint8_t b[] = {0x94, 0x01, 0x06, 0xa1, 'x',
-                             0xdd, 0xff, 0xff, 0xff, 0xff, 0x80};
-        if (frame_from_bytes(&fs[n++], "PUT list of 2^32-1 items", b, sizeof b,
-                             EXPECT_ERROR))
+        const uint8_t b[] = { 0x94, 0x01, 0x06, 0xa1, 'x', 0xdd, 0xff, 0xff, 0xff, 0xff, 0x80 };
+        if (frame_from_bytes(&fs[n++], "PUT list of 2^32-1 items", b, sizeof b, EXPECT_ERROR))
             return -1;
     }
     /* 6. a map header claiming 2^32-1 pairs inside a GET key */
     {
-        const uint8_t b[] = {0x94, 0x01, 0x07, 0xa1, 'x',
-                             0xdf, 0xff, 0xff, 0xff, 0xff};
-        if (frame_from_bytes(&fs[n++], "GET key map of 2^32-1 pairs", b,
-                             sizeof b, EXPECT_ERROR))
+        const uint8_t b[] = { 0x94, 0x01, 0x07, 0xa1, 'x', 0xdf, 0xff, 0xff, 0xff, 0xff };
+        if (frame_from_bytes(&fs[n++], "GET key map of 2^32-1 pairs", b, sizeof b, EXPECT_ERROR))
             return -1;
     }
     /* 7. a str header claiming 4 GiB */
     {
-        const uint8_t b[] = {0x93, 0x01, 0x07, 0xdb, 0xff, 0xff, 0xff, 0xff, 'a'};
-        if (frame_from_bytes(&fs[n++], "str of 4 GiB", b, sizeof b,
-                             EXPECT_ERROR))
+        const uint8_t b[] = { 0x93, 0x01, 0x07, 0xdb, 0xff, 0xff, 0xff, 0xff, 'a' };
+        if (frame_from_bytes(&fs[n++], "str of 4 GiB", b, sizeof b, EXPECT_ERROR))
             return -1;
     }
     /* 8. nesting 5000 deep */
@@ -196,99 +187,82 @@ static int build_frames(frame *fs, int max)
     }
     /* 9. wrong protocol version: PING with version 2 */
     {
-        const uint8_t b[] = {0x92, 0x02, 0x01};
-        if (frame_from_bytes(&fs[n++], "PING with version 2", b, sizeof b,
-                             EXPECT_ERROR))
+        const uint8_t b[] = { 0x92, 0x02, 0x01 };
+        if (frame_from_bytes(&fs[n++], "PING with version 2", b, sizeof b, EXPECT_ERROR))
             return -1;
     }
     /* 10. unknown message type */
     {
-        const uint8_t b[] = {0x92, 0x01, 0x63};
-        if (frame_from_bytes(&fs[n++], "unknown type 99", b, sizeof b,
-                             EXPECT_ERROR))
+        const uint8_t b[] = { 0x92, 0x01, 0x63 };
+        if (frame_from_bytes(&fs[n++], "unknown type 99", b, sizeof b, EXPECT_ERROR))
             return -1;
     }
     /* 11. a reply frame sent as a request */
     {
-        const uint8_t b[] = {0x95, 0x01, 0x81, 0x00, 0xa1, 'x', 0xa1, 'y'};
-        if (frame_from_bytes(&fs[n++], "reply sent as request", b, sizeof b,
-                             EXPECT_ERROR))
+        const uint8_t b[] = { 0x95, 0x01, 0x81, 0x00, 0xa1, 'x', 0xa1, 'y' };
+        if (frame_from_bytes(&fs[n++], "reply sent as request", b, sizeof b, EXPECT_ERROR))
             return -1;
     }
     /* 12. a GET whose fields have the wrong types */
     {
-        const uint8_t b[] = {0x94, 0x01, 0x07, 0x05, 0x06};
-        if (frame_from_bytes(&fs[n++], "GET with wrong field types", b,
-                             sizeof b, EXPECT_ERROR))
+        const uint8_t b[] = { 0x94, 0x01, 0x07, 0x05, 0x06 };
+        if (frame_from_bytes(&fs[n++], "GET with wrong field types", b, sizeof b, EXPECT_ERROR))
             return -1;
     }
     /* 13. not an array at all: a map */
     {
-        const uint8_t b[] = {0x81, 0x01, 0x01};
-        if (frame_from_bytes(&fs[n++], "map instead of array", b, sizeof b,
-                             EXPECT_ERROR))
+        const uint8_t b[] = { 0x81, 0x01, 0x01 };
+        if (frame_from_bytes(&fs[n++], "map instead of array", b, sizeof b, EXPECT_ERROR))
             return -1;
     }
     /* Inter-node messages (served by storage or index nodes; a router must
      * refuse them): counts, truncation and shapes that must not get past the
      * decoder or the handler's validation. None of them can mutate state if
      * rejected late: part/source ids are unknown or watermarks stay at 0. */
-    {   /* S_WRITE whose dels list claims 2^32-1 entries */
-        const uint8_t b[] = {0x96, 0x01, 22, 0x01, 0x00, 0x01,
-                             0xdd, 0xff, 0xff, 0xff, 0xff};
-        if (frame_from_bytes(&fs[n++], "S_WRITE dels of 2^32-1", b, sizeof b,
-                             EXPECT_ERROR))
+    { /* S_WRITE whose dels list claims 2^32-1 entries */
+        const uint8_t b[] = { 0x96, 0x01, 22, 0x01, 0x00, 0x01, 0xdd, 0xff, 0xff, 0xff, 0xff };
+        if (frame_from_bytes(&fs[n++], "S_WRITE dels of 2^32-1", b, sizeof b, EXPECT_ERROR))
             return -1;
     }
-    {   /* S_WRITE to partition 1 whose only object is not a map */
-        const uint8_t b[] = {0x97, 0x01, 22, 0x01, 0x00, 0x01, 0x90,
-                             0x91, 0xa3, 'b', 'a', 'd'};
-        if (frame_from_bytes(&fs[n++], "S_WRITE object not a map", b, sizeof b,
-                             EXPECT_ERROR))
+    { /* S_WRITE to partition 1 whose only object is not a map */
+        const uint8_t b[] = { 0x97, 0x01, 22, 0x01, 0x00, 0x01, 0x90, 0x91, 0xa3, 'b', 'a', 'd' };
+        if (frame_from_bytes(&fs[n++], "S_WRITE object not a map", b, sizeof b, EXPECT_ERROR))
             return -1;
     }
-    {   /* S_WRITE to an unknown partition */
-        const uint8_t b[] = {0x97, 0x01, 22, 0xcd, 0x03, 0xe7, 0x00, 0x01, 0x90,
-                             0x91, 0x81, 0xa2, 'i', 'd', 0x01};
-        if (frame_from_bytes(&fs[n++], "S_WRITE unknown partition", b, sizeof b,
-                             EXPECT_ERROR))
+    { /* S_WRITE to an unknown partition */
+        const uint8_t b[] = { 0x97, 0x01, 22,   0xcd, 0x03, 0xe7, 0x00, 0x01,
+                              0x90, 0x91, 0x81, 0xa2, 'i',  'd',  0x01 };
+        if (frame_from_bytes(&fs[n++], "S_WRITE unknown partition", b, sizeof b, EXPECT_ERROR))
             return -1;
     }
-    {   /* S_GET whose key list holds a truncated bin */
-        const uint8_t b[] = {0x95, 0x01, 23, 0x01, 0x01, 0x92, 0xc4, 0xc8, 'a'};
-        if (frame_from_bytes(&fs[n++], "S_GET truncated key", b, sizeof b,
-                             EXPECT_ERROR))
+    { /* S_GET whose key list holds a truncated bin */
+        const uint8_t b[] = { 0x95, 0x01, 23, 0x01, 0x01, 0x92, 0xc4, 0xc8, 'a' };
+        if (frame_from_bytes(&fs[n++], "S_GET truncated key", b, sizeof b, EXPECT_ERROR))
             return -1;
     }
-    {   /* I_APPLY whose seqs list claims 2^32-1 entries */
-        const uint8_t b[] = {0x97, 0x01, 26, 101, 0x01, 0x00, 0x00,
-                             0xdd, 0xff, 0xff, 0xff, 0xff};
-        if (frame_from_bytes(&fs[n++], "I_APPLY seqs of 2^32-1", b, sizeof b,
-                             EXPECT_ERROR))
+    { /* I_APPLY whose seqs list claims 2^32-1 entries */
+        const uint8_t b[] = { 0x97, 0x01, 26, 101, 0x01, 0x00, 0x00, 0xdd, 0xff, 0xff, 0xff, 0xff };
+        if (frame_from_bytes(&fs[n++], "I_APPLY seqs of 2^32-1", b, sizeof b, EXPECT_ERROR))
             return -1;
     }
-    {   /* I_APPLY with lists of different lengths (upto 0: harmless) */
-        const uint8_t b[] = {0x9c, 0x01, 26, 101, 0x01, 0x00, 0x00,
-                             0x91, 0x01,        /* seqs [1] */
-                             0x91, 0x00,        /* kinds [PUT] */
-                             0x90,              /* versions [] */
-                             0x91, 0xc4, 0x01, 'x', /* keys [bin "x"] */
-                             0x90,              /* hashes [] */
-                             0x90};             /* projs [] */
-        if (frame_from_bytes(&fs[n++], "I_APPLY ragged lists", b, sizeof b,
-                             EXPECT_ERROR))
+    { /* I_APPLY with lists of different lengths (upto 0: harmless) */
+        const uint8_t b[] = { 0x9c, 0x01, 26,   101, 0x01, 0x00, 0x00, 0x91, 0x01, /* seqs [1] */
+                              0x91, 0x00,                                          /* kinds [PUT] */
+                              0x90,                                                /* versions [] */
+                              0x91, 0xc4, 0x01, 'x', /* keys [bin "x"] */
+                              0x90,                  /* hashes [] */
+                              0x90 };                /* projs [] */
+        if (frame_from_bytes(&fs[n++], "I_APPLY ragged lists", b, sizeof b, EXPECT_ERROR))
             return -1;
     }
-    {   /* I_RANGE with wrong field types */
-        const uint8_t b[] = {0x97, 0x01, 27, 0xa1, 'p', 0x05, 0x05, 0xc3, 0xc0};
-        if (frame_from_bytes(&fs[n++], "I_RANGE wrong field types", b, sizeof b,
-                             EXPECT_ERROR))
+    { /* I_RANGE with wrong field types */
+        const uint8_t b[] = { 0x97, 0x01, 27, 0xa1, 'p', 0x05, 0x05, 0xc3, 0xc0 };
+        if (frame_from_bytes(&fs[n++], "I_RANGE wrong field types", b, sizeof b, EXPECT_ERROR))
             return -1;
     }
-    {   /* CAT_UPDATE with an unknown op and wrong field types */
-        const uint8_t b[] = {0x95, 0x01, 20, 0x63, 0x01, 0x02};
-        if (frame_from_bytes(&fs[n++], "CAT_UPDATE bad op and types", b,
-                             sizeof b, EXPECT_ERROR))
+    { /* CAT_UPDATE with an unknown op and wrong field types */
+        const uint8_t b[] = { 0x95, 0x01, 20, 0x63, 0x01, 0x02 };
+        if (frame_from_bytes(&fs[n++], "CAT_UPDATE bad op and types", b, sizeof b, EXPECT_ERROR))
             return -1;
     }
     /* A MULTI of three INDEX_LISTs of a missing table (""): three catalog
@@ -296,12 +270,9 @@ static int build_frames(frame *fs, int max)
      * while the catalog cache held a mutex across the fetch (found by
      * sx-fuzzframe; fixed in 4199bf9). Elsewhere: inner error replies. */
     {
-        const uint8_t b[] = {0x93, 0x01, 30, 0x93,
-                             0xc4, 0x04, 0x93, 0x01, 0x05, 0xa0,
-                             0xc4, 0x04, 0x93, 0x01, 0x05, 0xa0,
-                             0xc4, 0x04, 0x93, 0x01, 0x05, 0xa0};
-        if (frame_from_bytes(&fs[n++], "MULTI of 3 catalog misses", b, sizeof b,
-                             EXPECT_REPLY))
+        const uint8_t b[] = { 0x93, 0x01, 30,   0x93, 0xc4, 0x04, 0x93, 0x01, 0x05, 0xa0, 0xc4,
+                              0x04, 0x93, 0x01, 0x05, 0xa0, 0xc4, 0x04, 0x93, 0x01, 0x05, 0xa0 };
+        if (frame_from_bytes(&fs[n++], "MULTI of 3 catalog misses", b, sizeof b, EXPECT_REPLY))
             return -1;
     }
     /* 14. an empty frame */
@@ -344,8 +315,7 @@ static void put_be(uint8_t *p, uint64_t v, int bytes)
 
 /* exchange() over a link, on a plain TCP socket (authenticated when a key
  * is set): one frame with id 7, and the reply that carries id 7. */
-static int link_exchange(const char *url, const uint8_t *p, size_t n, uint8_t **got,
-                         size_t *gotn)
+static int link_exchange(const char *url, const uint8_t *p, size_t n, uint8_t **got, size_t *gotn)
 {
     rawlink l;
     uint8_t *b = NULL;
@@ -359,7 +329,7 @@ static int link_exchange(const char *url, const uint8_t *p, size_t n, uint8_t **
         rawlink_close(&l);
         return NNG_ECONNRESET;
     }
-    int r = rawlink_recv(&l, &id, &b, &bn);     /* -1: no reply in time */
+    int r = rawlink_recv(&l, &id, &b, &bn); /* -1: no reply in time */
     if (r == -2 || (r == 0 && id != 7)) {
         rv = NNG_EPROTO;
     } else if (r == 0) {
@@ -379,8 +349,8 @@ static int link_exchange(const char *url, const uint8_t *p, size_t n, uint8_t **
 /* Sends one frame and waits for the reply. *got is set to the reply (free
  * with nng_free(*got, *gotn)) or NULL on timeout. Returns 0, or an nng
  * error other than a timeout. */
-static int exchange(const char *url, const uint8_t *p, size_t n, int timeout_ms,
-                    uint8_t **got, size_t *gotn)
+static int exchange(const char *url, const uint8_t *p, size_t n, int timeout_ms, uint8_t **got,
+                    size_t *gotn)
 {
     nng_socket s;
     int link, rv;
@@ -412,9 +382,8 @@ static int exchange(const char *url, const uint8_t *p, size_t n, int timeout_ms,
 /* Parses a reply header [1, type|0x80, err, ...]. Returns 0 and fills
  * *type and *err, or -1 when the reply is not such a frame. If msg is not
  * NULL and element 3 is a string, copies it there. */
-static int parse_reply(const uint8_t *p, size_t n, uint64_t *type, uint64_t *err,
-                       char *msg, size_t msglen, msgpack_object_array *out_arr,
-                       msgpack_unpacked *keep)
+static int parse_reply(const uint8_t *p, size_t n, uint64_t *type, uint64_t *err, char *msg,
+                       size_t msglen, msgpack_object_array *out_arr, msgpack_unpacked *keep)
 {
     size_t off = 0;
     msgpack_unpacked_init(keep);
@@ -448,7 +417,7 @@ static int parse_reply(const uint8_t *p, size_t n, uint64_t *type, uint64_t *err
 /* PING must answer [1, 0x81, 0, role, name]. Returns 0 or -1. */
 static int check_ping(const char *url, const char *after)
 {
-    const uint8_t ping[] = {0x92, 0x01, 0x01};
+    const uint8_t ping[] = { 0x92, 0x01, 0x01 };
     uint8_t *got;
     size_t gotn;
     int rv = exchange(url, ping, sizeof ping, REPLY_TIMEOUT_MS, &got, &gotn);
@@ -460,14 +429,12 @@ static int check_ping(const char *url, const char *after)
     uint64_t type, err;
     msgpack_unpacked up;
     msgpack_object_array arr;
-    int ok = parse_reply(got, gotn, &type, &err, NULL, 0, &arr, &up) == 0 &&
-             type == 0x81 && err == 0 && arr.size >= 5 &&
-             arr.ptr[3].type == MSGPACK_OBJECT_STR &&
+    int ok = parse_reply(got, gotn, &type, &err, NULL, 0, &arr, &up) == 0 && type == 0x81 &&
+             err == 0 && arr.size >= 5 && arr.ptr[3].type == MSGPACK_OBJECT_STR &&
              arr.ptr[4].type == MSGPACK_OBJECT_STR;
     if (ok && strcmp(after, "start") == 0)
-        printf("%s: PING -> role %.*s, name %.*s\n", url,
-               (int)arr.ptr[3].via.str.size, arr.ptr[3].via.str.ptr,
-               (int)arr.ptr[4].via.str.size, arr.ptr[4].via.str.ptr);
+        printf("%s: PING -> role %.*s, name %.*s\n", url, (int)arr.ptr[3].via.str.size,
+               arr.ptr[3].via.str.ptr, (int)arr.ptr[4].via.str.size, arr.ptr[4].via.str.ptr);
     msgpack_unpacked_destroy(&up);
     nng_free(got, gotn);
     if (!ok) {
@@ -489,26 +456,24 @@ static int run_case(const char *url, const frame *f)
         fprintf(stderr, "FAIL %s: '%s': %s\n", url, f->name, nng_strerror(rv));
         bad = 1;
     } else if (!got) {
-        fprintf(stderr, "FAIL %s: '%s': no reply within %d ms\n", url, f->name,
-                REPLY_TIMEOUT_MS);
+        fprintf(stderr, "FAIL %s: '%s': no reply within %d ms\n", url, f->name, REPLY_TIMEOUT_MS);
         bad = 1;
     } else {
         uint64_t type, err;
         char msg[200];
         msgpack_unpacked up;
         if (parse_reply(got, gotn, &type, &err, msg, sizeof msg, NULL, &up) != 0) {
-            fprintf(stderr, "FAIL %s: '%s': reply is not a shardex reply frame\n",
-                    url, f->name);
+            fprintf(stderr, "FAIL %s: '%s': reply is not a shardex reply frame\n", url, f->name);
             bad = 1;
         } else if (err == 0 && f->expect == EXPECT_REPLY) {
             printf("ok   %s: %-28s -> success reply\n", url, f->name);
         } else if (err == 0) {
-            fprintf(stderr, "FAIL %s: '%s': got a success reply (type 0x%llx)\n",
-                    url, f->name, (unsigned long long)type);
+            fprintf(stderr, "FAIL %s: '%s': got a success reply (type 0x%llx)\n", url, f->name,
+                    (unsigned long long)type);
             bad = 1;
         } else {
-            printf("ok   %s: %-28s -> error %llu: %s\n", url, f->name,
-                   (unsigned long long)err, msg);
+            printf("ok   %s: %-28s -> error %llu: %s\n", url, f->name, (unsigned long long)err,
+                   msg);
         }
         msgpack_unpacked_destroy(&up);
         nng_free(got, gotn);
@@ -538,7 +503,7 @@ static int raw_outcome(int fd)
  * node that reads it whole answers an error. malloc'd, or NULL. */
 static uint8_t *put_body(size_t n)
 {
-    static const uint8_t put[] = {0x94, 0x01, 0x06, 0xa1, 'x', 0xc6, 0x01, 0x0f, 0xff, 0xf0};
+    static const uint8_t put[] = { 0x94, 0x01, 0x06, 0xa1, 'x', 0xc6, 0x01, 0x0f, 0xff, 0xf0 };
     uint8_t *body = calloc(1, n ? n : 1);
 
     if (body != NULL)
@@ -566,7 +531,7 @@ static int send_all(int fd, const uint8_t *p, size_t n)
  * exchanged) to url, or -1 (reported). */
 static int sp_connect(const char *url, const char *name)
 {
-    const uint8_t hello[8] = {0x00, 'S', 'P', 0x00, 0x00, 0x30, 0x00, 0x00};
+    const uint8_t hello[8] = { 0x00, 'S', 'P', 0x00, 0x00, 0x30, 0x00, 0x00 };
     uint8_t peer[8];
     int fd = raw_connect(url);
 
@@ -597,8 +562,7 @@ static void sp_header(uint8_t hdr[12], uint64_t claim)
  * larger; no tag). The frame is over the port's limit, so the peer must
  * drop the connection without answering, within the timeout. Returns 0
  * when it did, -1 otherwise. */
-static int raw_oversized(const char *url, const char *name, uint64_t claim,
-                         size_t body_n)
+static int raw_oversized(const char *url, const char *name, uint64_t claim, size_t body_n)
 {
     uint8_t hdr[12];
     int link, rc = -1, outcome = 0;
@@ -625,7 +589,7 @@ static int raw_oversized(const char *url, const char *name, uint64_t claim,
         if (!body)
             goto out;
         int sent = send_all(fd, body, body_n);
-        outcome = sent == 1 ? 1 : 0;    /* dropped mid-send, or see below */
+        outcome = sent == 1 ? 1 : 0; /* dropped mid-send, or see below */
     }
     if (outcome == 0)
         outcome = raw_outcome(fd);
@@ -668,7 +632,7 @@ static int sized_frame(const char *url, const char *name, size_t n, int over_lim
         }
         fd = rl.fd;
         if (rawlink_send(&rl, 7, body, n, false) != 0) {
-            outcome = 1;                /* dropped mid-send */
+            outcome = 1; /* dropped mid-send */
         } else if (over_limit) {
             outcome = raw_outcome(fd);
         } else {
@@ -707,8 +671,10 @@ static int sized_frame(const char *url, const char *name, size_t n, int over_lim
                 outcome == 2 ? "answered: a frame over the size limit was read"
                              : "connection neither dropped nor answered in time");
     } else if (!over_limit && outcome != 2) {
-        fprintf(stderr, "FAIL %s: '%s': no reply frame (the connection dropped or timed "
-                "out): a frame within the size limit must be read and answered\n", url, name);
+        fprintf(stderr,
+                "FAIL %s: '%s': no reply frame (the connection dropped or timed "
+                "out): a frame within the size limit must be read and answered\n",
+                url, name);
     } else if (over_limit) {
         printf("ok   %s: %-28s -> dropped\n", url, name);
         rc = 0;
@@ -717,13 +683,11 @@ static int sized_frame(const char *url, const char *name, size_t n, int over_lim
         char msg[200];
         msgpack_unpacked up;
         if (parse_reply(got, gotn, &type, &err, msg, sizeof msg, NULL, &up) != 0 || err == 0)
-            fprintf(stderr, "FAIL %s: '%s': the reply is not an error reply frame\n", url,
-                    name);
+            fprintf(stderr, "FAIL %s: '%s': the reply is not an error reply frame\n", url, name);
         else
             rc = 0;
         if (rc == 0)
-            printf("ok   %s: %-28s -> error %llu: %s\n", url, name, (unsigned long long)err,
-                   msg);
+            printf("ok   %s: %-28s -> error %llu: %s\n", url, name, (unsigned long long)err, msg);
         msgpack_unpacked_destroy(&up);
     }
 out:
@@ -740,7 +704,7 @@ out:
  * did, -1 otherwise. */
 static int stranger(const char *url, bool bad_tag)
 {
-    const uint8_t ping[] = {0x92, 0x01, 0x01};
+    const uint8_t ping[] = { 0x92, 0x01, 0x01 };
     const char *name = bad_tag ? "PING with a forged tag" : "PING without a hello";
     rawlink l = { .fd = -1 };
     int outcome = 0;
@@ -751,8 +715,8 @@ static int stranger(const char *url, bool bad_tag)
             return -1;
         }
     } else {
-        uint8_t theirs[36];             /* the node's hello comes anyway */
-        l.fd = raw_connect(url);        /* keyed stays false: no hello, no tag */
+        uint8_t theirs[36];      /* the node's hello comes anyway */
+        l.fd = raw_connect(url); /* keyed stays false: no hello, no tag */
         if (l.fd < 0 || read_full(l.fd, theirs, sizeof theirs) != 0 ||
             memcmp(theirs, "SXL1", 4) != 0) {
             fprintf(stderr, "FAIL %s: '%s': cannot connect, or no hello\n", url, name);
@@ -763,7 +727,7 @@ static int stranger(const char *url, bool bad_tag)
     if (rawlink_send(&l, 7, ping, sizeof ping, bad_tag) == 0)
         outcome = raw_outcome(l.fd);
     else
-        outcome = 1;                    /* already dropped */
+        outcome = 1; /* already dropped */
     rawlink_close(&l);
     if (outcome != 1) {
         fprintf(stderr, "FAIL %s: '%s': %s\n", url, name,

@@ -83,7 +83,7 @@ static int all_stopped(pid_t pid)
         snprintf(file, sizeof file, "%s/%.32s/stat", path, e->d_name);
         FILE *f = fopen(file, "r");
         if (!f)
-            continue;                   /* the thread has exited */
+            continue; /* the thread has exited */
         size_t n = fread(stat, 1, sizeof stat - 1, f);
         fclose(f);
         stat[n] = '\0';
@@ -97,14 +97,14 @@ static int all_stopped(pid_t pid)
     return rc;
 }
 
-#define STALL_CHECK(cond, ...)                                                \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "failover_test --stall: " __VA_ARGS__);           \
-            fprintf(stderr, "\n");                                            \
-            kill(pid, SIGCONT);                                               \
-            return 1;                                                         \
-        }                                                                     \
+#define STALL_CHECK(cond, ...)                                      \
+    do {                                                            \
+        if (!(cond)) {                                              \
+            fprintf(stderr, "failover_test --stall: " __VA_ARGS__); \
+            fprintf(stderr, "\n");                                  \
+            kill(pid, SIGCONT);                                     \
+            return 1;                                               \
+        }                                                           \
     } while (0)
 
 /* The storage nodes' writes refused past their deadline, summed from the
@@ -136,14 +136,16 @@ static int stall(sx_client *c, pid_t pid)
     int stopped = 0;
     for (int i = 0; i < 2000 && (stopped = all_stopped(pid)) == 0; i++) {
         struct timespec ts = { 0, 1000 * 1000 };
-        nanosleep(&ts, NULL);                   /* poll the condition */
+        nanosleep(&ts, NULL); /* poll the condition */
     }
     STALL_CHECK(stopped == 1, "router %d did not stop (%d)", (int)pid, stopped);
-    sx_client_set_timeout(c, 2000);     /* per attempt: r1's, then r2's */
+    sx_client_set_timeout(c, 2000); /* per attempt: r1's, then r2's */
     rc = put_v(c, 2);
     sx_client_set_timeout(c, 10000);
-    STALL_CHECK(rc == SX_OK, "a put to the stalled router was not sent again to the "
-                "next one: %s (%s)", sx_strerror(rc), sx_client_errmsg(c));
+    STALL_CHECK(rc == SX_OK,
+                "a put to the stalled router was not sent again to the "
+                "next one: %s (%s)",
+                sx_strerror(rc), sx_client_errmsg(c));
     rc = put_v(c, 3);
     STALL_CHECK(rc == SX_OK, "the next put: %s (%s)", sx_strerror(rc), sx_client_errmsg(c));
     rc = get_v(c, &v);
@@ -151,19 +153,24 @@ static int stall(sx_client *c, pid_t pid)
                 sx_strerror(rc), v, sx_client_errmsg(c));
     STALL_CHECK(kill(pid, SIGCONT) == 0, "cannot continue %d", (int)pid);
     long long late = late0;
-    for (int i = 0; i < 200 && late == late0; i++) {   /* the held put is refused */
+    for (int i = 0; i < 200 && late == late0; i++) { /* the held put is refused */
         struct timespec ts = { 0, 50 * 1000 * 1000 };
-        nanosleep(&ts, NULL);                   /* poll the condition */
+        nanosleep(&ts, NULL); /* poll the condition */
         late = past_deadline(c);
         STALL_CHECK(late >= 0, "status after the stall: %s", sx_client_errmsg(c));
     }
-    STALL_CHECK(late > late0, "no storage node refused the held put past its deadline "
-                "(writes_past_deadline %lld)", late);
+    STALL_CHECK(late > late0,
+                "no storage node refused the held put past its deadline "
+                "(writes_past_deadline %lld)",
+                late);
     rc = get_v(c, &v);
-    STALL_CHECK(rc == SX_OK && v == 3, "after the held put: %s, v=%" PRId64 " (%s): it "
-                "undid the later put", sx_strerror(rc), v, sx_client_errmsg(c));
+    STALL_CHECK(rc == SX_OK && v == 3,
+                "after the held put: %s, v=%" PRId64 " (%s): it "
+                "undid the later put",
+                sx_strerror(rc), v, sx_client_errmsg(c));
     printf("failover_test --stall: the put timed out on the stalled router and went to "
-           "the next; the one held was refused past its deadline (%lld)\n", late - late0);
+           "the next; the one held was refused past its deadline (%lld)\n",
+           late - late0);
     return 0;
 }
 
@@ -196,7 +203,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "failover_test: open: %s\n", sx_strerror(rc));
         return 1;
     }
-    sx_client_set_timeout(c, 2000);   /* a dead router costs at most this */
+    sx_client_set_timeout(c, 2000); /* a dead router costs at most this */
     rc = sx_table_create(c, "fo", "id", NULL);
     if (rc && rc != SX_EEXIST) {
         fprintf(stderr, "failover_test: table create: %s\n", sx_client_errmsg(c));

@@ -73,10 +73,10 @@
 #include "msg.h"
 #include "fz.h"
 
-#define DEFAULT_COUNT 1500         /* mutants per seed (fuzzframe.sh's too) */
-#define DEFAULT_TIMEOUT_MS 15000   /* generous: the suite also runs under ASan */
-#define MULTI_EVERY 6              /* every 6th mutant goes inside a MULTI */
-#define MAX_PORT_FAILURES 5        /* then the port is given up */
+#define DEFAULT_COUNT 1500       /* mutants per seed (fuzzframe.sh's too) */
+#define DEFAULT_TIMEOUT_MS 15000 /* generous: the suite also runs under ASan */
+#define MULTI_EVERY 6            /* every 6th mutant goes inside a MULTI */
+#define MAX_PORT_FAILURES 5      /* then the port is given up */
 #define LINK_PREFIX "link+"
 
 static void hex_print(FILE *f, const uint8_t *p, size_t n)
@@ -92,8 +92,8 @@ static void failure(fz_port *pt, const fz_seed *s, int mi, uint64_t cs, const fz
                     const char *why)
 {
     pt->failures++;
-    fprintf(stderr, "FAIL %s (%s): %s mutant %d (case 0x%016" PRIx64 "): %s\n",
-            pt->node->name, pt->conn.url, s->name, mi, cs, why);
+    fprintf(stderr, "FAIL %s (%s): %s mutant %d (case 0x%016" PRIx64 "): %s\n", pt->node->name,
+            pt->conn.url, s->name, mi, cs, why);
     if (pt->failed)
         return;
     pt->failed = true;
@@ -115,8 +115,9 @@ static int ping_ok(fz_port *pt, tuple_bytes *reply)
         if (attempt && fz_conn_open(&pt->conn) != 0)
             return -1;
         if (fz_conn_call(&pt->conn, pt->ping.p, pt->ping.n, reply) == R_REPLY &&
-            fz_check_reply(pt->ping.p, pt->ping.n, reply->p, reply->n, 0, &err, why,
-                           sizeof why) == 0 && err == 0)
+            fz_check_reply(pt->ping.p, pt->ping.n, reply->p, reply->n, 0, &err, why, sizeof why) ==
+                0 &&
+            err == 0)
             return 0;
     }
     return -1;
@@ -137,13 +138,13 @@ static int run_case(fz_port *pt, fz_seed *s, int mi, uint64_t cs, fz_mut *m, tup
     o = fz_conn_call(&pt->conn, m->b.p, m->b.n, reply);
     if (o != R_REPLY) {
         s->noreply++;
-        snprintf(why, sizeof why, "%s", o == R_TIMEOUT ? "no reply within the timeout"
-                 : "the connection broke instead of a reply");
+        snprintf(why, sizeof why, "%s",
+                 o == R_TIMEOUT ? "no reply within the timeout"
+                                : "the connection broke instead of a reply");
         failure(pt, s, mi, cs, m, why);
         if (o == R_BROKEN)
             fz_conn_open(&pt->conn);
-    } else if (fz_check_reply(m->b.p, m->b.n, reply->p, reply->n, 0, &err, why,
-                              sizeof why) != 0) {
+    } else if (fz_check_reply(m->b.p, m->b.n, reply->p, reply->n, 0, &err, why, sizeof why) != 0) {
         s->bad++;
         failure(pt, s, mi, cs, m, why);
     } else if (err) {
@@ -153,7 +154,10 @@ static int run_case(fz_port *pt, fz_seed *s, int mi, uint64_t cs, fz_mut *m, tup
     }
     if (pt->x->verbose > 1)
         printf("%s %s #%d: %s -> %s %" PRIu64 "\n", pt->node->name, s->name, mi, m->desc,
-               o != R_REPLY ? "no reply" : err ? "error" : "ok", err);
+               o != R_REPLY ? "no reply"
+               : err        ? "error"
+                            : "ok",
+               err);
     if (ping_ok(pt, reply) != 0) {
         failure(pt, s, mi, cs, m, "the port does not answer PING after this frame");
         return -1;
@@ -177,7 +181,7 @@ static void *port_main(void *arg)
         fz_seed *s = &pt->seeds[si];
         int n = x->count * s->weight / 100;
 
-        for (int mi = -1; mi < n && !pt->gave_up; mi++) {   /* -1: the seed itself */
+        for (int mi = -1; mi < n && !pt->gave_up; mi++) { /* -1: the seed itself */
             uint64_t cs = fz_case_seed(x->seed, pt->idx, si, mi);
             fz_rng r = { cs };
             fz_mut m = { .b = { 0 } };
@@ -214,8 +218,9 @@ static void print_report(fz_port *ports, int np)
         for (int i = 0; i < ports[p].nseeds; i++) {
             const fz_seed *s = &ports[p].seeds[i];
             printf("%-4s %-18s %7" PRIu64 " %7" PRIu64 " %7" PRIu64 " %9" PRIu64 " %8" PRIu64
-                   " %5" PRIu64 "\n", ports[p].node->name, s->name, s->sent, s->ok, s->err,
-                   s->withheld, s->noreply, s->bad);
+                   " %5" PRIu64 "\n",
+                   ports[p].node->name, s->name, s->sent, s->ok, s->err, s->withheld, s->noreply,
+                   s->bad);
             tot[0] += s->sent;
             tot[1] += s->ok;
             tot[2] += s->err;
@@ -228,15 +233,16 @@ static void print_report(fz_port *ports, int np)
         if (ports[p].failed && first < 0)
             first = p;
     }
-    printf("%-23s %7" PRIu64 " %7" PRIu64 " %7" PRIu64 " %9" PRIu64 " %8" PRIu64 " %5" PRIu64
-           "\n", "total", tot[0], tot[1], tot[2], tot[3], tot[4], tot[5]);
+    printf("%-23s %7" PRIu64 " %7" PRIu64 " %7" PRIu64 " %9" PRIu64 " %8" PRIu64 " %5" PRIu64 "\n",
+           "total", tot[0], tot[1], tot[2], tot[3], tot[4], tot[5]);
     if (first >= 0) {
         const fz_port *pt = &ports[first];
-        fprintf(stderr, "\nfirst failing case: port %s (%s, %s)\n  seed: %s, mutant %d, case "
+        fprintf(stderr,
+                "\nfirst failing case: port %s (%s, %s)\n  seed: %s, mutant %d, case "
                 "0x%016" PRIx64 " (--seed 0x%" PRIx64 ")\n  mutation: %s\n  problem: %s\n"
-                "  frame (%zu bytes): ", pt->node->name, pt->conn.url,
-                pt->conn.link ? "link" : "REQ/REP", pt->fseed, pt->fmut, pt->fcase,
-                pt->x->seed, pt->fdesc, pt->fwhy, pt->fframe.n);
+                "  frame (%zu bytes): ",
+                pt->node->name, pt->conn.url, pt->conn.link ? "link" : "REQ/REP", pt->fseed,
+                pt->fmut, pt->fcase, pt->x->seed, pt->fdesc, pt->fwhy, pt->fframe.n);
         hex_print(stderr, pt->fframe.p, pt->fframe.n);
         fprintf(stderr, "\n  replay: sx-fuzzframe --config %s --send %s%s ", pt->x->config,
                 pt->conn.link ? LINK_PREFIX : "", pt->conn.url);
@@ -249,7 +255,9 @@ static void print_report(fz_port *ports, int np)
 static int send_mode(const char *url, const char *hex, int timeout_ms)
 {
     bool link = strncmp(url, LINK_PREFIX, strlen(LINK_PREFIX)) == 0;
-    fz_conn c = { .url = link ? url + strlen(LINK_PREFIX) : url, .link = link, .fd = -1,
+    fz_conn c = { .url = link ? url + strlen(LINK_PREFIX) : url,
+                  .link = link,
+                  .fd = -1,
                   .timeout_ms = timeout_ms };
     tuple_bytes f = { 0 }, reply = { 0 }, ping = fz_ping_frame();
     uint64_t err = 0;
@@ -304,13 +312,15 @@ static int ping_mode(const cfg_cluster *cfg, int timeout_ms)
     int bad = 0;
 
     for (int i = 0; i < cfg->nnodes; i++) {
-        fz_conn c = { .url = cfg->nodes[i].url, .link = cfg->nodes[i].role != SX_ROLE_ROUTER,
-                      .fd = -1, .timeout_ms = timeout_ms };
+        fz_conn c = { .url = cfg->nodes[i].url,
+                      .link = cfg->nodes[i].role != SX_ROLE_ROUTER,
+                      .fd = -1,
+                      .timeout_ms = timeout_ms };
         uint64_t err = 1;
         char why[200];
         bool ok = fz_conn_call(&c, ping.p, ping.n, &reply) == R_REPLY &&
-                  fz_check_reply(ping.p, ping.n, reply.p, reply.n, 0, &err, why,
-                                 sizeof why) == 0 && err == 0;
+                  fz_check_reply(ping.p, ping.n, reply.p, reply.n, 0, &err, why, sizeof why) == 0 &&
+                  err == 0;
 
         printf("%s %s: %s\n", cfg->nodes[i].name, cfg->nodes[i].url,
                ok ? "answers PING" : "NO PING REPLY");
@@ -338,8 +348,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-    fz_ctx x = { .seed = 0x5eedf00d, .count = DEFAULT_COUNT,
-                 .timeout_ms = DEFAULT_TIMEOUT_MS };
+    fz_ctx x = { .seed = 0x5eedf00d, .count = DEFAULT_COUNT, .timeout_ms = DEFAULT_TIMEOUT_MS };
     const char *config = NULL, *rname = NULL, *wname = NULL, *send_url = NULL, *hex = NULL;
     bool ping = false;
     char err[256];
@@ -350,36 +359,58 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--ping")) { ping = true; continue; }
-        if (!strcmp(a, "-v")) { x.verbose++; continue; }
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
-        if (v == NULL) { usage(stderr); return 2; }
+        if (!strcmp(a, "--ping")) {
+            ping = true;
+            continue;
+        }
+        if (!strcmp(a, "-v")) {
+            x.verbose++;
+            continue;
+        }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        }
+        if (v == NULL) {
+            usage(stderr);
+            return 2;
+        }
         i++;
-        if (!strcmp(a, "--config")) config = v;
-        else if (!strcmp(a, "--read")) rname = v;
-        else if (!strcmp(a, "--write")) wname = v;
-        else if (!strcmp(a, "--count")) x.count = atoi(v);
-        else if (!strcmp(a, "--seed")) x.seed = strtoull(v, NULL, 0);
-        else if (!strcmp(a, "--timeout-ms")) x.timeout_ms = atoi(v);
-        else if (!strcmp(a, "--port")) x.only = v;
-        else if (!strcmp(a, "--send") && i + 1 < argc) { send_url = v; hex = argv[++i]; }
-        else { usage(stderr); return 2; }
+        if (!strcmp(a, "--config"))
+            config = v;
+        else if (!strcmp(a, "--read"))
+            rname = v;
+        else if (!strcmp(a, "--write"))
+            wname = v;
+        else if (!strcmp(a, "--count"))
+            x.count = atoi(v);
+        else if (!strcmp(a, "--seed"))
+            x.seed = strtoull(v, NULL, 0);
+        else if (!strcmp(a, "--timeout-ms"))
+            x.timeout_ms = atoi(v);
+        else if (!strcmp(a, "--port"))
+            x.only = v;
+        else if (!strcmp(a, "--send") && i + 1 < argc) {
+            send_url = v;
+            hex = argv[++i];
+        } else {
+            usage(stderr);
+            return 2;
+        }
     }
     if (x.timeout_ms <= 0 || x.count < 0) {
         usage(stderr);
         return 2;
     }
-    if ((!send_url && config == NULL) ||
-        (!send_url && !ping && (rname == NULL || wname == NULL))) {
+    if ((!send_url && config == NULL) || (!send_url && !ping && (rname == NULL || wname == NULL))) {
         usage(stderr);
         return 2;
     }
-    if (proto_init() != 0 ||
-        (config != NULL && cfg_load(config, &x.cfg, err, sizeof err) != 0)) {
+    if (proto_init() != 0 || (config != NULL && cfg_load(config, &x.cfg, err, sizeof err) != 0)) {
         fprintf(stderr, "sx-fuzzframe: %s: %s\n", config ? config : "libsodium", err);
         return 2;
     }
-    if (x.cfg != NULL)      /* as a router, the cluster's links' key */
+    if (x.cfg != NULL) /* as a router, the cluster's links' key */
         link_auth_set_key(x.cfg->has_link_key ? x.cfg->link_key : NULL, x.cfg->cluster);
     x.config = config;
     if (send_url) {
@@ -405,14 +436,16 @@ int main(int argc, char **argv)
         pt->idx = i;
         pt->node = nd;
         pt->x = &x;
-        pt->conn = (fz_conn){ .url = nd->url, .link = nd->role != SX_ROLE_ROUTER, .fd = -1,
-                              .timeout_ms = x.timeout_ms };
+        pt->conn = (fz_conn){
+            .url = nd->url, .link = nd->role != SX_ROLE_ROUTER, .fd = -1, .timeout_ms = x.timeout_ms
+        };
         pt->ping = fz_ping_frame();
         fz_port_seeds(&x, pt);
         np++;
     }
     printf("sx-fuzzframe: seed 0x%" PRIx64 ", %d mutants per seed (weighted), every %dth in "
-           "a MULTI, timeout %d ms, %d ports\n", x.seed, x.count, MULTI_EVERY, x.timeout_ms, np);
+           "a MULTI, timeout %d ms, %d ports\n",
+           x.seed, x.count, MULTI_EVERY, x.timeout_ms, np);
     fflush(stdout);
     for (int p = 0; p < np; p++)
         if (pthread_create(&th[p], NULL, port_main, &ports[p]) != 0) {

@@ -29,7 +29,7 @@
 #include "mp.h"
 #include "tuple.h"
 
-#define MAX_SEEDS 40               /* seed frames of one port */
+#define MAX_SEEDS 40 /* seed frames of one port */
 
 /* ---- memory and bytes (fz_mutate.c) ---------------------------------------- */
 
@@ -55,7 +55,9 @@ void fz_be_put(uint8_t *p, uint64_t v, int bytes);
 /* ---- deterministic PRNG (fz_mutate.c) ---------------------------------------- */
 
 /* A splitmix64 generator; any value is a valid state. */
-typedef struct fz_rng { uint64_t s; } fz_rng;
+typedef struct fz_rng {
+    uint64_t s;
+} fz_rng;
 
 /* A number below n drawn from r (0 when n is 0). */
 uint64_t fz_below(fz_rng *r, uint64_t n);
@@ -98,7 +100,7 @@ typedef enum { R_REPLY, R_TIMEOUT, R_BROKEN } fz_outcome;
 typedef struct fz_conn {
     const char *url;
     bool link;
-    nng_socket sock;      /* REQ/REP (router) */
+    nng_socket sock; /* REQ/REP (router) */
     bool open;
     int fd;               /* link */
     struct link_auth *au; /* its hellos and tags, with a link key */
@@ -132,27 +134,29 @@ int fz_check_reply(const uint8_t *rq, size_t rn, const uint8_t *rp, size_t pn, i
 /* ---- the cluster, seeds, set-up (fz_seeds.c) --------------------------------- */
 
 /* An index partition's watermark for one storage source, at the start. */
-typedef struct fz_wm { uint64_t part, source, wm; } fz_wm;
+typedef struct fz_wm {
+    uint64_t part, source, wm;
+} fz_wm;
 
 /* The run: its options (main) and what the cluster held at the start
  * (fz_setup). */
 typedef struct fz_ctx {
     cfg_cluster *cfg;
-    const char *config;         /* its file, for the replay line */
+    const char *config; /* its file, for the replay line */
     cat_catalog *cat;
-    const cat_table *rt;          /* --read: real data, read only */
-    const cat_index *rix;         /* its first index */
-    const cat_table *wt;          /* --write: the throwaway table */
-    const cat_index *wix;         /* its first index, or NULL */
-    char **protect;               /* tables at the start other than wt */
+    const cat_table *rt;  /* --read: real data, read only */
+    const cat_index *rix; /* its first index */
+    const cat_table *wt;  /* --write: the throwaway table */
+    const cat_index *wix; /* its first index, or NULL */
+    char **protect;       /* tables at the start other than wt */
     int nprotect;
-    uint32_t *pix;                /* their index ids */
+    uint32_t *pix; /* their index ids */
     int npix;
-    fz_wm *wms;                   /* index partitions' watermarks at the start */
+    fz_wm *wms; /* index partitions' watermarks at the start */
     int nwms;
-    tuple_bytes items[8];            /* items of the read table */
+    tuple_bytes items[8]; /* items of the read table */
     int nitems;
-    tuple_bytes qtoken, stoken;      /* real continuation tokens */
+    tuple_bytes qtoken, stoken; /* real continuation tokens */
     uint64_t seed;
     int count, timeout_ms, verbose;
     const char *only;
@@ -162,7 +166,7 @@ typedef struct fz_ctx {
 typedef struct fz_seed {
     char name[40];
     tuple_bytes frame;
-    int weight;                   /* percent of --count mutants */
+    int weight; /* percent of --count mutants */
     uint64_t sent, ok, err, withheld, noreply, bad;
 } fz_seed;
 

@@ -14,7 +14,7 @@
 #include <inttypes.h>
 #include "fz.h"
 
-#define MAX_ITEMS 512              /* items of a frame the mutator can aim at */
+#define MAX_ITEMS 512 /* items of a frame the mutator can aim at */
 
 /* ---- memory and bytes ------------------------------------------------------- */
 
@@ -111,8 +111,7 @@ typedef struct fz_item {
     uint32_t count;
 } fz_item;
 
-static int walk_one(mp_cur *c, const uint8_t *base, int depth, int parent, fz_item *it,
-                    int *k)
+static int walk_one(mp_cur *c, const uint8_t *base, int depth, int parent, fz_item *it, int *k)
 {
     const uint8_t *start = c->p;
     mp_val v;
@@ -215,8 +214,15 @@ static void other_value(fz_rng *r, mp_buf *m)
     case 8: mp_put_bin(m, "\x30x\x00", 3); break;
     case 9: mp_put_array(m, 0); break;
     case 10: mp_put_map(m, 0); break;
-    case 11: mp_put_array(m, 1); mp_put_nil(m); break;
-    case 12: mp_put_map(m, 1); mp_put_cstr(m, "id"); mp_put_u64(m, 1); break;
+    case 11:
+        mp_put_array(m, 1);
+        mp_put_nil(m);
+        break;
+    case 12:
+        mp_put_map(m, 1);
+        mp_put_cstr(m, "id");
+        mp_put_u64(m, 1);
+        break;
     case 13: mp_put_raw(m, ext, sizeof ext); break;
     case 14: mp_put_raw(m, never, sizeof never); break;
     case 15: {
@@ -230,9 +236,7 @@ static void other_value(fz_rng *r, mp_buf *m)
             mp_put_array(m, 1);
         mp_put_nil(m);
         break;
-    default:
-        mp_put_i64(m, INT64_MIN);
-        break;
+    default: mp_put_i64(m, INT64_MIN); break;
     }
 }
 
@@ -240,13 +244,14 @@ static void other_value(fz_rng *r, mp_buf *m)
 static void other_int(fz_rng *r, mp_buf *m)
 {
     static const uint64_t us[] = {
-        0, 1, 2, 0x7f, 0x80, 0xff, 0x100, 0xffff, 0x10000, 100000, 100001,
-        0xffffffffull, 0x100000000ull, (uint64_t)INT64_MAX, 1ull << 63, UINT64_MAX,
+        0,          1,          2,      0x7f,   0x80,          0xff,           0x100,
+        0xffff,     0x10000,    100000, 100001, 0xffffffffull, 0x100000000ull, (uint64_t)INT64_MAX,
+        1ull << 63, UINT64_MAX,
     };
     uint64_t k = fz_below(r, sizeof us / sizeof us[0] + 3);
 
     if (k < sizeof us / sizeof us[0]) {
-        if (fz_below(r, 4) == 0) {            /* a wide encoding of a small value */
+        if (fz_below(r, 4) == 0) { /* a wide encoding of a small value */
             uint8_t w[9] = { 0xcf };
             fz_be_put(w + 1, us[k], 8);
             mp_put_raw(m, w, sizeof w);
@@ -275,14 +280,13 @@ void fz_note(fz_mut *m, const char *fmt, ...)
         m->dl += (size_t)w < sizeof m->desc - m->dl ? (size_t)w : sizeof m->desc - m->dl - 1;
 }
 
-static const uint8_t boundary[] = { 0x00, 0x01, 0x7f, 0x80, 0x8f, 0x90, 0x9f, 0xa0,
-                                    0xbf, 0xc0, 0xc1, 0xc4, 0xcf, 0xd9, 0xdc, 0xdd,
-                                    0xde, 0xdf, 0xe0, 0xff };
+static const uint8_t boundary[] = { 0x00, 0x01, 0x7f, 0x80, 0x8f, 0x90, 0x9f, 0xa0, 0xbf, 0xc0,
+                                    0xc1, 0xc4, 0xcf, 0xd9, 0xdc, 0xdd, 0xde, 0xdf, 0xe0, 0xff };
 
 static uint8_t boundary_byte(fz_rng *r)
 {
     if (fz_below(r, 3) == 0)
-        return (uint8_t)(0xc0 + fz_below(r, 32));   /* any msgpack type byte */
+        return (uint8_t)(0xc0 + fz_below(r, 32)); /* any msgpack type byte */
     return boundary[fz_below(r, sizeof boundary)];
 }
 
@@ -337,9 +341,10 @@ static void mut_trunc(fz_mut *m, fz_rng *r, const fz_item *it, int n)
 
     switch (fz_below(r, 6)) {
     case 0: pos = fz_below(r, m->b.n + 1); break;
-    case 1: pos = n ? it[i].off : 0; break;                       /* before an item */
-    case 2: pos = n ? it[i].off + (it[i].hdr > 1 ? 1 + fz_below(r, it[i].hdr - 1) : 0) : 1;
-        break;                                                     /* inside a header */
+    case 1: pos = n ? it[i].off : 0; break; /* before an item */
+    case 2:
+        pos = n ? it[i].off + (it[i].hdr > 1 ? 1 + fz_below(r, it[i].hdr - 1) : 0) : 1;
+        break;                                                           /* inside a header */
     case 3: pos = n && it[i].len ? it[i].off + it[i].len - 1 : 0; break; /* its last byte */
     case 4: pos = m->b.n ? m->b.n - 1 : 0; break;
     default: pos = fz_below(r, 4); break;
@@ -364,8 +369,7 @@ static void mut_inflate(fz_mut *m, fz_rng *r, const fz_item *it, int n)
         mut_bytes(m, r);
         return;
     }
-    cur = it[i].kind == MP_ARRAY || it[i].kind == MP_MAP ? it[i].count
-                                                         : it[i].len - it[i].hdr;
+    cur = it[i].kind == MP_ARRAY || it[i].kind == MP_MAP ? it[i].count : it[i].len - it[i].hdr;
     left = m->b.n - it[i].off - it[i].hdr;
     switch (fz_below(r, 8)) {
     case 0: claim = 0xffffffffull; break;
@@ -415,8 +419,10 @@ static void mut_dup_or_delete(fz_mut *m, fz_rng *r, const fz_item *it, int n, bo
     }
     /* the parent's header comes before item i: its offset is unchanged */
     if (fix && parent >= 0)
-        set_count(m, it, parent, dup ? (uint64_t)it[parent].count + 1
-                  : it[parent].count ? it[parent].count - 1 : 0);
+        set_count(m, it, parent,
+                  dup                ? (uint64_t)it[parent].count + 1
+                  : it[parent].count ? it[parent].count - 1
+                                     : 0);
     fz_note(m, "%s(item %d%s) ", dup ? "dup" : "delete", i, fix ? ", count fixed" : "");
 }
 
@@ -438,8 +444,8 @@ static void mut_replace(fz_mut *m, fz_rng *r, const fz_item *it, int n, bool as_
     if (v.oom)
         fz_die_oom();
     splice_in(&m->b, it[i].off, it[i].len, (const uint8_t *)v.sb.data, v.sb.size);
-    fz_note(m, "%s(item %d <- %02x..%zu) ", as_int ? "int" : "value", i,
-            (uint8_t)v.sb.data[0], v.sb.size);
+    fz_note(m, "%s(item %d <- %02x..%zu) ", as_int ? "int" : "value", i, (uint8_t)v.sb.data[0],
+            v.sb.size);
     mp_buf_free(&v);
 }
 
@@ -453,7 +459,7 @@ static void mut_swap(fz_mut *m, fz_rng *r, const fz_item *it, int n)
         a = b;
         b = t;
     }
-    if (a < 0 || a == b || it[b].off < it[a].off + it[a].len) {   /* nested or same */
+    if (a < 0 || a == b || it[b].off < it[a].off + it[a].len) { /* nested or same */
         mut_bytes(m, r);
         return;
     }
@@ -470,9 +476,10 @@ static void mut_swap(fz_mut *m, fz_rng *r, const fz_item *it, int n)
 /* The frame's version (which 0) or type (which 1) becomes something else. */
 static void mut_header(fz_mut *m, fz_rng *r, const fz_item *it, int n, int which)
 {
-    static const uint64_t types[] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 19,
-                                      20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32,
-                                      99, 127, 0x81, 0x96, 255, 256, 0xffffffffull };
+    static const uint64_t types[] = {
+        0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11,  12,   13,   19,  20,  21,           22,
+        23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 99, 127, 0x81, 0x96, 255, 256, 0xffffffffull
+    };
     static const uint64_t versions[] = { 0, 2, 3, 127, 255, 0x101, UINT64_MAX };
     int i = n && it[0].kind == MP_ARRAY ? child(it, n, 0, which) : -1;
     mp_buf v;
@@ -483,7 +490,7 @@ static void mut_header(fz_mut *m, fz_rng *r, const fz_item *it, int n, int which
         return;
     }
     mp_buf_init(&v);
-    if (which == 0 && fz_below(r, 4) == 0) {   /* version 1, wide: must still be fine */
+    if (which == 0 && fz_below(r, 4) == 0) { /* version 1, wide: must still be fine */
         static const uint8_t wide1[] = { 0xcf, 0, 0, 0, 0, 0, 0, 0, 1 };
         mp_put_raw(&v, wide1, sizeof wide1);
         val = 1;
@@ -601,7 +608,11 @@ void fz_wrap_multi(fz_mut *m, fz_rng *r, const tuple_bytes *valid, const tuple_b
 
     switch (how) {
     case 0: f[n++] = &inner; break;
-    case 1: f[n++] = valid; f[n++] = &inner; f[n++] = ping; break;
+    case 1:
+        f[n++] = valid;
+        f[n++] = &inner;
+        f[n++] = ping;
+        break;
     case 2: {
         const tuple_bytes *pf[1] = { ping };
         nested = fz_multi_of(pf, 1);
@@ -619,8 +630,12 @@ void fz_wrap_multi(fz_mut *m, fz_rng *r, const tuple_bytes *valid, const tuple_b
     bytes_free(&nested);
     bytes_free(&inner);
     m->b = out;
-    fz_note(m, "| in MULTI(%s) ", how == 0 ? "alone" : how == 1 ? "between valid frames"
-            : how == 2 ? "beside a nested MULTI" : how == 3 ? "then mutated" : "repeated");
+    fz_note(m, "| in MULTI(%s) ",
+            how == 0   ? "alone"
+            : how == 1 ? "between valid frames"
+            : how == 2 ? "beside a nested MULTI"
+            : how == 3 ? "then mutated"
+                       : "repeated");
     if (how == 3)
         fz_mutate(m, r, valid);
 }

@@ -21,8 +21,8 @@
 #include "tuple.h"
 #include "fz.h"
 
-#define HW_SANE 1000000000000000ull  /* 10^15 µs: below every real hw */
-#define FAKE_INDEX 0xfffffff0u     /* an index id no table holds (as sx-ibuild) */
+#define HW_SANE 1000000000000000ull /* 10^15 µs: below every real hw */
+#define FAKE_INDEX 0xfffffff0u      /* an index id no table holds (as sx-ibuild) */
 
 /* ---- the cluster as the fuzzer sees it ------------------------------------------------ */
 
@@ -55,9 +55,16 @@ static uint64_t wm_at_start(const fz_ctx *x, uint64_t part, uint64_t source)
 bool fz_unsafe(const fz_ctx *x, const uint8_t *p, size_t n, int depth)
 {
     union {
-        msg_MULTI_req mu; msg_PUT_req put; msg_DELETE_req del; msg_INDEX_CREATE_req ic;
-        msg_INDEX_DROP_req id; msg_S_WRITE_req sw; msg_CAT_UPDATE_req cu;
-        msg_CAT_BACKFILLED_req cb; msg_I_APPLY_req ia; msg_I_BUILD_req ib;
+        msg_MULTI_req mu;
+        msg_PUT_req put;
+        msg_DELETE_req del;
+        msg_INDEX_CREATE_req ic;
+        msg_INDEX_DROP_req id;
+        msg_S_WRITE_req sw;
+        msg_CAT_UPDATE_req cu;
+        msg_CAT_BACKFILLED_req cb;
+        msg_I_APPLY_req ia;
+        msg_I_BUILD_req ib;
     } u;
     msg_type t;
     int is_reply;
@@ -72,9 +79,7 @@ bool fz_unsafe(const fz_ctx *x, const uint8_t *p, size_t n, int depth)
             for (uint32_t i = 0; i < u.mu.frames.n && !bad; i++)
                 bad = fz_unsafe(x, u.mu.frames.v[i].p, u.mu.frames.v[i].n, depth + 1);
         break;
-    case MSG_PUT:
-        bad = msg_decode_req(t, p, n, &u) == 0 && protected_table(x, u.put.table);
-        break;
+    case MSG_PUT: bad = msg_decode_req(t, p, n, &u) == 0 && protected_table(x, u.put.table); break;
     case MSG_DELETE:
         bad = msg_decode_req(t, p, n, &u) == 0 && protected_table(x, u.del.table);
         break;
@@ -87,9 +92,7 @@ bool fz_unsafe(const fz_ctx *x, const uint8_t *p, size_t n, int depth)
     case MSG_CAT_UPDATE:
         bad = msg_decode_req(t, p, n, &u) == 0 && protected_table(x, u.cu.table);
         break;
-    case MSG_S_WRITE:
-        bad = msg_decode_req(t, p, n, &u) == 0 && u.sw.table_id != x->wt->id;
-        break;
+    case MSG_S_WRITE: bad = msg_decode_req(t, p, n, &u) == 0 && u.sw.table_id != x->wt->id; break;
     case MSG_CAT_BACKFILLED:
         bad = msg_decode_req(t, p, n, &u) == 0 && protected_index(x, u.cb.index_id);
         break;
@@ -100,13 +103,11 @@ bool fz_unsafe(const fz_ctx *x, const uint8_t *p, size_t n, int depth)
     case MSG_I_BUILD:
         if (msg_decode_req(t, p, n, &u) == 0)
             for (uint32_t i = 0; i < u.ib.keys.n && !bad; i++)
-                bad = u.ib.keys.v[i].n < 4 ||
-                      protected_index(x, be_get32(u.ib.keys.v[i].p));
+                bad = u.ib.keys.v[i].n < 4 || protected_index(x, be_get32(u.ib.keys.v[i].p));
         break;
-    default:
-        return false;
+    default: return false;
     }
-    msg_free_req(t, &u);        /* safe on the zeroed union, decoded or not */
+    msg_free_req(t, &u); /* safe on the zeroed union, decoded or not */
     return bad;
 }
 
@@ -239,10 +240,10 @@ static void router_seeds(const fz_ctx *x, fz_port *pt)
 {
     const tuple_bytes *it0 = &x->items[0], *it1 = &x->items[x->nitems > 1 ? 1 : 0];
     tuple_bytes rkey = key_of(x->rt, it0), s1 = scratch_item(x, 1, "Redmond"),
-             s2 = scratch_item(x, 2, "Zurich"), wkey;
+                s2 = scratch_item(x, 2, "Zurich"), wkey;
     mp_span town = attr_of(it0, x->rix->attrs[0]);
     tuple_bytes eq = array1(town), where = map1(x->rix->attrs[0], town),
-             peq = array1(attr_of(it1, x->rt->pk));
+                peq = array1(attr_of(it1, x->rt->pk));
     mp_span items[2] = { bbuf(&s1), bbuf(&s2) }, a2[2] = { cbuf("town"), cbuf("lastname") };
     mp_span pa[1] = { cbuf("email") }, rattrs[2];
     static const uint8_t empty_arr = 0x90, nil = 0xc0;
@@ -260,8 +261,10 @@ static void router_seeds(const fz_ctx *x, fz_port *pt)
         seed_add(pt, "TABLE_CREATE/sk", fz_encode_req(MSG_TABLE_CREATE, &r), 50);
     }
     {
-        msg_INDEX_CREATE_req r = { .table = cbuf(x->wt->name), .index = cbuf("fzi_a"),
-                                   .attrs = { 2, a2 }, .proj = CAT_PROJ_LIST,
+        msg_INDEX_CREATE_req r = { .table = cbuf(x->wt->name),
+                                   .index = cbuf("fzi_a"),
+                                   .attrs = { 2, a2 },
+                                   .proj = CAT_PROJ_LIST,
                                    .proj_attrs = { 1, pa } };
         seed_add(pt, "INDEX_CREATE", fz_encode_req(MSG_INDEX_CREATE, &r), 50);
     }
@@ -289,10 +292,16 @@ static void router_seeds(const fz_ctx *x, fz_port *pt)
         seed_add(pt, "DELETE", fz_encode_req(MSG_DELETE, &r), 100);
     }
     {
-        msg_QUERY_req r = { .table = cbuf(x->rt->name), .index = cbuf(rix),
-                            .eq = bbuf(&eq), .cond = Q_COND_PREFIX, .from = { &nil, 1 },
-                            .to = { &nil, 1 }, .prefix = cbuf("S"), .limit = 10,
-                            .attrs = { 2, rattrs }, .consistency = Q_VERIFIED };
+        msg_QUERY_req r = { .table = cbuf(x->rt->name),
+                            .index = cbuf(rix),
+                            .eq = bbuf(&eq),
+                            .cond = Q_COND_PREFIX,
+                            .from = { &nil, 1 },
+                            .to = { &nil, 1 },
+                            .prefix = cbuf("S"),
+                            .limit = 10,
+                            .attrs = { 2, rattrs },
+                            .consistency = Q_VERIFIED };
         seed_add(pt, "QUERY/prefix", fz_encode_req(MSG_QUERY, &r), 100);
         r.cond = Q_COND_RANGE;
         r.prefix = cbuf("");
@@ -402,8 +411,10 @@ static void storage_seeds(const fz_ctx *x, fz_port *pt)
     objs[0] = bbuf(&wi[0]);
     objs[1] = bbuf(&wi[1]);
     {
-        msg_S_WRITE_req r = { .part = cp->id, .catver = x->cat->version,
-                              .table_id = x->wt->id, .dels = { 2, dels },
+        msg_S_WRITE_req r = { .part = cp->id,
+                              .catver = x->cat->version,
+                              .table_id = x->wt->id,
+                              .dels = { 2, dels },
                               .objs = { 2, objs } };
         seed_add(pt, "S_WRITE", fz_encode_req(MSG_S_WRITE, &r), 100);
         dk = key_of(x->wt, &wi[1]);
@@ -417,8 +428,9 @@ static void storage_seeds(const fz_ctx *x, fz_port *pt)
         seed_add(pt, "S_GET", fz_encode_req(MSG_S_GET, &r), 100);
     }
     {
-        msg_S_RANGE_req r = { .part = cp->id, .table_id = x->rt->id, .limit = 10,
-                              .where = bbuf(&where) };
+        msg_S_RANGE_req r = {
+            .part = cp->id, .table_id = x->rt->id, .limit = 10, .where = bbuf(&where)
+        };
         seed_add(pt, "S_RANGE", fz_encode_req(MSG_S_RANGE, &r), 100);
         if (nk > 0)
             r.lo = kb[0];
@@ -442,10 +454,13 @@ static void storage_seeds(const fz_ctx *x, fz_port *pt)
         memset(&r, 0, sizeof r);
         seed_add(pt, "CATALOG", fz_encode_req(MSG_CATALOG, &r), 30);
     }
-    {   /* served by the catalog node only; elsewhere an error */
+    { /* served by the catalog node only; elsewhere an error */
         mp_span a1[1] = { cbuf("town") };
-        msg_CAT_UPDATE_req r = { .op = CATOP_CREATE_TABLE, .table = cbuf("fzc_a"),
-                                 .index = cbuf(""), .pk = cbuf("id"), .sk = cbuf("") };
+        msg_CAT_UPDATE_req r = { .op = CATOP_CREATE_TABLE,
+                                 .table = cbuf("fzc_a"),
+                                 .index = cbuf(""),
+                                 .pk = cbuf("id"),
+                                 .sk = cbuf("") };
         seed_add(pt, "CAT_UPDATE/table", fz_encode_req(MSG_CAT_UPDATE, &r), 40);
         r.op = CATOP_CREATE_INDEX;
         r.table = cbuf(x->wt->name);
@@ -460,8 +475,7 @@ static void storage_seeds(const fz_ctx *x, fz_port *pt)
         seed_add(pt, "CAT_UPDATE/drop", fz_encode_req(MSG_CAT_UPDATE, &r), 30);
     }
     {
-        msg_CAT_BACKFILLED_req r = { .index_id = x->wix ? x->wix->id : FAKE_INDEX,
-                                     .part = cp->id };
+        msg_CAT_BACKFILLED_req r = { .index_id = x->wix ? x->wix->id : FAKE_INDEX, .part = cp->id };
         seed_add(pt, "CAT_BACKFILLED", fz_encode_req(MSG_CAT_BACKFILLED, &r), 40);
     }
     for (uint32_t i = 0; i < nk; i++)
@@ -476,23 +490,21 @@ static void storage_seeds(const fz_ctx *x, fz_port *pt)
  * primary key) falls in index partition cp. */
 static tuple_bytes index_key(const fz_ctx *x, const cfg_part *cp, uint32_t id, int64_t pk)
 {
-    static const char *const cands[] = { "Chicago", "Redmond", "0", "A", "M", "Z", "a",
-                                         "m", "z", "\x7f" };
+    static const char *const cands[] = { "Chicago", "Redmond", "0", "A", "M",
+                                         "Z",       "a",       "m", "z", "\x7f" };
     for (size_t i = 0; i < sizeof cands / sizeof cands[0]; i++) {
         tuple_bytes k = { 0 };
         uint8_t idb[4];
 
         be_put32(idb, id);
         fz_add(&k, idb, 4);
-        if (tup_encode_str(&k, cands[i], strlen(cands[i])) != 0 ||
-            tup_encode_int(&k, pk) != 0)
+        if (tup_encode_str(&k, cands[i], strlen(cands[i])) != 0 || tup_encode_int(&k, pk) != 0)
             fz_die_oom();
         if (cfg_index_for(x->cfg, k.p + 4, k.n - 4) == cp)
             return k;
         bytes_free(&k);
     }
-    fprintf(stderr, "sx-fuzzframe: no test value falls in index partition %" PRIu64 "\n",
-            cp->id);
+    fprintf(stderr, "sx-fuzzframe: no test value falls in index partition %" PRIu64 "\n", cp->id);
     exit(2);
 }
 
@@ -515,7 +527,7 @@ static void index_seeds(const fz_ctx *x, fz_port *pt)
         fprintf(stderr, "sx-fuzzframe: index node %s has no partition\n", pt->node->name);
         exit(2);
     }
-    for (int i = 0; i < x->cfg->nstorage; i++)   /* the source furthest along */
+    for (int i = 0; i < x->cfg->nstorage; i++) /* the source furthest along */
         if (wm_at_start(x, cp->id, x->cfg->storage[i].id) > upto) {
             upto = wm_at_start(x, cp->id, x->cfg->storage[i].id);
             src = x->cfg->storage[i].id;
@@ -528,7 +540,7 @@ static void index_seeds(const fz_ctx *x, fz_port *pt)
     keys[1] = bbuf(&k2);
     /* the read index, from a value in this partition to the end of it */
     lo = index_key(x, cp, x->rix->id, 0);
-    lo.n -= 9;                               /* drop the int pk component */
+    lo.n -= 9; /* drop the int pk component */
     be_put32(idb, x->rix->id + 1);
     fz_add(&hi, idb, 4);
     ilo = (tuple_bytes){ 0 };
@@ -555,23 +567,34 @@ static void index_seeds(const fz_ctx *x, fz_port *pt)
         r.limit = 0;
         seed_add(pt, "I_RANGE/desc", fz_encode_req(MSG_I_RANGE, &r), 60);
     }
-    {   /* records at or below the watermark: redeliveries, nothing moves */
-        msg_I_APPLY_req r = { .part = cp->id, .source = src, .upto = upto, .hw = 0,
-                              .seqs = { upto > 1 ? 2 : 0, seqs }, .kinds = { 2, kinds },
-                              .versions = { 2, vers }, .keys = { 2, keys },
-                              .hashes = { 2, hashes }, .projs = { 2, projs } };
-        if (upto <= 1) {     /* no room for two seqs: no records */
+    { /* records at or below the watermark: redeliveries, nothing moves */
+        msg_I_APPLY_req r = { .part = cp->id,
+                              .source = src,
+                              .upto = upto,
+                              .hw = 0,
+                              .seqs = { upto > 1 ? 2 : 0, seqs },
+                              .kinds = { 2, kinds },
+                              .versions = { 2, vers },
+                              .keys = { 2, keys },
+                              .hashes = { 2, hashes },
+                              .projs = { 2, projs } };
+        if (upto <= 1) { /* no room for two seqs: no records */
             r.kinds.n = r.versions.n = r.keys.n = r.hashes.n = r.projs.n = 0;
         }
         seed_add(pt, "I_APPLY", fz_encode_req(MSG_I_APPLY, &r), 100);
     }
-    {   /* a build's records under a fake index and the throwaway one's (its upto
-         * far ahead: a build moves no watermark and is then never refused) */
+    { /* a build's records under a fake index and the throwaway one's (its upto
+       * far ahead: a build moves no watermark and is then never refused) */
         uint64_t bk[2] = { 0, 0 };
-        msg_I_BUILD_req r = { .part = cp->id, .source = src, .upto = upto + (1u << 20),
-                              .kinds = { 2, bk }, .versions = { 2, vers },
-                              .keys = { 2, keys }, .hashes = { 2, hashes },
-                              .projs = { 2, projs }, .seals = 1 };
+        msg_I_BUILD_req r = { .part = cp->id,
+                              .source = src,
+                              .upto = upto + (1u << 20),
+                              .kinds = { 2, bk },
+                              .versions = { 2, vers },
+                              .keys = { 2, keys },
+                              .hashes = { 2, hashes },
+                              .projs = { 2, projs },
+                              .seals = 1 };
         seed_add(pt, "I_BUILD", fz_encode_req(MSG_I_BUILD, &r), 100);
         r.kinds.n = r.versions.n = r.keys.n = r.hashes.n = r.projs.n = 0;
         seed_add(pt, "I_BUILD/seal", fz_encode_req(MSG_I_BUILD, &r), 40);
@@ -588,7 +611,7 @@ static void index_seeds(const fz_ctx *x, fz_port *pt)
 static void multi_seed(fz_port *pt)
 {
     const tuple_bytes *f[3] = { &pt->ping, &pt->seeds[pt->nseeds > 2 ? 2 : 0].frame,
-                             &pt->seeds[pt->nseeds - 1].frame };
+                                &pt->seeds[pt->nseeds - 1].frame };
 
     seed_add(pt, "MULTI", fz_multi_of(f, 3), 100);
 }
@@ -656,8 +679,8 @@ void fz_setup(fz_ctx *x, const char *rname, const char *wname)
     x->rt = cat_table_by_name(x->cat, rname, strlen(rname));
     x->wt = cat_table_by_name(x->cat, wname, strlen(wname));
     if (!x->rt || !x->wt || x->rt == x->wt || x->rt->nindexes == 0) {
-        fprintf(stderr, "sx-fuzzframe: set-up: need tables %s (with an index) and %s\n",
-                rname, wname);
+        fprintf(stderr, "sx-fuzzframe: set-up: need tables %s (with an index) and %s\n", rname,
+                wname);
         exit(2);
     }
     x->rix = &x->rt->indexes[0];
@@ -675,7 +698,7 @@ void fz_setup(fz_ctx *x, const char *rname, const char *wname)
     for (uint32_t i = 0; i < x->cat->ntables; i++)
         for (uint32_t j = 0; &x->cat->tables[i] != x->wt && j < x->cat->tables[i].nindexes; j++)
             x->pix[x->npix++] = x->cat->tables[i].indexes[j].id;
-    {   /* some items, and a scan token */
+    { /* some items, and a scan token */
         static const uint8_t nil = 0xc0;
         msg_SCAN_req rq = { .table = cbuf(rname), .where = { &nil, 1 }, .limit = 8 };
         msg_SCAN_rep rep;
@@ -689,10 +712,13 @@ void fz_setup(fz_ctx *x, const char *rname, const char *wname)
             exit(2);
         }
     }
-    {   /* a query token */
+    { /* a query token */
         static const uint8_t nil = 0xc0, empty = 0x90;
-        msg_QUERY_req rq = { .table = cbuf(rname), .index = cbuf(x->rix->name),
-                             .eq = { &empty, 1 }, .from = { &nil, 1 }, .to = { &nil, 1 },
+        msg_QUERY_req rq = { .table = cbuf(rname),
+                             .index = cbuf(x->rix->name),
+                             .eq = { &empty, 1 },
+                             .from = { &nil, 1 },
+                             .to = { &nil, 1 },
                              .limit = 1 };
         msg_QUERY_rep rep;
         setup_call(&c, MSG_QUERY, &rq, &rep, &keep);
@@ -703,14 +729,15 @@ void fz_setup(fz_ctx *x, const char *rname, const char *wname)
     x->wms = fz_xcalloc((size_t)x->cfg->nindex * (size_t)x->cfg->nstorage + 1, sizeof *x->wms);
     for (int i = 0; i < x->cfg->nindex; i++) {
         const cfg_part *cp = &x->cfg->index[i];
-        fz_conn lc = { .url = x->cfg->nodes[cp->node].url, .link = true, .fd = -1,
-                       .timeout_ms = x->timeout_ms };
+        fz_conn lc = {
+            .url = x->cfg->nodes[cp->node].url, .link = true, .fd = -1, .timeout_ms = x->timeout_ms
+        };
         msg_I_WATERMARKS_req rq = { .part = cp->id };
         msg_I_WATERMARKS_rep rep;
 
         setup_call(&lc, MSG_I_WATERMARKS, &rq, &rep, &keep);
-        for (uint32_t j = 0; j < rep.sources.n && j < rep.wms.n &&
-                             x->nwms < x->cfg->nindex * x->cfg->nstorage; j++)
+        for (uint32_t j = 0;
+             j < rep.sources.n && j < rep.wms.n && x->nwms < x->cfg->nindex * x->cfg->nstorage; j++)
             x->wms[x->nwms++] = (fz_wm){ cp->id, rep.sources.v[j], rep.wms.v[j] };
         msg_free_rep(MSG_I_WATERMARKS, &rep);
         fz_conn_close(&lc);

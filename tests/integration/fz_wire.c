@@ -146,7 +146,7 @@ static fz_outcome link_call(fz_conn *c, const uint8_t *p, size_t n, tuple_bytes 
 
     if (link_put(c, id, p, n) != 0)
         return R_BROKEN;
-    for (;;) {      /* late replies of earlier (timed out) calls are skipped */
+    for (;;) { /* late replies of earlier (timed out) calls are skipped */
         uint64_t len, rid;
         uint8_t tag[LINK_TAG];
         /* reply->p holds the frame's header and payload while it is read
@@ -184,7 +184,7 @@ static fz_outcome link_call(fz_conn *c, const uint8_t *p, size_t n, tuple_bytes 
         if (rc)
             return rc == -2 ? R_TIMEOUT : R_BROKEN;
         if (c->au && la_open(c->au, reply->p, 4 + len, tag) != 0)
-            return R_BROKEN;        /* a reply whose tag fails: the node's fault */
+            return R_BROKEN; /* a reply whose tag fails: the node's fault */
         memmove(reply->p, reply->p + LINK_HDR, len - 8);
         reply->n = len - 8;
         if (rid == id)
@@ -229,7 +229,10 @@ int fz_check_reply(const uint8_t *rq, size_t rn, const uint8_t *rp, size_t pn, i
     uint64_t ver, type;
     msg_type t;
     int is_reply, rc;
-    union { max_align_t a; char b[1024]; } u;
+    union {
+        max_align_t a;
+        char b[1024];
+    } u;
 
     if (mp_read_array(&c, &count) || count < 3 || mp_read_u64(&c, &ver) || ver != 1 ||
         mp_read_u64(&c, &type) || !(type & MSG_REPLY) || mp_read_u64(&c, err)) {
@@ -258,8 +261,10 @@ int fz_check_reply(const uint8_t *rq, size_t rn, const uint8_t *rp, size_t pn, i
         return 0;
     }
     if (msg_peek(rq, rn, &t, &is_reply) != 0 || is_reply) {
-        snprintf(why, wl, "a success reply (type 0x%" PRIx64 ") to a frame that is not a "
-                 "request", type);
+        snprintf(why, wl,
+                 "a success reply (type 0x%" PRIx64 ") to a frame that is not a "
+                 "request",
+                 type);
         return -1;
     }
     if ((type & ~(uint64_t)MSG_REPLY) != (uint64_t)t) {

@@ -43,8 +43,8 @@
  * decodes the reply (a t's) into rep. Returns the reply's error (0 for
  * success; errmsg gets its message) or exits on a transport or encoding
  * failure. */
-static int call_as(net_peer *peer, msg_type t, msg_type as, const void *s, void *rep,
-                   char *errmsg, size_t errlen)
+static int call_as(net_peer *peer, msg_type t, msg_type as, const void *s, void *rep, char *errmsg,
+                   size_t errlen)
 {
     mp_buf req;
     uint8_t *resp = NULL;
@@ -59,8 +59,8 @@ static int call_as(net_peer *peer, msg_type t, msg_type as, const void *s, void 
         exit(2);
     }
     req.sb.data[2] = (char)t;
-    rc = net_peer_call_sync(peer, (const uint8_t *)req.sb.data, req.sb.size, TIMEOUT_MS,
-                            &resp, &resp_n);
+    rc = net_peer_call_sync(peer, (const uint8_t *)req.sb.data, req.sb.size, TIMEOUT_MS, &resp,
+                            &resp_n);
     mp_buf_free(&req);
     if (rc != 0) {
         fprintf(stderr, "sx-ibuild: %s: %s\n", msg_name(t), sx_strerror(rc));
@@ -72,8 +72,7 @@ static int call_as(net_peer *peer, msg_type t, msg_type as, const void *s, void 
     return rc;
 }
 
-static int call(net_peer *peer, msg_type t, const void *s, void *rep, char *errmsg,
-                size_t errlen)
+static int call(net_peer *peer, msg_type t, const void *s, void *rep, char *errmsg, size_t errlen)
 {
     return call_as(peer, t, t, s, rep, errmsg, errlen);
 }
@@ -86,9 +85,13 @@ static int build_old(net_peer *peer, uint64_t part, uint64_t source, uint64_t up
     static const uint8_t nil = 0xc0;
     uint64_t kind = 0, version = VERSION, hash = 42;
     mp_span k = { key->p, key->n }, proj = { &nil, 1 };
-    msg_I_APPLY_req rq = { .part = part, .source = source, .upto = upto,
-                           .kinds = { 1, &kind }, .versions = { 1, &version },
-                           .keys = { 1, &k }, .hashes = { 1, &hash },
+    msg_I_APPLY_req rq = { .part = part,
+                           .source = source,
+                           .upto = upto,
+                           .kinds = { 1, &kind },
+                           .versions = { 1, &version },
+                           .keys = { 1, &k },
+                           .hashes = { 1, &hash },
                            .projs = { 1, &proj } };
     msg_I_BUILD_rep rep;
 
@@ -115,8 +118,8 @@ static uint64_t watermark(net_peer *peer, uint64_t part, uint64_t source)
         }
     msg_free_rep(MSG_I_WATERMARKS, &rep);
     if (!found) {
-        fprintf(stderr, "sx-ibuild: partition %" PRIu64 " has no source %" PRIu64 "\n",
-                part, source);
+        fprintf(stderr, "sx-ibuild: partition %" PRIu64 " has no source %" PRIu64 "\n", part,
+                source);
         exit(2);
     }
     return wm;
@@ -124,8 +127,7 @@ static uint64_t watermark(net_peer *peer, uint64_t part, uint64_t source)
 
 /* Live entries of the fake index from key on (version of the first in
  * *version). */
-static uint32_t entries(net_peer *peer, uint64_t part, const tuple_bytes *key,
-                        uint64_t *version)
+static uint32_t entries(net_peer *peer, uint64_t part, const tuple_bytes *key, uint64_t *version)
 {
     msg_I_RANGE_req rq = { .part = part, .lo = { key->p, key->n }, .limit = 10 };
     msg_I_RANGE_rep rep;
@@ -146,17 +148,21 @@ static uint32_t entries(net_peer *peer, uint64_t part, const tuple_bytes *key,
  * NULL a seal (no records), with the field seals; returns the reply's error, its message in err,
  * and on success the node's epoch in *epoch. */
 static int build(net_peer *peer, uint64_t part, uint64_t source, uint64_t upto,
-                 const tuple_bytes *key, uint64_t seals, uint64_t *epoch, char *err,
-                 size_t errlen)
+                 const tuple_bytes *key, uint64_t seals, uint64_t *epoch, char *err, size_t errlen)
 {
     static const uint8_t nil = 0xc0;
     uint64_t kind = 0, version = VERSION, hash = 42;
     mp_span k = { key ? key->p : NULL, key ? key->n : 0 }, proj = { &nil, 1 };
     uint32_t n = key != NULL;
-    msg_I_BUILD_req rq = { .part = part, .source = source, .upto = upto,
-                           .kinds = { n, &kind }, .versions = { n, &version },
-                           .keys = { n, &k }, .hashes = { n, &hash },
-                           .projs = { n, &proj }, .seals = seals };
+    msg_I_BUILD_req rq = { .part = part,
+                           .source = source,
+                           .upto = upto,
+                           .kinds = { n, &kind },
+                           .versions = { n, &version },
+                           .keys = { n, &k },
+                           .hashes = { n, &hash },
+                           .projs = { n, &proj },
+                           .seals = seals };
     msg_I_BUILD_rep rep = { 0 };
     int rc = call(peer, MSG_I_BUILD, &rq, &rep, err, errlen);
 
@@ -205,14 +211,15 @@ int main(int argc, char **argv)
     }
     wm = watermark(peer, part, source);
     if (wm == 0) {
-        fprintf(stderr, "sx-ibuild: source %" PRIu64 " has watermark 0 at partition %"
-                PRIu64 ": write something first\n", source, part);
+        fprintf(stderr,
+                "sx-ibuild: source %" PRIu64 " has watermark 0 at partition %" PRIu64
+                ": write something first\n",
+                source, part);
         net_peer_close(peer);
         bytes_free(&key);
         return 2;
     }
-    printf("partition %" PRIu64 ", source %" PRIu64 ": watermark %" PRIu64 "\n", part,
-           source, wm);
+    printf("partition %" PRIu64 ", source %" PRIu64 ": watermark %" PRIu64 "\n", part, source, wm);
 
     rc = build(peer, part, source, wm - 1, &key, 1, &epoch, err, sizeof(err));
     printf("I_BUILD read at head %" PRIu64 ": %s%s%s\n", wm - 1, sx_strerror(rc),
@@ -234,8 +241,8 @@ int main(int argc, char **argv)
     CHECKF(entries(peer, part, &key, &v) == 0, "and applies nothing");
 
     rc = build(peer, part, source, wm, &key, 1, &epoch, err, sizeof(err));
-    printf("I_BUILD read at head %" PRIu64 ": %s%s%s (epoch %016" PRIx64 ")\n", wm,
-           sx_strerror(rc), err[0] ? ": " : "", err, epoch);
+    printf("I_BUILD read at head %" PRIu64 ": %s%s%s (epoch %016" PRIx64 ")\n", wm, sx_strerror(rc),
+           err[0] ? ": " : "", err, epoch);
     CHECKF(rc == 0, "a build request read at the watermark is applied");
     CHECKF(epoch != 0, "its reply carries the node's epoch");
     CHECKF(entries(peer, part, &key, &v) == 1 && v == VERSION,
@@ -243,8 +250,8 @@ int main(int argc, char **argv)
     CHECKF(watermark(peer, part, source) == wm, "the watermark did not move");
 
     rc = build(peer, part, source, 0, NULL, 1, &epoch2, err, sizeof(err));
-    printf("seal: %s%s%s (epoch %016" PRIx64 ")\n", sx_strerror(rc), err[0] ? ": " : "",
-           err, epoch2);
+    printf("seal: %s%s%s (epoch %016" PRIx64 ")\n", sx_strerror(rc), err[0] ? ": " : "", err,
+           epoch2);
     CHECKF(rc == 0, "a seal (no records, upto 0: never refused) is answered");
     CHECKF(epoch2 == epoch, "with the same epoch");
 

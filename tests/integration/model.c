@@ -34,7 +34,7 @@
 
 static const char *TOWNS[] = { "Auburn", "Bellevue", "Kent", "Redmond", "Seattle", "Tacoma" };
 static const char *LASTS[] = { "Adams", "Baker", "Bakerson", "Jones", "Johnson",
-                               "Smith", "Smyth", "Snow", "Zimmer" };
+                               "Smith", "Smyth", "Snow",     "Zimmer" };
 #define NTOWNS (sizeof TOWNS / sizeof TOWNS[0])
 #define NLASTS (sizeof LASTS / sizeof LASTS[0])
 
@@ -42,7 +42,7 @@ static const char *LASTS[] = { "Adams", "Baker", "Bakerson", "Jones", "Johnson",
 typedef struct mitem {
     bool present;
     int town, last;
-    int64_t n;        /* write counter: every put changes it */
+    int64_t n; /* write counter: every put changes it */
     double score;
     bool flag;
 } mitem;
@@ -55,7 +55,7 @@ typedef struct test {
     mitem *m;
     int64_t writes;
     long queries, failures;
-    uint64_t stale_dropped;   /* summed over the soundness checks */
+    uint64_t stale_dropped; /* summed over the soundness checks */
 } test;
 
 /* ---- helpers ---- */
@@ -68,7 +68,10 @@ static uint64_t rnd(test *t)
     return t->rng;
 }
 
-static int rnd_below(test *t, int n) { return (int)(rnd(t) % (uint64_t)n); }
+static int rnd_below(test *t, int n)
+{
+    return (int)(rnd(t) % (uint64_t)n);
+}
 
 static double now_s(void)
 {
@@ -168,15 +171,15 @@ static bool item_equal(test *t, const sx_item *got, int id, const char *const *a
 
 /* A query in model terms. k = number of eq values on (town, lastname). */
 typedef struct mquery {
-    const char *index;      /* "by_tl" (town, lastname), "by_town" (town), "by_last" */
+    const char *index; /* "by_tl" (town, lastname), "by_town" (town), "by_last" */
     int k;
     int eq_town, eq_last;
-    const char *from, *to;  /* range on the next attribute (strings), NULL = open */
+    const char *from, *to; /* range on the next attribute (strings), NULL = open */
     bool has_range;
     const char *prefix;
     bool desc;
-    uint64_t limit;         /* total wanted; 0 = all */
-    uint64_t page;          /* page size asked per call; 0 = server default */
+    uint64_t limit; /* total wanted; 0 = all */
+    uint64_t page;  /* page size asked per call; 0 = server default */
     const char *const *attrs;
     int nattrs;
 } mquery;
@@ -211,7 +214,7 @@ static bool model_match(const test *t, const mquery *q, int id)
         return false;
     for (int a = 0; a < na; a++)
         if (!field(mi, attrs[a]))
-            return false;   /* sparse: not in the index */
+            return false; /* sparse: not in the index */
     int eqv[2] = { q->eq_town, q->eq_last };
     for (int a = 0; a < q->k; a++) {
         const char *want = attrs[a] == 0 ? TOWNS[eqv[a]] : LASTS[eqv[a]];
@@ -355,11 +358,11 @@ static void describe(const mquery *q, sx_consistency cons, char *buf, size_t n)
 {
     snprintf(buf, n, "%s %s k=%d eq=[%s%s%s] %s%s%s%s%s%s limit=%" PRIu64 " page=%" PRIu64 "%s%s",
              cons_name(cons), q->index, q->k, q->k > 0 ? TOWNS[q->eq_town] : "",
-             q->k > 1 ? "," : "", q->k > 1 ? LASTS[q->eq_last] : "",
-             q->has_range ? "from=" : "", q->has_range && q->from ? q->from : "",
-             q->has_range ? " to=" : "", q->has_range && q->to ? q->to : "",
-             q->prefix ? "prefix=" : "", q->prefix ? q->prefix : "",
-             q->limit, q->page, q->desc ? " desc" : "", q->attrs ? " attrs" : "");
+             q->k > 1 ? "," : "", q->k > 1 ? LASTS[q->eq_last] : "", q->has_range ? "from=" : "",
+             q->has_range && q->from ? q->from : "", q->has_range ? " to=" : "",
+             q->has_range && q->to ? q->to : "", q->prefix ? "prefix=" : "",
+             q->prefix ? q->prefix : "", q->limit, q->page, q->desc ? " desc" : "",
+             q->attrs ? " attrs" : "");
 }
 
 /* Runs q against the cluster and the model; counts a mismatch. */
@@ -379,8 +382,8 @@ static void check_query(test *t, const mquery *q, sx_consistency cons)
         ok = item_equal(t, g.v[k], ids[k], q->attrs, q->nattrs);
     if (!ok) {
         t->failures++;
-        fprintf(stderr, "MISMATCH %s: %s\n  want %d ids:", what,
-                rc ? sx_client_errmsg(t->c) : "", n);
+        fprintf(stderr, "MISMATCH %s: %s\n  want %d ids:", what, rc ? sx_client_errmsg(t->c) : "",
+                n);
         for (int k = 0; k < n && k < 40; k++)
             fprintf(stderr, " %d", ids[k]);
         fprintf(stderr, "\n  got %zu ids:", g.n);
@@ -469,7 +472,7 @@ static void do_batch(test *t)
     for (int k = 0; k < n; k++) {
         int id;
         bool dup;
-        do {   /* distinct keys: the model cannot tell which duplicate wins */
+        do { /* distinct keys: the model cannot tell which duplicate wins */
             id = rnd_below(t, t->nkeys);
             dup = false;
             for (int j = 0; j < k; j++)
@@ -508,8 +511,8 @@ static void check_gets(test *t)
         sx_item_free(k);
         t->queries++;
         if (t->m[id].present ? (rc || !item_equal(t, got, id, NULL, 0)) : rc != SX_ENOTFOUND) {
-            fprintf(stderr, "MISMATCH get %d: rc %d (%s), present %d\n", id, rc,
-                    sx_strerror(rc), t->m[id].present);
+            fprintf(stderr, "MISMATCH get %d: rc %d (%s), present %d\n", id, rc, sx_strerror(rc),
+                    t->m[id].present);
             t->failures++;
         }
         sx_item_free(got);
@@ -535,17 +538,19 @@ static void check_verified_sound(test *t, int town)
     for (size_t k = 0; k < sx_result_count(r); k++) {
         int64_t id = -1;
         const sx_item *it = sx_result_item(r, k);
-        bool ok = sx_item_get_int(it, "id", &id) == SX_OK && id >= 0 && id < t->nkeys
-               && t->m[id].present && t->m[id].town == town && t->m[id].last >= 0
-               && item_equal(t, it, (int)id, NULL, 0);
+        bool ok = sx_item_get_int(it, "id", &id) == SX_OK && id >= 0 && id < t->nkeys &&
+                  t->m[id].present && t->m[id].town == town && t->m[id].last >= 0 &&
+                  item_equal(t, it, (int)id, NULL, 0);
         if (ok && prev >= 0) {
             g_sort_test = t;
             g_sort_index = "by_tl";
             ok = model_cmp(&prev, &(int){ (int)id }) < 0;
         }
         if (!ok) {
-            fprintf(stderr, "MISMATCH: verified query for %s returned stale, foreign or "
-                    "misordered item id %" PRId64 "\n", TOWNS[town], id);
+            fprintf(stderr,
+                    "MISMATCH: verified query for %s returned stale, foreign or "
+                    "misordered item id %" PRId64 "\n",
+                    TOWNS[town], id);
             t->failures++;
         }
         prev = (int)id;
@@ -624,16 +629,20 @@ static void query_round(test *t, sx_consistency cons)
             q.index = "by_town";
             check_query(t, &q, cons);
         }
-        q = (mquery){ .index = "by_tl", .k = 2, .eq_town = town,
-                      .eq_last = rnd_below(t, NLASTS) };
+        q = (mquery){ .index = "by_tl", .k = 2, .eq_town = town, .eq_last = rnd_below(t, NLASTS) };
         check_query(t, &q, cons);
         for (size_t p = 0; p < sizeof prefixes / sizeof *prefixes; p++) {
-            q = (mquery){ .index = "by_tl", .k = 1, .eq_town = town,
-                          .prefix = prefixes[p], .desc = (int)p % 2 };
+            q = (mquery){
+                .index = "by_tl", .k = 1, .eq_town = town, .prefix = prefixes[p], .desc = (int)p % 2
+            };
             check_query(t, &q, cons);
         }
-        q = (mquery){ .index = "by_tl", .k = 1, .eq_town = town, .has_range = true,
-                      .from = "Baker", .to = "Smith" };
+        q = (mquery){ .index = "by_tl",
+                      .k = 1,
+                      .eq_town = town,
+                      .has_range = true,
+                      .from = "Baker",
+                      .to = "Smith" };
         check_query(t, &q, cons);
         /* only covered attributes: answered from the keys-only index */
         q = (mquery){ .index = "by_town", .k = 1, .eq_town = town, .attrs = sel, .nattrs = 1 };
@@ -641,10 +650,13 @@ static void query_round(test *t, sx_consistency cons)
     }
     /* ranges on town (k = 0), across the split point M */
     const char *bounds[][2] = { { "Bellevue", "Redmond" }, { "Kent", NULL }, { NULL, "Kent" },
-                                { "Kent", "Kent" }, { "B", "S" }, { "Z", NULL } };
+                                { "Kent", "Kent" },        { "B", "S" },     { "Z", NULL } };
     for (size_t b = 0; b < sizeof bounds / sizeof *bounds; b++) {
-        q = (mquery){ .index = "by_tl", .has_range = true, .from = bounds[b][0],
-                      .to = bounds[b][1], .desc = (int)b % 2 };
+        q = (mquery){ .index = "by_tl",
+                      .has_range = true,
+                      .from = bounds[b][0],
+                      .to = bounds[b][1],
+                      .desc = (int)b % 2 };
         check_query(t, &q, cons);
     }
     /* the whole index, both orders; limits; small pages with tokens */
@@ -662,8 +674,13 @@ static void query_round(test *t, sx_consistency cons)
         check_query(t, &q, cons);
         q = (mquery){ .index = "by_town", .desc = desc, .page = 13 };
         check_query(t, &q, cons);
-        q = (mquery){ .index = "by_tl", .k = 1, .eq_town = 3, .desc = desc, .page = 3,
-                      .attrs = sel, .nattrs = 2 };
+        q = (mquery){ .index = "by_tl",
+                      .k = 1,
+                      .eq_town = 3,
+                      .desc = desc,
+                      .page = 3,
+                      .attrs = sel,
+                      .nattrs = 2 };
         check_query(t, &q, cons);
     }
 }
@@ -746,8 +763,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: model_test ROUTER-URL [--seed N] [--ops N] [--keys N]\n");
         return 2;
     }
-    printf("model_test: seed %" PRIu64 " (rerun with --seed %" PRIu64 "), %d ops, %d keys\n",
-           seed, seed, ops, t.nkeys);
+    printf("model_test: seed %" PRIu64 " (rerun with --seed %" PRIu64 "), %d ops, %d keys\n", seed,
+           seed, ops, t.nkeys);
     fflush(stdout);
     t.rng = seed ? seed : 1;
     t.m = calloc((size_t)t.nkeys, sizeof *t.m);
@@ -761,7 +778,8 @@ int main(int argc, char **argv)
     double t0 = now_s();
     write_phase(&t, ops, 25);
     printf("model_test: %d ops in %.1f s; verified queries during the writes dropped %" PRIu64
-           " stale hits\n", ops, now_s() - t0, t.stale_dropped);
+           " stale hits\n",
+           ops, now_s() - t0, t.stale_dropped);
     check_gets(&t);
     const char *last[] = { "lastname" };
     if ((rc = sx_index_create(t.c, t.table, "by_last", last, 1, SX_PROJ_ALL, NULL, 0)))

@@ -25,19 +25,19 @@
 #include "check.h"
 #include "shardex.h"
 
-#define NPUT 200        /* single-item PUTs on table A */
-#define NBATCH (NPUT / 50)   /* batch PUTs of BATCH_N items on table A */
-#define NB 6                 /* single PUTs on table B among them */
+#define NPUT 200           /* single-item PUTs on table A */
+#define NBATCH (NPUT / 50) /* batch PUTs of BATCH_N items on table A */
+#define NB 6               /* single PUTs on table B among them */
 #define BATCH_N 10
-#define BIG_ITEM (512u * 1024u)   /* over the item size limit (SX_MAX_ITEM) */
+#define BIG_ITEM (512u * 1024u) /* over the item size limit (SX_MAX_ITEM) */
 
 /* What each operation should end as, and what it ended as. */
 typedef struct want {
-    int expect;             /* SX_OK or the error it must fail with */
+    int expect; /* SX_OK or the error it must fail with */
     size_t nitems;
     int status;
     char msg[256];
-    int zero_versions;      /* versions that were 0 */
+    int zero_versions; /* versions that were 0 */
     size_t nversions;
     int done;
 } want;
@@ -91,8 +91,8 @@ static int submit(sx_client *c, const char *ta, const char *tb)
             return -1;
         if (i == 100) {
             char *big = malloc(BIG_ITEM);
-            if (big == NULL || sx_item_set_strn(it, "big", memset(big, 'x', BIG_ITEM),
-                                                BIG_ITEM) != 0) {
+            if (big == NULL ||
+                sx_item_set_strn(it, "big", memset(big, 'x', BIG_ITEM), BIG_ITEM) != 0) {
                 free(big);
                 sx_item_free(it);
                 return -1;
@@ -105,7 +105,7 @@ static int submit(sx_client *c, const char *ta, const char *tb)
         sx_item_free(it);
         if (rc != 0)
             return -1;
-        if (i % 50 == 25) {     /* batch PUTs among them, spanning partitions */
+        if (i % 50 == 25) { /* batch PUTs among them, spanning partitions */
             int k = i / 50;
             sx_item *its[BATCH_N];
             for (int j = 0; j < BATCH_N; j++)
@@ -120,7 +120,7 @@ static int submit(sx_client *c, const char *ta, const char *tb)
             if (rc != 0)
                 return -1;
         }
-        if (i % 33 == 10) {     /* table B among them */
+        if (i % 33 == 10) { /* table B among them */
             int k = i / 33;
             sx_item *bi = item(200000 + k, false);
             if (bi == NULL)
@@ -134,7 +134,7 @@ static int submit(sx_client *c, const char *ta, const char *tb)
                 return -1;
         }
     }
-    want *w = &W[NPUT + NBATCH + NB];   /* a table that does not exist */
+    want *w = &W[NPUT + NBATCH + NB]; /* a table that does not exist */
     sx_item *it = item(7, false);
     if (it == NULL)
         return -1;
@@ -159,8 +159,7 @@ static void read_back(sx_client *c, const char *t, int64_t id, bool present)
     int rc = sx_get(c, t, key, &got);
     sx_item_free(key);
     if (!present) {
-        CHECKF(rc == SX_ENOTFOUND, "%s id %lld: expected absent, got %d", t, (long long)id,
-               rc);
+        CHECKF(rc == SX_ENOTFOUND, "%s id %lld: expected absent, got %d", t, (long long)id, rc);
         sx_item_free(got);
         return;
     }
@@ -196,12 +195,12 @@ int main(int argc, char **argv)
             CHECKF(0, "operation %zu never completed", i);
             continue;
         }
-        CHECKF(w->status == w->expect, "operation %zu: status %d (%s), expected %d", i,
-               w->status, w->msg, w->expect);
+        CHECKF(w->status == w->expect, "operation %zu: status %d (%s), expected %d", i, w->status,
+               w->msg, w->expect);
         if (w->expect == SX_OK && w->status == SX_OK)
             CHECKF(w->nversions == w->nitems && w->zero_versions == 0,
-                   "operation %zu: %zu versions (%d of them 0) for %zu items", i,
-                   w->nversions, w->zero_versions, w->nitems);
+                   "operation %zu: %zu versions (%d of them 0) for %zu items", i, w->nversions,
+                   w->zero_versions, w->nitems);
         if (w->expect == SX_EKEY)
             CHECKF(strstr(w->msg, "item 0") != NULL && strstr(w->msg, "'id'") != NULL,
                    "operation %zu: message does not name the item and key: %s", i, w->msg);
@@ -216,6 +215,7 @@ int main(int argc, char **argv)
     sx_client_close(c);
     if (CHECK_FAILED() == 0)
         printf("putmix: %d PUTs and %d batch PUTs in flight at once: each answered on "
-               "its own, every item read back\n", NPUT, NBATCH);
+               "its own, every item read back\n",
+               NPUT, NBATCH);
     return CHECK_FAILED() == 0 ? 0 : 1;
 }

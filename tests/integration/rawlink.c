@@ -20,7 +20,7 @@
 #define HELLO 36
 #define TAG 16
 
-static uint8_t g_key[32];       /* bound to the cluster (rawlink_set_key) */
+static uint8_t g_key[32]; /* bound to the cluster (rawlink_set_key) */
 static bool g_keyed;
 
 int raw_connect(const char *url)
@@ -132,7 +132,7 @@ int rawlink_open(rawlink *l, const char *url)
     }
     derive(l->ktx, "d2l", mine + 4, theirs + 4, url);
     derive(l->krx, "l2d", mine + 4, theirs + 4, url);
-    if (rawlink_send(l, 0, NULL, 0, false) != 0) {     /* the proof */
+    if (rawlink_send(l, 0, NULL, 0, false) != 0) { /* the proof */
         rawlink_close(l);
         return -1;
     }
@@ -163,8 +163,8 @@ int rawlink_send(rawlink *l, uint64_t id, const uint8_t *p, size_t n, bool bad_t
         memcpy(b + 12, p, n);
     if (l->keyed) {
         seq_nonce(npub, l->txseq++);
-        crypto_aead_chacha20poly1305_ietf_encrypt_detached(none, b + 12 + n, &taglen, none, 0,
-                                                            b, 12 + n, NULL, npub, l->ktx);
+        crypto_aead_chacha20poly1305_ietf_encrypt_detached(none, b + 12 + n, &taglen, none, 0, b,
+                                                           12 + n, NULL, npub, l->ktx);
         if (bad_tag)
             b[12 + n] ^= 1;
     }
@@ -187,16 +187,14 @@ int rawlink_recv(rawlink *l, uint64_t *id, uint8_t **p, size_t *n)
     if (b == NULL)
         return -1;
     memcpy(b, hdr, sizeof hdr);
-    if (read_full(l->fd, b + 12, len - 8) != 0 ||
-        (l->keyed && read_full(l->fd, tag, TAG) != 0)) {
+    if (read_full(l->fd, b + 12, len - 8) != 0 || (l->keyed && read_full(l->fd, tag, TAG) != 0)) {
         free(b);
         return -1;
     }
     if (l->keyed) {
         seq_nonce(npub, l->rxseq++);
-        if (crypto_aead_chacha20poly1305_ietf_decrypt_detached(none, NULL, none, 0, tag, b,
-                                                               4 + (size_t)len, npub,
-                                                               l->krx) != 0) {
+        if (crypto_aead_chacha20poly1305_ietf_decrypt_detached(
+                none, NULL, none, 0, tag, b, 4 + (size_t)len, npub, l->krx) != 0) {
             free(b);
             return -2;
         }

@@ -51,9 +51,8 @@ static int64_t item_int(const sx_item *it, const char *name)
 /* Runs a query page by page; collects attribute `attr` of each item into
  * out (capacity cap). Returns the number of items, or -rc on error;
  * *pages counts pages. */
-static long run_pages(sx_client *c, const char *table, const char *index,
-                      sx_query_opts o, const char *attr, int64_t *out, long cap,
-                      int *pages)
+static long run_pages(sx_client *c, const char *table, const char *index, sx_query_opts o,
+                      const char *attr, int64_t *out, long cap, int *pages)
 {
     char *tok = NULL;
     long n = 0;
@@ -174,7 +173,7 @@ static void paging_secondary(sx_client *c)
         ok = got[i] == (i % 100) * 3 + i / 100;
     CHECKF(ok, "whole index in (g, id) order: %ld items", n);
     CHECKF(pages >= 6 && pages <= 7, "whole index: %d pages of 50", pages);
-    o.limit = 1000;     /* one page; ~75 facts per storage partition */
+    o.limit = 1000; /* one page; ~75 facts per storage partition */
     n = run_pages(c, "pg", "by_g", o, "id", got, NITEMS + 10, &pages);
     ok = n == NITEMS && pages == 1;
     for (long i = 0; ok && i < n; i++)
@@ -192,8 +191,8 @@ static void paging_secondary(sx_client *c)
 
 /* The first page of query o on table.index (its token unset): its token,
  * strdup'd, or NULL (a failed check). */
-static char *first_token(sx_client *c, const char *what, const char *table,
-                         const char *index, sx_query_opts o)
+static char *first_token(sx_client *c, const char *what, const char *table, const char *index,
+                         sx_query_opts o)
 {
     sx_result *r = NULL;
     char *tok = NULL;
@@ -201,8 +200,8 @@ static char *first_token(sx_client *c, const char *what, const char *table,
 
     o.token = NULL;
     rc = sx_query(c, table, index, &o, &r);
-    CHECKF(rc == 0 && sx_result_token(r) != NULL, "%s: a first page with a token: rc %d (%s)",
-           what, rc, sx_client_errmsg(c));
+    CHECKF(rc == 0 && sx_result_token(r) != NULL, "%s: a first page with a token: rc %d (%s)", what,
+           rc, sx_client_errmsg(c));
     if (rc == 0) {
         if (sx_result_token(r) != NULL)
             tok = strdup(sx_result_token(r));
@@ -214,9 +213,8 @@ static char *first_token(sx_client *c, const char *what, const char *table,
 /* Query o on table.index with token tok: the next page comes, its first
  * item's attribute attr equal to want (the token is genuine and this is
  * its query). */
-static void token_accepted(sx_client *c, const char *what, const char *table,
-                           const char *index, sx_query_opts o, const char *tok,
-                           const char *attr, int64_t want)
+static void token_accepted(sx_client *c, const char *what, const char *table, const char *index,
+                           sx_query_opts o, const char *tok, const char *attr, int64_t want)
 {
     sx_result *r = NULL;
     int64_t first = -1;
@@ -226,9 +224,10 @@ static void token_accepted(sx_client *c, const char *what, const char *table,
     rc = sx_query(c, table, index, &o, &r);
     if (rc == 0 && sx_result_count(r) > 0)
         first = item_int(sx_result_item(r, 0), attr);
-    CHECKF(rc == 0 && first == want, "%s: the token's own query goes on at %s %lld: rc %d "
-           "(%s), first %s %lld", what, attr, (long long)want, rc, sx_client_errmsg(c), attr,
-           (long long)first);
+    CHECKF(rc == 0 && first == want,
+           "%s: the token's own query goes on at %s %lld: rc %d "
+           "(%s), first %s %lld",
+           what, attr, (long long)want, rc, sx_client_errmsg(c), attr, (long long)first);
     if (rc == 0)
         sx_result_free(r);
 }
@@ -240,8 +239,8 @@ static void token_accepted(sx_client *c, const char *what, const char *table,
 /* Query o on table.index with token tok, a genuine token of another query
  * (token_accepted takes it with its own): refused as SX_ETOKEN with the
  * router's message. */
-static void token_refused(sx_client *c, const char *what, const char *table,
-                          const char *index, sx_query_opts o, const char *tok)
+static void token_refused(sx_client *c, const char *what, const char *table, const char *index,
+                          sx_query_opts o, const char *tok)
 {
     sx_result *r = NULL;
     int rc;
@@ -317,8 +316,8 @@ static void tokens(sx_client *c)
         o.token = bad;
         rc = sx_query(c, "pg", "by_g", &o, &r);
         CHECKF(rc == SX_ETOKEN && strstr(sx_client_errmsg(c), "tampered") != NULL,
-               "token with a character of its %s changed: rc %d (%s)",
-               part == 0 ? "body" : "MAC", rc, sx_client_errmsg(c));
+               "token with a character of its %s changed: rc %d (%s)", part == 0 ? "body" : "MAC",
+               rc, sx_client_errmsg(c));
         if (rc == 0)
             sx_result_free(r);
         free(bad);
@@ -333,16 +332,15 @@ static void tokens(sx_client *c)
     q.eq = NULL;
     q.neq = 0;
     q.prefix = "Al";
-    token_refused(c, "token given with other bounds around its position (prefix Al)", "pg",
-                  "by_g", q, tok);
+    token_refused(c, "token given with other bounds around its position (prefix Al)", "pg", "by_g",
+                  q, tok);
     q = o;
     q.eq = &z;
     token_refused(c, "token given with other bounds (g = Zulu)", "pg", "by_g", q, tok);
-    token_refused(c, "token given with another index of the same attribute (by_g2)", "pg",
-                  "by_g2", o, tok);
+    token_refused(c, "token given with another index of the same attribute (by_g2)", "pg", "by_g2",
+                  o, tok);
     rc = sx_scan(c, "pg", NULL, 10, tok, &r);
-    CHECKF(rc == SX_ETOKEN, "query token given to a scan: rc %d (%s)", rc,
-           sx_client_errmsg(c));
+    CHECKF(rc == SX_ETOKEN, "query token given to a scan: rc %d (%s)", rc, sx_client_errmsg(c));
     if (rc == 0)
         sx_result_free(r);
     /* and it was the query, not the token: its own still takes it */
@@ -358,8 +356,8 @@ static void tokens(sx_client *c)
         tok = first_token(c, "tk_a k=1 by 5", "tk_a", "primary", q);
         if (tok != NULL) {
             token_accepted(c, "tk_a k=1 by 5", "tk_a", "primary", q, tok, "s", 6);
-            token_refused(c, "token given with another table of the same shape", "tk_b",
-                          "primary", q, tok);
+            token_refused(c, "token given with another table of the same shape", "tk_b", "primary",
+                          q, tok);
             token_accepted(c, "tk_a k=1 by 5, after", "tk_a", "primary", q, tok, "s", 6);
             free(tok);
         }
@@ -431,7 +429,8 @@ static void conditions(sx_client *c)
     if (rc == 0) {
         sx_result_explain(r, &ex);
         CHECKF(ex.covering == 1 && ex.nfact_parts == 0 && ex.stale == 0 &&
-               sx_result_count(r) == 100, "verified, index current: answered from the index");
+                   sx_result_count(r) == 100,
+               "verified, index current: answered from the index");
         sx_result_free(r);
     }
     /* an index that does not project what is asked: facts are read */
@@ -439,8 +438,8 @@ static void conditions(sx_client *c)
     CHECKF(rc == 0, "verified query on a keys-only index: %s", sx_client_errmsg(c));
     if (rc == 0) {
         sx_result_explain(r, &ex);
-        CHECKF(ex.covering == 0 && ex.nfact_parts > 0 && ex.stale == 0 &&
-               sx_result_count(r) == 100, "verified on a keys-only index reads facts");
+        CHECKF(ex.covering == 0 && ex.nfact_parts > 0 && ex.stale == 0 && sx_result_count(r) == 100,
+               "verified on a keys-only index reads facts");
         sx_result_free(r);
     }
     printf("ok   range and prefix conditions; covering vs verified\n");
@@ -521,8 +520,8 @@ static void primary(sx_client *c)
 
 /* What a scan read, page by page (scan_all). */
 typedef struct scan_tally {
-    long n, dups, other;      /* items marked in seen, seen twice, outside it */
-    int pages, over;          /* pages read; pages over the limit */
+    long n, dups, other; /* items marked in seen, seen twice, outside it */
+    int pages, over;     /* pages read; pages over the limit */
 } scan_tally;
 
 /* Scans table (where: NULL = all; limit 0 = the server's page) to its last
@@ -604,8 +603,8 @@ static int scan_mike(sx_client *c)
     for (int i = 0; i < NITEMS; i++)
         wrong += seen[i] != (i % 3 == 1);
     CHECKF(t.n == 100 && t.dups == 0 && t.other == 0 && wrong == 0,
-           "scan where g=Mike: %ld items, %ld duplicates, %ld others, %ld wrong ids, %d pages",
-           t.n, t.dups, t.other, wrong, t.pages);
+           "scan where g=Mike: %ld items, %ld duplicates, %ld others, %ld wrong ids, %d pages", t.n,
+           t.dups, t.other, wrong, t.pages);
     return t.pages;
 }
 
@@ -631,11 +630,14 @@ static int scan_slice(sx_client *c)
 {
     int pages = scan_mike(c);
 
-    CHECKF(pages >= 4, "scan where g=Mike, time slice 0: %d pages, expected at least 4 "
-           "(75 items a partition, each page stopping after 16)", pages);
+    CHECKF(pages >= 4,
+           "scan where g=Mike, time slice 0: %d pages, expected at least 4 "
+           "(75 items a partition, each page stopping after 16)",
+           pages);
     if (CHECK_FAILED() == 0)
         printf("ok   a filtered scan cut by the storage nodes' time slice: %d pages, "
-               "each match once\n", pages);
+               "each match once\n",
+               pages);
     return CHECK_FAILED() ? 1 : 0;
 }
 
@@ -718,16 +720,17 @@ static void big_items(sx_client *c)
     ok = true;
     for (long i = 0; i < n; i++)
         ok = ok && got[i] == i;
-    CHECKF(n == NB && ok && pages >= 2, "big keys-only verified: %ld items, %d pages",
-           n, pages);
+    CHECKF(n == NB && ok && pages >= 2, "big keys-only verified: %ld items, %d pages", n, pages);
 
     {
         bool seen[NB];
         scan_tally t;
 
         if (scan_all(c, "big2", NULL, 0, "s", seen, NB, &t))
-            CHECKF(t.n == NB && t.dups == 0 && t.pages >= 2, "big scan: %ld items, %ld dups, "
-                   "%d pages", t.n, t.dups, t.pages);
+            CHECKF(t.n == NB && t.dups == 0 && t.pages >= 2,
+                   "big scan: %ld items, %ld dups, "
+                   "%d pages",
+                   t.n, t.dups, t.pages);
     }
     printf("ok   pages of big items are cut by the reply byte budget and resume\n");
 }
@@ -753,8 +756,7 @@ static void errors(sx_client *c)
     o.neq = 2;
     o.from = &f;
     rc = sx_query(c, "pg", "by_gn", &o, &r);
-    CHECKF(rc == SX_EINVAL, "condition with all attributes fixed: %d %s", rc,
-           sx_client_errmsg(c));
+    CHECKF(rc == SX_EINVAL, "condition with all attributes fixed: %d %s", rc, sx_client_errmsg(c));
     memset(&o, 0, sizeof(o));
     rc = sx_query(c, "pk2", "primary", &o, &r);
     CHECKF(rc == SX_EINVAL, "primary without eq: %d %s", rc, sx_client_errmsg(c));
@@ -823,8 +825,8 @@ static int strong_after(sx_client *c)
 
 typedef struct storm_arg {
     const char *url;
-    int bad;                    /* calls that did not answer SX_ENOTABLE */
-    char first[256];            /* the first of them */
+    int bad;         /* calls that did not answer SX_ENOTABLE */
+    char first[256]; /* the first of them */
 } storm_arg;
 
 /* One client: INDEX_LIST and GET on a missing table, alternately; each
@@ -860,7 +862,7 @@ static void *storm_client(void *p)
             snprintf(a->first, sizeof(a->first), "round %d: %s (%s)", i, sx_strerror(rc),
                      sx_client_errmsg(c));
         if (rc == SX_ETIMEDOUT)
-            break;              /* the router hangs: one report is enough */
+            break; /* the router hangs: one report is enough */
     }
     sx_client_close(c);
     return NULL;
@@ -894,7 +896,9 @@ int main(int argc, char **argv)
     int rc;
 
     if (argc != 3) {
-        fprintf(stderr, "usage: sx-router-it URL main|strong-timeout|strong-after|refresh-storm|scan-slice\n");
+        fprintf(
+            stderr,
+            "usage: sx-router-it URL main|strong-timeout|strong-after|refresh-storm|scan-slice\n");
         return 2;
     }
     if (sx_client_open(argv[1], &c) != 0) {

@@ -46,12 +46,11 @@ static inline void check_counted_(void)
 
 /* Counts and prints one failure: "FILE:LINE: check failed: EXPR", then
  * ": " and the message formatted from fmt. */
-static inline void check_reportf_(const char *file, int line, const char *expr,
-                                  const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+static inline void check_reportf_(const char *file, int line, const char *expr, const char *fmt,
+                                  ...) __attribute__((format(printf, 4, 5)));
 
-static inline void check_reportf_(const char *file, int line, const char *expr,
-                                  const char *fmt, ...)
+static inline void check_reportf_(const char *file, int line, const char *expr, const char *fmt,
+                                  ...)
 {
     char m[2048];
     int n;
@@ -74,44 +73,43 @@ static inline void check_report_(const char *file, int line, const char *expr)
     fprintf(stderr, "%s:%d: check failed: %s\n", file, line, expr);
 }
 
-#define CHECK(cond)                                                          \
-    do {                                                                     \
-        check_counted_();                                                    \
-        if (!(cond))                                                         \
-            check_report_(__FILE__, __LINE__, #cond);                        \
+#define CHECK(cond)                                   \
+    do {                                              \
+        check_counted_();                             \
+        if (!(cond))                                  \
+            check_report_(__FILE__, __LINE__, #cond); \
     } while (0)
 
-#define CHECKF(cond, ...)                                                    \
-    do {                                                                     \
-        check_counted_();                                                    \
-        if (!(cond))                                                         \
-            check_reportf_(__FILE__, __LINE__, #cond, __VA_ARGS__);          \
+#define CHECKF(cond, ...)                                           \
+    do {                                                            \
+        check_counted_();                                           \
+        if (!(cond))                                                \
+            check_reportf_(__FILE__, __LINE__, #cond, __VA_ARGS__); \
     } while (0)
 
-#define CHECK_INT(a, b)                                                      \
-    do {                                                                     \
-        long long a_ = (long long)(a), b_ = (long long)(b);                  \
-        check_counted_();                                                    \
-        if (a_ != b_)                                                        \
-            check_reportf_(__FILE__, __LINE__, #a " == " #b, "%lld != %lld", \
-                          a_, b_);                                           \
+#define CHECK_INT(a, b)                                                               \
+    do {                                                                              \
+        long long a_ = (long long)(a), b_ = (long long)(b);                           \
+        check_counted_();                                                             \
+        if (a_ != b_)                                                                 \
+            check_reportf_(__FILE__, __LINE__, #a " == " #b, "%lld != %lld", a_, b_); \
     } while (0)
 
-#define CHECK_RC(expr, want)                                                 \
-    do {                                                                     \
-        int rc_ = (expr), want_ = (want);                                    \
-        check_counted_();                                                    \
-        if (rc_ != want_)                                                    \
-            check_reportf_(__FILE__, __LINE__, #expr " == " #want,           \
-                          "returned %d (%s), want %d (%s)", rc_,             \
-                          sx_strerror(rc_), want_, sx_strerror(want_));      \
+#define CHECK_RC(expr, want)                                                               \
+    do {                                                                                   \
+        int rc_ = (expr), want_ = (want);                                                  \
+        check_counted_();                                                                  \
+        if (rc_ != want_)                                                                  \
+            check_reportf_(__FILE__, __LINE__, #expr " == " #want,                         \
+                           "returned %d (%s), want %d (%s)", rc_, sx_strerror(rc_), want_, \
+                           sx_strerror(want_));                                            \
     } while (0)
 
 #define CHECK_FAILED() __atomic_load_n(&check_failures, __ATOMIC_RELAXED)
 
-#define CHECK_DONE()                                                          \
-    (printf("%d checks, %d failed\n",                                        \
-            __atomic_load_n(&check_count, __ATOMIC_RELAXED), CHECK_FAILED()), \
+#define CHECK_DONE()                                                                   \
+    (printf("%d checks, %d failed\n", __atomic_load_n(&check_count, __ATOMIC_RELAXED), \
+            CHECK_FAILED()),                                                           \
      CHECK_FAILED() ? 1 : 0)
 
 #endif

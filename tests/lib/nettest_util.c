@@ -6,8 +6,8 @@
  * net_peer, and the temporary directory for the servers' ipc sockets.
  * Built as the library test_support (tests/CMakeLists.txt).
  */
-#define _XOPEN_SOURCE 700 /* nftw */
-#define CHECK_TALLY_DEFINE  /* the program's one check tally lives here */
+#define _XOPEN_SOURCE 700  /* nftw */
+#define CHECK_TALLY_DEFINE /* the program's one check tally lives here */
 #include "nettest_util.h"
 #include "log.h"
 #include <errno.h>
@@ -21,14 +21,14 @@
 pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 pthread_cond_t g_cv;
 
-const char *const kind_names[K_PING] = { "echo", "gate0", "gate1", "err", "toobig",
-                                         "big", "quick", "defer", "maybe", "dsync" };
+const char *const kind_names[K_PING] = { "echo", "gate0", "gate1", "err",   "toobig",
+                                         "big",  "quick", "defer", "maybe", "dsync" };
 
 int g_runs[K_N];
 int g_gate_open[2];
 int g_gate_waiting[2];
 int g_gate_timeouts;
-static int g_quick_active;          /* quick handlers running now */
+static int g_quick_active; /* quick handlers running now */
 int g_quick_max;
 pthread_t g_quick_thr[64];
 int g_quick_n;
@@ -117,8 +117,14 @@ static mp_span S(const char *s)
     return b;
 }
 
-static uint64_t ver_of(int id) { return (uint64_t)id * 7u + 3u; }
-static uint8_t fill_of(int id) { return (uint8_t)(id * 31 + 0x5a); }
+static uint64_t ver_of(int id)
+{
+    return (uint64_t)id * 7u + 3u;
+}
+static uint8_t fill_of(int id)
+{
+    return (uint8_t)(id * 31 + 0x5a);
+}
 int err_of(int id)
 {
     static const int codes[] = { SX_ENOTFOUND, SX_EINVAL, SX_EKEY };
@@ -212,8 +218,8 @@ bool is_echo(const uint8_t *r, size_t n, int id)
     rc = msg_decode_rep(MSG_GET, r, n, &rep, why, sizeof(why));
     ok = rc == 0 && key_id(rep.item) == id && rep.version == ver_of(id);
     if (!ok)
-        fprintf(stderr, "reply for k%d: rc %d (%s), item id %d, version %llu\n", id, rc,
-                why, rc == 0 ? key_id(rep.item) : -1, (unsigned long long)rep.version);
+        fprintf(stderr, "reply for k%d: rc %d (%s), item id %d, version %llu\n", id, rc, why,
+                rc == 0 ? key_id(rep.item) : -1, (unsigned long long)rep.version);
     msg_free_rep(MSG_GET, &rep);
     return ok;
 }
@@ -221,7 +227,12 @@ bool is_echo(const uint8_t *r, size_t n, int id)
 /* Says whether reply frame r..n is the error reply code with message msg. */
 bool is_err(const uint8_t *r, size_t n, msg_type t, int code, const char *msg)
 {
-    union { msg_GET_rep get; msg_DELETE_rep del; msg_PING_rep ping; msg_MULTI_rep multi; } rep;
+    union {
+        msg_GET_rep get;
+        msg_DELETE_rep del;
+        msg_PING_rep ping;
+        msg_MULTI_rep multi;
+    } rep;
     char why[128];
     int rc;
 
@@ -371,7 +382,7 @@ void handler(void *arg, const uint8_t *req, size_t n, mp_buf *out)
         if (msg_decode_req(MSG_DELETE, req, n, &d) == 0) {
             q.table = d.table;
             q.key = d.key;
-            kind = -2;      /* decoded */
+            kind = -2; /* decoded */
         }
     } else if (t == MSG_GET && msg_decode_req(MSG_GET, req, n, &q) == 0) {
         kind = -2;
@@ -402,20 +413,14 @@ void handler(void *arg, const uint8_t *req, size_t n, mp_buf *out)
         snprintf(msg, sizeof(msg), "err k%d", id);
         msg_encode_err(t, err_of(id), msg, out);
         break;
-    case K_TOOBIG:
-        msg_encode_err(t, SX_ETOOBIG, "handler says too big", out);
-        break;
-    case K_BIG:
-        reply_big(id, out);
-        break;
+    case K_TOOBIG: msg_encode_err(t, SX_ETOOBIG, "handler says too big", out); break;
+    case K_BIG: reply_big(id, out); break;
     case K_QUICK:
         quick_enter();
         reply_echo(t, &q, id, out);
         quick_leave();
         break;
-    default:
-        reply_echo(t, &q, id, out);
-        break;
+    default: reply_echo(t, &q, id, out); break;
     }
 }
 
@@ -447,7 +452,8 @@ static void *proxy_main(void *arg)
             t == MSG_MULTI) {
             msg_MULTI_req rq;
             inner = msg_decode_req(MSG_MULTI, nng_msg_body(m), nng_msg_len(m), &rq) == 0
-                        ? (int)rq.frames.n : -1;
+                        ? (int)rq.frames.n
+                        : -1;
             msg_free_req(MSG_MULTI, &rq);
         }
         pthread_mutex_lock(&g_mu);

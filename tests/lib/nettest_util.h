@@ -28,32 +28,45 @@
 #include "net.h"
 #include "sx_errors.h"
 
-#define CHECK_TALLY_SHARED   /* the helpers below CHECK too */
+#define CHECK_TALLY_SHARED /* the helpers below CHECK too */
 #include "check.h"
 
 #define NWORKERS 4
-#define WAIT_MS 10000               /* every wait on a condition gives up after this */
+#define WAIT_MS 10000 /* every wait on a condition gives up after this */
 #define BIG_SIZE (6u * 1024u * 1024u)
 
 /* ---- shared state: everything below is guarded by g_mu, changes signal g_cv ---- */
 
 extern pthread_mutex_t g_mu;
-extern pthread_cond_t g_cv;         /* on CLOCK_MONOTONIC, set up by nettest_setup */
+extern pthread_cond_t g_cv; /* on CLOCK_MONOTONIC, set up by nettest_setup */
 
 /* request kinds, chosen by the request's table name (kind_names[kind]);
  * K_PING and K_BAD have no table: a PING, and a frame the handler refused */
-enum { K_ECHO, K_GATE0, K_GATE1, K_ERR, K_TOOBIG, K_BIG, K_QUICK, K_DEFER, K_MAYBE,
-       K_DSYNC, K_PING, K_BAD, K_N };
+enum {
+    K_ECHO,
+    K_GATE0,
+    K_GATE1,
+    K_ERR,
+    K_TOOBIG,
+    K_BIG,
+    K_QUICK,
+    K_DEFER,
+    K_MAYBE,
+    K_DSYNC,
+    K_PING,
+    K_BAD,
+    K_N
+};
 extern const char *const kind_names[K_PING];
 
-extern int g_runs[K_N];             /* handler runs per kind */
+extern int g_runs[K_N]; /* handler runs per kind */
 extern int g_gate_open[2];
-extern int g_gate_waiting[2];       /* handlers waiting on each gate now */
-extern int g_gate_timeouts;         /* a gate was never opened: a test bug or hang */
-extern int g_quick_max;             /* most quick handlers running at once */
-extern pthread_t g_quick_thr[64];   /* the threads that ran quick handlers, in turn */
-extern int g_quick_n;               /* entries of g_quick_thr */
-extern int g_finished;              /* peer done callbacks run */
+extern int g_gate_waiting[2];     /* handlers waiting on each gate now */
+extern int g_gate_timeouts;       /* a gate was never opened: a test bug or hang */
+extern int g_quick_max;           /* most quick handlers running at once */
+extern pthread_t g_quick_thr[64]; /* the threads that ran quick handlers, in turn */
+extern int g_quick_n;             /* entries of g_quick_thr */
+extern int g_finished;            /* peer done callbacks run */
 
 /* Waits until *v >= want (read under g_mu) or ms pass; returns whether it
  * got there. v must be a g_mu-guarded int. Any thread but g_mu's holder. */
@@ -146,12 +159,12 @@ bool quick_get(msg_type t);
 #define PROXY_LOG 64
 
 typedef struct proxy {
-    nng_socket front;           /* REP, where the peer dials */
-    nng_socket back;            /* REQ to the server */
+    nng_socket front; /* REP, where the peer dials */
+    nng_socket back;  /* REQ to the server */
     pthread_t thr;
-    int nframes;                /* under g_mu */
-    int inner[PROXY_LOG];       /* per frame: inner frames of a MULTI, 0 for a plain one */
-    int failed;                 /* forwards that failed */
+    int nframes;          /* under g_mu */
+    int inner[PROXY_LOG]; /* per frame: inner frames of a MULTI, 0 for a plain one */
+    int failed;           /* forwards that failed */
 } proxy;
 
 /* Starts relay px: listens on front_url, forwards each frame to back_url
@@ -174,7 +187,7 @@ typedef struct pcall {
     uint8_t *req;
     size_t req_n;
     int submit_rc;
-    int ndone;          /* under g_mu, from here on */
+    int ndone; /* under g_mu, from here on */
     int err;
     uint8_t *resp;
     size_t resp_n;

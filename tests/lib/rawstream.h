@@ -14,8 +14,7 @@
 
 /* Dials url. Sets *d, *aio (timeout ms) and returns the stream, or NULL
  * with what was made left in *d and *aio for the caller to free. */
-static inline nng_stream *raw_dial(const char *url, int ms, nng_stream_dialer **d,
-                                   nng_aio **aio)
+static inline nng_stream *raw_dial(const char *url, int ms, nng_stream_dialer **d, nng_aio **aio)
 {
     CHECK_INT(nng_stream_dialer_alloc(d, url), 0);
     CHECK_INT(nng_aio_alloc(aio, NULL, NULL), 0);

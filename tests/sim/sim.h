@@ -17,7 +17,7 @@
 #include "raft_dedup.h"
 #include "raft_log_store.h"
 
-#define SIM_TICK 10         /* time units per tick */
+#define SIM_TICK 10 /* time units per tick */
 #define SIM_MAX_NODES 48
 #define SIM_MAX_GROUPS 4
 #define SIM_MAX_KEYS 4
@@ -26,7 +26,7 @@
 
 /* ---- deterministic randomness ---- */
 typedef struct sim_rng {
-  uint64_t s;
+    uint64_t s;
 } sim_rng;
 uint64_t sim_rand(sim_rng *r);
 /* Uniform in [lo, hi]. */
@@ -38,224 +38,222 @@ int sim_chance(sim_rng *r, double p);
 enum { EV_MSG = 1, EV_CREQ, EV_CRESP };
 
 typedef struct sim_creq {
-  int client;      /* index within the group */
-  int group;
-  int op;          /* OP_PUT / OP_GET / OP_BARRIER */
-  uint32_t key;
-  uint64_t value;
-  uint64_t seq;
+    int client; /* index within the group */
+    int group;
+    int op; /* OP_PUT / OP_GET / OP_BARRIER */
+    uint32_t key;
+    uint64_t value;
+    uint64_t seq;
 } sim_creq;
 
 enum { OP_PUT = 1, OP_GET = 2, OP_BARRIER = 3 };
 enum { CR_OK = 0, CR_RETRY = 1 };
 
 typedef struct sim_cresp {
-  int client, group;
-  uint64_t seq;
-  int status;      /* CR_* */
-  uint64_t hint;   /* leader hint on retry */
-  uint64_t value;  /* GET result */
+    int client, group;
+    uint64_t seq;
+    int status;     /* CR_* */
+    uint64_t hint;  /* leader hint on retry */
+    uint64_t value; /* GET result */
 } sim_cresp;
 
 typedef struct sim_event {
-  uint64_t time, order;
-  int type;
-  int node;        /* destination node slot (EV_MSG, EV_CREQ) */
-  raft_msg *msg;   /* EV_MSG: deep copy, owned by the event */
-  sim_creq req;
-  sim_cresp resp;
+    uint64_t time, order;
+    int type;
+    int node;      /* destination node slot (EV_MSG, EV_CREQ) */
+    raft_msg *msg; /* EV_MSG: deep copy, owned by the event */
+    sim_creq req;
+    sim_cresp resp;
 } sim_event;
 
 /* ---- disk model ---- */
 typedef struct sim_dent {
-  raft_entry e;    /* data owned */
-  uint64_t chain;  /* hash of the log prefix ending here */
+    raft_entry e;   /* data owned */
+    uint64_t chain; /* hash of the log prefix ending here */
 } sim_dent;
 
 typedef struct sim_disk {
-  raft_hard_state hs;
-  raft_snap_meta snap;
-  uint8_t *snap_data;
-  uint64_t snap_chain;
-  sim_dent *log;   /* entries snap.index+1 .. */
-  size_t n, cap;
-  uint8_t *staging;
-  uint64_t staging_index, staging_len;
-  /* older snapshots kept while a transfer streams them (raft_snap_pinned) */
-  struct {
-    uint64_t index, size;
-    uint8_t *data;
-  } old[4];
-  int n_old;
+    raft_hard_state hs;
+    raft_snap_meta snap;
+    uint8_t *snap_data;
+    uint64_t snap_chain;
+    sim_dent *log; /* entries snap.index+1 .. */
+    size_t n, cap;
+    uint8_t *staging;
+    uint64_t staging_index, staging_len;
+    /* older snapshots kept while a transfer streams them (raft_snap_pinned) */
+    struct {
+        uint64_t index, size;
+        uint8_t *data;
+    } old[4];
+    int n_old;
 } sim_disk;
 
 /* ---- a replica of one group on one node ---- */
 typedef struct sim_pread {
-  uint64_t ctx;
-  int client;
-  uint64_t seq;
-  uint32_t key;
-  uint64_t index;  /* 0 until the read state arrives */
-  int ready;
+    uint64_t ctx;
+    int client;
+    uint64_t seq;
+    uint32_t key;
+    uint64_t index; /* 0 until the read state arrives */
+    int ready;
 } sim_pread;
 
 typedef struct sim_pput {
-  int client;
-  uint64_t seq;
+    int client;
+    uint64_t seq;
 } sim_pput;
 
 typedef struct sim_replica {
-  int hosted;
-  raft_group *rg;
-  sim_disk disk;
-  /* state machine */
-  uint64_t kv[SIM_MAX_KEYS];
-  raft_dedup dedup;
-  uint64_t applied;
-  uint64_t applied_chain;
-  /* pending client work (volatile) */
-  sim_pread reads[64];
-  int n_reads;
-  sim_pput puts[64];
-  int n_puts;
-  /* soft state seen */
-  int role;
-  uint64_t term;
-  /* memory accounting of the core */
-  int64_t live_bytes;
-  int64_t live_allocs;
-  int dirty;
-  uint64_t created_tick;
+    int hosted;
+    raft_group *rg;
+    sim_disk disk;
+    /* state machine */
+    uint64_t kv[SIM_MAX_KEYS];
+    raft_dedup dedup;
+    uint64_t applied;
+    uint64_t applied_chain;
+    /* pending client work (volatile) */
+    sim_pread reads[64];
+    int n_reads;
+    sim_pput puts[64];
+    int n_puts;
+    /* soft state seen */
+    int role;
+    uint64_t term;
+    /* memory accounting of the core */
+    int64_t live_bytes;
+    int64_t live_allocs;
+    int dirty;
+    uint64_t created_tick;
 } sim_replica;
 
 typedef struct sim_node {
-  uint64_t id;
-  int used;
-  int alive;
-  uint64_t restart_at;   /* tick; 0: none */
-  uint32_t phase;        /* tick phase offset within SIM_TICK */
-  uint32_t incarnation;
-  uint64_t crash_at;     /* time unit of a scheduled crash; 0: none */
-  raft_store *st;        /* --store: the node's leveldb log store */
-  sim_replica rep[SIM_MAX_GROUPS];
+    uint64_t id;
+    int used;
+    int alive;
+    uint64_t restart_at; /* tick; 0: none */
+    uint32_t phase;      /* tick phase offset within SIM_TICK */
+    uint32_t incarnation;
+    uint64_t crash_at; /* time unit of a scheduled crash; 0: none */
+    raft_store *st;    /* --store: the node's leveldb log store */
+    sim_replica rep[SIM_MAX_GROUPS];
 } sim_node;
 
 /* ---- client history ---- */
 typedef struct sim_hop {
-  int client;
-  int kind;        /* OP_PUT / OP_GET */
-  uint64_t in, out;
-  uint64_t call, ret; /* ret SIM_INF: timed out (puts only) */
+    int client;
+    int kind; /* OP_PUT / OP_GET */
+    uint64_t in, out;
+    uint64_t call, ret; /* ret SIM_INF: timed out (puts only) */
 } sim_hop;
 
 typedef struct sim_hist {
-  sim_hop *ops;
-  size_t n, cap;
+    sim_hop *ops;
+    size_t n, cap;
 } sim_hist;
 
 typedef struct sim_client {
-  int busy;
-  sim_creq req;
-  uint64_t call;          /* time of the first attempt */
-  uint64_t attempt_deadline, op_deadline, next_op_at;
-  int target;             /* node slot */
-  uint64_t hint;
+    int busy;
+    sim_creq req;
+    uint64_t call; /* time of the first attempt */
+    uint64_t attempt_deadline, op_deadline, next_op_at;
+    int target; /* node slot */
+    uint64_t hint;
 } sim_client;
 
 /* ---- global checker state per group ---- */
 typedef struct sim_seen {
-  uint64_t index, term, chain;
+    uint64_t index, term, chain;
 } sim_seen;
 
 typedef struct sim_gcheck {
-  uint64_t *leader_of_term;   /* by term */
-  size_t n_terms;
-  sim_seen *seen;             /* open addressing on (index, term) */
-  size_t seen_cap, seen_n;
-  uint64_t *commit_term, *commit_chain; /* by index */
-  size_t commit_cap;
-  uint64_t commit_max;
+    uint64_t *leader_of_term; /* by term */
+    size_t n_terms;
+    sim_seen *seen; /* open addressing on (index, term) */
+    size_t seen_cap, seen_n;
+    uint64_t *commit_term, *commit_chain; /* by index */
+    size_t commit_cap;
+    uint64_t commit_max;
 } sim_gcheck;
 
 /* What a failure violates: sim_fail_as names it (sim_fail: SIM_V_OTHER).
  * A planted bug must be caught as the violation it causes (--expect-catch,
  * sim_main.c). */
 typedef enum sim_violation {
-  SIM_V_NONE = 0,
-  SIM_V_OTHER,           /* anything else: a failed call, a leak, a torn batch... */
-  SIM_V_ELECTION,        /* election safety: two leaders in one term */
-  SIM_V_LOG_MATCHING,    /* one (index, term) naming two log prefixes */
-  SIM_V_COMMIT,          /* a committed entry lost, changed, missing from a
-                          * leader, or applied otherwise (leader completeness,
-                          * state machine safety) */
-  SIM_V_LINEARIZABLE,    /* a client history that is not linearizable */
-  SIM_V_LIVENESS,        /* no leader, commit or answer long after the heal */
-  SIM_V_COUNT
+    SIM_V_NONE = 0,
+    SIM_V_OTHER,        /* anything else: a failed call, a leak, a torn batch... */
+    SIM_V_ELECTION,     /* election safety: two leaders in one term */
+    SIM_V_LOG_MATCHING, /* one (index, term) naming two log prefixes */
+    SIM_V_COMMIT,       /* a committed entry lost, changed, missing from a
+                         * leader, or applied otherwise (leader completeness,
+                         * state machine safety) */
+    SIM_V_LINEARIZABLE, /* a client history that is not linearizable */
+    SIM_V_LIVENESS,     /* no leader, commit or answer long after the heal */
+    SIM_V_COUNT
 } sim_violation;
 
 typedef struct sim_opts {
-  uint64_t first, seeds;
-  int replicas, groups;
-  uint32_t plants;
-  int expect_catch;
-  int verbose;
-  const char *store_dir;      /* --store: mirror into leveldb stores here */
-  uint64_t fault_ticks;       /* length of the fault phase */
+    uint64_t first, seeds;
+    int replicas, groups;
+    uint32_t plants;
+    int expect_catch;
+    int verbose;
+    const char *store_dir; /* --store: mirror into leveldb stores here */
+    uint64_t fault_ticks;  /* length of the fault phase */
 } sim_opts;
 
 typedef struct sim {
-  sim_opts o;
-  uint64_t seed;
-  sim_rng rng;
-  uint64_t now;               /* time units */
-  /* event heap */
-  sim_event *ev;
-  size_t n_ev, cap_ev;
-  uint64_t ev_order;
-  /* nodes */
-  sim_node nodes[SIM_MAX_NODES];
-  int n_nodes;
-  uint64_t next_id;
-  /* network */
-  uint8_t cut[SIM_MAX_NODES][SIM_MAX_NODES]; /* cut[a][b]: a->b dropped */
-  double p_drop, p_dup;
-  uint32_t delay_max;
-  /* faults */
-  int faults_on;
-  double p_crash_round, p_disk_err;
-  uint64_t restart_max;       /* ticks a crashed node stays down, at most */
-  double p_young;             /* nemesis: a new leader crashes soon after */
-  double p_vote_crash;        /* nemesis: a voter crashes right after voting */
-  uint32_t max_msg_entries, max_inflight, compact_every, snap_chunk;
-  /* clients */
-  sim_client clients[SIM_MAX_GROUPS][SIM_MAX_CLIENTS];
-  int n_clients, n_keys;
-  int clients_on;
-  uint64_t next_value;
-  uint64_t next_ctx;
-  sim_hist hist[SIM_MAX_GROUPS][SIM_MAX_KEYS];
-  uint64_t heal_tick, live_tick;
-  /* checks */
-  sim_gcheck gc[SIM_MAX_GROUPS];
-  char failure[512];
-  int failed;
-  sim_violation violation;    /* of the first failure */
-  /* stats */
-  uint64_t st_msgs, st_ops_ok, st_ops_timeout, st_crashes, st_snaps,
-      st_conf, st_transfers, st_elections;
+    sim_opts o;
+    uint64_t seed;
+    sim_rng rng;
+    uint64_t now; /* time units */
+    /* event heap */
+    sim_event *ev;
+    size_t n_ev, cap_ev;
+    uint64_t ev_order;
+    /* nodes */
+    sim_node nodes[SIM_MAX_NODES];
+    int n_nodes;
+    uint64_t next_id;
+    /* network */
+    uint8_t cut[SIM_MAX_NODES][SIM_MAX_NODES]; /* cut[a][b]: a->b dropped */
+    double p_drop, p_dup;
+    uint32_t delay_max;
+    /* faults */
+    int faults_on;
+    double p_crash_round, p_disk_err;
+    uint64_t restart_max; /* ticks a crashed node stays down, at most */
+    double p_young;       /* nemesis: a new leader crashes soon after */
+    double p_vote_crash;  /* nemesis: a voter crashes right after voting */
+    uint32_t max_msg_entries, max_inflight, compact_every, snap_chunk;
+    /* clients */
+    sim_client clients[SIM_MAX_GROUPS][SIM_MAX_CLIENTS];
+    int n_clients, n_keys;
+    int clients_on;
+    uint64_t next_value;
+    uint64_t next_ctx;
+    sim_hist hist[SIM_MAX_GROUPS][SIM_MAX_KEYS];
+    uint64_t heal_tick, live_tick;
+    /* checks */
+    sim_gcheck gc[SIM_MAX_GROUPS];
+    char failure[512];
+    int failed;
+    sim_violation violation; /* of the first failure */
+    /* stats */
+    uint64_t st_msgs, st_ops_ok, st_ops_timeout, st_crashes, st_snaps, st_conf, st_transfers,
+        st_elections;
 } sim;
 
 /* sim_main.c */
 /* Records the first failure (and its violation class); the run stops at
  * the next step. sim_fail records it as SIM_V_OTHER. */
-void sim_fail(sim *s, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+void sim_fail(sim *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void sim_fail_as(sim *s, sim_violation v, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* The violation's name ("election-safety", ...). */
 const char *sim_violation_name(sim_violation v);
-void sim_log(sim *s, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+void sim_log(sim *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 uint64_t sim_tick_now(const sim *s);
 
 /* sim_net.c: event queue and network */
@@ -283,8 +281,8 @@ raft_group *sim_leader(sim *s, int group, int *slot);
 /* sim_client.c */
 void sim_clients_step(sim *s);
 void sim_client_resp(sim *s, const sim_cresp *r);
-void sim_client_reply(sim *s, int group, int client, uint64_t seq, int status,
-                      uint64_t hint, uint64_t value);
+void sim_client_reply(sim *s, int group, int client, uint64_t seq, int status, uint64_t hint,
+                      uint64_t value);
 void sim_hist_free(sim *s);
 
 /* sim_check.c */
@@ -292,18 +290,17 @@ void sim_check_leader(sim *s, int group, uint64_t term, uint64_t id);
 void sim_check_append(sim *s, int group, uint64_t node, const sim_dent *d);
 void sim_check_truncate(sim *s, int group, uint64_t node, const sim_dent *d);
 void sim_check_commit(sim *s, int group, uint64_t node, const sim_disk *disk);
-void sim_check_apply(sim *s, int group, uint64_t node, uint64_t index,
-                     uint64_t term, uint64_t chain);
-void sim_check_completeness(sim *s, int group, uint64_t node,
-                            const sim_disk *disk);
+void sim_check_apply(sim *s, int group, uint64_t node, uint64_t index, uint64_t term,
+                     uint64_t chain);
+void sim_check_completeness(sim *s, int group, uint64_t node, const sim_disk *disk);
 int sim_committed_chain(sim *s, int group, uint64_t index, uint64_t *chain);
 void sim_check_free(sim *s);
 uint64_t sim_chain(uint64_t prev, const raft_entry *e);
 
 /* sim_disk.c: the disk model */
 typedef struct sim_buf {
-  uint8_t *p;
-  size_t n, cap;
+    uint8_t *p;
+    size_t n, cap;
 } sim_buf;
 void sim_disk_prune_old(sim_disk *d, uint64_t pinned);
 void sim_disk_free(sim_disk *d);

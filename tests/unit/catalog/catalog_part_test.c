@@ -25,7 +25,7 @@
 #include "net.h"
 #include "sx_errors.h"
 
-static catp *g_catp;   /* the served partition; swapped only while stopped */
+static catp *g_catp; /* the served partition; swapped only while stopped */
 
 static void handler(void *arg, const uint8_t *req, size_t n, mp_buf *out)
 {
@@ -71,7 +71,7 @@ static int call_into(msg_type t, const void *req, void *rep, uint8_t **resp)
 /* Sends a request struct of type t; decodes the reply into rep (version). */
 static int call(msg_type t, const void *req, uint64_t *version)
 {
-    msg_CAT_UPDATE_rep rep;   /* same shape as CAT_BACKFILLED's reply */
+    msg_CAT_UPDATE_rep rep; /* same shape as CAT_BACKFILLED's reply */
     uint8_t *r = NULL;
     int rc;
 
@@ -109,7 +109,7 @@ static mp_span S(const char *s)
     return b;
 }
 
-static mp_span g_rid;    /* the request id the helpers below send (none: empty) */
+static mp_span g_rid; /* the request id the helpers below send (none: empty) */
 
 static int create_table(const char *name, const char *pk, const char *sk, uint64_t *v)
 {
@@ -124,9 +124,8 @@ static int create_table(const char *name, const char *pk, const char *sk, uint64
     return call(MSG_CAT_UPDATE, &r, v);
 }
 
-static int create_index(const char *table, const char *name, const char **attrs,
-                        uint32_t na, uint64_t proj, const char **pa, uint32_t np,
-                        uint64_t *v)
+static int create_index(const char *table, const char *name, const char **attrs, uint32_t na,
+                        uint64_t proj, const char **pa, uint32_t np, uint64_t *v)
 {
     msg_CAT_UPDATE_req r;
     mp_span a[CAT_MAX_ATTRS + 2], p[CAT_MAX_ATTRS + 2];
@@ -210,7 +209,12 @@ static void test_errors(void)
     CHECK(err_has("partition 77 is not a storage partition"));
 }
 
-typedef struct reader { catcache *cc; uint64_t want; int rc; uint64_t got; } reader;
+typedef struct reader {
+    catcache *cc;
+    uint64_t want;
+    int rc;
+    uint64_t got;
+} reader;
 
 static void *read_thread(void *p)
 {
@@ -360,9 +364,9 @@ static void test_too_big(const char *dir, const char *url, const cfg_cluster *cf
             last = v;
     }
     CHECK_RC(rc, SX_ETOOBIG);
-    CHECK(i > 5 && i < 200);                         /* some fit, then one did not */
+    CHECK(i > 5 && i < 200); /* some fit, then one did not */
     CHECK(err_has("would grow past 2 KiB"));
-    CHECK(v == last);                                /* nothing changed */
+    CHECK(v == last); /* nothing changed */
     net_server_stop(srv);
     catp_close(g_catp);
     g_catp = NULL;
@@ -401,18 +405,18 @@ static void test_rids(const char *dir, const char *url, const cfg_cluster *cfg)
     CHECK_RC(net_peer_open_link(url, 1, &g_cli), 0);
     use_rid(1);
     CHECK_RC(create_table("t", "id", "", &v1), 0);
-    CHECK_RC(create_table("t", "id", "", &v), 0);           /* asked again */
+    CHECK_RC(create_table("t", "id", "", &v), 0); /* asked again */
     CHECK(v == v1);
     snap = catp_snapshot(g_catp);
-    CHECK(snap != NULL && snap->version == v1);             /* not applied twice */
+    CHECK(snap != NULL && snap->version == v1); /* not applied twice */
     cat_free(snap);
     use_rid(2);
-    CHECK_RC(create_table("t", "id", "", &v), SX_EEXIST);   /* another request */
-    CHECK_RC(create_table("t2", "id", "", &v), 0);          /* a refusal is not kept */
+    CHECK_RC(create_table("t", "id", "", &v), SX_EEXIST); /* another request */
+    CHECK_RC(create_table("t2", "id", "", &v), 0);        /* a refusal is not kept */
     CHECK(v == v1 + 1);
-    v1 = v;                 /* (t's version: v1 - 1) */
+    v1 = v; /* (t's version: v1 - 1) */
     use_rid(1);
-    CHECK_RC(create_table("other", "id", "", &v), SX_EINVAL);   /* id 1, another change */
+    CHECK_RC(create_table("other", "id", "", &v), SX_EINVAL); /* id 1, another change */
     CHECK(err_has("another catalog change"));
     use_rid(3);
     CHECK_RC(create_index("t", "ix", attrs, 1, 0, NULL, 0, &v2), 0);
@@ -420,13 +424,13 @@ static void test_rids(const char *dir, const char *url, const cfg_cluster *cfg)
     CHECK(v == v2 && v2 == v1 + 1);
     use_rid(4);
     CHECK_RC(drop_index("t", "ix", &v3), 0);
-    CHECK_RC(drop_index("t", "ix", &v), 0);                 /* not "no such index" */
+    CHECK_RC(drop_index("t", "ix", &v), 0); /* not "no such index" */
     CHECK(v == v3 && v3 == v2 + 1);
     g_rid = (mp_span){ rid_buf, 5 };
     CHECK_RC(create_table("u", "id", "", &v), SX_EINVAL);
     CHECK(err_has("request id"));
     g_rid = (mp_span){ NULL, 0 };
-    CHECK_RC(drop_index("t", "ix", &v), SX_ENOINDEX);       /* no id: as before */
+    CHECK_RC(drop_index("t", "ix", &v), SX_ENOINDEX); /* no id: as before */
     net_server_stop(srv);
     catp_close(g_catp);
     g_catp = NULL;
@@ -449,11 +453,11 @@ static void test_rids(const char *dir, const char *url, const cfg_cluster *cfg)
         CHECK_RC(create_table(name, "id", "", &v), 0);
     }
     use_rid(1);
-    CHECK_RC(create_table("t", "id", "", &v), SX_EEXIST);   /* forgotten */
+    CHECK_RC(create_table("t", "id", "", &v), SX_EEXIST); /* forgotten */
     use_rid(100);
-    CHECK_RC(create_table("t100", "id", "", &v), 0);        /* the oldest kept */
+    CHECK_RC(create_table("t100", "id", "", &v), 0); /* the oldest kept */
     use_rid(355);
-    CHECK_RC(create_table("t355", "id", "", &v), 0);        /* the newest: kept */
+    CHECK_RC(create_table("t355", "id", "", &v), 0); /* the newest: kept */
     g_rid = (mp_span){ NULL, 0 };
     net_server_stop(srv);
     catp_close(g_catp);

@@ -38,9 +38,8 @@ static char *print_str(const char *s, size_t n)
     size_t got = 0;
     ssize_t r;
 
-    if (it == NULL || out == NULL || sx_item_set_strn(it, "s", s, n) != SX_OK ||
-        pipe(fds) != 0 || fflush(stdout) != 0 || (saved = dup(1)) < 0 ||
-        dup2(fds[1], 1) < 0) {
+    if (it == NULL || out == NULL || sx_item_set_strn(it, "s", s, n) != SX_OK || pipe(fds) != 0 ||
+        fflush(stdout) != 0 || (saved = dup(1)) < 0 || dup2(fds[1], 1) < 0) {
         if (saved >= 0)
             close(saved);
         for (int i = 0; i < 2; i++)
@@ -82,11 +81,16 @@ static void expect(const char *s, size_t n, const char *want)
 int main(void)
 {
     expect("plain", 5, "plain");
-    expect("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", 14, "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
-    expect("a\xff\xfe" "b", 4, "a\xef\xbf\xbd\xef\xbf\xbd" "b");        /* not UTF-8 */
-    expect("\xc0\xaf", 2, "\xef\xbf\xbd\xef\xbf\xbd");                    /* overlong */
-    expect("\xed\xa0\x80", 3, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");    /* surrogate */
-    expect("\xe2\x82", 2, "\xef\xbf\xbd\xef\xbf\xbd");                    /* cut short */
-    expect("t\tq\"\\\x01", 6, "t\tq\"\\\x01");                          /* escapes */
+    expect("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", 14,
+           "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+    expect("a\xff\xfe"
+           "b",
+           4,
+           "a\xef\xbf\xbd\xef\xbf\xbd"
+           "b");                                                       /* not UTF-8 */
+    expect("\xc0\xaf", 2, "\xef\xbf\xbd\xef\xbf\xbd");                 /* overlong */
+    expect("\xed\xa0\x80", 3, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"); /* surrogate */
+    expect("\xe2\x82", 2, "\xef\xbf\xbd\xef\xbf\xbd");                 /* cut short */
+    expect("t\tq\"\\\x01", 6, "t\tq\"\\\x01");                         /* escapes */
     return CHECK_DONE();
 }

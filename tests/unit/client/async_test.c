@@ -51,7 +51,7 @@ static void fake(void *arg, const uint8_t *p, size_t n, mp_buf *out)
     }
     if (t == MSG_PUT) {
         msg_PUT_req q;
-        msg_PUT_rep r = {0};
+        msg_PUT_rep r = { 0 };
         uint64_t v[64];
         if (msg_decode_req(t, p, n, &q) || q.items.n > 64) {
             msg_encode_err(t, SX_EPROTO, "bad put", out);
@@ -81,7 +81,7 @@ static void fake(void *arg, const uint8_t *p, size_t n, mp_buf *out)
         } else {
             msg_GET_rep r = { .version = 7 };
             uint8_t nil = 0xc0;
-            r.item = id == 404 ? (mp_span){ &nil, 1 } : q.key;   /* echo the key as the item */
+            r.item = id == 404 ? (mp_span){ &nil, 1 } : q.key; /* echo the key as the item */
             msg_encode_rep(t, &r, out);
         }
         msg_free_req(t, t == MSG_GET ? (void *)&q : (void *)&dq);
@@ -97,8 +97,11 @@ static void fake(void *arg, const uint8_t *p, size_t n, mp_buf *out)
         }
         if (t == MSG_QUERY) {
             uint64_t parts[1] = { 101 };
-            msg_QUERY_rep r = { .items = { 3, v }, .token = { (const uint8_t *)"tok", 3 },
-                                .index_parts = { 1, parts }, .entries = 3, .covering = 1 };
+            msg_QUERY_rep r = { .items = { 3, v },
+                                .token = { (const uint8_t *)"tok", 3 },
+                                .index_parts = { 1, parts },
+                                .entries = 3,
+                                .covering = 1 };
             msg_encode_rep(t, &r, out);
         } else {
             msg_SCAN_rep r = { .items = { 3, v } };
@@ -154,10 +157,10 @@ static void got(sx_op *op, void *arg)
     CHECK(sx_op_errmsg(op)[0] == '\0');
     sx_item *it = sx_op_take_item(op);
     CHECK(it != NULL);
-    CHECK(sx_op_take_item(op) == NULL);           /* taken once */
+    CHECK(sx_op_take_item(op) == NULL); /* taken once */
     CHECK(it && sx_item_get_int(it, "id", &v) == SX_OK && v == id);
     sx_item_free(it);
-    if (id < 1000) {                              /* chain: the next one from here */
+    if (id < 1000) { /* chain: the next one from here */
         sx_item *k = key(id + 1000);
         CHECK(sx_get_async(chain_client, "t", k, got, (void *)(intptr_t)(id + 1000)) == SX_OK);
         sx_item_free(k);
@@ -270,7 +273,7 @@ int main(void)
     for (int k = 0; k < 100; k++) {
         sx_item *kk = key(k);
         CHECK(sx_get_async(c, "t", kk, got, (void *)(intptr_t)k) == SX_OK);
-        sx_item_free(kk);          /* arguments are copied at submission */
+        sx_item_free(kk); /* arguments are copied at submission */
     }
     await(200);
     CHECK(sx_client_wait(c, 20000) == SX_OK);
@@ -304,8 +307,8 @@ int main(void)
     CHECK(sx_scan_async(c, "t", NULL, 0, "!!not base64!!", page_done, NULL) == SX_ETOKEN);
     CHECK(sx_client_wait(c, 1000) == SX_OK);
     CHECK(count() == base);
-    CHECK(strcmp(sx_client_errmsg(c), "") == 0);   /* async calls leave it alone */
-    CHECK(sx_put_batch(c, "t", holed, 3, NULL) == SX_EINVAL);   /* so does the sync one */
+    CHECK(strcmp(sx_client_errmsg(c), "") == 0);              /* async calls leave it alone */
+    CHECK(sx_put_batch(c, "t", holed, 3, NULL) == SX_EINVAL); /* so does the sync one */
     CHECK(strcmp(sx_client_errmsg(c), "item 1 is NULL") == 0);
 
     /* close waits for what is in flight: every callback has run when it returns */

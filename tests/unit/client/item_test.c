@@ -194,16 +194,16 @@ static void test_decoded_then_edited(void)
     CHECK(sx_item_set_int(it, "id", 7) == SX_OK);
     encode(it, &p, &n);
     CHECK(cl_item_decode(p, n, &d) == SX_OK && d != NULL);
-    free(p);            /* the decoded item holds no pointer into the frame */
+    free(p); /* the decoded item holds no pointer into the frame */
     if (d == NULL) {
         sx_item_free(it);
         return;
     }
-    CHECK(sx_item_get(d, "town", &v) == SX_OK && v.type == SX_STR && v.len == 7
-          && strcmp(v.s, "Redmond") == 0);
-    CHECK(sx_item_set_str(d, "town", "Kirkland") == SX_OK);      /* replaced */
-    CHECK(sx_item_remove(d, "lastname") == SX_OK);               /* removed */
-    CHECK(sx_item_set_str(d, "a", "1") == SX_OK);                /* grown */
+    CHECK(sx_item_get(d, "town", &v) == SX_OK && v.type == SX_STR && v.len == 7 &&
+          strcmp(v.s, "Redmond") == 0);
+    CHECK(sx_item_set_str(d, "town", "Kirkland") == SX_OK); /* replaced */
+    CHECK(sx_item_remove(d, "lastname") == SX_OK);          /* removed */
+    CHECK(sx_item_set_str(d, "a", "1") == SX_OK);           /* grown */
     CHECK(sx_item_set_str(d, "b", "2") == SX_OK);
     CHECK(sx_item_set_int(d, "c", 3) == SX_OK);
     CHECK(sx_item_count(d) == 5);

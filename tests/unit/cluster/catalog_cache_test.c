@@ -31,11 +31,11 @@
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
-static uint64_t version = 1;      /* the fake node's catalog: 2 adds table "t" */
+static uint64_t version = 1; /* the fake node's catalog: 2 adds table "t" */
 static bool gate_open = true;
-static unsigned arrived;          /* CATALOG requests received */
-static int since_mode;            /* 0 ignore since, 1 honour it, 2 always nil */
-static uint64_t last_since;       /* the last request's since */
+static unsigned arrived;    /* CATALOG requests received */
+static int since_mode;      /* 0 ignore since, 1 honour it, 2 always nil */
+static uint64_t last_since; /* the last request's since */
 
 /* Answers CATALOG with the version current on arrival, once the gate opens. */
 static void handle(void *arg, const uint8_t *req, size_t n, mp_buf *out)
@@ -79,7 +79,7 @@ static void handle(void *arg, const uint8_t *req, size_t n, mp_buf *out)
         rep.version = v;
         if (mode == 0 || (mode == 1 && (rq.since == 0 || v >= rq.since)))
             rep.catalog = (mp_span){ (const uint8_t *)b.sb.data, b.sb.size };
-        msg_encode_rep(MSG_CATALOG, &rep, out);    /* else nil */
+        msg_encode_rep(MSG_CATALOG, &rep, out); /* else nil */
     }
     mp_buf_free(&b);
     cat_free(c);
@@ -136,7 +136,7 @@ static bool wait_waiting(catcache *cc, unsigned want)
         catcache_counts(cc, NULL, &w);
         if (w >= want || now_ms() >= end)
             return w >= want;
-        nanosleep(&(struct timespec){ 0, 1000000 }, NULL);   /* poll the condition */
+        nanosleep(&(struct timespec){ 0, 1000000 }, NULL); /* poll the condition */
     }
 }
 
@@ -203,14 +203,13 @@ int main(void)
         b[i].cc = cc;
         CHECK(pthread_create(&th[1 + i], NULL, refresh_main, &b[i]) == 0);
     }
-    CHECK(wait_waiting(cc, 2));         /* both wait for the fetch begun before them */
+    CHECK(wait_waiting(cc, 2)); /* both wait for the fetch begun before them */
     set_gate(true);
     for (i = 0; i < 3; i++)
         pthread_join(th[i], NULL);
     CHECK(a.rc == 0 && b[0].rc == 0 && b[1].rc == 0);
     /* the refreshes saw what the node held when they began: v2, table t */
-    CHECK(catcache_peek(cc, 2, &cat) == 0 && cat != NULL &&
-          cat_table_by_name(cat, "t", 1) != NULL);
+    CHECK(catcache_peek(cc, 2, &cat) == 0 && cat != NULL && cat_table_by_name(cat, "t", 1) != NULL);
     /* and they shared one fetch: the first, and one more for both */
     catcache_counts(cc, &started, NULL);
     CHECK(started == 2);

@@ -42,9 +42,9 @@ static bool strs_eq(char **a, char **b, uint32_t n)
 static bool index_eq(const cat_index *a, const cat_index *b)
 {
     return a->id == b->id && str_eq(a->name, b->name) && a->nattrs == b->nattrs &&
-           strs_eq(a->attrs, b->attrs, a->nattrs) && a->proj == b->proj &&
-           a->nproj == b->nproj && strs_eq(a->proj_attrs, b->proj_attrs, a->nproj) &&
-           a->state == b->state && a->ndone == b->ndone &&
+           strs_eq(a->attrs, b->attrs, a->nattrs) && a->proj == b->proj && a->nproj == b->nproj &&
+           strs_eq(a->proj_attrs, b->proj_attrs, a->nproj) && a->state == b->state &&
+           a->ndone == b->ndone &&
            (a->ndone == 0 ||
             memcmp(a->done_parts, b->done_parts, a->ndone * sizeof(uint64_t)) == 0);
 }
@@ -52,14 +52,12 @@ static bool index_eq(const cat_index *a, const cat_index *b)
 /* Deep equality of two catalogs. */
 static bool cat_eq(const cat_catalog *a, const cat_catalog *b)
 {
-    if (a->version != b->version || a->next_id != b->next_id ||
-        a->ntables != b->ntables)
+    if (a->version != b->version || a->next_id != b->next_id || a->ntables != b->ntables)
         return false;
     for (uint32_t i = 0; i < a->ntables; i++) {
         const cat_table *ta = &a->tables[i], *tb = &b->tables[i];
-        if (ta->id != tb->id || !str_eq(ta->name, tb->name) ||
-            !str_eq(ta->pk, tb->pk) || !str_eq(ta->sk, tb->sk) ||
-            ta->nindexes != tb->nindexes)
+        if (ta->id != tb->id || !str_eq(ta->name, tb->name) || !str_eq(ta->pk, tb->pk) ||
+            !str_eq(ta->sk, tb->sk) || ta->nindexes != tb->nindexes)
             return false;
         for (uint32_t j = 0; j < ta->nindexes; j++)
             if (!index_eq(&ta->indexes[j], &tb->indexes[j]))
@@ -256,19 +254,19 @@ static void test_garbage(void)
     static const uint8_t an_array[] = { 0x93, 0x01, 0x02, 0x03 };
     static const uint8_t empty_map[] = { 0x80 };
     /* {"version":1,"next_id":1,"tables":5} */
-    static const uint8_t tables_int[] = { 0x83, 0xa7, 'v', 'e', 'r', 's', 'i', 'o', 'n', 0x01,
-                                          0xa7, 'n', 'e', 'x', 't', '_', 'i', 'd', 0x01,
-                                          0xa6, 't', 'a', 'b', 'l', 'e', 's', 0x05 };
+    static const uint8_t tables_int[] = { 0x83, 0xa7, 'v', 'e', 'r', 's', 'i', 'o', 'n',
+                                          0x01, 0xa7, 'n', 'e', 'x', 't', '_', 'i', 'd',
+                                          0x01, 0xa6, 't', 'a', 'b', 'l', 'e', 's', 0x05 };
     /* {"version":1,"next_id":1,"tables":[dd ffffffff]} */
-    static const uint8_t tables_huge[] = { 0x83, 0xa7, 'v', 'e', 'r', 's', 'i', 'o', 'n', 0x01,
-                                           0xa7, 'n', 'e', 'x', 't', '_', 'i', 'd', 0x01,
-                                           0xa6, 't', 'a', 'b', 'l', 'e', 's',
-                                           0xdd, 0xff, 0xff, 0xff, 0xff };
+    static const uint8_t tables_huge[] = { 0x83, 0xa7, 'v',  'e',  'r',  's',  'i', 'o',
+                                           'n',  0x01, 0xa7, 'n',  'e',  'x',  't', '_',
+                                           'i',  'd',  0x01, 0xa6, 't',  'a',  'b', 'l',
+                                           'e',  's',  0xdd, 0xff, 0xff, 0xff, 0xff };
     /* {"version":1,"next_id":1,"tables":[{"id":1}]}: table without name */
-    static const uint8_t table_partial[] = { 0x83, 0xa7, 'v', 'e', 'r', 's', 'i', 'o', 'n', 0x01,
-                                             0xa7, 'n', 'e', 'x', 't', '_', 'i', 'd', 0x01,
-                                             0xa6, 't', 'a', 'b', 'l', 'e', 's',
-                                             0x91, 0x81, 0xa2, 'i', 'd', 0x01 };
+    static const uint8_t table_partial[] = { 0x83, 0xa7, 'v',  'e',  'r',  's', 'i', 'o',
+                                             'n',  0x01, 0xa7, 'n',  'e',  'x', 't', '_',
+                                             'i',  'd',  0x01, 0xa6, 't',  'a', 'b', 'l',
+                                             'e',  's',  0x91, 0x81, 0xa2, 'i', 'd', 0x01 };
     uint8_t rnd[256];
     unsigned seed = 12345;
 

@@ -57,17 +57,22 @@ static char *subst(const char *text, const char *from, const char *to)
     return out;
 }
 
-#define LKEY "\"link_key\":\"" \
+#define LKEY          \
+    "\"link_key\":\"" \
     "f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff000102030405060708090a0b0c0d0e0f\","
 
 /* max_clock_skew_ms: 100 when absent; an integer 0..60000; anything else
  * refused with its name. */
 static void skew_cases(void)
 {
-    static const struct { const char *val; int rc, ms; } cases[] = {
-        { NULL, 0, 100 },      { "0", 0, 0 },           { "250", 0, 250 },
-        { "60000", 0, 60000 }, { "60001", SX_ECONFIG, 0 }, { "-1", SX_ECONFIG, 0 },
-        { "1.5", SX_ECONFIG, 0 }, { "\"100\"", SX_ECONFIG, 0 },
+    static const struct {
+        const char *val;
+        int rc, ms;
+    } cases[] = {
+        { NULL, 0, 100 },           { "0", 0, 0 },
+        { "250", 0, 250 },          { "60000", 0, 60000 },
+        { "60001", SX_ECONFIG, 0 }, { "-1", SX_ECONFIG, 0 },
+        { "1.5", SX_ECONFIG, 0 },   { "\"100\"", SX_ECONFIG, 0 },
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         cfg_cluster *c = NULL;
@@ -91,7 +96,11 @@ static void skew_cases(void)
 static void host_cases(void)
 {
     static const char *const R2 = ",{\"name\":\"r2\",\"url\":\"tcp://127.0.0.1:4\"";
-    static const struct { const char *r1, *r2; int rc; const char *why; } cases[] = {
+    static const struct {
+        const char *r1, *r2;
+        int rc;
+        const char *why;
+    } cases[] = {
         { "", NULL, 0, NULL },
         { ",\"host\":\"s1\"", NULL, 0, NULL },
         { ",\"host\":\"s1\"", "", 0, NULL },
@@ -153,26 +162,39 @@ static void link_key_cases(void)
     CHECK(c && c->link_key[0] == 0xf0 && c->link_key[31] == 0x0f);
     cfg_free(c);
     c = NULL;
-    char *badkey = subst(keyed, "f0f1f2", "f0fzf2");      /* 64 digits, one not hex */
+    char *badkey = subst(keyed, "f0f1f2", "f0fzf2"); /* 64 digits, one not hex */
     CHECK(load(badkey, &c, err, sizeof(err)) == SX_ECONFIG && strstr(err, "link_key"));
     free(badkey);
     free(keyed);
     free(remote);
-    char *any = subst(GOOD, "tcp://127.0.0.1:1", "tcp://0.0.0.0:7100");   /* a router */
+    char *any = subst(GOOD, "tcp://127.0.0.1:1", "tcp://0.0.0.0:7100"); /* a router */
     CHECK(load(any, &c, err, sizeof(err)) == SX_ECONFIG && strstr(err, "'r1'"));
     free(any);
 
-    static const struct { const char *url; bool local; } urls[] = {
-        { "ipc:///tmp/x.sock", true },      { "tcp://127.0.0.1:1", true },
-        { "tcp://127.9.8.7:1", true },      { "tcp://localhost:5", true },
-        { "tcp://[::1]:5", true },          { "tls+tcp://127.0.0.1:5", true },
-        { "tcp4://127.0.0.1:5", true },     { "tcp://:5", false },
-        { "tcp://0.0.0.0:5", false },       { "tcp://10.0.0.1:5", false },
-        { "tcp://127.evil.example:5", false }, { "tcp://example.com:5", false },
-        { "tcp://[::]:5", false },          { "tcp://[fe80::1]:5", false },
-        { "nonsense", false },              { "tcp://[::1]@0.0.0.0:7101", false },
-        { "tcp://127.0.0.1@10.0.0.1:5", false }, { "TCP://127.0.0.1:5", true },
-        { "tcp://[::ffff:127.0.0.1]:5", false }, { "tcp://localhost.:5", false },
+    static const struct {
+        const char *url;
+        bool local;
+    } urls[] = {
+        { "ipc:///tmp/x.sock", true },
+        { "tcp://127.0.0.1:1", true },
+        { "tcp://127.9.8.7:1", true },
+        { "tcp://localhost:5", true },
+        { "tcp://[::1]:5", true },
+        { "tls+tcp://127.0.0.1:5", true },
+        { "tcp4://127.0.0.1:5", true },
+        { "tcp://:5", false },
+        { "tcp://0.0.0.0:5", false },
+        { "tcp://10.0.0.1:5", false },
+        { "tcp://127.evil.example:5", false },
+        { "tcp://example.com:5", false },
+        { "tcp://[::]:5", false },
+        { "tcp://[fe80::1]:5", false },
+        { "nonsense", false },
+        { "tcp://[::1]@0.0.0.0:7101", false },
+        { "tcp://127.0.0.1@10.0.0.1:5", false },
+        { "TCP://127.0.0.1:5", true },
+        { "tcp://[::ffff:127.0.0.1]:5", false },
+        { "tcp://localhost.:5", false },
     };
     for (size_t i = 0; i < sizeof urls / sizeof urls[0]; i++)
         if (cfg_url_is_local(urls[i].url) != urls[i].local) {
@@ -206,9 +228,10 @@ int main(void)
     CHECK(cfg_storage_for(c, UINT64_MAX)->id == 2);
     CHECK(c->nindex == 3 && c->index[1].id == 12); /* sorted by lo */
 
-    tuple_bytes a = str_tuple("Auburn"), m = str_tuple("M"), r = str_tuple("Redmond"), z = str_tuple("Zurich");
+    tuple_bytes a = str_tuple("Auburn"), m = str_tuple("M"), r = str_tuple("Redmond"),
+                z = str_tuple("Zurich");
     CHECK(cfg_index_for(c, a.p, a.n)->id == 11);
-    CHECK(cfg_index_for(c, m.p, m.n)->id == 12);   /* lo is inclusive */
+    CHECK(cfg_index_for(c, m.p, m.n)->id == 12); /* lo is inclusive */
     CHECK(cfg_index_for(c, r.p, r.n)->id == 12);
     CHECK(cfg_index_for(c, z.p, z.n)->id == 13);
     int first, count;
@@ -220,7 +243,10 @@ int main(void)
     CHECK(first == 1 && count == 2);
     cfg_index_range(c, NULL, 0, NULL, 0, &first, &count);
     CHECK(first == 0 && count == 3);
-    bytes_free(&a); bytes_free(&m); bytes_free(&r); bytes_free(&z);
+    bytes_free(&a);
+    bytes_free(&m);
+    bytes_free(&r);
+    bytes_free(&z);
     host_cases();
 
     uint64_t h1 = hash_shard(c->hash_key, "abc", 3), h2 = hash_shard(c->hash_key, "abc", 3);
@@ -240,7 +266,8 @@ int main(void)
     memcpy(strstr(bad, "[\"T\"],\"hi\":null"), "[\"U\"]", 5);
     CHECK(load(bad, &c, err, sizeof(err)) == SX_ECONFIG && strstr(err, "must end where") != NULL);
     free(bad);
-    CHECK(load("{\"hash_key\":\"zz\"}", &c, err, sizeof(err)) == SX_ECONFIG && strstr(err, "hash_key"));
+    CHECK(load("{\"hash_key\":\"zz\"}", &c, err, sizeof(err)) == SX_ECONFIG &&
+          strstr(err, "hash_key"));
     CHECK(load("{not json", &c, err, sizeof(err)) == SX_ECONFIG);
     link_key_cases();
     skew_cases();

@@ -54,13 +54,13 @@ static void wide_items(void)
     wide_item(&w, 4096, false);
     CHECK(!w.oom && item_validate((const uint8_t *)w.sb.data, w.sb.size) == 0);
     mp_buf_free(&w);
-    wide_item(&w, 4096, true);              /* "a0" first and last */
+    wide_item(&w, 4096, true); /* "a0" first and last */
     CHECK(!w.oom && item_validate((const uint8_t *)w.sb.data, w.sb.size) == SX_EPROTO);
     mp_buf_free(&w);
     wide_item(&w, 4097, false);
     CHECK(!w.oom && item_validate((const uint8_t *)w.sb.data, w.sb.size) == SX_ETOOBIG);
     mp_buf_free(&w);
-    wide_item(&w, 2, true);                 /* {"a0", "a0"} */
+    wide_item(&w, 2, true); /* {"a0", "a0"} */
     CHECK(!w.oom && item_validate((const uint8_t *)w.sb.data, w.sb.size) == SX_EPROTO);
     mp_buf_free(&w);
 }
@@ -91,7 +91,7 @@ static void views(const cat_table *t, const cat_index *ix, const mp_buf *a)
         CHECK(item_project(t, x, ap, a->sb.size, &p1) == 0);
         CHECK(item_project_view(t, x, &v, &p2) == 0);
         CHECK(p1.sb.size == p2.sb.size && memcmp(p1.sb.data, p2.sb.data, p1.sb.size) == 0);
-        CHECK(i == 0 || p2.sb.size == a->sb.size);   /* the whole item */
+        CHECK(i == 0 || p2.sb.size == a->sb.size); /* the whole item */
         mp_buf_free(&p1);
         mp_buf_free(&p2);
     }
@@ -121,8 +121,9 @@ int main(void)
     char *attrs[] = { "town", "lastname" };
     char *proj[] = { "tags" };
     cat_table t = { .id = 1, .name = "customers", .pk = "id", .sk = NULL };
-    cat_index ix = { .id = 2, .name = "by_town", .nattrs = 2, .attrs = attrs,
-                     .proj = CAT_PROJ_KEYS };
+    cat_index ix = {
+        .id = 2, .name = "by_town", .nattrs = 2, .attrs = attrs, .proj = CAT_PROJ_KEYS
+    };
     mp_buf a, b, out;
     tuple_bytes k1 = { 0 }, k2 = { 0 };
     size_t pkl;

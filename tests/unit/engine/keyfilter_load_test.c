@@ -21,13 +21,15 @@
 #include "keyfilter_load.h"
 #include "ldb.h"
 
-#define BEFORE 200000u     /* keys stored before the scan: four chunks */
-#define DURING 60000u      /* keys written while it runs */
+#define BEFORE 200000u /* keys stored before the scan: four chunks */
+#define DURING 60000u  /* keys written while it runs */
 #define PART 7
 
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *f)
 {
-    (void)st; (void)flag; (void)f;
+    (void)st;
+    (void)flag;
+    (void)f;
     return remove(path);
 }
 
@@ -51,7 +53,7 @@ static int store_keys(ldb *db, keyfilter *kf, uint8_t pfx, uint64_t from, uint64
             skey(k, pfx, i);
             leveldb_writebatch_put(b, (const char *)k, 9, "v", 1);
             if (kf != NULL)
-                kf_add(kf, PART, k + 1, 8);       /* the filter's key: skip 1 */
+                kf_add(kf, PART, k + 1, 8); /* the filter's key: skip 1 */
         }
         int rc = ldb_write_sync(db, b);
         leveldb_writebatch_destroy(b);
@@ -125,7 +127,7 @@ static void test_scan_with_writer(ldb *db)
     uint64_t keys = 0;
     bool on = false;
 
-    kf_load_start(db, &r, 1, 0, "test", &kf, &l);   /* expect 0: grows while scanning */
+    kf_load_start(db, &r, 1, 0, "test", &kf, &l); /* expect 0: grows while scanning */
     CHECK(kf != NULL && l != NULL);
     if (kf == NULL)
         return;
@@ -166,10 +168,10 @@ static void test_stop_early(ldb *db)
     CHECK(kf != NULL && l != NULL);
     if (kf == NULL)
         return;
-    kf_load_stop(l);                   /* at once: the scan stops between chunks */
+    kf_load_stop(l); /* at once: the scan stops between chunks */
     kf_stats(kf, NULL, NULL, NULL, &ready, NULL);
     if (!ready)
-        CHECK_INT(count_absent(kf, 5000000, 5001000), 0);   /* says nothing */
+        CHECK_INT(count_absent(kf, 5000000, 5001000), 0); /* says nothing */
     else
         CHECK_INT(count_absent(kf, 0, BEFORE), 0);
     kf_destroy(kf);
@@ -200,7 +202,7 @@ int main(int argc, char **argv)
             nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
         return 1;
     }
-    CHECK_INT(store_keys(db, NULL, 'D', 9000000, 9010000), 0);   /* outside the range */
+    CHECK_INT(store_keys(db, NULL, 'D', 9000000, 9010000), 0); /* outside the range */
     CHECK_INT(store_keys(db, NULL, 'F', 8000000, 8010000), 0);
     CHECK_INT(store_keys(db, NULL, 'E', 0, BEFORE), 0);
     test_scan_with_writer(db);

@@ -69,7 +69,7 @@ static void test_not_ready(void)
     uint64_t absent = count_absent(f, 1, 1000, 11000), spared = 0;
     CHECK(absent > 9500);
     kf_stats(f, NULL, &spared, NULL, NULL, NULL);
-    CHECK_INT(spared, absent);         /* every "absent" is a read spared */
+    CHECK_INT(spared, absent); /* every "absent" is a read spared */
     kf_disable(f);
     kf_stats(f, NULL, NULL, NULL, &ready, &on);
     CHECK(!on);
@@ -91,7 +91,7 @@ static void test_growth(void)
     kf_stats(f, NULL, NULL, &bytes0, NULL, NULL);
     kf_set_ready(f);
     add_range(f, 1, 0, 300000);
-    add_range(f, 2, 0, 300000);        /* the same local keys, another partition */
+    add_range(f, 2, 0, 300000); /* the same local keys, another partition */
     kf_stats(f, &keys, NULL, &bytes1, NULL, &on);
     CHECK_INT(keys, 600000);
     CHECK(on && bytes1 > bytes0);
@@ -100,8 +100,8 @@ static void test_growth(void)
     /* absent keys: the segments are checked in turn, so the false
      * positives add up over them; still most are called absent */
     uint64_t absent = count_absent(f, 1, 300000, 400000) + count_absent(f, 3, 0, 100000);
-    printf("growth: %zu bytes for %llu keys, %llu of 200000 absent keys called absent\n",
-           bytes1, (unsigned long long)keys, (unsigned long long)absent);
+    printf("growth: %zu bytes for %llu keys, %llu of 200000 absent keys called absent\n", bytes1,
+           (unsigned long long)keys, (unsigned long long)absent);
     CHECK(absent > 180000);
     kf_destroy(f);
 }
@@ -124,7 +124,7 @@ static void test_sized(void)
     uint64_t absent = count_absent(f, 9, 400000, 500000);
     printf("sized: %zu bytes, %llu of 100000 absent keys called absent\n", bytes1,
            (unsigned long long)absent);
-    CHECK(absent > 97000);     /* ~7 bits a key: ~1 % false positives */
+    CHECK(absent > 97000); /* ~7 bits a key: ~1 % false positives */
     kf_destroy(f);
 }
 
@@ -147,7 +147,7 @@ static void test_cap(void)
     CHECK(!on);
     CHECK_INT(bytes, 0);
     CHECK_INT(count_absent(f, 1, 0, 200000), 0);
-    add_range(f, 1, 70000, 80000);     /* adds to an off filter are ignored */
+    add_range(f, 1, 70000, 80000); /* adds to an off filter are ignored */
     CHECK_INT(count_absent(f, 1, 0, 200000), 0);
     kf_destroy(f);
 
@@ -184,7 +184,7 @@ static void test_hash(void)
             k[i] = 'x';
         }
     }
-    for (size_t len = 0; len < MAXN; len++) {   /* 'x'... then a zero byte */
+    for (size_t len = 0; len < MAXN; len++) { /* 'x'... then a zero byte */
         memset(k, 'x', sizeof(k));
         k[len] = 0;
         seen[n++] = kf_key_of(1, k, len + 1);

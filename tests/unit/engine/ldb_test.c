@@ -36,13 +36,15 @@
 #include "ldb.h"
 #include "sx_errors.h"
 
-#define NSYNC 200    /* records written synced */
-#define NLAZY 200    /* then written unsynced, the log's tail */
+#define NSYNC 200 /* records written synced */
+#define NLAZY 200 /* then written unsynced, the log's tail */
 #define VLEN 1000
 
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *f)
 {
-    (void)st; (void)flag; (void)f;
+    (void)st;
+    (void)flag;
+    (void)f;
     return remove(path);
 }
 
@@ -189,8 +191,7 @@ static int fill_log(const char *dir, off_t from, off_t to, int c)
     char *buf;
     int fd, rc = -1;
 
-    if (to <= from || one_log(dir, path, sizeof(path)) != 0 ||
-        (fd = open(path, O_WRONLY)) < 0)
+    if (to <= from || one_log(dir, path, sizeof(path)) != 0 || (fd = open(path, O_WRONLY)) < 0)
         return -1;
     if ((buf = malloc((size_t)(to - from))) != NULL) {
         memset(buf, c, (size_t)(to - from));
@@ -232,8 +233,7 @@ static void memtable_sized(const char *dir)
     CHECK(ldb_open_mem(dir, (size_t)128 << 20, &d) == 0);
     if (d == NULL)
         return;
-    CHECK(!room_for_prealloc(dir, (uint64_t)128 << 20) ||
-          log_file_size(dir) >= (off_t)128 << 20);
+    CHECK(!room_for_prealloc(dir, (uint64_t)128 << 20) || log_file_size(dir) >= (off_t)128 << 20);
     CHECK(write_recs(d, 'M', 50, true) == 0);
     ldb_close(d);
     d = NULL;
@@ -270,16 +270,16 @@ static void preallocated(const char *dir)
     CHECK(write_recs(d, 'P', 50, true) == 0);
     e1 = log_size(dir);
     CHECK(e1 > 50 * VLEN && (!room || e1 < log_file_size(dir)));
-    CHECK(ldb_open(dir, &d2) != 0 && d2 == NULL);   /* in use: refused */
+    CHECK(ldb_open(dir, &d2) != 0 && d2 == NULL); /* in use: refused */
     CHECK(log_size(dir) == e1 && (!room || log_file_size(dir) >= (off_t)64 << 20));
     /* a new log (leveldb switches memtables to compact), preallocated once
      * a write through ldb sees it */
     leveldb_compact_range(d->db, NULL, 0, NULL, 0);
-    CHECK(write_recs(d, 'P', 50, true) == 0);       /* the same records again */
+    CHECK(write_recs(d, 'P', 50, true) == 0); /* the same records again */
     CHECK(!room || newest_log_size(dir) >= (off_t)64 << 20);
     ldb_close(d);
     d = NULL;
-    CHECK(log_file_size(dir) == log_size(dir));     /* a clean close: no zeros */
+    CHECK(log_file_size(dir) == log_size(dir)); /* a clean close: no zeros */
     CHECK(ldb_open(dir, &d) == 0);
     if (d == NULL)
         return;
@@ -301,18 +301,18 @@ static void preallocated(const char *dir)
      * would cut the tail itself) */
     cut = (e1 / 32768 + 1) * 32768;
     CHECK(cut < e2 && fill_log(dir, cut, e2, 0) == 0);
-    close(d->logs.lockfd);                          /* as a kill: no cut at close */
+    close(d->logs.lockfd); /* as a kill: no cut at close */
     d->logs.lockfd = -1;
     ldb_close(d);
-    CHECK(log_file_size(dir) > e2);                 /* the zeros still there */
+    CHECK(log_file_size(dir) > e2); /* the zeros still there */
     d = NULL;
-    CHECK(ldb_open(dir, &d) == 0);                  /* paranoid, and it opens */
+    CHECK(ldb_open(dir, &d) == 0); /* paranoid, and it opens */
     if (d == NULL)
         return;
     CHECK(count(d, 'P', &t) == 0);
     CHECK(t.n == 50 && t.bad == 0);
     CHECK(count(d, 'Q', &t) == 0);
-    CHECK(t.n == 0);                                /* the torn record: gone */
+    CHECK(t.n == 0); /* the torn record: gone */
     ldb_close(d);
 }
 
@@ -373,8 +373,8 @@ static void trim_cases(const char *base)
     if (rn <= 7 + VLEN || rn > sizeof(rec))
         return;
     memcpy(bad, rec, rn);
-    bad[rn - 1] ^= 0x55;                        /* its checksum no longer holds */
-    {   /* records, then zeros: cut right after the records; again: nothing */
+    bad[rn - 1] ^= 0x55; /* its checksum no longer holds */
+    {                    /* records, then zeros: cut right after the records; again: nothing */
         const void *pp[] = { rec, rec, zeros };
         size_t nn[] = { rn, rn, sizeof(zeros) };
 
@@ -383,14 +383,14 @@ static void trim_cases(const char *base)
         CHECK(ldb_logs_trim(dir) == 0 && file_size(path) == 2 * (off_t)rn);
         CHECK(ldb_logs_trim(dir) == 0 && file_size(path) == 2 * (off_t)rn);
     }
-    {   /* a record cut short, the rest zeros: cut before it */
+    { /* a record cut short, the rest zeros: cut before it */
         const void *pp[] = { rec, rec, zeros };
         size_t nn[] = { rn, rn / 2, sizeof(zeros) };
 
         CHECK(write_file(path, pp, nn, 3) == 0);
         CHECK(ldb_logs_trim(dir) == 0 && file_size(path) == (off_t)rn);
     }
-    {   /* zeros, then a record: left alone */
+    { /* zeros, then a record: left alone */
         const void *pp[] = { rec, zeros, rec };
         size_t nn[] = { rn, sizeof(zeros), rn };
 
@@ -398,7 +398,7 @@ static void trim_cases(const char *base)
         CHECK(ldb_log_end(path, &end) == SX_EINVAL);
         CHECK(ldb_logs_trim(dir) == 0 && file_size(path) == 2 * (off_t)rn + (off_t)sizeof(zeros));
     }
-    {   /* a bad checksum the zeros do not reach: left alone */
+    { /* a bad checksum the zeros do not reach: left alone */
         const void *pp[] = { rec, bad, zeros };
         size_t nn[] = { rn, rn, sizeof(zeros) };
 
@@ -406,9 +406,9 @@ static void trim_cases(const char *base)
         CHECK(ldb_log_end(path, &end) == SX_EINVAL);
         CHECK(ldb_logs_trim(dir) == 0 && file_size(path) == 2 * (off_t)rn + (off_t)sizeof(zeros));
     }
-    {   /* the file ends inside a record, or inside a header (a log that was
-         * not preallocated, its writer stopped): left for leveldb, which
-         * drops such a record at its end */
+    { /* the file ends inside a record, or inside a header (a log that was
+       * not preallocated, its writer stopped): left for leveldb, which
+       * drops such a record at its end */
         const void *pp[] = { rec, rec };
         size_t nn[] = { rn, rn / 2 };
 
@@ -420,7 +420,7 @@ static void trim_cases(const char *base)
         CHECK(ldb_log_end(path, &end) == SX_EINVAL);
         CHECK(ldb_logs_trim(dir) == 0 && file_size(path) == (off_t)rn + 3);
     }
-    {   /* a header running past its block: left alone */
+    { /* a header running past its block: left alone */
         const void *pp[] = { rec, zeros };
         size_t nn[] = { rn, sizeof(zeros) };
 
@@ -449,15 +449,15 @@ static void failed_write(const char *dir)
     size = log_size(dir);
     CHECK(size > 0);
     CHECK(getrlimit(RLIMIT_FSIZE, &old) == 0);
-    CHECK(signal(SIGXFSZ, SIG_IGN) != SIG_ERR);     /* EFBIG instead of the signal */
+    CHECK(signal(SIGXFSZ, SIG_IGN) != SIG_ERR); /* EFBIG instead of the signal */
     lim = old;
-    lim.rlim_cur = (rlim_t)size + VLEN / 2;         /* the next record tears */
+    lim.rlim_cur = (rlim_t)size + VLEN / 2; /* the next record tears */
     CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
     CHECK(!ldb_failed(d));
     CHECK(write_recs(d, 'B', 1, true) == SX_EIO);
-    CHECK(ldb_failed(d));                           /* status says so */
-    CHECK(setrlimit(RLIMIT_FSIZE, &old) == 0);      /* the disk has room again */
-    for (uint32_t i = 0; i < 10; i++) {             /* refused, every one */
+    CHECK(ldb_failed(d));                      /* status says so */
+    CHECK(setrlimit(RLIMIT_FSIZE, &old) == 0); /* the disk has room again */
+    for (uint32_t i = 0; i < 10; i++) {        /* refused, every one */
         int rc = write_recs(d, 'C', 1, i % 2 == 0);
 
         CHECK(rc == SX_EIO);
@@ -466,14 +466,14 @@ static void failed_write(const char *dir)
     CHECK(!ldb_sound(d));
     ldb_close(d);
     d = NULL;
-    CHECK(ldb_open(dir, &d) == 0);                  /* the torn record ends the log */
+    CHECK(ldb_open(dir, &d) == 0); /* the torn record ends the log */
     if (d == NULL)
         return;
     CHECK(count(d, 'A', &t) == 0);
     CHECK(t.n == 20 && t.bad == 0);
     CHECK(count(d, 'C', &t) == 0);
-    CHECK((int)t.n == acked && t.bad == 0);         /* nothing acknowledged lost */
-    CHECK(write_recs(d, 'D', 1, true) == 0);        /* a restart writes again */
+    CHECK((int)t.n == acked && t.bad == 0);  /* nothing acknowledged lost */
+    CHECK(write_recs(d, 'D', 1, true) == 0); /* a restart writes again */
     ldb_close(d);
 }
 
@@ -488,7 +488,7 @@ int main(int argc, char **argv)
     tally t;
     int rc;
 
-    unsetenv("SHARDEX_LOG_PREALLOC_MB");     /* preallocation as shipped */
+    unsetenv("SHARDEX_LOG_PREALLOC_MB"); /* preallocation as shipped */
     if (base == NULL) {
         perror("ldb_test: mkdtemp");
         return 1;
@@ -512,7 +512,7 @@ int main(int argc, char **argv)
     CHECK(ldb_marker_state(inside, &exists) == SX_EIO);
     CHECK(ldb_marker_clear(marker) == 0);
     CHECK(ldb_marker_state(marker, &exists) == 0 && !exists);
-    CHECK(ldb_marker_clear(marker) == 0);            /* already gone: fine */
+    CHECK(ldb_marker_clear(marker) == 0); /* already gone: fine */
 
     /* the block cache all leveldbs of the process share: sized before the
      * first open (shardex-node --cache-mb), fixed from then on */
@@ -537,15 +537,15 @@ int main(int argc, char **argv)
     /* a machine crash tears the unsynced tail (half of it) */
     CHECK(tear_log(dir, (off_t)NLAZY * VLEN / 2) == 0);
     rc = ldb_open(dir, &d);
-    CHECK(rc == SX_EIO);                              /* paranoid: refuses */
+    CHECK(rc == SX_EIO); /* paranoid: refuses */
     ldb_close(d);
     d = NULL;
     CHECK(ldb_recover_lenient(dir) == 0);
-    CHECK(ldb_open(dir, &d) == 0);                    /* the usual open again */
+    CHECK(ldb_open(dir, &d) == 0); /* the usual open again */
     CHECK(count(d, 'S', &t) == 0);
-    CHECK(t.n == NSYNC && t.bad == 0);                /* every synced record */
+    CHECK(t.n == NSYNC && t.bad == 0); /* every synced record */
     CHECK(count(d, 'L', &t) == 0);
-    CHECK(t.n < NLAZY && t.n >= NLAZY / 4 && t.bad == 0);   /* the tail's head, intact */
+    CHECK(t.n < NLAZY && t.n >= NLAZY / 4 && t.bad == 0); /* the tail's head, intact */
     printf("after the torn tail: %u of %d unsynced records kept\n", (unsigned)t.n, NLAZY);
 
     /* a failed log sync is remembered: the handle is no longer sound, even
@@ -556,7 +556,7 @@ int main(int argc, char **argv)
     CHECK(rename(moved, dir) == 0);
     CHECK(ldb_sync_logs(d, &synced) == 0);
     CHECK(!ldb_sound(d));
-    CHECK(write_recs(d, 'X', 1, true) == SX_EIO);   /* and refuses writes */
+    CHECK(write_recs(d, 'X', 1, true) == SX_EIO); /* and refuses writes */
     ldb_close(d);
 
     failed_write(dir2);
@@ -564,7 +564,7 @@ int main(int argc, char **argv)
     memtable_sized(dir4);
     trim_cases(base);
 
-    if (argc <= 1)      /* a scratch dir of our own: removed; one given: kept */
+    if (argc <= 1) /* a scratch dir of our own: removed; one given: kept */
         nftw(base, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     return CHECK_DONE();
 }

@@ -110,7 +110,9 @@ static void req_free(req *r)
 
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *f)
 {
-    (void)st; (void)flag; (void)f;
+    (void)st;
+    (void)flag;
+    (void)f;
     return remove(path);
 }
 
@@ -163,7 +165,7 @@ static bool published_reaches(ix_part *p, uint64_t want)
     while (published(p, NULL) < want) {
         if (ms_now() > deadline)
             return false;
-        ix_sync_drain(p);       /* the syncer holds nothing once it returns */
+        ix_sync_drain(p); /* the syncer holds nothing once it returns */
     }
     return true;
 }
@@ -269,7 +271,7 @@ static bool run(const char *dir)
     /* after below the watermark: redeliveries dropped, the rest applied */
     req_make(&r, (const uint64_t[]){ 5, 6, 7 }, 3, 7, 2, false);
     a = apply_async(p, &r);
-    CHECK(a.err == 0 && a.wm == 7 && a.synced <= 7);   /* answered once synced */
+    CHECK(a.err == 0 && a.wm == 7 && a.synced <= 7); /* answered once synced */
     CHECK(published(p, &entries) == 7 && entries == 7);
     req_free(&r);
 
@@ -280,14 +282,13 @@ static bool run(const char *dir)
     ix_entry e;
     uint64_t tombs = 0;
     req_make(&r, (const uint64_t[]){ 5, 6, 7 }, 3, 7, 7, false);
-    bytes_free(&r.kb[0]);       /* record 0 under key "k500", never stored */
-    CHECK(bytes_append(&r.kb[0], "\0\0\0\7", 4) == 0 &&
-          tup_encode_str(&r.kb[0], "k500", 4) == 0);
+    bytes_free(&r.kb[0]); /* record 0 under key "k500", never stored */
+    CHECK(bytes_append(&r.kb[0], "\0\0\0\7", 4) == 0 && tup_encode_str(&r.kb[0], "k500", 4) == 0);
     r.keys[0] = (mp_span){ r.kb[0].p, r.kb[0].n };
     r.versions[0] = 500;
-    r.kinds[1] = 1;             /* OUT_DEL of k6, version 600 > 6 */
+    r.kinds[1] = 1; /* OUT_DEL of k6, version 600 > 6 */
     r.versions[1] = 600;
-    r.versions[2] = 700;        /* OUT_PUT of k7, version 700 > 7 */
+    r.versions[2] = 700; /* OUT_PUT of k7, version 700 > 7 */
     r.hashes[2] = 4242;
     CHECK(!stored(p, "k500", &e));
     CHECK(stored(p, "k6", &e) && e.live && e.version == 6);
@@ -353,11 +354,11 @@ static bool run(const char *dir)
     if (p != NULL) {
         CHECK(published(p, &entries) == 3);
         req_make(&r, (const uint64_t[]){ 4, 5, 6, 7, 8 }, 5, 8, 3, true);
-        a = apply_async(p, &r);     /* shipped again from the synced point */
+        a = apply_async(p, &r); /* shipped again from the synced point */
         CHECK(a.err == 0 && a.wm == 8);
         CHECK(published_reaches(p, 8));
         published(p, &entries);
-        CHECK(entries == 8);        /* redeliveries: no entry twice */
+        CHECK(entries == 8); /* redeliveries: no entry twice */
         req_free(&r);
         CHECK(ix_part_close(p));
     }
@@ -376,7 +377,7 @@ int main(int argc, char **argv)
         return 1;
     }
     ok = run(dir);
-    if (argc <= 1)          /* our own scratch dir, whatever happened in it */
+    if (argc <= 1) /* our own scratch dir, whatever happened in it */
         nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     return ok ? CHECK_DONE() : 1;
 }

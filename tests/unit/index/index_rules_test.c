@@ -69,7 +69,7 @@ static void test_tombstone_blocks_older_put(void)
 
     apply(&r, &del, 10);
     CHECK(r.have && !r.live && r.version == 200);
-    apply(&r, &late_put, 11);           /* e.g. a backfill put of an old version */
+    apply(&r, &late_put, 11); /* e.g. a backfill put of an old version */
     CHECK(r.have && !r.live && r.version == 200);
     apply(&r, &new_put, 12);
     CHECK(r.have && r.live && r.version == 250);
@@ -102,8 +102,9 @@ static void test_redelivery_and_watermark(void)
  * the newest record (records carry distinct versions). */
 static void test_convergence(void)
 {
-    rec recs[5] = { { 1, PUT, 10 }, { 2, DEL, 20 }, { 3, PUT, 30 },
-                    { 4, PUT, 25 }, { 5, DEL, 40 } };
+    rec recs[5] = {
+        { 1, PUT, 10 }, { 2, DEL, 20 }, { 3, PUT, 30 }, { 4, PUT, 25 }, { 5, DEL, 40 }
+    };
     int perm[5] = { 0, 1, 2, 3, 4 };
     int count = 0, bad = 0;
 
@@ -113,7 +114,7 @@ static void test_convergence(void)
         replica r = { false, false, 0, 0 };
         int j;
 
-        for (j = 0; j < 5; j++)         /* watermarks off: order is the test */
+        for (j = 0; j < 5; j++) /* watermarks off: order is the test */
             apply(&r, &recs[perm[j]], 0);
         if (!(r.have && !r.live && r.version == 40))
             bad++;
@@ -144,9 +145,9 @@ static void test_gc(void)
 
     CHECK(ix_gc_horizon(hw, 3) == 300);
     CHECK(ix_gc_horizon(hw, 0) == 0);
-    CHECK(ix_gc_horizon(silent, 3) == 0);   /* a source never heard from blocks GC */
+    CHECK(ix_gc_horizon(silent, 3) == 0); /* a source never heard from blocks GC */
     CHECK(ix_gc_collectible(299, 300));
-    CHECK(!ix_gc_collectible(300, 300));    /* needs hw_seen > v, strictly */
+    CHECK(!ix_gc_collectible(300, 300)); /* needs hw_seen > v, strictly */
     CHECK(!ix_gc_collectible(301, 300));
     CHECK(!ix_gc_collectible(0, 0));
     CHECK(!ix_gc_collectible(1, ix_gc_horizon(silent, 3)));
@@ -172,7 +173,7 @@ static void test_keys_and_ranges(void)
     CHECK(ix_keycmp(a, 3, ab, 4) < 0);
     CHECK(ix_keycmp(ab, 4, a, 3) > 0);
     CHECK(ix_keycmp(a, 3, a, 3) == 0);
-    CHECK(ix_keycmp(a, 2, a, 3) < 0);       /* prefix sorts first */
+    CHECK(ix_keycmp(a, 2, a, 3) < 0); /* prefix sorts first */
     CHECK(ix_keycmp(a, 0, a, 0) == 0);
     /* [lo, hi): lo inclusive, hi exclusive, empty bounds unbounded */
     CHECK(ix_tuple_in_range(m, 3, m, 3, z, 3));

@@ -37,9 +37,13 @@ int main(void)
 {
     char tmpl[] = "/tmp/sx-epoch-XXXXXX", path[4200], missing[4200];
     const char *dir = mkdtemp(tmpl);
-    static const char *const bad[] = { "", "0123", "0123456789abcdeg\n",
-                                       "0000000000000000\n", "0123456789ABCDEF\n",
-                                       "0123456789abcdef\nx", "0123456789abcdef" };
+    static const char *const bad[] = { "",
+                                       "0123",
+                                       "0123456789abcdeg\n",
+                                       "0000000000000000\n",
+                                       "0123456789ABCDEF\n",
+                                       "0123456789abcdef\nx",
+                                       "0123456789abcdef" };
     uint64_t e1 = 0, e2 = 0, e3 = 0;
     bool kept = true;
 

@@ -43,17 +43,17 @@
 typedef struct fake {
     pthread_mutex_t mu;
     uint8_t hash_key[SX_HASH_KEY_BYTES];
-    uint8_t *cat;            /* CATALOG reply's catalog map */
+    uint8_t *cat; /* CATALOG reply's catalog map */
     size_t catn;
     uint64_t catver;
     /* index entries (index-local keys, sorted) and their facts */
-    tuple_bytes ekey[NENT], efact[NENT];   /* efact: fact-local key h|pk */
+    tuple_bytes ekey[NENT], efact[NENT]; /* efact: fact-local key h|pk */
     uint64_t ehash[NENT];
     mp_buf eproj[NENT];
-    mp_buf fact[NENT];       /* current fact item; empty = deleted */
+    mp_buf fact[NENT]; /* current fact item; empty = deleted */
     uint64_t head, wm, wm_step;
     int wm_polls;
-    int fail_part2_op;       /* S_WRITE to partition 2 fails this op (-1: none) */
+    int fail_part2_op; /* S_WRITE to partition 2 fails this op (-1: none) */
 } fake;
 
 static fake F;
@@ -87,8 +87,7 @@ static void serve_s_get(const uint8_t *p, size_t n, mp_buf *out)
         vers[i] = 0;
         for (int k = 0; k < NENT; k++)
             if (F.efact[k].n == q.keys.v[i].n &&
-                memcmp(F.efact[k].p, q.keys.v[i].p, q.keys.v[i].n) == 0 &&
-                F.fact[k].sb.size > 0) {
+                memcmp(F.efact[k].p, q.keys.v[i].p, q.keys.v[i].n) == 0 && F.fact[k].sb.size > 0) {
                 items[i] = (mp_span){ (const uint8_t *)F.fact[k].sb.data, F.fact[k].sb.size };
                 vers[i] = 7;
             }
@@ -143,8 +142,7 @@ static void serve_s_write(const uint8_t *p, size_t n, mp_buf *out)
     uint64_t vers[64], found[64];
     char msg[64];
 
-    if (msg_decode_req(MSG_S_WRITE, p, n, &q) != 0 || q.objs.n > 64 ||
-        q.dels.n != q.objs.n) {
+    if (msg_decode_req(MSG_S_WRITE, p, n, &q) != 0 || q.objs.n > 64 || q.dels.n != q.objs.n) {
         msg_encode_err(MSG_S_WRITE, SX_EPROTO, "bad S_WRITE", out);
         return;
     }
@@ -211,15 +209,17 @@ static int write_config(char *path, const char *dir)
 
     if (f == NULL)
         return -1;
-    fprintf(f, "{\"cluster\":\"fake\",\"hash_key\":\"000102030405060708090a0b0c0d0e0f\","
-               "\"token_key\":\"%s\",\"catalog_node\":\"s1\","
-               "\"routers\":[{\"name\":\"r1\",\"url\":\"inproc://fake-r1\"}],"
-               "\"storage\":[{\"name\":\"s1\",\"url\":\"ipc://%s/s1.sock\",\"partitions\":"
-               "[{\"id\":1,\"lo\":\"0000000000000000\",\"hi\":\"7fffffffffffffff\"},"
-               "{\"id\":2,\"lo\":\"8000000000000000\",\"hi\":\"ffffffffffffffff\"}]}],"
-               "\"index\":[{\"name\":\"i1\",\"url\":\"ipc://%s/i1.sock\",\"partitions\":"
-               "[{\"id\":101,\"lo\":null,\"hi\":[\"M\"]},{\"id\":102,\"lo\":[\"M\"],\"hi\":null}]}]}\n",
-            "11111111111111111111111111111111111111111111111111111111111111ff", dir, dir);
+    fprintf(
+        f,
+        "{\"cluster\":\"fake\",\"hash_key\":\"000102030405060708090a0b0c0d0e0f\","
+        "\"token_key\":\"%s\",\"catalog_node\":\"s1\","
+        "\"routers\":[{\"name\":\"r1\",\"url\":\"inproc://fake-r1\"}],"
+        "\"storage\":[{\"name\":\"s1\",\"url\":\"ipc://%s/s1.sock\",\"partitions\":"
+        "[{\"id\":1,\"lo\":\"0000000000000000\",\"hi\":\"7fffffffffffffff\"},"
+        "{\"id\":2,\"lo\":\"8000000000000000\",\"hi\":\"ffffffffffffffff\"}]}],"
+        "\"index\":[{\"name\":\"i1\",\"url\":\"ipc://%s/i1.sock\",\"partitions\":"
+        "[{\"id\":101,\"lo\":null,\"hi\":[\"M\"]},{\"id\":102,\"lo\":[\"M\"],\"hi\":null}]}]}\n",
+        "11111111111111111111111111111111111111111111111111111111111111ff", dir, dir);
     fclose(f);
     return 0;
 }
@@ -334,8 +334,8 @@ static void query(router *rt, uint64_t consistency, uint64_t limit, const char *
     msg_encode_req(MSG_QUERY, &q, &req);
     rt_handle(rt, (const uint8_t *)req.sb.data, req.sb.size, &out);
     memset(&r, 0, sizeof(r));
-    res->rc = msg_decode_rep(MSG_QUERY, (const uint8_t *)out.sb.data, out.sb.size, &r,
-                             res->msg, sizeof(res->msg));
+    res->rc = msg_decode_rep(MSG_QUERY, (const uint8_t *)out.sb.data, out.sb.size, &r, res->msg,
+                             sizeof(res->msg));
     if (res->rc == 0) {
         for (uint32_t i = 0; i < r.items.n && i < 16; i++) {
             mp_span v;
@@ -386,10 +386,10 @@ static void consistency_levels(router *rt)
 
     query(rt, Q_EVENTUAL, 0, NULL, NULL, 0, &r);
     CHECK(r.rc == 0);
-    CHECK(ids_are(&r, eventual, 4));            /* keys-only: not covering */
+    CHECK(ids_are(&r, eventual, 4)); /* keys-only: not covering */
     CHECK(r.stale == 1 && r.covering == 0);
 
-    query(rt, Q_EVENTUAL, 0, "g", NULL, 0, &r);  /* g is projected: covering */
+    query(rt, Q_EVENTUAL, 0, "g", NULL, 0, &r); /* g is projected: covering */
     CHECK(r.rc == 0);
     CHECK(ids_are(&r, all, 5));
     CHECK(r.covering == 1 && r.nfact == 0 && r.stale == 0);
@@ -414,7 +414,7 @@ static void strong(router *rt)
     pthread_mutex_lock(&F.mu);
     F.head = 10;
     F.wm = 4;
-    F.wm_step = 2;      /* 4, 6, 8, 10: caught up at the 4th poll */
+    F.wm_step = 2; /* 4, 6, 8, 10: caught up at the 4th poll */
     F.wm_polls = 0;
     pthread_mutex_unlock(&F.mu);
     query(rt, Q_STRONG, 0, NULL, NULL, 5000, &r);
@@ -422,7 +422,7 @@ static void strong(router *rt)
     pthread_mutex_lock(&F.mu);
     CHECK(F.wm_polls == 4);
     F.wm = 5;
-    F.wm_step = 0;      /* stuck */
+    F.wm_step = 0; /* stuck */
     pthread_mutex_unlock(&F.mu);
     query(rt, Q_STRONG, 0, NULL, NULL, 400, &r);
     CHECK(r.rc == SX_ETIMEDOUT);
@@ -433,8 +433,8 @@ static void strong(router *rt)
 }
 
 /* Sends request frame req of type t through the router; decodes into rep. */
-static int call(router *rt, msg_type t, const void *req, void *rep, char *msg,
-                size_t mlen, mp_buf *out)
+static int call(router *rt, msg_type t, const void *req, void *rep, char *msg, size_t mlen,
+                mp_buf *out)
 {
     mp_buf b;
     int rc;
@@ -477,7 +477,7 @@ static void writes(router *rt)
         mp_put_i64(&items[i], 100 + i);
         raw[i] = (mp_span){ (const uint8_t *)items[i].sb.data, items[i].sb.size };
     }
-    CHECK(cnt[1] > 0 && cnt[2] > 1);   /* both partitions used */
+    CHECK(cnt[1] > 0 && cnt[2] > 1); /* both partitions used */
     memset(&q, 0, sizeof(q));
     q.table = (mp_span){ (const uint8_t *)"t", 1 };
     q.items = (msg_spans){ N, raw };
@@ -615,8 +615,7 @@ static bool put_multi(nng_socket c, mp_buf *f, int rc[3], uint64_t v[3][2], uint
         fr[k] = (mp_span){ (const uint8_t *)f[k].sb.data, f[k].sb.size };
     rq.frames = (msg_spans){ 3, fr };
     mp_buf_init(&b);
-    ok = msg_encode_req(MSG_MULTI, &rq, &b) == 0 &&
-         nng_send(c, b.sb.data, b.sb.size, 0) == 0 &&
+    ok = msg_encode_req(MSG_MULTI, &rq, &b) == 0 && nng_send(c, b.sb.data, b.sb.size, 0) == 0 &&
          nng_recv(c, &r, &rn, NNG_FLAG_ALLOC) == 0;
     mp_buf_free(&b);
     memset(&rep, 0, sizeof(rep));
@@ -639,8 +638,9 @@ static bool put_multi(nng_socket c, mp_buf *f, int rc[3], uint64_t v[3][2], uint
 
 static void combined(router *rt)
 {
-    net_server_opts so = { .workers = 2, .fibers = 16, .defer = rt_defer,
-                           .defer_flush = rt_defer_flush };
+    net_server_opts so = {
+        .workers = 2, .fibers = 16, .defer = rt_defer, .defer_flush = rt_defer_flush
+    };
     nng_socket rs, c;
     net_server *srv = NULL;
     int a1 = id_in(1, 500), b2 = id_in(2, 500), c1 = id_in(1, a1 + 1), c2 = id_in(2, b2 + 1);
@@ -674,11 +674,11 @@ static void combined(router *rt)
     pthread_mutex_unlock(&F.mu);
     unsigned long long r0 = atomic_load(&rt->comb_reruns);
     CHECK(put_multi(c, f, rc, v, nv, msg));
-    CHECK(rc[0] == 0 && nv[0] == 1 && v[0][0] == 1000);      /* partition 1 only */
-    CHECK(rc[1] == 0 && nv[1] == 1 && v[1][0] == 2000);      /* run again alone */
-    CHECK(rc[2] == SX_EKEY &&                                 /* written in part: not again */
+    CHECK(rc[0] == 0 && nv[0] == 1 && v[0][0] == 1000); /* partition 1 only */
+    CHECK(rc[1] == 0 && nv[1] == 1 && v[1][0] == 2000); /* run again alone */
+    CHECK(rc[2] == SX_EKEY &&                           /* written in part: not again */
           strstr(msg[2], "item 1: bad key: too long (storage node ") != NULL &&
-          strstr(msg[2], "partition 2)") != NULL);              /* its own item, named */
+          strstr(msg[2], "partition 2)") != NULL); /* its own item, named */
     if (rc[2] != SX_EKEY || strstr(msg[2], "item 1: bad key") == NULL)
         fprintf(stderr, "combined: PUT C answered %d: %s\n", rc[2], msg[2]);
     CHECK(atomic_load(&rt->comb_reruns) - r0 == 1);
@@ -699,8 +699,8 @@ static void combined(router *rt)
                          "bad key: too long") != NULL &&
           strstr(msg[2], "operation") == NULL);
     if (rc[1] != SX_EKEY || rc[2] != SX_EKEY)
-        fprintf(stderr, "combined: PUT B answered %d: %s; PUT C %d: %s\n", rc[1], msg[1],
-                rc[2], msg[2]);
+        fprintf(stderr, "combined: PUT B answered %d: %s; PUT C %d: %s\n", rc[1], msg[1], rc[2],
+                msg[2]);
     CHECK(atomic_load(&rt->comb_reruns) - r0 == 1);
     pthread_mutex_lock(&F.mu);
     F.fail_part2_op = -1;

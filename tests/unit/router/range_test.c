@@ -68,16 +68,16 @@ static void eq_values(void)
     mp_put_array(&b, 2);
     mp_put_cstr(&b, "Redmond");
     mp_put_i64(&b, 7);
-    CHECK(rt_eq_encode((mp_span){ (const uint8_t *)b.sb.data, b.sb.size }, 2, &out,
-                       &k, &e) == 0 && k == 2);
+    CHECK(rt_eq_encode((mp_span){ (const uint8_t *)b.sb.data, b.sb.size }, 2, &out, &k, &e) == 0 &&
+          k == 2);
     {
         tuple_bytes want = key_s("Redmond", 7);
         CHECK(tuple_keycmp(out.p, out.n, want.p, want.n) == 0);
         bytes_free(&want);
     }
     out.n = 0;
-    CHECK(rt_eq_encode((mp_span){ (const uint8_t *)b.sb.data, b.sb.size }, 1, &out,
-                       &k, &e) == SX_EINVAL);
+    CHECK(rt_eq_encode((mp_span){ (const uint8_t *)b.sb.data, b.sb.size }, 1, &out, &k, &e) ==
+          SX_EINVAL);
     CHECK(strstr(e.msg, "at most 1") != NULL);
     mp_buf_free(&b);
 
@@ -85,15 +85,15 @@ static void eq_values(void)
     mp_put_array(&b, 1);
     mp_put_map(&b, 0);
     out.n = 0;
-    CHECK(rt_eq_encode((mp_span){ (const uint8_t *)b.sb.data, b.sb.size }, 3, &out,
-                       &k, &e) == SX_EKEY);
+    CHECK(rt_eq_encode((mp_span){ (const uint8_t *)b.sb.data, b.sb.size }, 3, &out, &k, &e) ==
+          SX_EKEY);
     mp_buf_free(&b);
 
     mp_buf_init(&b);
     mp_put_cstr(&b, "not an array");
     out.n = 0;
-    CHECK(rt_eq_encode((mp_span){ (const uint8_t *)b.sb.data, b.sb.size }, 3, &out,
-                       &k, &e) == SX_EINVAL);
+    CHECK(rt_eq_encode((mp_span){ (const uint8_t *)b.sb.data, b.sb.size }, 3, &out, &k, &e) ==
+          SX_EINVAL);
     mp_buf_free(&b);
     bytes_free(&out);
 }
@@ -116,7 +116,7 @@ static void cond_none(void)
     CHECK(!r.hi_open);
     CHECK(in_range(&r, key_s("Redmond", 1)));
     CHECK(in_range(&r, key_s("Redmond", 99999)));
-    CHECK(!in_range(&r, key_s("Redmonda", 1)));   /* longer string: other value */
+    CHECK(!in_range(&r, key_s("Redmonda", 1))); /* longer string: other value */
     CHECK(!in_range(&r, key_s("Redmon", 1)));
     CHECK(!in_range(&r, key_s("Seattle", 1)));
     CHECK(!rt_range_empty(&r));
@@ -132,13 +132,13 @@ static void cond_range(void)
     rt_err e;
 
     CHECK(rt_range_build(NULL, 0, Q_COND_RANGE, from, to, NIL, "town", &r, &e) == 0);
-    CHECK(in_range(&r, key_s("Bellevue", 1)));     /* inclusive from */
+    CHECK(in_range(&r, key_s("Bellevue", 1))); /* inclusive from */
     CHECK(in_range(&r, key_s("Chicago", 1)));
-    CHECK(in_range(&r, key_s("Kirkland", 7)));     /* inclusive to */
+    CHECK(in_range(&r, key_s("Kirkland", 7))); /* inclusive to */
     CHECK(!in_range(&r, key_s("Kirklanda", 7)));
     CHECK(!in_range(&r, key_s("Bell", 1)));
     CHECK(!in_range(&r, key_s("Redmond", 1)));
-    CHECK(!in_range(&r, key_i(5, 1)));             /* other type */
+    CHECK(!in_range(&r, key_i(5, 1))); /* other type */
     rt_range_free(&r);
     mp_buf_free(&fb);
     mp_buf_free(&tb);
@@ -159,7 +159,7 @@ static void cond_range(void)
     CHECK(rt_range_build(NULL, 0, Q_COND_RANGE, from, NIL, NIL, "n", &r, &e) == 0);
     CHECK(in_range(&r, key_i(-3, 0)) && in_range(&r, key_i(INT64_MAX, 0)));
     CHECK(!in_range(&r, key_i(-4, 0)));
-    CHECK(in_range(&r, key_s("x", 0)));  /* strings sort after ints: open above */
+    CHECK(in_range(&r, key_s("x", 0))); /* strings sort after ints: open above */
     rt_range_free(&r);
     mp_buf_free(&fb);
 
@@ -168,8 +168,8 @@ static void cond_range(void)
     mp_buf_init(&fb);
     mp_put_map(&fb, 0);
     CHECK(rt_range_build(NULL, 0, Q_COND_RANGE,
-                         (mp_span){ (const uint8_t *)fb.sb.data, fb.sb.size }, NIL,
-                         NIL, "n", &r, &e) == SX_EKEY);
+                         (mp_span){ (const uint8_t *)fb.sb.data, fb.sb.size }, NIL, NIL, "n", &r,
+                         &e) == SX_EKEY);
     CHECK(strstr(e.msg, "'from'") != NULL);
     rt_range_free(&r);
     mp_buf_free(&fb);
@@ -186,7 +186,7 @@ static void cond_prefix(void)
     mp_span pre = { (const uint8_t *)"Sea", 3 };
     rt_err e;
 
-    tup_encode_int(&base, 42);   /* eq on a first attribute */
+    tup_encode_int(&base, 42); /* eq on a first attribute */
     CHECK(rt_range_build(base.p, base.n, Q_COND_PREFIX, NIL, NIL, pre, "town", &r, &e) == 0);
     {
         tuple_bytes k = { 0 };
@@ -232,9 +232,9 @@ static void resume(void)
 
     tup_encode_str(&base, "Redmond", 7);
     CHECK(rt_range_build(base.p, base.n, Q_COND_NONE, NIL, NIL, NIL, "t", &r, &e) == 0);
-    CHECK(rt_range_resume(&r, z.p, z.n, false) == SX_ETOKEN);   /* outside */
+    CHECK(rt_range_resume(&r, z.p, z.n, false) == SX_ETOKEN); /* outside */
     CHECK(rt_range_resume(&r, a.p, a.n, false) == 0);
-    CHECK(!in_range(&r, key_s("Redmond", 1)));   /* consumed */
+    CHECK(!in_range(&r, key_s("Redmond", 1))); /* consumed */
     CHECK(in_range(&r, key_s("Redmond", 2)));
     rt_range_free(&r);
 
@@ -271,7 +271,7 @@ static void clip(void)
     CHECK(hi.n == 4 + m.n && memcmp(hi.p + 4, m.p, m.n) == 0);
     lo.n = hi.n = 0;
     CHECK(rt_range_clip(&r, &p2, 7, &lo, &hi) == 1);
-    CHECK(lo.n == 4 + m.n && hi.n == 0);    /* unbounded: to the end of index 7 */
+    CHECK(lo.n == 4 + m.n && hi.n == 0); /* unbounded: to the end of index 7 */
     rt_range_free(&r);
 
     memset(&r, 0, sizeof(r));
@@ -280,8 +280,7 @@ static void clip(void)
     lo.n = hi.n = 0;
     CHECK(rt_range_clip(&r, &p1, 7, &lo, &hi) == 0);
     CHECK(rt_range_clip(&r, &p2, 7, &lo, &hi) == 1);
-    CHECK(be_get32(lo.p) == 7 && lo.n == 4 + base.n &&
-          memcmp(lo.p + 4, base.p, base.n) == 0);
+    CHECK(be_get32(lo.p) == 7 && lo.n == 4 + base.n && memcmp(lo.p + 4, base.p, base.n) == 0);
     CHECK(be_get32(hi.p) == 7 && hi.n == 4 + base.n);
     rt_range_free(&r);
     bytes_free(&lo);

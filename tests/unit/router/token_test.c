@@ -41,8 +41,9 @@ static bool opens(const uint8_t *k, const rt_tokctx *c, const uint8_t *t, size_t
 static void round_trip(void)
 {
     rt_tokctx c = ctx_make();
-    mp_span in[3] = { { (const uint8_t *)"abc", 3 }, { NULL, 0 },
-                     { (const uint8_t *)"\x00\xff\x00", 3 } };
+    mp_span in[3] = { { (const uint8_t *)"abc", 3 },
+                      { NULL, 0 },
+                      { (const uint8_t *)"\x00\xff\x00", 3 } };
     mp_span *pos = NULL;
     uint32_t np = 0;
     uint8_t *t = NULL;
@@ -90,12 +91,24 @@ static void tamper(void)
     memcpy(other, key, sizeof(other));
     other[0] ^= 0x80;
     CHECK(!opens(other, &c, t, n));
-    o = c; o.table_id = 4; CHECK(!opens(key, &o, t, n));
-    o = c; o.index_id = 0; CHECK(!opens(key, &o, t, n));
-    o = c; o.desc = 1; CHECK(!opens(key, &o, t, n));
-    o = c; o.kind = RT_TOK_SCAN; CHECK(!opens(key, &o, t, n));
-    o = c; o.lo.n = 8; CHECK(!opens(key, &o, t, n));
-    o = c; o.hi = (mp_span){ NULL, 0 }; CHECK(!opens(key, &o, t, n));
+    o = c;
+    o.table_id = 4;
+    CHECK(!opens(key, &o, t, n));
+    o = c;
+    o.index_id = 0;
+    CHECK(!opens(key, &o, t, n));
+    o = c;
+    o.desc = 1;
+    CHECK(!opens(key, &o, t, n));
+    o = c;
+    o.kind = RT_TOK_SCAN;
+    CHECK(!opens(key, &o, t, n));
+    o = c;
+    o.lo.n = 8;
+    CHECK(!opens(key, &o, t, n));
+    o = c;
+    o.hi = (mp_span){ NULL, 0 };
+    CHECK(!opens(key, &o, t, n));
     /* a forged token without the key */
     {
         uint8_t forged[64];

@@ -46,32 +46,32 @@ typedef struct dreq {
     net_reply *r;
     msg_type t;
     int id;
-    const uint8_t *p;               /* the request: valid until answered */
+    const uint8_t *p; /* the request: valid until answered */
     size_t n;
 } dreq;
 
 #define DQ_MAX 256
-static dreq g_dq[DQ_MAX];           /* held by the completer, oldest first */
+static dreq g_dq[DQ_MAX]; /* held by the completer, oldest first */
 static int g_dq_n;
-static int g_offered[K_N];          /* defer function calls per kind */
-static int g_taken;                 /* handed to the completer */
-static int g_declined;              /* declined: run by the handler */
-static int g_dsync;                 /* answered inside the defer function */
-static int g_answered;              /* completer answers (after net_reply_send) */
-static int g_defer_bad;             /* wrong arg/type/bytes, encode failure, out not emptied */
-static int g_comp_hold;             /* the completer answers nothing while set */
+static int g_offered[K_N]; /* defer function calls per kind */
+static int g_taken;        /* handed to the completer */
+static int g_declined;     /* declined: run by the handler */
+static int g_dsync;        /* answered inside the defer function */
+static int g_answered;     /* completer answers (after net_reply_send) */
+static int g_defer_bad;    /* wrong arg/type/bytes, encode failure, out not emptied */
+static int g_comp_hold;    /* the completer answers nothing while set */
 static int g_comp_quit;
-static int g_comp_late;             /* answers begun after net_server_stop returned */
+static int g_comp_late; /* answers begun after net_server_stop returned */
 static int g_stop_called, g_stop_returned;
-static atomic_int g_seq;            /* orders the events below */
-static atomic_int g_answer_seq;     /* when the completer's last answer began */
-static atomic_int g_stop_seq;       /* when net_server_stop returned */
-static int g_dfn_arg;               /* the server arg the defer function must get */
+static atomic_int g_seq;        /* orders the events below */
+static atomic_int g_answer_seq; /* when the completer's last answer began */
+static atomic_int g_stop_seq;   /* when net_server_stop returned */
+static int g_dfn_arg;           /* the server arg the defer function must get */
 
 /* Called by reset_state with g_mu held. */
 void nettest_reset_local(void)
 {
-    CHECK_INT(g_dq_n, 0);           /* no deferred request left unanswered */
+    CHECK_INT(g_dq_n, 0); /* no deferred request left unanswered */
     memset(g_offered, 0, sizeof(g_offered));
     g_taken = g_declined = g_dsync = g_answered = g_defer_bad = 0;
     g_comp_hold = g_comp_late = 0;
@@ -160,7 +160,7 @@ static bool dfn(void *arg, msg_type t, const uint8_t *p, size_t n, net_reply *r)
         pthread_cond_broadcast(&g_cv);
         pthread_mutex_unlock(&g_mu);
         net_reply_send(r, &out);
-        note_bad((rc != 0) + (out.sb.size != 0));   /* out is left empty */
+        note_bad((rc != 0) + (out.sb.size != 0)); /* out is left empty */
         mp_buf_free(&out);
         return true;
     }
@@ -174,7 +174,7 @@ static bool dfn(void *arg, msg_type t, const uint8_t *p, size_t n, net_reply *r)
             pthread_mutex_unlock(&g_mu);
             return true;
         }
-        g_defer_bad++;              /* the test holds too many */
+        g_defer_bad++; /* the test holds too many */
         pthread_mutex_unlock(&g_mu);
     }
     pthread_mutex_lock(&g_mu);
@@ -188,7 +188,7 @@ static bool dfn(void *arg, msg_type t, const uint8_t *p, size_t n, net_reply *r)
 static void complete_one(const dreq *d)
 {
     msg_type rt = MSG_MULTI;
-    int id, kind = req_kind_id(d->p, d->n, &rt, &id);   /* its bytes still there */
+    int id, kind = req_kind_id(d->p, d->n, &rt, &id); /* its bytes still there */
     int bad = !((kind == K_DEFER || kind == K_MAYBE) && id == d->id && rt == d->t);
     mp_buf out;
     char msg[32];
@@ -223,7 +223,7 @@ static void *completer_main(void *arg)
             pthread_cond_wait(&g_cv, &g_mu);
         int n = g_dq_n;
         if (n == 0)
-            break;                  /* quit */
+            break; /* quit */
         memcpy(batch, g_dq, (size_t)n * sizeof(dreq));
         g_dq_n = 0;
         pthread_mutex_unlock(&g_mu);
@@ -274,7 +274,7 @@ static void check_defer_clean(void)
     CHECK_INT(g_defer_bad, 0);
     CHECK_INT(g_dq_n, 0);
     CHECK_INT(g_offered[K_BAD], 0);
-    CHECK_INT(g_offered[K_QUICK], 0);   /* GET is quick here: never offered */
+    CHECK_INT(g_offered[K_QUICK], 0); /* GET is quick here: never offered */
     CHECK_INT(g_runs[K_DEFER], 0);
     CHECK_INT(g_runs[K_DSYNC], 0);
     CHECK_INT(g_comp_late, 0);
@@ -338,8 +338,8 @@ static void test_defer_single(const char *url)
     CHECK_INT(g_declined, 2);
     CHECK_INT(g_runs[K_ECHO], 1);
     CHECK_INT(g_runs[K_PING], 1);
-    CHECK_INT(g_runs[K_DEFER], 1);      /* the quick GET */
-    g_runs[K_DEFER] = 0;                /* check_defer_clean: no handler run of a DELETE */
+    CHECK_INT(g_runs[K_DEFER], 1); /* the quick GET */
+    g_runs[K_DEFER] = 0;           /* check_defer_clean: no handler run of a DELETE */
     pthread_mutex_unlock(&g_mu);
     nng_close(s);
 
@@ -356,7 +356,7 @@ static void test_defer_single(const char *url)
     pthread_mutex_lock(&g_mu);
     CHECK_INT(calls[0].submit_rc, 0);
     CHECK_INT(calls[1].submit_rc, 0);
-    CHECK_INT(calls[0].ndone, 0);       /* held by the completer */
+    CHECK_INT(calls[0].ndone, 0); /* held by the completer */
     CHECK_INT(calls[1].ndone, 1);
     CHECK_INT(calls[1].err, 0);
     CHECK(is_del_echo(calls[1].resp, calls[1].resp_n, 6));
@@ -459,14 +459,14 @@ static void test_defer_decline(const char *url)
  * is still running when the completer has answered (the worker finishes
  * the MULTI), else the completer's last answer finishes it */
 
-#define DM_M 32     /* mixed calls after the first */
+#define DM_M 32 /* mixed calls after the first */
 #define DM_MAX (1 + DM_M + 1)
 
 /* The kind of mixed call i (1..DM_M, its key id i) by i % 8. */
 static int dm_kind(int i)
 {
-    static const int k[8] = { K_DEFER, K_MAYBE /* odd: declined */, K_QUICK, K_ECHO,
-                              K_DSYNC, K_ERR, K_MAYBE /* even: taken */, K_DEFER };
+    static const int k[8] = { K_DEFER, K_MAYBE /* odd: declined */, K_QUICK, K_ECHO, K_DSYNC,
+                              K_ERR,   K_MAYBE /* even: taken */,   K_DEFER };
     return k[i % 8];
 }
 
@@ -512,7 +512,7 @@ static void test_defer_multi(const char *px_url, proxy *px, bool held_worker)
             CHECK(wait_ge(&g_runs[k], nrun[k]));
     if (held_worker)
         CHECK(wait_ge(&g_gate_waiting[1], 1));
-    CHECK_INT(get_int(&g_finished), 1);     /* only the first call: the MULTI waits */
+    CHECK_INT(get_int(&g_finished), 1); /* only the first call: the MULTI waits */
 
     set_int(&g_comp_hold, 0);
     CHECK(wait_ge(&g_answered, ntaken));
@@ -534,27 +534,18 @@ static void test_defer_multi(const char *px_url, proxy *px, bool held_worker)
         const uint8_t *r = calls[i].resp;
         size_t rn = calls[i].resp_n;
         switch (dm_kind(i)) {
-        case K_DEFER:
-            CHECK(is_deferred(r, rn, MSG_DELETE, i));
-            break;
+        case K_DEFER: CHECK(is_deferred(r, rn, MSG_DELETE, i)); break;
         case K_MAYBE:
             CHECK(i % 2 == 0 ? is_deferred(r, rn, MSG_DELETE, i) : is_del_echo(r, rn, i));
             break;
-        case K_QUICK:
-            CHECK(is_echo(r, rn, i));
-            break;
-        case K_ECHO:
-            CHECK(is_del_echo(r, rn, i));
-            break;
-        case K_DSYNC:
-            CHECK(is_dsync(r, rn, MSG_DELETE, i));
-            break;
+        case K_QUICK: CHECK(is_echo(r, rn, i)); break;
+        case K_ECHO: CHECK(is_del_echo(r, rn, i)); break;
+        case K_DSYNC: CHECK(is_dsync(r, rn, MSG_DELETE, i)); break;
         case K_ERR:
             snprintf(msg, sizeof(msg), "err k%d", i);
             CHECK(is_err(r, rn, MSG_DELETE, err_of(i), msg));
             break;
-        default:
-            CHECK(0);
+        default: CHECK(0);
         }
     }
     /* one plain frame, then ONE MULTI with every other call */
@@ -746,8 +737,8 @@ static void test_defer_stop(const char *url, const net_server_opts *o, bool same
     CHECK_INT(get_int(&g_answered), 0);
     set_int(&g_comp_hold, 0);
     if (!wait_ge(&g_stop_returned, 1)) {
-        fprintf(stderr, "%s:%d: net_server_stop hangs with deferred requests answered\n",
-                __FILE__, __LINE__);
+        fprintf(stderr, "%s:%d: net_server_stop hangs with deferred requests answered\n", __FILE__,
+                __LINE__);
         exit(1);
     }
     CHECK_INT(pthread_join(th, NULL), 0);
@@ -755,7 +746,7 @@ static void test_defer_stop(const char *url, const net_server_opts *o, bool same
     {
         int a = atomic_load(&g_answer_seq), st = atomic_load(&g_stop_seq);
         CHECK(a > 0);
-        CHECK(a < st);      /* every answer began before stop returned */
+        CHECK(a < st); /* every answer began before stop returned */
     }
 
     /* the replies went out before the socket closed */
@@ -765,8 +756,8 @@ static void test_defer_stop(const char *url, const net_server_opts *o, bool same
         CHECK_INT(calls[i].ndone, 1);
         if (calls[i].err != 0)
             fprintf(stderr, "error: net_server_stop on %s%s: the reply to k%d was lost (err %d)\n",
-                    o->fibers > 0 ? "fibers" : "threads",
-                    same_pipe ? ", one connection" : "", calls[i].id, calls[i].err);
+                    o->fibers > 0 ? "fibers" : "threads", same_pipe ? ", one connection" : "",
+                    calls[i].id, calls[i].err);
         CHECK_INT(calls[i].err, 0);
     }
     for (int i = 0; i < DS_SINGLE; i++)

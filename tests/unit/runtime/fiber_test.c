@@ -187,10 +187,10 @@ static void test_plain_events(void)
 
     CHECK(ev_init(&ev) == 0);
     ev_set(&ev);
-    ev_wait(&ev);                 /* already set: returns at once */
+    ev_wait(&ev); /* already set: returns at once */
     ev_clear(&ev);
     CHECK(pthread_create(&th, NULL, set_later, &ev) == 0);
-    ev_wait(&ev);                 /* set while waiting */
+    ev_wait(&ev); /* set while waiting */
     pthread_join(th, NULL);
     CHECK(ev.set);
     ev_destroy(&ev);

@@ -33,9 +33,9 @@
 typedef struct side {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int frames;         /* handed over */
-    int closed;         /* closed callbacks */
-    int err;            /* the last close's reason */
+    int frames; /* handed over */
+    int closed; /* closed callbacks */
+    int err;    /* the last close's reason */
 } side;
 
 static void side_init(side *s)
@@ -120,7 +120,7 @@ static const uint8_t *key_b(void)
     static uint8_t k[LINK_KEY_BYTES];
     for (size_t i = 0; i < sizeof k; i++)
         k[i] = (uint8_t)(i + 1);
-    k[31] ^= 0x80;              /* one bit apart from key_a */
+    k[31] ^= 0x80; /* one bit apart from key_a */
     return k;
 }
 
@@ -148,7 +148,7 @@ static void pair_case(const char *url, const uint8_t *lkey, const char *lc, cons
         return;
     }
     int sent = link_send(l, 7, (const uint8_t *)"hello", 5);
-    CHECK(sent == 0 || (!same && sent == SX_EUNAVAIL));  /* (a refusal may be quicker) */
+    CHECK(sent == 0 || (!same && sent == SX_EUNAVAIL)); /* (a refusal may be quicker) */
     if (same) {
         CHECK(wait_side(&cli, 1, 0));
         CHECK_INT(srv.frames, 1);
@@ -225,12 +225,12 @@ static void raw_case(const char *url, int bad)
         CHECK_INT(srv.err, SX_EPROTO);
         goto out;
     }
-    size_t pn = sealed(a, 0, "", other);                    /* the proof */
+    size_t pn = sealed(a, 0, "", other); /* the proof */
     CHECK_INT(raw_io(s, aio, other, pn, true), 0);
 
     size_t n = sealed(a, 41, "good", good);
     CHECK_INT(raw_io(s, aio, good, n, true), 0);
-    CHECK_INT(raw_io(s, aio, back, n, false), 0);           /* the echo */
+    CHECK_INT(raw_io(s, aio, back, n, false), 0); /* the echo */
     CHECK(memcmp(back, good, LINK_HDR + 4) == 0);
     CHECK_INT(la_open(a, back, LINK_HDR + 4, back + LINK_HDR + 4), 0);
     CHECK(wait_side(&srv, 1, 0));
@@ -242,14 +242,14 @@ static void raw_case(const char *url, int bad)
     } else if (bad == 1) {
         memcpy(other, good, n);
     } else {
-        (void)sealed(a, 42, "skip", other);                 /* sequence 2, not sent */
-        m = sealed(a, 43, "late", other);                   /* sequence 3 */
+        (void)sealed(a, 42, "skip", other); /* sequence 2, not sent */
+        m = sealed(a, 43, "late", other);   /* sequence 3 */
     }
     CHECK_INT(raw_io(s, aio, other, m, true), 0);
     CHECK(wait_side(&srv, 1, 1));
     CHECK_INT(srv.frames, 1);
     CHECK_INT(srv.err, SX_EPROTO);
-    CHECK(raw_io(s, aio, back, 1, false) != 0);             /* closed: no reply */
+    CHECK(raw_io(s, aio, back, 1, false) != 0); /* closed: no reply */
 out:
     if (s != NULL)
         nng_stream_free(s);
@@ -296,7 +296,7 @@ static void dialer_case(const char *url, bool reflect)
     s = nng_aio_get_output(acc, 0);
     if (l == NULL || s == NULL)
         goto out;
-    CHECK_INT(link_send(l, 9, (const uint8_t *)"ping", 4), 0);   /* waits for the hello */
+    CHECK_INT(link_send(l, 9, (const uint8_t *)"ping", 4), 0); /* waits for the hello */
     CHECK_INT(raw_io(s, aio, mine, sizeof mine, true), 0);
     CHECK_INT(raw_io(s, aio, theirs, sizeof theirs, false), 0);
     CHECK_INT(la_hello(a, theirs), 0);
@@ -379,11 +379,11 @@ static void deadline_case(const char *url)
     if (ls == NULL || l == NULL)
         goto out;
     CHECK_INT(link_send(l, 1, (const uint8_t *)"a", 1), 0);
-    CHECK(wait_side(&cli, 1, 0));                   /* proved and answered */
+    CHECK(wait_side(&cli, 1, 0)); /* proved and answered */
     nng_stream *s = raw_dial(url, 10000, &d, &aio);
     if (s != NULL) {
         CHECK_INT(raw_io(s, aio, part, sizeof part, true), 0);
-        CHECK(wait_side(&srv, 1, 1));               /* the stalled one closed */
+        CHECK(wait_side(&srv, 1, 1)); /* the stalled one closed */
         CHECK_INT(srv.err, SX_EPROTO);
         nng_stream_free(s);
     }
@@ -409,12 +409,14 @@ int main(void)
         perror("set-up");
         return 1;
     }
-    const struct { const char *name; const uint8_t *lkey, *dkey; const char *dc; } pairs[] = {
-        { "same", key_a(), key_a(), "c1" },     /* the control: echoed */
-        { "other", key_a(), key_b(), "c1" },
-        { "cluster", key_a(), key_a(), "c2" },
-        { "nokey", key_a(), NULL, "c1" },
-        { "nolisten", NULL, key_a(), "c1" },
+    const struct {
+        const char *name;
+        const uint8_t *lkey, *dkey;
+        const char *dc;
+    } pairs[] = {
+        { "same", key_a(), key_a(), "c1" }, /* the control: echoed */
+        { "other", key_a(), key_b(), "c1" }, { "cluster", key_a(), key_a(), "c2" },
+        { "nokey", key_a(), NULL, "c1" },    { "nolisten", NULL, key_a(), "c1" },
     };
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
         snprintf(url, sizeof url, "ipc://%s/%s.sock", base, pairs[i].name);

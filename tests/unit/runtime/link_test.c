@@ -39,8 +39,7 @@ static pthread_mutex_t g_more_mu = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t g_last_id;
 static int g_last_more = -1;
 
-static void echo_frame(void *arg, link_conn *l, uint64_t id, uint8_t *frame, size_t n,
-                     bool more)
+static void echo_frame(void *arg, link_conn *l, uint64_t id, uint8_t *frame, size_t n, bool more)
 {
     pthread_mutex_lock(&g_more_mu);
     g_last_id = id;
@@ -69,9 +68,9 @@ static void srv_closed(void *arg, link_conn *l, int err)
 typedef struct cli_state {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    uint64_t got;           /* frames received */
-    uint64_t bad;           /* payloads not matching their id */
-    uint64_t next_id;       /* in-order check (single sender only) */
+    uint64_t got;     /* frames received */
+    uint64_t bad;     /* payloads not matching their id */
+    uint64_t next_id; /* in-order check (single sender only) */
     bool ordered;
     bool out_of_order;
     uint64_t id_sum;
@@ -84,7 +83,7 @@ static size_t size_of(uint64_t id)
 {
     if (id % 97 == 0)
         return 1u << 20;
-    return (size_t)((id * 37) % 2000);   /* 0 included */
+    return (size_t)((id * 37) % 2000); /* 0 included */
 }
 
 static void fill(uint8_t *p, size_t n, uint64_t id)
@@ -93,8 +92,7 @@ static void fill(uint8_t *p, size_t n, uint64_t id)
         p[i] = (uint8_t)(id * 131 + i * 7);
 }
 
-static void cli_frame(void *arg, link_conn *l, uint64_t id, uint8_t *frame, size_t n,
-                     bool more)
+static void cli_frame(void *arg, link_conn *l, uint64_t id, uint8_t *frame, size_t n, bool more)
 {
     cli_state *c = arg;
     size_t want = size_of(id);
@@ -253,7 +251,8 @@ static void echo_case(const char *url)
     pthread_t th[4];
     uint64_t want_sum = 0;
     for (int i = 0; i < 4; i++) {
-        sd[i] = (sender){ .l = l, .first = 10000u * (uint64_t)(i + 1),
+        sd[i] = (sender){ .l = l,
+                          .first = 10000u * (uint64_t)(i + 1),
                           .last = 10000u * (uint64_t)(i + 1) + 499 };
         for (uint64_t id = sd[i].first; id <= sd[i].last; id++)
             want_sum += id;
@@ -276,7 +275,7 @@ static void echo_case(const char *url)
             CHECK_INT(link_send(l, 7, big, SX_MAX_FRAME + 1u), SX_ETOOBIG);
             free(big);
         }
-        uint8_t b37[37];            /* id 1's payload: size_of(1) bytes */
+        uint8_t b37[37]; /* id 1's payload: size_of(1) bytes */
         fill(b37, sizeof(b37), 1);
         CHECK_INT(link_send(l, 1, b37, sizeof(b37)), 0);
         CHECK(wait_got(&cs, 2001));
@@ -323,7 +322,7 @@ static void bad_length_case(const char *url)
         CHECK(wait_srv_closed(&ss, 1));
         CHECK_INT(ss.last_err, SX_EPROTO);
         pthread_mutex_lock(&g_more_mu);
-        CHECK_INT(g_last_id, 41);       /* handed over, and as the last */
+        CHECK_INT(g_last_id, 41); /* handed over, and as the last */
         CHECK_INT(g_last_more, 0);
         pthread_mutex_unlock(&g_more_mu);
         /* and this side sees the connection end, after frame 41's echo
@@ -356,7 +355,7 @@ typedef struct holder {
     pthread_cond_t cv;
     link_conn *l;
     uint64_t ids[16];
-    int n;                  /* requests held (ids 1..), not answered */
+    int n; /* requests held (ids 1..), not answered */
 } holder;
 
 /* Id 100 is answered at once; every other is held (link_hold) for the
@@ -375,7 +374,7 @@ static void hold_frame(void *arg, link_conn *l, uint64_t id, uint8_t *frame, siz
     link_hold(l);
     pthread_mutex_lock(&h->mu);
     if (h->l == NULL)
-        link_ref(l);        /* the test answers on it, maybe after a close */
+        link_ref(l); /* the test answers on it, maybe after a close */
     h->l = l;
     if (h->n < 16)
         h->ids[h->n++] = id;
@@ -391,8 +390,7 @@ typedef struct arrivals {
     int n;
 } arrivals;
 
-static void arrive_frame(void *arg, link_conn *l, uint64_t id, uint8_t *frame, size_t n,
-                         bool more)
+static void arrive_frame(void *arg, link_conn *l, uint64_t id, uint8_t *frame, size_t n, bool more)
 {
     arrivals *a = arg;
 
@@ -448,14 +446,14 @@ static void backpressure_case(const char *url)
     CHECK_INT(h.n, 4);
     pthread_mutex_unlock(&h.mu);
     if (h.n == 4 && h.l != NULL) {
-        CHECK(wait_reading(h.l, false));            /* at the cap */
-        CHECK_INT(link_send(l, 100, &b, 1), 0);     /* a ping, unread for now */
+        CHECK(wait_reading(h.l, false));        /* at the cap */
+        CHECK_INT(link_send(l, 100, &b, 1), 0); /* a ping, unread for now */
         CHECK_INT(link_send(h.l, h.ids[0], &b, 1), 0);
         link_release(h.l);
-        CHECK(!link_reading(h.l));                  /* 3 held: still stopped */
+        CHECK(!link_reading(h.l)); /* 3 held: still stopped */
         CHECK_INT(link_send(h.l, h.ids[1], &b, 1), 0);
         link_release(h.l);
-        CHECK(link_reading(h.l));                   /* 2: half the cap */
+        CHECK(link_reading(h.l)); /* 2: half the cap */
         for (int i = 2; i < 4; i++) {
             CHECK_INT(link_send(h.l, h.ids[i], &b, 1), 0);
             link_release(h.l);
@@ -466,7 +464,7 @@ static void backpressure_case(const char *url)
     pthread_mutex_lock(&a.mu);
     while (a.n < 5 && rv == 0)
         rv = pthread_cond_timedwait(&a.cv, &a.mu, &ts);
-    CHECK_INT(a.n, 5);                              /* the ping answered too */
+    CHECK_INT(a.n, 5); /* the ping answered too */
     pthread_mutex_unlock(&a.mu);
 
     /* at the cap again, the listener closes: it must not wait for a
@@ -482,7 +480,7 @@ static void backpressure_case(const char *url)
     pthread_mutex_unlock(&h.mu);
     if (h.l != NULL)
         CHECK(wait_reading(h.l, false));
-    link_listener_close(ls);                        /* returns: the link settled */
+    link_listener_close(ls); /* returns: the link settled */
     for (int i = 4; i < 8 && h.l != NULL; i++) {
         CHECK_INT(link_send(h.l, h.ids[i], &b, 1), SX_EUNAVAIL);
         link_release(h.l);
@@ -496,9 +494,9 @@ static void backpressure_case(const char *url)
 /* ---- back-pressure: a peer that does not read its replies ---- */
 
 #define BIG_REPLY (1u << 20)
-#define BIG_ASKS 64             /* 64 MiB of replies: past the link's unsent cap */
+#define BIG_ASKS 64 /* 64 MiB of replies: past the link's unsent cap */
 
-static link_conn *g_big_link;     /* the server's side, kept by big_frame */
+static link_conn *g_big_link; /* the server's side, kept by big_frame */
 static pthread_mutex_t g_big_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* Answers every request at once with BIG_REPLY bytes. */
@@ -545,11 +543,11 @@ static void unread_case(const char *url)
     CHECK_INT(nng_aio_result(aio), 0);
     for (int i = 0; i < 20000 && g_big_link == NULL; i++) {
         struct timespec ms = { 0, 1000000L };
-        nanosleep(&ms, NULL);                       /* poll: the first request in */
+        nanosleep(&ms, NULL); /* poll: the first request in */
     }
     CHECK(g_big_link != NULL);
     if (g_big_link != NULL)
-        CHECK(wait_reading(g_big_link, false));     /* replies unsent: stopped */
+        CHECK(wait_reading(g_big_link, false)); /* replies unsent: stopped */
     /* read every reply; the link then reads again */
     size_t want = (size_t)BIG_ASKS * (LINK_HDR + BIG_REPLY), got = 0;
     uint8_t *buf = malloc(1u << 20);

@@ -37,11 +37,11 @@
 static net_reply *g_held[HELD_MAX]; /* taken "defer" DELETEs, by arrival */
 static int g_held_id[HELD_MAX];
 static int g_held_n;
-static int g_dsync;                 /* answered inside the defer function */
+static int g_dsync; /* answered inside the defer function */
 
 void nettest_reset_local(void)
 {
-    CHECK_INT(g_held_n, 0);         /* nothing left unanswered */
+    CHECK_INT(g_held_n, 0); /* nothing left unanswered */
     g_dsync = 0;
 }
 
@@ -137,7 +137,7 @@ static void test_quick(net_peer *p)
     pcall_init(&c, "quick", 1);
     pcall_submit(p, &c);
     CHECK_INT(c.submit_rc, 0);
-    CHECK_INT(ndone(&c), 1);         /* before the submit returned */
+    CHECK_INT(ndone(&c), 1); /* before the submit returned */
     pthread_mutex_lock(&g_mu);
     CHECK_INT(c.err, 0);
     CHECK(is_echo(c.resp, c.resp_n, 1));
@@ -158,7 +158,7 @@ static void test_worker(net_peer *p)
     pcall_submit(p, &c[0]);
     CHECK_INT(c[0].submit_rc, 0);
     CHECK(wait_ge(&g_gate_waiting[0], 1));
-    CHECK_INT(ndone(&c[0]), 0);      /* held by the gate */
+    CHECK_INT(ndone(&c[0]), 0); /* held by the gate */
     set_int(&g_gate_open[0], 1);
     CHECK(wait_ge(&g_finished, 1));
     pcall_init_t(&c[1], MSG_DELETE, "err", 3);
@@ -185,10 +185,10 @@ static void test_deferred(net_peer *p)
     pcall_init_t(&c[0], MSG_DELETE, "defer", 4);
     pcall_submit(p, &c[0]);
     CHECK_INT(c[0].submit_rc, 0);
-    CHECK_INT(get_int(&g_held_n), 1);    /* taken inside the submit */
+    CHECK_INT(get_int(&g_held_n), 1); /* taken inside the submit */
     CHECK_INT(ndone(&c[0]), 0);
     answer_held();
-    CHECK_INT(ndone(&c[0]), 1);          /* answered on this thread */
+    CHECK_INT(ndone(&c[0]), 1); /* answered on this thread */
     pcall_init_t(&c[1], MSG_DELETE, "dsync", 5);
     pcall_submit(p, &c[1]);
     CHECK_INT(ndone(&c[1]), 1);
@@ -198,7 +198,7 @@ static void test_deferred(net_peer *p)
     CHECK(is_err(c[0].resp, c[0].resp_n, MSG_DELETE, SX_EEXIST, "deferred k4"));
     CHECK_INT(c[1].err, 0);
     CHECK(is_err(c[1].resp, c[1].resp_n, MSG_DELETE, SX_EEXIST, "deferred k5"));
-    CHECK_INT(g_runs[K_DEFER] + g_runs[K_DSYNC], 0);   /* never the handler */
+    CHECK_INT(g_runs[K_DEFER] + g_runs[K_DSYNC], 0); /* never the handler */
     pthread_mutex_unlock(&g_mu);
     pcall_free(c, 2);
 }
@@ -239,12 +239,8 @@ static void test_many(net_peer *p)
         CHECK_INT(c[i].ndone, 1);
         CHECK_INT(c[i].err, 0);
         switch (i % 5) {
-        case 0:
-            CHECK(is_echo(c[i].resp, c[i].resp_n, id));
-            break;
-        case 1:
-            CHECK(is_del_echo(c[i].resp, c[i].resp_n, id));
-            break;
+        case 0: CHECK(is_echo(c[i].resp, c[i].resp_n, id)); break;
+        case 1: CHECK(is_del_echo(c[i].resp, c[i].resp_n, id)); break;
         case 2:
         case 3:
             snprintf(msg, sizeof(msg), "deferred k%d", id);

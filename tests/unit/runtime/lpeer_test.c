@@ -98,7 +98,7 @@ static void timeout_call(net_peer *p)
     pcall g;
 
     reset_state();
-    pcall_init_t(&g, MSG_DELETE, "gate0", 9);   /* DELETE: not quick, a worker waits */
+    pcall_init_t(&g, MSG_DELETE, "gate0", 9); /* DELETE: not quick, a worker waits */
     g.submit_rc = net_peer_submit(p, g.req, g.req_n, 200, pcall_done, &g);
     CHECK_INT(g.submit_rc, 0);
     CHECK(wait_ge(&g_gate_waiting[0], 1));
@@ -106,7 +106,7 @@ static void timeout_call(net_peer *p)
     pthread_mutex_lock(&g_mu);
     CHECK_INT(g.err, SX_ETIMEDOUT);
     pthread_mutex_unlock(&g_mu);
-    set_int(&g_gate_open[0], 1);            /* the handler answers late */
+    set_int(&g_gate_open[0], 1); /* the handler answers late */
     CHECK(wait_le(&g_gate_waiting[0], 0));
     CHECK(wait_ge(&g_runs[K_GATE0], 1));
     /* a later call is answered, and the late reply completed nothing */
@@ -124,11 +124,11 @@ static void window(net_peer *p)
     pcall g, s, e[N];
 
     reset_state();
-    pcall_init_t(&g, MSG_DELETE, "gate0", 1);       /* a worker holds it */
+    pcall_init_t(&g, MSG_DELETE, "gate0", 1); /* a worker holds it */
     pcall_submit(p, &g);
     CHECK(wait_ge(&g_gate_waiting[0], 1));
     for (int i = 0; i < N; i++) {
-        pcall_init(&e[i], "echo", 100 + i);         /* quick: run in order */
+        pcall_init(&e[i], "echo", 100 + i); /* quick: run in order */
         pcall_submit(p, &e[i]);
         CHECK_INT(e[i].submit_rc, 0);
     }
@@ -136,7 +136,7 @@ static void window(net_peer *p)
     s.submit_rc = net_peer_submit_solo(p, s.req, s.req_n, WAIT_MS, pcall_done, &s);
     CHECK_INT(s.submit_rc, 0);
     CHECK(wait_ge(&s.ndone, 1));
-    CHECK_INT(get_int(&g_runs[K_ECHO]), 0);         /* held, not sent */
+    CHECK_INT(get_int(&g_runs[K_ECHO]), 0); /* held, not sent */
     set_int(&g_gate_open[0], 1);
     CHECK(wait_done(N + 2));
     pthread_mutex_lock(&g_mu);
@@ -183,16 +183,16 @@ static void lost_connection(const char *url, const net_server_opts *o)
         link_listener_close(mute);
         return;
     }
-    pcall_init(&rd, "echo", 5);                 /* GET: a read */
-    pcall_init_t(&wr, MSG_DELETE, "echo", 6);   /* a write */
+    pcall_init(&rd, "echo", 5);               /* GET: a read */
+    pcall_init_t(&wr, MSG_DELETE, "echo", 6); /* a write */
     pcall_submit(p, &rd);
     pcall_submit(p, &wr);
-    CHECK(wait_ge(&got, 2));                    /* both sent */
-    link_listener_close(mute);                  /* the connection drops */
+    CHECK(wait_ge(&got, 2));   /* both sent */
+    link_listener_close(mute); /* the connection drops */
     CHECK(wait_ge(&wr.ndone, 1));
     pthread_mutex_lock(&g_mu);
     CHECK_INT(wr.err, SX_EUNAVAIL);
-    CHECK_INT(rd.ndone, 0);                     /* waits for the next link */
+    CHECK_INT(rd.ndone, 0); /* waits for the next link */
     pthread_mutex_unlock(&g_mu);
     CHECK_INT(net_server_open_link(url, o, handler, NULL, &srv), 0);
     CHECK(wait_ge(&rd.ndone, 1));
@@ -215,13 +215,13 @@ static void restart(const char *url, net_server **srv, const net_server_opts *o)
     CHECK_INT(net_peer_open_link(url, 2, &p), 0);
     if (p == NULL)
         return;
-    many_calls(p, false);           /* connected */
+    many_calls(p, false); /* connected */
     CHECK(net_peer_connected(p));
     reset_state();
     pcall_init_t(&held, MSG_DELETE, "gate1", 1);
     pcall_submit(p, &held);
     CHECK(wait_ge(&g_gate_waiting[1], 1));
-    set_int(&g_gate_open[1], 1);    /* lets the stop finish the job in hand */
+    set_int(&g_gate_open[1], 1); /* lets the stop finish the job in hand */
     net_server_stop(*srv);
     *srv = NULL;
     CHECK(wait_done(1));
@@ -262,8 +262,7 @@ int main(void)
     snprintf(furl, sizeof(furl), "ipc://%s/srvf.sock", base);
     if (net_server_open_link(url, &wo, handler, NULL, &srv) != 0 ||
         net_server_open_link(furl, &fo, handler, NULL, &srvf) != 0 ||
-        net_peer_open_link(url, 1, &p) != 0 ||
-        net_peer_open_link(furl, NET_PEER_ALONE, &pf) != 0) {
+        net_peer_open_link(url, 1, &p) != 0 || net_peer_open_link(furl, NET_PEER_ALONE, &pf) != 0) {
         fprintf(stderr, "lpeer_test: setup failed\n");
         return 1;
     }
@@ -279,7 +278,8 @@ int main(void)
 
     /* over loopback TCP too (a port from the pid; the next one if taken) */
     for (int i = 0; i < 20 && srvt == NULL; i++) {
-        snprintf(turl, sizeof(turl), "tcp://127.0.0.1:%d", 21000 + (getpid() * 11 + i * 173) % 29000);
+        snprintf(turl, sizeof(turl), "tcp://127.0.0.1:%d",
+                 21000 + (getpid() * 11 + i * 173) % 29000);
         if (net_server_open_link(turl, &wo, handler, NULL, &srvt) != 0)
             srvt = NULL;
     }

@@ -47,7 +47,7 @@
 #include "nettest_util.h"
 #include <nng/supplemental/util/platform.h>
 
-static int g_closed;                /* the close thread returned; under g_mu */
+static int g_closed; /* the close thread returned; under g_mu */
 
 /* Called by reset_state with g_mu held. */
 void nettest_reset_local(void)
@@ -61,7 +61,10 @@ void nettest_reset_local(void)
 #define CO_PER 10
 #define CO_N (CO_THREADS * CO_PER)
 
-typedef struct co_arg { net_peer *p; pcall *calls; } co_arg;
+typedef struct co_arg {
+    net_peer *p;
+    pcall *calls;
+} co_arg;
 
 static void *co_submit(void *arg)
 {
@@ -152,7 +155,7 @@ static void test_coalescing(const char *px_url, proxy *px)
         free(reqs[i]);
     }
     pthread_mutex_lock(&g_mu);
-    CHECK_INT(px->nframes, 2);      /* the solo call alone, the 19 others together */
+    CHECK_INT(px->nframes, 2); /* the solo call alone, the 19 others together */
     CHECK((px->inner[0] == 0 && px->inner[1] == 19) || (px->inner[0] == 19 && px->inner[1] == 0));
     CHECK_INT(g_runs[K_ECHO], 2 * 19);
     pthread_mutex_unlock(&g_mu);
@@ -204,20 +207,20 @@ static void test_submit_n_solo(const char *px_url, const char *srv_url, proxy *p
     pcall_init(&calls[3], "err", 303);
     pcall_submit(p, &calls[0]);
     CHECK(wait_ge(&g_gate_waiting[0], 1));
-    pcall_submit(p, &calls[1]);         /* queued behind the held context */
-    calls[2].submit_rc = net_peer_submit_solo(p, calls[2].req, calls[2].req_n, WAIT_MS,
-                                              pcall_done, &calls[2]);
+    pcall_submit(p, &calls[1]); /* queued behind the held context */
+    calls[2].submit_rc = net_peer_submit_solo(p, calls[2].req, calls[2].req_n, WAIT_MS, pcall_done,
+                                              &calls[2]);
     CHECK(wait_ge(&g_finished, 1));
-    calls[3].submit_rc = net_peer_submit_solo(p, calls[3].req, calls[3].req_n, WAIT_MS,
-                                              pcall_done, &calls[3]);
+    calls[3].submit_rc = net_peer_submit_solo(p, calls[3].req, calls[3].req_n, WAIT_MS, pcall_done,
+                                              &calls[3]);
     CHECK(wait_ge(&g_finished, 2));
     pthread_mutex_lock(&g_mu);
-    CHECK_INT(calls[0].ndone, 0);       /* still held */
-    CHECK_INT(calls[1].ndone, 0);       /* still queued */
+    CHECK_INT(calls[0].ndone, 0); /* still held */
+    CHECK_INT(calls[1].ndone, 0); /* still queued */
     CHECK_INT(calls[2].ndone, 1);
     CHECK_INT(calls[2].err, 0);
     CHECK(is_echo(calls[2].resp, calls[2].resp_n, 302));
-    CHECK_INT(calls[3].ndone, 1);       /* a second solo call: also at once */
+    CHECK_INT(calls[3].ndone, 1); /* a second solo call: also at once */
     CHECK_INT(calls[3].err, 0);
     CHECK(is_err(calls[3].resp, calls[3].resp_n, MSG_GET, err_of(303), "err k303"));
     pthread_mutex_unlock(&g_mu);
@@ -279,8 +282,7 @@ static void test_carrier_return(const char *px_url, proxy *px)
     pcall_init(&calls[1], "echo", 401);
     pcall_init(&calls[2], "echo", 402);
     ch = (chain){ .self = &calls[0], .next = { &calls[1], &calls[2] }, .nnext = 2, .p = p };
-    calls[0].submit_rc = net_peer_submit(p, calls[0].req, calls[0].req_n, WAIT_MS,
-                                         chain_done, &ch);
+    calls[0].submit_rc = net_peer_submit(p, calls[0].req, calls[0].req_n, WAIT_MS, chain_done, &ch);
     CHECK(wait_ge(&g_finished, 3));
     CHECK(wait_ge(&ch.returned, 1));
     pthread_mutex_lock(&g_mu);
@@ -289,8 +291,8 @@ static void test_carrier_return(const char *px_url, proxy *px)
         CHECK(is_echo(calls[i].resp, calls[i].resp_n, 400 + i));
     CHECK_INT(px->nframes, 3);
     CHECK_INT(px->inner[0], 0);
-    CHECK_INT(px->inner[1], 0);     /* the first chained call alone, plain */
-    CHECK_INT(px->inner[2], 0);     /* and the second after it */
+    CHECK_INT(px->inner[1], 0); /* the first chained call alone, plain */
+    CHECK_INT(px->inner[2], 0); /* and the second after it */
     pthread_mutex_unlock(&g_mu);
     pcall_free(calls, 3);
     peer_done(p, sock);
@@ -305,10 +307,9 @@ static void test_carrier_return(const char *px_url, proxy *px)
     pcall_init(&calls[2], "echo", 412);
     pcall_init(&calls[3], "echo", 413);
     ch = (chain){ .self = &calls[0], .next = { &calls[3] }, .nnext = 1, .p = p };
-    calls[0].submit_rc = net_peer_submit(p, calls[0].req, calls[0].req_n, WAIT_MS,
-                                         chain_done, &ch);
+    calls[0].submit_rc = net_peer_submit(p, calls[0].req, calls[0].req_n, WAIT_MS, chain_done, &ch);
     CHECK(wait_ge(&g_gate_waiting[0], 1));
-    pcall_submit(p, &calls[1]);         /* queued behind the held carrier */
+    pcall_submit(p, &calls[1]); /* queued behind the held carrier */
     pcall_submit(p, &calls[2]);
     set_int(&g_gate_open[0], 1);
     CHECK(wait_ge(&g_finished, 4));
@@ -320,7 +321,7 @@ static void test_carrier_return(const char *px_url, proxy *px)
         CHECK(is_echo(calls[i].resp, calls[i].resp_n, 410 + i));
     CHECK_INT(px->nframes, 2);
     CHECK_INT(px->inner[0], 0);
-    CHECK_INT(px->inner[1], 3);     /* 411, 412 and the callback's 413 */
+    CHECK_INT(px->inner[1], 3); /* 411, 412 and the callback's 413 */
     pthread_mutex_unlock(&g_mu);
     pcall_free(calls, 4);
     peer_done(p, sock);
@@ -377,7 +378,8 @@ static void test_order_errors(const char *px_url, proxy *px)
     CHECK_INT(g_runs[K_ERR], (OE_N - 2) / 2);
     if (g_runs[K_TOOBIG] != 1)
         printf("note: a request whose handler answers SX_ETOOBIG inside a MULTI ran %d "
-               "times (the peer resends it alone)\n", g_runs[K_TOOBIG]);
+               "times (the peer resends it alone)\n",
+               g_runs[K_TOOBIG]);
     pthread_mutex_unlock(&g_mu);
     pcall_free(calls, OE_N);
     peer_done(p, sock);
@@ -393,8 +395,8 @@ static long reply_code(const uint8_t *r, size_t n, msg_type t)
     uint64_t ver, type, err;
 
     if (mp_read_array(&c, &cnt) != 0 || cnt < 3 || mp_read_u64(&c, &ver) != 0 ||
-        mp_read_u64(&c, &type) != 0 || mp_read_u64(&c, &err) != 0 ||
-        ver != PROTO_VERSION || type != ((uint64_t)t | MSG_REPLY))
+        mp_read_u64(&c, &type) != 0 || mp_read_u64(&c, &err) != 0 || ver != PROTO_VERSION ||
+        type != ((uint64_t)t | MSG_REPLY))
         return -1;
     return (long)err;
 }
@@ -470,7 +472,7 @@ static void test_raw(const char *srv_url)
         free(r);
     }
     free(m);
-    CHECK_INT(get_int(&g_runs[K_ECHO]), 3);   /* nothing of those ran */
+    CHECK_INT(get_int(&g_runs[K_ECHO]), 3); /* nothing of those ran */
 
     /* nested: that frame alone is refused with SX_EPROTO */
     inner = make_multi(&f[1], 1, &inner_n);
@@ -486,7 +488,7 @@ static void test_raw(const char *srv_url)
         free(r);
     }
     free(inner);
-    CHECK_INT(get_int(&g_runs[K_ECHO]), 5);   /* 3 + the nested MULTI's siblings */
+    CHECK_INT(get_int(&g_runs[K_ECHO]), 5); /* 3 + the nested MULTI's siblings */
 
     /* a plain request still works on the same socket */
     r = raw_call(s, g[1], gn[1], &rn);
@@ -610,8 +612,8 @@ static void test_quick(const char *srvq_url, const char *pxq_url, proxy *pxq)
     {
         /* quick, ping, quick, err (a quick type too), ping, quick, quick */
         mp_span mix[7] = { { fr[0], frn[0] }, { fr[8], frn[8] }, { fr[1], frn[1] },
-                          { fr[9], frn[9] }, { fr[8], frn[8] }, { fr[10], frn[10] },
-                          { fr[2], frn[2] } };
+                           { fr[9], frn[9] }, { fr[8], frn[8] }, { fr[10], frn[10] },
+                           { fr[2], frn[2] } };
         r = raw_multi(s, mix, 7, &rep);
     }
     if (r != NULL) {
@@ -639,7 +641,7 @@ static void test_quick(const char *srvq_url, const char *pxq_url, proxy *pxq)
     reset_state();
     proxy_reset(pxq);
     p = peer_open(pxq_url, 1, &sock);
-    pcall_init_t(&calls[0], MSG_DELETE, "gate0", 0);    /* not quick: may wait */
+    pcall_init_t(&calls[0], MSG_DELETE, "gate0", 0); /* not quick: may wait */
     for (int i = 1; i <= QK_N; i++)
         pcall_init(&calls[i], "quick", i);
     pcall_submit(p, &calls[0]);
@@ -681,8 +683,7 @@ static void close_with_deadline(net_peer *p)
 
     CHECK(pthread_create(&th, NULL, close_main, p) == 0);
     if (!wait_ge(&g_closed, 1)) {
-        fprintf(stderr, "%s:%d: net_peer_close hangs with calls in flight\n", __FILE__,
-                __LINE__);
+        fprintf(stderr, "%s:%d: net_peer_close hangs with calls in flight\n", __FILE__, __LINE__);
         exit(1);
     }
     pthread_join(th, NULL);
@@ -726,7 +727,7 @@ static void test_close(const char *srv_url)
     nng_close(sock);
     set_int(&g_gate_open[0], 1);
     CHECK(wait_le(&g_gate_waiting[0], 0));
-    CHECK_INT(get_int(&g_finished), CL_N);   /* nothing ran twice */
+    CHECK_INT(get_int(&g_finished), CL_N); /* nothing ran twice */
     pcall_free(calls, CL_N);
 
     /* a MULTI frame in flight (its frames held), three calls queued */
@@ -775,8 +776,8 @@ static void test_close(const char *srv_url)
     for (int i = 2; i < 5; i++)
         pcall_init(&calls[i], "echo", i);
     pcall_submit(p, &calls[0]);
-    calls[1].submit_rc = net_peer_submit_solo(p, calls[1].req, calls[1].req_n, WAIT_MS,
-                                              pcall_done, &calls[1]);
+    calls[1].submit_rc = net_peer_submit_solo(p, calls[1].req, calls[1].req_n, WAIT_MS, pcall_done,
+                                              &calls[1]);
     for (int i = 2; i < 5; i++)
         pcall_submit(p, &calls[i]);
     for (int i = 0; i < 5; i++)
@@ -836,8 +837,8 @@ static void test_close_race(nng_socket sock)
         for (int i = 0; i < n; i++) {
             pcall_init(&calls[i], "echo", i);
             if (i % 7 == 3)
-                calls[i].submit_rc = net_peer_submit_solo(p, calls[i].req, calls[i].req_n,
-                                                          WAIT_MS, pcall_done, &calls[i]);
+                calls[i].submit_rc = net_peer_submit_solo(p, calls[i].req, calls[i].req_n, WAIT_MS,
+                                                          pcall_done, &calls[i]);
             else
                 pcall_submit(p, &calls[i]);
         }
@@ -868,7 +869,7 @@ static void test_close_race(nng_socket sock)
 
 /* A peer call and when its done callback first ran (under g_mu). */
 typedef struct tcall {
-    pcall c;                    /* first: pcall_done gets &t->c */
+    pcall c; /* first: pcall_done gets &t->c */
     nng_time at;
 } tcall;
 
@@ -905,13 +906,13 @@ static void test_timeouts(const char *srv_url)
     CHECK(wait_ge(&g_gate_waiting[0], 1));
     t0 = nng_clock();
     for (int i = 1; i < 4; i++)
-        t[i].c.submit_rc = net_peer_submit(p, t[i].c.req, t[i].c.req_n,
-                                           i == 3 ? TO_MS / 2 : TO_MS, tcall_done, &t[i]);
+        t[i].c.submit_rc = net_peer_submit(p, t[i].c.req, t[i].c.req_n, i == 3 ? TO_MS / 2 : TO_MS,
+                                           tcall_done, &t[i]);
     CHECK(wait_ge(&g_finished, 1));
     pthread_mutex_lock(&g_mu);
-    CHECK_INT(t[3].c.ndone, 1);                 /* the short one first */
+    CHECK_INT(t[3].c.ndone, 1); /* the short one first */
     CHECK_INT(t[0].c.ndone, 0);
-    CHECK_INT(g_runs[K_GATE0], 1);              /* only call 0 reached the server */
+    CHECK_INT(g_runs[K_GATE0], 1); /* only call 0 reached the server */
     CHECK_INT(g_gate_waiting[0], 1);
     pthread_mutex_unlock(&g_mu);
     CHECK(wait_ge(&g_finished, 4));
@@ -926,10 +927,10 @@ static void test_timeouts(const char *srv_url)
         int took = (int)(t[i].at - t0);
 
         if (took < want - 5 || took > want + TO_MS / 2)
-            fprintf(stderr, "queued call %d timed out after %d ms (timeout %d ms)\n",
-                    i, took, want);
-        CHECK(took >= want - 5);                /* not before its deadline */
-        CHECK(took <= want + TO_MS / 2);        /* nor a whole timeout late */
+            fprintf(stderr, "queued call %d timed out after %d ms (timeout %d ms)\n", i, took,
+                    want);
+        CHECK(took >= want - 5);         /* not before its deadline */
+        CHECK(took <= want + TO_MS / 2); /* nor a whole timeout late */
     }
     pthread_mutex_unlock(&g_mu);
     /* the socket goes before the server answers (see test_close) */
@@ -937,7 +938,7 @@ static void test_timeouts(const char *srv_url)
     close_with_deadline(p);
     set_int(&g_gate_open[0], 1);
     CHECK(wait_le(&g_gate_waiting[0], 0));
-    CHECK_INT(get_int(&g_finished), 4);         /* nothing completed twice */
+    CHECK_INT(get_int(&g_finished), 4); /* nothing completed twice */
     for (int i = 0; i < 4; i++)
         pcall_free(&t[i].c, 1);
 }
@@ -1002,7 +1003,7 @@ int main(void)
     net_server_stop(srvq);
     net_server_stop(srvf);
     if (do_race)
-        nng_close(race_sock);      /* the server is gone: no reply can arrive now */
+        nng_close(race_sock); /* the server is gone: no reply can arrive now */
     CHECK_INT(get_int(&g_gate_timeouts), 0);
     CHECK_INT(get_int(&g_runs[K_BAD]), 0);
     nettest_teardown(base);

@@ -32,13 +32,13 @@
 
 static __thread net_reply *tl_held[HELD_MAX];
 static __thread int tl_nheld;
-static __thread int tl_took;        /* taken on this thread since its last flush */
+static __thread int tl_took; /* taken on this thread since its last flush */
 
-static int g_flushes;               /* flush calls */
-static int g_flush_sizes[1024];     /* requests each flush held, in turn */
-static int g_requeued;              /* requests handed back */
-static int g_flush_bad;             /* a flush holding nothing, or a wrong arg */
-static int g_arg;                   /* the server arg both callbacks must get */
+static int g_flushes;           /* flush calls */
+static int g_flush_sizes[1024]; /* requests each flush held, in turn */
+static int g_requeued;          /* requests handed back */
+static int g_flush_bad;         /* a flush holding nothing, or a wrong arg */
+static int g_arg;               /* the server arg both callbacks must get */
 
 void nettest_reset_local(void)
 {
@@ -196,10 +196,12 @@ int main(void)
     char t_url[128], f_url[128];
     const char *base = nettest_setup(tmpl);
     net_server *st = NULL, *sf = NULL;
-    net_server_opts to = { .workers = NWORKERS, .quick = quick_get, .defer = rq_defer,
-                           .defer_flush = rq_flush };
-    net_server_opts fo = { .workers = 2, .fibers = 16, .quick = quick_get,
-                           .defer = rq_defer, .defer_flush = rq_flush };
+    net_server_opts to = {
+        .workers = NWORKERS, .quick = quick_get, .defer = rq_defer, .defer_flush = rq_flush
+    };
+    net_server_opts fo = {
+        .workers = 2, .fibers = 16, .quick = quick_get, .defer = rq_defer, .defer_flush = rq_flush
+    };
     nng_socket ts, fs;
 
     if (base == NULL)

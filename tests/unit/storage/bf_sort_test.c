@@ -39,14 +39,14 @@ static void test_small(void)
     bf_recs_init(&r);
     CHECK_INT(bf_recs_bytes(&r), 0);
     /* "abc" twice (h 9 then h 3), "ab" (a prefix: first), "b" */
-    CHECK_INT(bf_recs_add(&r, (const uint8_t *)"f1", 2, 11, 9, (const uint8_t *)"abc", 3, p,
-                          sizeof(p)), 0);
-    CHECK_INT(bf_recs_add(&r, (const uint8_t *)"f2", 2, 12, 3, (const uint8_t *)"abc", 3, NULL,
-                          0), 0);
-    CHECK_INT(bf_recs_add(&r, (const uint8_t *)"f3x", 3, 13, 5, (const uint8_t *)"ab", 2, NULL,
-                          0), 0);
-    CHECK_INT(bf_recs_add(&r, (const uint8_t *)"f4", 2, 14, 1, (const uint8_t *)"b", 1, p, 2),
+    CHECK_INT(
+        bf_recs_add(&r, (const uint8_t *)"f1", 2, 11, 9, (const uint8_t *)"abc", 3, p, sizeof(p)),
+        0);
+    CHECK_INT(bf_recs_add(&r, (const uint8_t *)"f2", 2, 12, 3, (const uint8_t *)"abc", 3, NULL, 0),
               0);
+    CHECK_INT(bf_recs_add(&r, (const uint8_t *)"f3x", 3, 13, 5, (const uint8_t *)"ab", 2, NULL, 0),
+              0);
+    CHECK_INT(bf_recs_add(&r, (const uint8_t *)"f4", 2, 14, 1, (const uint8_t *)"b", 1, p, 2), 0);
     CHECK(bf_recs_bytes(&r) > 3 * 4);
     bf_recs_sort(&r);
     CHECK_INT(r.n, 4);
@@ -63,8 +63,7 @@ static void test_small(void)
     bf_recs_clear(&r);
     CHECK_INT(r.n, 0);
     CHECK_INT(bf_recs_bytes(&r), 0);
-    CHECK_INT(bf_recs_add(&r, (const uint8_t *)"g", 1, 1, 1, (const uint8_t *)"z", 1, NULL, 0),
-              0);
+    CHECK_INT(bf_recs_add(&r, (const uint8_t *)"g", 1, 1, 1, (const uint8_t *)"z", 1, NULL, 0), 0);
     bf_recs_sort(&r);
     bf_recs_get(&r, 0, &x);
     CHECK(x.kn == 1 && x.key[0] == 'z' && x.fkey[0] == 'g');
@@ -95,8 +94,9 @@ static void check_order(const bf_recs *r, uint32_t n)
         }
         if (i > 0) {
             c = cmp_bytes(prev.key, prev.kn, x.key, x.kn);
-            if (c < 0 || (c == 0 && (prev.h < x.h || (prev.h == x.h &&
-                                      cmp_bytes(prev.fkey, prev.fkn, x.fkey, x.fkn) < 0))))
+            if (c < 0 ||
+                (c == 0 && (prev.h < x.h ||
+                            (prev.h == x.h && cmp_bytes(prev.fkey, prev.fkn, x.fkey, x.fkn) < 0))))
                 ordered++;
         }
         prev = x;
@@ -117,9 +117,9 @@ static void test_many(void)
 
     bf_recs_init(&r);
     for (uint32_t i = 0; i < N; i++) {
-        uint32_t j = (i * 7919u) % N;           /* 7919 is prime: a permutation */
+        uint32_t j = (i * 7919u) % N; /* 7919 is prime: a permutation */
         uint8_t key[40], fkey[4];
-        size_t kn = 1 + j % 39;     /* past 24 bytes too: the sort's prefix */
+        size_t kn = 1 + j % 39; /* past 24 bytes too: the sort's prefix */
 
         memset(key, 'k', sizeof(key));
         key[kn - 1] = (uint8_t)(j % 251);
@@ -128,7 +128,7 @@ static void test_many(void)
     }
     bf_recs_sort(&r);
     check_order(&r, N);
-    for (size_t i = 0; i < r.n; i++) {     /* each record read back whole */
+    for (size_t i = 0; i < r.n; i++) { /* each record read back whole */
         uint32_t j;
 
         bf_recs_get(&r, i, &x);
@@ -182,7 +182,7 @@ static void test_set(void)
     CHECK(u64set_has(&s, 0));
     for (uint64_t v = 1; v <= 5000; v++)
         CHECK_INT(u64set_add(&s, v * 0x9e3779b97f4a7c15ull), 0);
-    CHECK_INT(u64set_add(&s, 0x9e3779b97f4a7c15ull), 0);   /* again: no change */
+    CHECK_INT(u64set_add(&s, 0x9e3779b97f4a7c15ull), 0); /* again: no change */
     CHECK_INT(s.n, 5000);
     for (uint64_t v = 1; v <= 5000; v++)
         wrong += !u64set_has(&s, v * 0x9e3779b97f4a7c15ull);
@@ -201,7 +201,7 @@ static void test_set(void)
     for (uint64_t v = 1; v <= 100; v++)
         CHECK_INT(u64set_add(&s, v), 0);
     CHECK(!s.lost && u64set_has(&s, 100) && !u64set_has(&s, 101));
-    CHECK_INT(u64set_add(&s, 50), 0);         /* present: no growth */
+    CHECK_INT(u64set_add(&s, 50), 0); /* present: no growth */
     CHECK(!s.lost);
     CHECK_INT(u64set_add(&s, 101), SX_ENOMEM);
     CHECK(s.lost && s.slot == NULL && u64set_has(&s, 999));

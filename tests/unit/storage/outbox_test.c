@@ -16,7 +16,7 @@
 #include "outbox.h"
 #include "sx_errors.h"
 
-static const uint8_t proj[] = { 0x81, 0xa1, 'a', 0x07 };   /* {"a": 7} */
+static const uint8_t proj[] = { 0x81, 0xa1, 'a', 0x07 }; /* {"a": 7} */
 
 /* Adds record i (seq 10 + 2i, key "k<i>", a projection on even i). */
 static int add_rec(ob_chunk *c, uint32_t i)
@@ -24,9 +24,8 @@ static int add_rec(ob_chunk *c, uint32_t i)
     char key[16];
     int kn = snprintf(key, sizeof(key), "k%u", i);
 
-    return ob_chunk_add(c, 10 + 2 * (uint64_t)i, i % 2, 1000 + i, (const uint8_t *)key,
-                        (size_t)kn, 77 * (uint64_t)i, i % 2 ? NULL : proj,
-                        i % 2 ? 0 : sizeof(proj));
+    return ob_chunk_add(c, 10 + 2 * (uint64_t)i, i % 2, 1000 + i, (const uint8_t *)key, (size_t)kn,
+                        77 * (uint64_t)i, i % 2 ? NULL : proj, i % 2 ? 0 : sizeof(proj));
 }
 
 /* Reads value v back and checks it holds records from..from+n-1 of add_rec. */
@@ -51,7 +50,7 @@ static void check_records(const uint8_t *v, size_t vn, uint32_t from, uint32_t n
         CHECK_INT(rec.h, 77 * (uint64_t)k);
         CHECK(rec.key.n == (size_t)kn && memcmp(rec.key.p, key, rec.key.n) == 0);
         if (k % 2)
-            CHECK(rec.proj.n == 1 && rec.proj.p[0] == 0xc0);   /* nil */
+            CHECK(rec.proj.n == 1 && rec.proj.p[0] == 0xc0); /* nil */
         else
             CHECK(rec.proj.n == sizeof(proj) && memcmp(rec.proj.p, proj, sizeof(proj)) == 0);
         i++;
@@ -96,12 +95,11 @@ static void test_caps(void)
     CHECK_INT(c.n, OB_CHUNK_MAX_RECORDS);
     ob_chunk_reset(&c);
     /* bytes: 64 KiB projections close it at 1 MiB, well before 512 records */
-    big[0] = 0xc6;                          /* bin32 header, then its length */
+    big[0] = 0xc6; /* bin32 header, then its length */
     be_put32(big + 1, sizeof(big) - 5);
     i = 0;
     while (!ob_chunk_full(&c) && i < OB_CHUNK_MAX_RECORDS) {
-        CHECK_INT(ob_chunk_add(&c, 1 + i, 0, 1, (const uint8_t *)"k", 1, 0, big,
-                               sizeof(big)), 0);
+        CHECK_INT(ob_chunk_add(&c, 1 + i, 0, 1, (const uint8_t *)"k", 1, 0, big, sizeof(big)), 0);
         i++;
     }
     CHECK_INT(c.n, OB_CHUNK_MAX_BYTES / sizeof(big));
@@ -151,7 +149,7 @@ static void test_single_record(void)
 static void test_malformed(void)
 {
     static const uint8_t empty_chunk[5] = { 0xdd, 0, 0, 0, 0 };
-    static const uint8_t too_many[5] = { 0xdd, 0, 0, 0, 9 };   /* 9 records, no bytes */
+    static const uint8_t too_many[5] = { 0xdd, 0, 0, 0, 9 }; /* 9 records, no bytes */
     ob_chunk c;
     ob_reader r;
     ob_rec rec;

@@ -22,11 +22,13 @@
 #include "storage_store.h"
 #include "sx_errors.h"
 
-#define NREC 3000   /* more than one 4 MiB copy batch with 2 KiB values */
+#define NREC 3000 /* more than one 4 MiB copy batch with 2 KiB values */
 
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *f)
 {
-    (void)st; (void)flag; (void)f;
+    (void)st;
+    (void)flag;
+    (void)f;
     return remove(path);
 }
 
@@ -100,8 +102,7 @@ static int seen_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *v, 
     uint32_t i = be_get32(k + 9);
     rec_key(wk, s->part, i);
     rec_val(want, s->part, i);
-    if (memcmp(k + 8, wk, 13) != 0 || vn != sizeof(want) || memcmp(v, want, vn) != 0 ||
-        i != s->n)
+    if (memcmp(k + 8, wk, 13) != 0 || vn != sizeof(want) || memcmp(v, want, vn) != 0 || i != s->n)
         s->bad++;
     s->n++;
     return 0;
@@ -196,7 +197,7 @@ int main(int argc, char **argv)
         st_store_close(s);
     }
 out:
-    if (argc <= 1)      /* a scratch dir of our own: removed; one given: kept */
+    if (argc <= 1) /* a scratch dir of our own: removed; one given: kept */
         nftw(base, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     return CHECK_DONE();
 }

@@ -75,7 +75,8 @@ static void replies(void)
     r.versions.v = vers;
     mp_buf_init(&b);
     CHECK(msg_encode_rep(MSG_S_GET, &r, &b) == 0);
-    CHECK(msg_decode_rep(MSG_S_GET, (const uint8_t *)b.sb.data, b.sb.size, &d, msg, sizeof(msg)) == 0);
+    CHECK(msg_decode_rep(MSG_S_GET, (const uint8_t *)b.sb.data, b.sb.size, &d, msg, sizeof(msg)) ==
+          0);
     CHECK(d.items.n == 3 && d.items.v[1].n == 1 && d.items.v[1].p[0] == 0xc0);
     CHECK(d.versions.n == 3 && d.versions.v[2] == UINT64_MAX);
     msg_free_rep(MSG_S_GET, &d);
@@ -83,7 +84,8 @@ static void replies(void)
 
     mp_buf_init(&b);
     CHECK(msg_encode_err(MSG_S_GET, SX_ENOTABLE, "no such table 'x'", &b) == 0);
-    CHECK(msg_decode_rep(MSG_S_GET, (const uint8_t *)b.sb.data, b.sb.size, &d, msg, sizeof(msg)) == SX_ENOTABLE);
+    CHECK(msg_decode_rep(MSG_S_GET, (const uint8_t *)b.sb.data, b.sb.size, &d, msg, sizeof(msg)) ==
+          SX_ENOTABLE);
     CHECK(strcmp(msg, "no such table 'x'") == 0);
     mp_buf_free(&b);
 
@@ -91,7 +93,8 @@ static void replies(void)
      * parse as a PING) is still the node's error, code and text */
     mp_buf_init(&b);
     CHECK(msg_encode_err(MSG_PING, SX_EPROTO, "not a request frame", &b) == 0);
-    CHECK(msg_decode_rep(MSG_S_GET, (const uint8_t *)b.sb.data, b.sb.size, &d, msg, sizeof(msg)) == SX_EPROTO);
+    CHECK(msg_decode_rep(MSG_S_GET, (const uint8_t *)b.sb.data, b.sb.size, &d, msg, sizeof(msg)) ==
+          SX_EPROTO);
     CHECK(strcmp(msg, "not a request frame") == 0);
     mp_buf_free(&b);
     /* but a successful reply of another type is a malformed frame */
@@ -99,7 +102,8 @@ static void replies(void)
     memset(&pr, 0, sizeof(pr));
     mp_buf_init(&b);
     CHECK(msg_encode_rep(MSG_PING, &pr, &b) == 0);
-    CHECK(msg_decode_rep(MSG_S_GET, (const uint8_t *)b.sb.data, b.sb.size, &d, msg, sizeof(msg)) == SX_EPROTO);
+    CHECK(msg_decode_rep(MSG_S_GET, (const uint8_t *)b.sb.data, b.sb.size, &d, msg, sizeof(msg)) ==
+          SX_EPROTO);
     CHECK(msg[0] == '\0');
     mp_buf_free(&b);
 }
@@ -131,9 +135,9 @@ static bool skip_agrees(const uint8_t *g, size_t n)
 
 static void skips(void)
 {
-    static const uint8_t heads[] = { 0x91, 0x92, 0x81, 0x82, 0xdc, 0xde, 0xdd, 0xa1, 0xa3,
-                                     0xd9, 0xc4, 0xcd, 0xd2, 0xcb, 0xca, 0xc0, 0xc3, 0x05,
-                                     0xff, 0x90, 0x80, 0xc1, 0xd4 };
+    static const uint8_t heads[] = { 0x91, 0x92, 0x81, 0x82, 0xdc, 0xde, 0xdd, 0xa1,
+                                     0xa3, 0xd9, 0xc4, 0xcd, 0xd2, 0xcb, 0xca, 0xc0,
+                                     0xc3, 0x05, 0xff, 0x90, 0x80, 0xc1, 0xd4 };
     uint8_t deep[40];
     int bad = 0;
 
@@ -201,7 +205,7 @@ static void hostile(void)
             msg_free_req(MSG_PUT, &p);
     }
     CHECK_INT(disagree, 0);
-    CHECK(valid > 0 && invalid > 0);    /* both verdicts were exercised */
+    CHECK(valid > 0 && invalid > 0); /* both verdicts were exercised */
 }
 
 /* mp_validate on values built by hand: one whole value is valid; empty
@@ -214,13 +218,12 @@ static void validate(void)
                          map[] = { 0x82, 0xa1, 'a', 0x01, 0xa1, 'b', 0x92, 0xc3, 0xc2 },
                          bin8[] = { 0xc4, 0x02, 0x00, 0x01 },
                          u64[] = { 0xcf, 1, 2, 3, 4, 5, 6, 7, 8 },
-                         f64[] = { 0xcb, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0 },
-                         empty_arr[] = { 0x90 }, empty_map[] = { 0x80 },
-                         two[] = { 0x01, 0x02 }, str_short[] = { 0xa3, 'a', 'b' },
-                         arr_short[] = { 0x92, 0x01 }, map_odd[] = { 0x81, 0xa1, 'a' },
-                         bin_short[] = { 0xc4, 0x05, 0x00 }, u32_short[] = { 0xce, 0, 0 },
-                         never[] = { 0xc1 }, fixext[] = { 0xd4, 0x01, 0x00 },
-                         trail[] = { 0x91, 0x01, 0xc0 };
+                         f64[] = { 0xcb, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0 }, empty_arr[] = { 0x90 },
+                         empty_map[] = { 0x80 }, two[] = { 0x01, 0x02 },
+                         str_short[] = { 0xa3, 'a', 'b' }, arr_short[] = { 0x92, 0x01 },
+                         map_odd[] = { 0x81, 0xa1, 'a' }, bin_short[] = { 0xc4, 0x05, 0x00 },
+                         u32_short[] = { 0xce, 0, 0 }, never[] = { 0xc1 },
+                         fixext[] = { 0xd4, 0x01, 0x00 }, trail[] = { 0x91, 0x01, 0xc0 };
     mp_buf b;
 
     CHECK_INT(mp_validate(nil, sizeof(nil)), 0);
@@ -326,14 +329,13 @@ static void optional_u64(void)
     CHECK_INT(msg_decode_req(MSG_DELETE, old, sizeof old, &d), 0);
     CHECK(d.deadline_ms == 0 && d.key.n == 5);
     msg_free_req(MSG_DELETE, &d);
-    const uint8_t strdl[] = { 0x95, 0x01, 0x08, 0xa1, 't', 0x81, 0xa2, 'i', 'd', 0x01,
-                              0xa1, 'x' };
+    const uint8_t strdl[] = { 0x95, 0x01, 0x08, 0xa1, 't', 0x81, 0xa2, 'i', 'd', 0x01, 0xa1, 'x' };
     CHECK_INT(msg_decode_req(MSG_DELETE, strdl, sizeof strdl, &d), SX_EPROTO);
 
     memset(&q, 0, sizeof q);
     q.table = (mp_span){ (const uint8_t *)"t", 1 };
     q.key = (mp_span){ old + 5, 5 };
-    q.deadline_ms = 1796000000000ull;   /* a Unix time in ms: needs a uint64 */
+    q.deadline_ms = 1796000000000ull; /* a Unix time in ms: needs a uint64 */
     mp_buf_init(&b);
     CHECK_INT(msg_encode_req(MSG_DELETE, &q, &b), 0);
     CHECK(b.sb.size > 9 && (uint8_t)b.sb.data[b.sb.size - 9] == 0xcf);
@@ -363,7 +365,7 @@ static void reserve(void)
     }
     CHECK(b.sb.data == at && !b.oom);
     CHECK(a.sb.size == b.sb.size && memcmp(a.sb.data, b.sb.data, a.sb.size) == 0);
-    mp_buf_reserve(&b, 10);     /* room enough: nothing moves */
+    mp_buf_reserve(&b, 10); /* room enough: nothing moves */
     CHECK(b.sb.data == at);
     mp_buf_reserve(&b, SIZE_MAX);
     CHECK(b.oom);

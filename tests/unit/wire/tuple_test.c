@@ -13,9 +13,24 @@
 #include "tuple.h"
 #include "sx_errors.h"
 
-static tuple_bytes enc_int(int64_t v) { tuple_bytes b = { 0 }; tup_encode_int(&b, v); return b; }
-static tuple_bytes enc_dbl(double v) { tuple_bytes b = { 0 }; tup_encode_double(&b, v); return b; }
-static tuple_bytes enc_str(const char *s, size_t n) { tuple_bytes b = { 0 }; tup_encode_str(&b, s, n); return b; }
+static tuple_bytes enc_int(int64_t v)
+{
+    tuple_bytes b = { 0 };
+    tup_encode_int(&b, v);
+    return b;
+}
+static tuple_bytes enc_dbl(double v)
+{
+    tuple_bytes b = { 0 };
+    tup_encode_double(&b, v);
+    return b;
+}
+static tuple_bytes enc_str(const char *s, size_t n)
+{
+    tuple_bytes b = { 0 };
+    tup_encode_str(&b, s, n);
+    return b;
+}
 
 static int cmp(tuple_bytes a, tuple_bytes b)
 {
@@ -25,8 +40,8 @@ static int cmp(tuple_bytes a, tuple_bytes b)
 
 static void ints(void)
 {
-    int64_t v[] = { INT64_MIN, INT64_MIN + 1, -1000000, -256, -1, 0, 1, 255, 256, 65536,
-                    INT64_MAX - 1, INT64_MAX };
+    int64_t v[] = { INT64_MIN, INT64_MIN + 1, -1000000, -256,          -1,       0, 1,
+                    255,       256,           65536,    INT64_MAX - 1, INT64_MAX };
     size_t n = sizeof(v) / sizeof(v[0]);
 
     for (size_t i = 0; i < n; i++)
@@ -53,8 +68,8 @@ static void ints(void)
 
 static void doubles(void)
 {
-    double v[] = { -INFINITY, -DBL_MAX, -1e10, -1.5, -DBL_MIN, 0.0, DBL_MIN, 1e-300, 1.0,
-                   1.5, 1e10, DBL_MAX, INFINITY };
+    double v[] = { -INFINITY, -DBL_MAX, -1e10, -1.5, -DBL_MIN, 0.0,     DBL_MIN,
+                   1e-300,    1.0,      1.5,   1e10, DBL_MAX,  INFINITY };
     size_t n = sizeof(v) / sizeof(v[0]);
 
     for (size_t i = 0; i < n; i++)
@@ -73,16 +88,20 @@ static void doubles(void)
 static void strings(void)
 {
     /* with NULs and prefixes; byte order of the raw strings is the expected order */
-    struct { const char *s; size_t n; } v[] = {
-        { "", 0 }, { "\0", 1 }, { "\0\0", 2 }, { "\0a", 2 }, { "a", 1 }, { "a\0", 2 },
-        { "a\0b", 3 }, { "ab", 2 }, { "b", 1 }, { "\xff", 1 }, { "\xff\xff", 2 },
+    struct {
+        const char *s;
+        size_t n;
+    } v[] = {
+        { "", 0 },     { "\0", 1 }, { "\0\0", 2 }, { "\0a", 2 },  { "a", 1 },        { "a\0", 2 },
+        { "a\0b", 3 }, { "ab", 2 }, { "b", 1 },    { "\xff", 1 }, { "\xff\xff", 2 },
     };
     size_t n = sizeof(v) / sizeof(v[0]);
 
     for (size_t i = 0; i < n; i++)
         for (size_t j = 0; j < n; j++) {
             tuple_bytes a = enc_str(v[i].s, v[i].n), b = enc_str(v[j].s, v[j].n);
-            int want = tuple_keycmp((const uint8_t *)v[i].s, v[i].n, (const uint8_t *)v[j].s, v[j].n);
+            int want = tuple_keycmp((const uint8_t *)v[i].s, v[i].n, (const uint8_t *)v[j].s,
+                                    v[j].n);
             CHECK(cmp(a, b) == (want < 0 ? -1 : want > 0));
             bytes_free(&a);
             bytes_free(&b);
@@ -127,7 +146,8 @@ static void types_and_split(void)
     mp_val v;
     for (int i = 0; i < 5; i++)
         CHECK(mp_read(&c, &v) == 0);
-    CHECK(mp_read(&c, &v) == 0 && v.kind == MP_STR && v.s.n == 8 && memcmp(v.s.p, "Red\0mond", 8) == 0);
+    CHECK(mp_read(&c, &v) == 0 && v.kind == MP_STR && v.s.n == 8 &&
+          memcmp(v.s.p, "Red\0mond", 8) == 0);
     mp_buf_free(&out);
 
     /* prefix bounds: every string starting with "S" sits in [pre, strinc(pre)) */
