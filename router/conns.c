@@ -165,13 +165,13 @@ static bool rpc_prepare(router *rt, rt_rpc *c, mp_buf *b)
         snprintf(c->msg, sizeof(c->msg), "cannot encode %s", msg_name(c->type));
         return false;
     }
-    if (b->sb.size > SX_MAX_FRAME) {
+    if (b->sb.size > NET_REQ_MAX) {
         /* the peer would drop it unanswered (NNG_OPT_RECVMAXSZ) */
         c->err = SX_ETOOBIG;
         snprintf(c->msg, sizeof(c->msg),
                  "%s request of %zu bytes exceeds the "
                  "%u-byte frame limit",
-                 msg_name(c->type), (size_t)b->sb.size, SX_MAX_FRAME);
+                 msg_name(c->type), (size_t)b->sb.size, NET_REQ_MAX);
         return false;
     }
     return true;

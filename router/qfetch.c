@@ -21,7 +21,7 @@
  * RT_SGET_MAX_KEYS keys (the group's first is call_of[group]). */
 typedef struct fetch {
     uint32_t n;
-    tuple_bytes arena; /* fact-local keys, concatenated */
+    tup_bytes arena; /* fact-local keys, concatenated */
     size_t *koff, *klen;
     int *grp;
     uint32_t *slot;
@@ -54,7 +54,7 @@ static void fetch_free(fetch *f)
     free(f->grp);
     free(f->klen);
     free(f->koff);
-    bytes_free(&f->arena);
+    tup_bytes_free(&f->arena);
 }
 
 static int fetch_alloc(fetch *f, uint32_t n, int nst)
@@ -93,7 +93,8 @@ static int fetch_keys(fetch *f, const rt_query *qc, const msg_I_RANGE_rep *page,
             return rt_errf(e, SX_EPROTO, "index entry %u has a malformed key", i);
         be_put64(hb, h);
         f->koff[i] = f->arena.n;
-        if (bytes_append(&f->arena, hb, 8) != 0 || bytes_append(&f->arena, tup + hl, tn - hl) != 0)
+        if (tup_bytes_append(&f->arena, hb, 8) != 0 ||
+            tup_bytes_append(&f->arena, tup + hl, tn - hl) != 0)
             return rt_errf(e, SX_ENOMEM, "out of memory");
         f->klen[i] = f->arena.n - f->koff[i];
         f->grp[i] = (int)(cfg_storage_for(cfg, h) - cfg->storage);
@@ -167,15 +168,15 @@ static int fetch_run(fetch *f, rt_query *qc, rt_err *e)
 /* True when the fact still carries the entry's index tuple. */
 static int fact_matches(const rt_query *qc, const mp_span *item, const mp_span *key, bool *match)
 {
-    tuple_bytes cur = { 0 };
+    tup_bytes cur = { 0 };
     int rc = item_index_tuple(qc->t, qc->ix, item->p, item->n, &cur);
 
     *match = false;
     if (rc == SX_ENOTFOUND || rc == SX_EKEY)
         rc = 0;
     else if (rc == 0)
-        *match = tuple_keycmp(cur.p, cur.n, key->p + 4, key->n - 4) == 0;
-    bytes_free(&cur);
+        *match = tup_keycmp(cur.p, cur.n, key->p + 4, key->n - 4) == 0;
+    tup_bytes_free(&cur);
     return rc;
 }
 

@@ -26,7 +26,7 @@ int rt_q_index_range(rt_query *qc, rt_err *e)
 {
     const msg_QUERY_req *q = qc->q;
     const cat_index *ix = qc->ix;
-    tuple_bytes base = { 0 };
+    tup_bytes base = { 0 };
     uint32_t k = 0;
     int rc;
 
@@ -43,7 +43,7 @@ int rt_q_index_range(rt_query *qc, rt_err *e)
     rc = rt_range_build(base.p, base.n, q->cond, q->from, q->to, q->prefix,
                         k < ix->nattrs ? ix->attrs[k] : ix->name, &qc->range, e);
 out:
-    bytes_free(&base);
+    tup_bytes_free(&base);
     return rc;
 }
 
@@ -51,8 +51,8 @@ out:
  * index, lie in the range asked, [lo, hi) (hi empty: open), and move in the
  * query's direction: a faulty node's page could otherwise answer for
  * entries outside the query, or move the read back over ground covered. */
-static int page_check(const rt_query *qc, const msg_I_RANGE_rep *r, const tuple_bytes *lo,
-                      const tuple_bytes *hi, rt_err *e)
+static int page_check(const rt_query *qc, const msg_I_RANGE_rep *r, const tup_bytes *lo,
+                      const tup_bytes *hi, rt_err *e)
 {
     uint32_t i, n = r->keys.n;
 
@@ -63,11 +63,11 @@ static int page_check(const rt_query *qc, const msg_I_RANGE_rep *r, const tuple_
 
         if (k->n <= 4 || be_get32(k->p) != qc->ix->id)
             return rt_errf(e, SX_EPROTO, "index node sent a key of another index");
-        if (tuple_keycmp(k->p, k->n, lo->p, lo->n) < 0 ||
-            (hi->n > 0 && tuple_keycmp(k->p, k->n, hi->p, hi->n) >= 0))
+        if (tup_keycmp(k->p, k->n, lo->p, lo->n) < 0 ||
+            (hi->n > 0 && tup_keycmp(k->p, k->n, hi->p, hi->n) >= 0))
             return rt_errf(e, SX_EPROTO, "index node sent a key outside the range asked");
         if (i > 0) {
-            int c = tuple_keycmp(r->keys.v[i - 1].p, r->keys.v[i - 1].n, k->p, k->n);
+            int c = tup_keycmp(r->keys.v[i - 1].p, r->keys.v[i - 1].n, k->p, k->n);
 
             if (qc->desc ? c <= 0 : c >= 0)
                 return rt_errf(e, SX_EPROTO, "index node sent keys out of order");
@@ -99,8 +99,8 @@ static bool page_fresh(const rt_query *qc, const msg_I_RANGE_rep *page, const ui
 /* One I_RANGE page on part over [lo, hi) (index-local keys). On return
  * *done tells whether the partition's range is exhausted; lo/hi are moved
  * past the page. */
-static int read_page(rt_query *qc, const cfg_part *part, bool covering, tuple_bytes *lo,
-                     tuple_bytes *hi, bool *done, rt_err *e)
+static int read_page(rt_query *qc, const cfg_part *part, bool covering, tup_bytes *lo,
+                     tup_bytes *hi, bool *done, rt_err *e)
 {
     static const uint8_t zero = 0;
     const cfg_cluster *cfg = qc->rt->cfg;
@@ -189,11 +189,11 @@ static int read_page(rt_query *qc, const cfg_part *part, bool covering, tuple_by
     *done = used == n && n < ask && bytes < RT_IRANGE_CUT_BYTES;
     {
         const mp_span *k = &rep.keys.v[used - 1];
-        tuple_bytes *b = qc->desc ? hi : lo;
+        tup_bytes *b = qc->desc ? hi : lo;
         rc = rt_q_mark(qc, k->p + 4, k->n - 4);
         b->n = 0;
-        if (rc == 0 &&
-            (bytes_append(b, k->p, k->n) != 0 || (!qc->desc && bytes_append(b, &zero, 1) != 0)))
+        if (rc == 0 && (tup_bytes_append(b, k->p, k->n) != 0 ||
+                        (!qc->desc && tup_bytes_append(b, &zero, 1) != 0)))
             rc = SX_ENOMEM;
         if (rc != 0)
             rc = rt_errf(e, rc, "out of memory");
@@ -210,7 +210,7 @@ out:
  * its end; *done as in read_page. */
 static int read_part(rt_query *qc, const cfg_part *part, bool covering, bool *done, rt_err *e)
 {
-    tuple_bytes lo = { 0 }, hi = { 0 };
+    tup_bytes lo = { 0 }, hi = { 0 };
     int rc;
 
     *done = false;
@@ -231,8 +231,8 @@ static int read_part(rt_query *qc, const cfg_part *part, bool covering, bool *do
     while (rc == 0 && !*done && qc->nres < qc->limit)
         rc = read_page(qc, part, covering, &lo, &hi, done, e);
 out:
-    bytes_free(&lo);
-    bytes_free(&hi);
+    tup_bytes_free(&lo);
+    tup_bytes_free(&hi);
     return rc;
 }
 

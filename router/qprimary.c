@@ -15,7 +15,7 @@
 int rt_q_primary_range(rt_query *qc, rt_err *e)
 {
     const msg_QUERY_req *q = qc->q;
-    tuple_bytes pk = { 0 }, base = { 0 };
+    tup_bytes pk = { 0 }, base = { 0 };
     uint8_t hb[8];
     uint32_t k = 0;
     int rc;
@@ -35,15 +35,15 @@ int rt_q_primary_range(rt_query *qc, rt_err *e)
         goto out;
     }
     be_put64(hb, hash_shard(qc->rt->cfg->hash_key, pk.p, pk.n));
-    if (bytes_append(&base, hb, 8) != 0 || bytes_append(&base, pk.p, pk.n) != 0) {
+    if (tup_bytes_append(&base, hb, 8) != 0 || tup_bytes_append(&base, pk.p, pk.n) != 0) {
         rc = rt_errf(e, SX_ENOMEM, "out of memory");
         goto out;
     }
     rc = rt_range_build(base.p, base.n, q->cond, q->from, q->to, q->prefix,
                         qc->t->sk != NULL ? qc->t->sk : qc->t->pk, &qc->range, e);
 out:
-    bytes_free(&pk);
-    bytes_free(&base);
+    tup_bytes_free(&pk);
+    tup_bytes_free(&base);
     return rc;
 }
 
@@ -52,7 +52,7 @@ out:
  * key of the last item taken. *more is false once the range has ended. */
 static int take_page(rt_query *qc, const msg_S_RANGE_rep *rep, bool *more, rt_err *e)
 {
-    tuple_bytes key = { 0 };
+    tup_bytes key = { 0 };
     uint32_t i;
     int rc;
 
@@ -69,7 +69,7 @@ static int take_page(rt_query *qc, const msg_S_RANGE_rep *rep, bool *more, rt_er
         rc = rt_item_key(qc->rt, qc->t, it->p, it->n, &key);
         if (rc == 0)
             rc = rt_q_mark(qc, key.p, key.n);
-        bytes_free(&key);
+        tup_bytes_free(&key);
         *more = true;
         return rc != 0 ? rt_errf(e, rc, "cannot read a returned item's key") : 0;
     }

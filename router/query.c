@@ -61,7 +61,7 @@ int rt_q_add(rt_query *qc, const uint8_t *item, size_t n)
 int rt_q_mark(rt_query *qc, const uint8_t *key, size_t n)
 {
     qc->last.n = 0;
-    return bytes_append(&qc->last, key, n) != 0 ? SX_ENOMEM : 0;
+    return tup_bytes_append(&qc->last, key, n) != 0 ? SX_ENOMEM : 0;
 }
 
 /* Copies the request's attribute names into C strings. */
@@ -114,8 +114,8 @@ static int apply_token(rt_query *qc, rt_err *e)
     int rc;
 
     qc->cur.hi_open = qc->range.hi_open;
-    if (bytes_append(&qc->cur.lo, qc->range.lo.p, qc->range.lo.n) != 0 ||
-        bytes_append(&qc->cur.hi, qc->range.hi.p, qc->range.hi.n) != 0)
+    if (tup_bytes_append(&qc->cur.lo, qc->range.lo.p, qc->range.lo.n) != 0 ||
+        tup_bytes_append(&qc->cur.hi, qc->range.hi.p, qc->range.hi.n) != 0)
         return rt_errf(e, SX_ENOMEM, "out of memory");
     if (qc->q->token.n == 0)
         return 0;
@@ -233,7 +233,7 @@ static void query_free(rt_query *qc)
     rt_range_free(&qc->cur);
     mp_buf_free(&qc->acc);
     free(qc->off);
-    bytes_free(&qc->last);
+    tup_bytes_free(&qc->last);
     free(qc->index_parts.v);
     free(qc->fact_parts.v);
 }

@@ -41,7 +41,7 @@ typedef struct rt_query {
     mp_buf acc;
     size_t *off;
     uint32_t nres, cap;
-    tuple_bytes last; /* last key consumed (token position) */
+    tup_bytes last; /* last key consumed (token position) */
     bool exhausted;
     uint64_t entries, stale;
     bool covering;

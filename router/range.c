@@ -14,7 +14,7 @@ bool rt_raw_nil(mp_span raw)
     return raw.n == 0 || (raw.n == 1 && raw.p[0] == 0xc0);
 }
 
-int rt_eq_encode(mp_span eq, uint32_t max_k, tuple_bytes *out, uint32_t *k, rt_err *e)
+int rt_eq_encode(mp_span eq, uint32_t max_k, tup_bytes *out, uint32_t *k, rt_err *e)
 {
     mp_cur c;
     uint32_t cnt, i;
@@ -42,7 +42,7 @@ int rt_eq_encode(mp_span eq, uint32_t max_k, tuple_bytes *out, uint32_t *k, rt_e
 }
 
 /* Appends the tuple component of a msgpack scalar bound. */
-static int put_bound(tuple_bytes *b, mp_span v, const char *name, const char *what, rt_err *e)
+static int put_bound(tup_bytes *b, mp_span v, const char *name, const char *what, rt_err *e)
 {
     mp_cur c = mp_cur_make(v.p, v.n);
     int rc = tup_encode_mp(b, &c);
@@ -55,14 +55,14 @@ static int put_bound(tuple_bytes *b, mp_span v, const char *name, const char *wh
 }
 
 /* hi = strinc(b) (b's copy), or open when no bound exists. */
-static int upper_of(const tuple_bytes *b, rt_range *r)
+static int upper_of(const tup_bytes *b, rt_range *r)
 {
     r->hi.n = 0;
     if (b->n == 0) {
         r->hi_open = true;
         return 0;
     }
-    if (bytes_append(&r->hi, b->p, b->n) != 0)
+    if (tup_bytes_append(&r->hi, b->p, b->n) != 0)
         return SX_ENOMEM;
     if (tup_strinc(&r->hi) != 0) {
         r->hi.n = 0;
@@ -74,11 +74,11 @@ static int upper_of(const tuple_bytes *b, rt_range *r)
 int rt_range_build(const uint8_t *base, size_t bn, uint64_t cond, mp_span from, mp_span to,
                    mp_span prefix, const char *what, rt_range *r, rt_err *e)
 {
-    tuple_bytes tmp = { 0 };
+    tup_bytes tmp = { 0 };
     int rc = 0;
 
     r->hi_open = false;
-    if (bytes_append(&r->lo, base, bn) != 0 || bytes_append(&tmp, base, bn) != 0) {
+    if (tup_bytes_append(&r->lo, base, bn) != 0 || tup_bytes_append(&tmp, base, bn) != 0) {
         rc = rt_errf(e, SX_ENOMEM, "out of memory");
         goto out;
     }
@@ -96,7 +96,7 @@ int rt_range_build(const uint8_t *base, size_t bn, uint64_t cond, mp_span from, 
             goto out;
         }
         r->lo.n = 0;
-        if (bytes_append(&r->lo, tmp.p, tmp.n) != 0) {
+        if (tup_bytes_append(&r->lo, tmp.p, tmp.n) != 0) {
             rc = rt_errf(e, SX_ENOMEM, "out of memory");
             goto out;
         }
@@ -113,61 +113,61 @@ int rt_range_build(const uint8_t *base, size_t bn, uint64_t cond, mp_span from, 
     if (upper_of(&tmp, r) != 0)
         rc = rt_errf(e, SX_ENOMEM, "out of memory");
 out:
-    bytes_free(&tmp);
+    tup_bytes_free(&tmp);
     return rc;
 }
 
 bool rt_range_empty(const rt_range *r)
 {
-    return !r->hi_open && tuple_keycmp(r->lo.p, r->lo.n, r->hi.p, r->hi.n) >= 0;
+    return !r->hi_open && tup_keycmp(r->lo.p, r->lo.n, r->hi.p, r->hi.n) >= 0;
 }
 
 int rt_range_resume(rt_range *r, const uint8_t *pos, size_t n, bool desc)
 {
     static const uint8_t zero = 0;
 
-    if (tuple_keycmp(pos, n, r->lo.p, r->lo.n) < 0 ||
-        (!r->hi_open && tuple_keycmp(pos, n, r->hi.p, r->hi.n) >= 0))
+    if (tup_keycmp(pos, n, r->lo.p, r->lo.n) < 0 ||
+        (!r->hi_open && tup_keycmp(pos, n, r->hi.p, r->hi.n) >= 0))
         return SX_ETOKEN;
     if (desc) {
         r->hi.n = 0;
         r->hi_open = false;
-        return bytes_append(&r->hi, pos, n) != 0 ? SX_ENOMEM : 0;
+        return tup_bytes_append(&r->hi, pos, n) != 0 ? SX_ENOMEM : 0;
     }
     r->lo.n = 0;
-    if (bytes_append(&r->lo, pos, n) != 0 || bytes_append(&r->lo, &zero, 1) != 0)
+    if (tup_bytes_append(&r->lo, pos, n) != 0 || tup_bytes_append(&r->lo, &zero, 1) != 0)
         return SX_ENOMEM;
     return 0;
 }
 
 /* Appends the 4-byte index id then tuple t..n. */
-static int put_local(tuple_bytes *b, uint32_t id, const uint8_t *t, size_t n)
+static int put_local(tup_bytes *b, uint32_t id, const uint8_t *t, size_t n)
 {
     uint8_t be[4];
 
     be_put32(be, id);
-    if (bytes_append(b, be, 4) != 0 || (n > 0 && bytes_append(b, t, n) != 0))
+    if (tup_bytes_append(b, be, 4) != 0 || (n > 0 && tup_bytes_append(b, t, n) != 0))
         return -SX_ENOMEM;
     return 0;
 }
 
-int rt_range_clip(const rt_range *r, const cfg_part *p, uint32_t index_id, tuple_bytes *lo,
-                  tuple_bytes *hi)
+int rt_range_clip(const rt_range *r, const cfg_part *p, uint32_t index_id, tup_bytes *lo,
+                  tup_bytes *hi)
 {
     const uint8_t *l = r->lo.p, *h = r->hi.p;
     size_t ln = r->lo.n, hn = r->hi.n;
     bool hopen = r->hi_open;
 
-    if (p->lo_n > 0 && tuple_keycmp(p->lo, p->lo_n, l, ln) > 0) {
+    if (p->lo_n > 0 && tup_keycmp(p->lo, p->lo_n, l, ln) > 0) {
         l = p->lo;
         ln = p->lo_n;
     }
-    if (p->hi_n > 0 && (hopen || tuple_keycmp(p->hi, p->hi_n, h, hn) < 0)) {
+    if (p->hi_n > 0 && (hopen || tup_keycmp(p->hi, p->hi_n, h, hn) < 0)) {
         h = p->hi;
         hn = p->hi_n;
         hopen = false;
     }
-    if (!hopen && tuple_keycmp(l, ln, h, hn) >= 0)
+    if (!hopen && tup_keycmp(l, ln, h, hn) >= 0)
         return 0;
     if (put_local(lo, index_id, l, ln) != 0)
         return -SX_ENOMEM;
@@ -178,6 +178,6 @@ int rt_range_clip(const rt_range *r, const cfg_part *p, uint32_t index_id, tuple
 
 void rt_range_free(rt_range *r)
 {
-    bytes_free(&r->lo);
-    bytes_free(&r->hi);
+    tup_bytes_free(&r->lo);
+    tup_bytes_free(&r->hi);
 }

@@ -21,8 +21,8 @@
 
 /* A byte range [lo, hi); hi_open means no upper bound. */
 typedef struct rt_range {
-    tuple_bytes lo;
-    tuple_bytes hi;
+    tup_bytes lo;
+    tup_bytes hi;
     bool hi_open;
 } rt_range;
 
@@ -33,7 +33,7 @@ bool rt_raw_nil(mp_span raw);
  * components appended to out; *k is the number of values. At most max_k
  * values are accepted. Returns 0, SX_EINVAL or SX_EKEY (reason in e),
  * SX_ENOMEM. */
-int rt_eq_encode(mp_span eq, uint32_t max_k, tuple_bytes *out, uint32_t *k, rt_err *e);
+int rt_eq_encode(mp_span eq, uint32_t max_k, tup_bytes *out, uint32_t *k, rt_err *e);
 
 /* Builds r (zeroed by the caller) from base (the equality prefix) and a
  * condition on the next component: Q_COND_NONE (everything under base),
@@ -55,8 +55,8 @@ int rt_range_resume(rt_range *r, const uint8_t *pos, size_t n, bool desc);
  * for index_id into lo/hi (appended; hi left empty when unbounded, which
  * I_RANGE reads as "to the end of this index"). Returns 1 when the clip is
  * non-empty, 0 when empty, or -SX_ENOMEM. */
-int rt_range_clip(const rt_range *r, const cfg_part *p, uint32_t index_id, tuple_bytes *lo,
-                  tuple_bytes *hi);
+int rt_range_clip(const rt_range *r, const cfg_part *p, uint32_t index_id, tup_bytes *lo,
+                  tup_bytes *hi);
 
 /* Frees r's bytes (accepts a zeroed range). */
 void rt_range_free(rt_range *r);

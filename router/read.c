@@ -12,9 +12,9 @@
 #include "range.h"
 #include "sx_errors.h"
 
-int rt_item_key(const router *rt, const cat_table *t, const uint8_t *p, size_t n, tuple_bytes *key)
+int rt_item_key(const router *rt, const cat_table *t, const uint8_t *p, size_t n, tup_bytes *key)
 {
-    tuple_bytes pk = { 0 };
+    tup_bytes pk = { 0 };
     size_t pklen = 0;
     uint8_t hb[8];
     int rc;
@@ -22,19 +22,19 @@ int rt_item_key(const router *rt, const cat_table *t, const uint8_t *p, size_t n
     rc = item_primary_key(t, p, n, &pk, &pklen);
     if (rc == 0) {
         be_put64(hb, hash_shard(rt->cfg->hash_key, pk.p, pklen));
-        if (bytes_append(key, hb, 8) != 0 || bytes_append(key, pk.p, pk.n) != 0)
+        if (tup_bytes_append(key, hb, 8) != 0 || tup_bytes_append(key, pk.p, pk.n) != 0)
             rc = SX_ENOMEM;
     }
-    bytes_free(&pk);
+    tup_bytes_free(&pk);
     return rc;
 }
 
 /* Builds the fact-local key h | pk of key map `key` for table t and finds
  * its partition. */
-static int point_key(router *rt, const cat_table *t, mp_span key, tuple_bytes *local,
+static int point_key(router *rt, const cat_table *t, mp_span key, tup_bytes *local,
                      const cfg_part **part, rt_err *e)
 {
-    tuple_bytes pk = { 0 };
+    tup_bytes pk = { 0 };
     size_t pklen = 0;
     uint64_t h;
     uint8_t hb[8];
@@ -48,13 +48,13 @@ static int point_key(router *rt, const cat_table *t, mp_span key, tuple_bytes *l
             rt_key_errf(e, t, pk.n, "bad key");
         else
             rt_errf(e, rc, "cannot read the key: %s", sx_strerror(rc));
-        bytes_free(&pk);
+        tup_bytes_free(&pk);
         return rc;
     }
     h = hash_shard(rt->cfg->hash_key, pk.p, pklen);
     be_put64(hb, h);
-    rc = bytes_append(local, hb, 8) != 0 || bytes_append(local, pk.p, pk.n) != 0;
-    bytes_free(&pk);
+    rc = tup_bytes_append(local, hb, 8) != 0 || tup_bytes_append(local, pk.p, pk.n) != 0;
+    tup_bytes_free(&pk);
     if (rc != 0)
         return rt_errf(e, SX_ENOMEM, "out of memory");
     *part = cfg_storage_for(rt->cfg, h);
@@ -70,7 +70,7 @@ int rt_h_get(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e)
     const cat_catalog *cat;
     const cat_table *t;
     const cfg_part *part;
-    tuple_bytes local = { 0 };
+    tup_bytes local = { 0 };
     mp_span key;
     rt_rpc c;
     int rc;
@@ -115,7 +115,7 @@ int rt_h_get(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e)
         rc = rt_errf(e, SX_ENOMEM, "out of memory");
 out:
     rt_rpc_release(&c, 1);
-    bytes_free(&local);
+    tup_bytes_free(&local);
     msg_free_req(MSG_GET, &q);
     return rc;
 }
@@ -178,10 +178,10 @@ int rt_h_delete(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e)
         return rt_errf(e, rc, "malformed DELETE request");
     rc = rt_table(rt, q.table, &cat, &t, e);
     {
-        tuple_bytes local = { 0 };
+        tup_bytes local = { 0 };
         if (rc == 0)
             rc = point_key(rt, t, q.key, &local, &part, e);
-        bytes_free(&local);
+        tup_bytes_free(&local);
     }
     if (rc == 0)
         rc = delete_call(rt, t, cat->version, part, &q.key, q.deadline_ms, &del, &c, &req, &rep, e);

@@ -197,7 +197,7 @@ void rt_defer_flush(void *arg);
 
 /* Appends the fact-local key h (8 BE) | pk of item p..n of table t to key.
  * Returns 0 or an sx_err (SX_EKEY, SX_ENOMEM, ...). */
-int rt_item_key(const router *rt, const cat_table *t, const uint8_t *p, size_t n, tuple_bytes *key);
+int rt_item_key(const router *rt, const cat_table *t, const uint8_t *p, size_t n, tup_bytes *key);
 
 /* ---- handlers: each decodes frame p..n, and on success appends its reply
  * to out and returns 0; on failure returns an sx_err with the reason in e

@@ -35,12 +35,12 @@ static int where_check(mp_span w, rt_err *e)
                        "scalar values");
     for (i = 0; i < cnt; i++) {
         mp_span k;
-        tuple_bytes tmp = { 0 };
+        tup_bytes tmp = { 0 };
         int rc;
         if (mp_read_str(&c, &k) != 0 || k.n == 0 || k.n > CAT_MAX_NAME)
             return rt_errf(e, SX_EINVAL, "where: key %u is not an attribute name", i);
         rc = tup_encode_mp(&tmp, &c);
-        bytes_free(&tmp);
+        tup_bytes_free(&tmp);
         if (rc == SX_ENOMEM)
             return rt_errf(e, rc, "out of memory");
         if (rc != 0)
@@ -55,7 +55,7 @@ static int where_check(mp_span w, rt_err *e)
 /* Per-request scan state. */
 typedef struct scan_st {
     int nst;
-    tuple_bytes *pos; /* per storage partition: resume key */
+    tup_bytes *pos; /* per storage partition: resume key */
     bool *done;
     msg_S_RANGE_req *reqs;
     msg_S_RANGE_rep *reps;
@@ -72,7 +72,7 @@ static void scan_free(scan_st *s)
         rt_rpc_release(s->calls, s->ncalls);
     if (s->pos != NULL)
         for (i = 0; i < s->nst; i++)
-            bytes_free(&s->pos[i]);
+            tup_bytes_free(&s->pos[i]);
     free(s->pos);
     free(s->done);
     free(s->reqs);
@@ -98,8 +98,8 @@ static int scan_start(scan_st *s, router *rt, const rt_tokctx *ctx, mp_span tok,
         s->done[i] = pos[i].n == 0;
         if (pos[i].n == 1 && pos[i].p[0] == 0)
             continue; /* not read yet: from the start */
-        if (!s->done[i] && (bytes_append(&s->pos[i], pos[i].p, pos[i].n) != 0 ||
-                            bytes_append(&s->pos[i], &zero, 1) != 0))
+        if (!s->done[i] && (tup_bytes_append(&s->pos[i], pos[i].p, pos[i].n) != 0 ||
+                            tup_bytes_append(&s->pos[i], &zero, 1) != 0))
             rc = SX_ENOMEM;
     }
     free(pos);
@@ -151,7 +151,7 @@ static int scan_run(scan_st *s, router *rt, const cat_table *t, mp_span where, u
  * the last item taken; or, when none was, where it stood before. The key
  * is built in *key when needed. */
 static int next_pos(const scan_st *s, router *rt, const cat_table *t, int ci, uint32_t take,
-                    tuple_bytes *key, mp_span *pos)
+                    tup_bytes *key, mp_span *pos)
 {
     static const uint8_t start = 0;
     const msg_S_RANGE_rep *r = &s->reps[ci];
@@ -181,7 +181,7 @@ static int scan_reply(scan_st *s, router *rt, const cat_table *t, const rt_tokct
 {
     msg_SCAN_rep rep;
     mp_span *items = NULL, *pos = NULL;
-    tuple_bytes *keys = NULL;
+    tup_bytes *keys = NULL;
     uint32_t total = 0, k = 0, j;
     uint8_t *tok = NULL;
     size_t tokn = 0, bytes = 0;
@@ -228,7 +228,7 @@ static int scan_reply(scan_st *s, router *rt, const cat_table *t, const rt_tokct
 out:
     if (keys != NULL)
         for (i = 0; i < s->nst; i++)
-            bytes_free(&keys[i]);
+            tup_bytes_free(&keys[i]);
     free(keys);
     free(tok);
     free(items);

@@ -359,7 +359,7 @@ static bool batch_calls(wc_batch *b)
             q.dels = (msg_u64s){ c->n, dels };
             q.objs = (msg_spans){ c->n, objs };
             ok = msg_encode_req(MSG_S_WRITE, &q, &c->req) == 0 && !c->req.oom &&
-                 c->req.sb.size <= SX_MAX_FRAME;
+                 c->req.sb.size <= NET_REQ_MAX;
         }
         free(objs);
         free(dels);

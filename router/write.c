@@ -81,7 +81,7 @@ static int plan_alloc(put_plan *pl, uint32_t n, int nst)
 
 int rt_put_place(router *rt, const cat_table *t, const mp_span *it, uint32_t i, int *g, rt_err *e)
 {
-    tuple_bytes pk = { 0 };
+    tup_bytes pk = { 0 };
     size_t pklen = 0;
     uint64_t h = 0;
     int rc;
@@ -103,7 +103,7 @@ int rt_put_place(router *rt, const cat_table *t, const mp_span *it, uint32_t i, 
         snprintf(what, sizeof(what), "item %u", i);
         rt_key_errf(e, t, pk.n, what);
     }
-    bytes_free(&pk);
+    tup_bytes_free(&pk);
     if (rc == SX_EKEY)
         return rc;
     if (rc != 0)

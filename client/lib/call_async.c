@@ -274,7 +274,7 @@ static int first_router(sx_client *c)
 int cl_async_start(sx_client *c, msg_type t, uint8_t *wire, size_t wire_n, int extra_ms,
                    size_t expect, sx_done_fn cb, void *arg)
 {
-    if (wire_n > SX_MAX_FRAME) {
+    if (wire_n > NET_REQ_MAX) {
         free(wire);
         return SX_ETOOBIG;
     }

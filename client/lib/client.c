@@ -333,10 +333,10 @@ int cl_call(sx_client *c, msg_type t, const void *req, void *rep, uint8_t **fram
     int rc = cl_req_encode(t, req, &wire, &wire_n);
     if (rc)
         return cl_fail(c, rc, "cannot encode %s request: %s", msg_name(t), sx_strerror(rc));
-    if (wire_n > SX_MAX_FRAME) {
+    if (wire_n > NET_REQ_MAX) {
         free(wire);
-        return cl_fail(c, SX_ETOOBIG, "%s request of %zu bytes exceeds the frame limit",
-                       msg_name(t), wire_n);
+        return cl_fail(c, SX_ETOOBIG, "%s request of %zu bytes exceeds the %u-byte limit",
+                       msg_name(t), wire_n, NET_REQ_MAX);
     }
     int *order = malloc((size_t)c->nrouters * sizeof *order);
     if (!order) {

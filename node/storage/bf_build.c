@@ -78,7 +78,7 @@ typedef struct bf_scan {
     bf_dest *dests;   /* by destination (cfg->index order) */
     net_job *jobs;    /* one per destination a chunk has records for */
     int *jobdest;     /* the destination of each job */
-    tuple_bytes key;
+    tup_bytes key;
     mp_buf proj;
     item_view view; /* the fact being scanned, read once */
     uint64_t scanned, records, skipped, runs;
@@ -143,7 +143,7 @@ static int bf_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *v, si
 
         s->key.n = 0;
         be_put32(id, ix->id);
-        rc = bytes_append(&s->key, id, 4);
+        rc = tup_bytes_append(&s->key, id, 4);
         if (rc == 0)
             rc = item_index_tuple_view(s->t, ix, &s->view, &s->key);
         if (rc == SX_ENOMEM)
@@ -843,7 +843,7 @@ int bf_build(st_part *p, const cat_catalog *cat, const cat_table *t, const cat_i
     bf_report(&s, rc, (double)(os_mono_us() - t0) / 1e6);
     leveldb_writebatch_destroy(s.b);
     bf_dests_free(&s);
-    bytes_free(&s.key);
+    tup_bytes_free(&s.key);
     mp_buf_free(&s.proj);
     item_view_free(&s.view);
     bf_recs_free(&s.run);

@@ -93,7 +93,7 @@ typedef struct ship_batch {
     uint32_t nkeys;              /* values */
     uint64_t keys[SHIP_BATCH];   /* each value's key seq (to delete it) */
     size_t offs[SHIP_BATCH + 1]; /* each value's bytes in vals */
-    tuple_bytes vals;
+    tup_bytes vals;
     bool complete;
 } ship_batch;
 
@@ -184,7 +184,7 @@ static int collect_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *
         b->complete = false;
         return 1;
     }
-    if (bytes_append(&b->vals, v, vn) != 0)
+    if (tup_bytes_append(&b->vals, v, vn) != 0)
         return SX_ENOMEM;
     b->keys[b->nkeys] = be_get64(k + 9);
     b->nkeys++;
@@ -732,7 +732,7 @@ static void ship_free(ship *s)
 
         for (int k = 0; d->src && k < s->nparts; k++) {
             src_clear(&d->src[k]);
-            bytes_free(&d->src[k].b.vals);
+            tup_bytes_free(&d->src[k].b.vals);
             pend_drop(&d->src[k]);
             free(d->src[k].pend);
         }

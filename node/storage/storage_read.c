@@ -97,9 +97,9 @@ typedef struct range_st {
     const uint8_t *where; /* NULL: no filter */
     size_t wn;
     uint32_t limit, count, scanned;
-    uint64_t t_end;    /* os_mono_us: the time slice ends */
-    tuple_bytes arena; /* returned items, concatenated */
-    size_t *offs;      /* count + 1 offsets into arena */
+    uint64_t t_end;  /* os_mono_us: the time slice ends */
+    tup_bytes arena; /* returned items, concatenated */
+    size_t *offs;    /* count + 1 offsets into arena */
     uint8_t next[ST_LOCAL_MAX];
     size_t next_n;
     int err;
@@ -122,7 +122,7 @@ static int range_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *v,
             return SX_EINVAL;
     }
     if (m == 1) {
-        if (bytes_append(&s->arena, item.p, item.n) != 0)
+        if (tup_bytes_append(&s->arena, item.p, item.n) != 0)
             return SX_ENOMEM;
         s->count++;
         s->offs[s->count] = s->arena.n;
@@ -218,5 +218,5 @@ void st_range(st_part *p, const msg_S_RANGE_req *rq, mp_buf *out)
                                        : sx_strerror(rc),
                        out);
     free(s.offs);
-    bytes_free(&s.arena);
+    tup_bytes_free(&s.arena);
 }

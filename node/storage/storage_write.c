@@ -49,7 +49,7 @@ typedef struct st_wreq {
     const msg_S_WRITE_req *rq;
     uint32_t n;
     st_op *ops;
-    tuple_bytes keys; /* fact keys of ops, concatenated */
+    tup_bytes keys; /* fact keys of ops, concatenated */
     int err;
     char msg[160];
     uint64_t *versions, *found;
@@ -145,8 +145,8 @@ static uint64_t next_version(st_part *p)
 
 /* Index-local key (index id | tuple) of item (NULL: none) for ix into k;
  * false when the item is not in the index (sparse, or key not encodable). */
-static bool index_key(const cat_table *t, const cat_index *ix, const item_view *item,
-                      tuple_bytes *k, int *err)
+static bool index_key(const cat_table *t, const cat_index *ix, const item_view *item, tup_bytes *k,
+                      int *err)
 {
     uint8_t id[4];
     int rc;
@@ -155,7 +155,7 @@ static bool index_key(const cat_table *t, const cat_index *ix, const item_view *
     if (item == NULL)
         return false;
     be_put32(id, ix->id);
-    rc = bytes_append(k, id, 4);
+    rc = tup_bytes_append(k, id, 4);
     if (rc == 0)
         rc = item_index_tuple_view(t, ix, item, k);
     if (rc == SX_ENOMEM)
@@ -167,7 +167,7 @@ static bool index_key(const cat_table *t, const cat_index *ix, const item_view *
  * (either may be NULL) at version v. */
 static int emit_one(st_part *p, leveldb_writebatch_t *b, const cat_table *t, const cat_index *ix,
                     const item_view *old, const item_view *nw, uint64_t v, uint64_t h,
-                    uint64_t *pending, tuple_bytes *ko, tuple_bytes *kn)
+                    uint64_t *pending, tup_bytes *ko, tup_bytes *kn)
 {
     int err = 0, rc = 0;
     bool has_o = index_key(t, ix, old, ko, &err);
@@ -206,7 +206,7 @@ static int emit_all(st_part *p, leveldb_writebatch_t *b, const cat_table *t, con
                     size_t on, const uint8_t *nw, size_t nn, uint64_t v, uint64_t h,
                     uint64_t *pending)
 {
-    tuple_bytes ko = { 0 }, kn = { 0 };
+    tup_bytes ko = { 0 }, kn = { 0 };
     item_view vo = { 0 }, vn = { 0 };
     int rc = 0;
 
@@ -226,8 +226,8 @@ static int emit_all(st_part *p, leveldb_writebatch_t *b, const cat_table *t, con
                       pending, &ko, &kn);
     item_view_free(&vo);
     item_view_free(&vn);
-    bytes_free(&ko);
-    bytes_free(&kn);
+    tup_bytes_free(&ko);
+    tup_bytes_free(&kn);
     return rc;
 }
 
@@ -631,7 +631,7 @@ static void free_req(st_wreq *r)
     free(r->ops);
     free(r->versions);
     free(r->found);
-    bytes_free(&r->keys);
+    tup_bytes_free(&r->keys);
 }
 
 /* Answers and frees st_write_start's request r. */
@@ -788,7 +788,7 @@ static int prepare_op(st_part *p, const cat_table *t, st_wreq *r, uint32_t i)
 {
     const msg_S_WRITE_req *rq = r->rq;
     st_op *op = &r->ops[i];
-    tuple_bytes pk = { 0 };
+    tup_bytes pk = { 0 };
     size_t pklen = 0;
     uint8_t hdr[ST_FACT_HDR + 8];
     int rc;
@@ -813,11 +813,11 @@ static int prepare_op(st_part *p, const cat_table *t, st_wreq *r, uint32_t i)
     be_put64(hdr + ST_FACT_HDR, op->h);
     op->koff = r->keys.n;
     op->kn = sizeof(hdr) + pk.n;
-    rc = bytes_append(&r->keys, hdr, sizeof(hdr));
+    rc = tup_bytes_append(&r->keys, hdr, sizeof(hdr));
     if (rc == 0)
-        rc = bytes_append(&r->keys, pk.p, pk.n);
+        rc = tup_bytes_append(&r->keys, pk.p, pk.n);
 out:
-    bytes_free(&pk);
+    tup_bytes_free(&pk);
     return rc;
 }
 

@@ -72,7 +72,7 @@ static int parse_u64hex(const char *s, uint64_t *out)
 /* Encodes a JSON array of scalars as a tuple prefix. */
 static int json_tuple(json_t *a, uint8_t **out, size_t *n)
 {
-    tuple_bytes k = { 0 };
+    tup_bytes k = { 0 };
     size_t i;
     json_t *v;
     int rc = 0;
@@ -95,7 +95,7 @@ static int json_tuple(json_t *a, uint8_t **out, size_t *n)
         else
             rc = -1;
         if (rc) {
-            bytes_free(&k);
+            tup_bytes_free(&k);
             return -1;
         }
     }
@@ -182,7 +182,7 @@ static int cmp_index(const void *a, const void *b)
 
     if (x->lo_n == 0 || y->lo_n == 0)
         return (x->lo_n != 0) - (y->lo_n != 0);
-    return tuple_keycmp(x->lo, x->lo_n, y->lo, y->lo_n);
+    return tup_keycmp(x->lo, x->lo_n, y->lo, y->lo_n);
 }
 
 static int check_coverage(cfg_cluster *c, cfg_err *e)
@@ -202,7 +202,7 @@ static int check_coverage(cfg_cluster *c, cfg_err *e)
         return fail(e, "the first index partition needs \"lo\": null and the last \"hi\": null");
     for (int i = 1; i < c->nindex; i++) {
         cfg_part *a = &c->index[i - 1], *b = &c->index[i];
-        if (a->hi_n == 0 || tuple_keycmp(a->hi, a->hi_n, b->lo, b->lo_n) != 0)
+        if (a->hi_n == 0 || tup_keycmp(a->hi, a->hi_n, b->lo, b->lo_n) != 0)
             return fail(e, "index partition %llu must end where %llu begins",
                         (unsigned long long)a->id, (unsigned long long)b->id);
     }
@@ -509,7 +509,7 @@ static int index_slot(const cfg_cluster *c, const uint8_t *t, size_t n)
     int slot = 0;
 
     for (int i = 1; i < c->nindex; i++)
-        if (tuple_keycmp(c->index[i].lo, c->index[i].lo_n, t, n) <= 0)
+        if (tup_keycmp(c->index[i].lo, c->index[i].lo_n, t, n) <= 0)
             slot = i;
     return slot;
 }
@@ -546,7 +546,7 @@ void cfg_index_range(const cfg_cluster *c, const uint8_t *lo, size_t lo_n, const
         /* the last partition whose lo < hi (hi is exclusive) */
         b = a;
         for (int i = a + 1; i < c->nindex; i++)
-            if (tuple_keycmp(c->index[i].lo, c->index[i].lo_n, hi, hi_n) < 0)
+            if (tup_keycmp(c->index[i].lo, c->index[i].lo_n, hi, hi_n) < 0)
                 b = i;
     }
     *first = a;

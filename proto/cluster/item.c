@@ -136,7 +136,7 @@ static int src_get(const attr_src *s, const char *name, mp_span *val)
 
 /* Encodes the scalar value of attribute name into key. Missing → SX_ENOTFOUND,
  * non-scalar or null → SX_EKEY. */
-static int encode_attr(const attr_src *s, const char *name, tuple_bytes *key)
+static int encode_attr(const attr_src *s, const char *name, tup_bytes *key)
 {
     mp_span v;
     mp_cur c;
@@ -150,7 +150,7 @@ static int encode_attr(const attr_src *s, const char *name, tuple_bytes *key)
     return tup_encode_mp(key, &c);
 }
 
-static int primary_key(const cat_table *t, const attr_src *s, tuple_bytes *pk, size_t *pk_len)
+static int primary_key(const cat_table *t, const attr_src *s, tup_bytes *pk, size_t *pk_len)
 {
     size_t start = pk->n;
     int rc = encode_attr(s, t->pk, pk);
@@ -170,15 +170,14 @@ static int primary_key(const cat_table *t, const attr_src *s, tuple_bytes *pk, s
     return pk->n - start > SX_MAX_KEY ? SX_EKEY : 0;
 }
 
-int item_primary_key(const cat_table *t, const uint8_t *p, size_t n, tuple_bytes *pk,
-                     size_t *pk_len)
+int item_primary_key(const cat_table *t, const uint8_t *p, size_t n, tup_bytes *pk, size_t *pk_len)
 {
     attr_src s = { NULL, p, n };
 
     return primary_key(t, &s, pk, pk_len);
 }
 
-static int index_tuple(const cat_table *t, const cat_index *ix, const attr_src *s, tuple_bytes *key)
+static int index_tuple(const cat_table *t, const cat_index *ix, const attr_src *s, tup_bytes *key)
 {
     size_t start = key->n, pk_len;
     int rc;
@@ -197,7 +196,7 @@ static int index_tuple(const cat_table *t, const cat_index *ix, const attr_src *
 }
 
 int item_index_tuple(const cat_table *t, const cat_index *ix, const uint8_t *p, size_t n,
-                     tuple_bytes *key)
+                     tup_bytes *key)
 {
     attr_src s = { NULL, p, n };
 
@@ -205,7 +204,7 @@ int item_index_tuple(const cat_table *t, const cat_index *ix, const uint8_t *p, 
 }
 
 int item_index_tuple_view(const cat_table *t, const cat_index *ix, const item_view *v,
-                          tuple_bytes *key)
+                          tup_bytes *key)
 {
     attr_src s = { v, NULL, 0 };
 
@@ -332,7 +331,7 @@ int item_matches(const uint8_t *item, size_t n, const uint8_t *where, size_t wn)
     if (mp_read_map(&c, &count))
         return -SX_EINVAL;
     for (uint32_t i = 0; i < count; i++) {
-        tuple_bytes want = { 0 }, have = { 0 };
+        tup_bytes want = { 0 }, have = { 0 };
         char name[CAT_MAX_NAME + 1];
         mp_span k;
         int rc;
@@ -343,7 +342,7 @@ int item_matches(const uint8_t *item, size_t n, const uint8_t *where, size_t wn)
         name[k.n] = '\0';
         rc = tup_encode_mp(&want, &c);
         if (rc) {
-            bytes_free(&want);
+            tup_bytes_free(&want);
             return -(rc == SX_ENOMEM ? SX_ENOMEM : SX_EINVAL);
         }
         rc = encode_attr(&src, name, &have);
@@ -352,12 +351,12 @@ int item_matches(const uint8_t *item, size_t n, const uint8_t *where, size_t wn)
         else if (rc == SX_ENOTFOUND || rc == SX_EKEY)
             result = 0;
         else if (rc) {
-            bytes_free(&want);
-            bytes_free(&have);
+            tup_bytes_free(&want);
+            tup_bytes_free(&have);
             return -rc;
         }
-        bytes_free(&want);
-        bytes_free(&have);
+        tup_bytes_free(&want);
+        tup_bytes_free(&have);
     }
     return result;
 }

@@ -55,8 +55,7 @@ int item_get(const uint8_t *p, size_t n, const char *name, mp_span *val);
  * *pk_len is set to the length of the partition-key component alone.
  * Returns 0, SX_EKEY (missing or non-scalar key attribute, or key too long),
  * SX_EPROTO, SX_ENOMEM. */
-int item_primary_key(const cat_table *t, const uint8_t *p, size_t n, tuple_bytes *pk,
-                     size_t *pk_len);
+int item_primary_key(const cat_table *t, const uint8_t *p, size_t n, tup_bytes *pk, size_t *pk_len);
 
 /* Builds the index tuple (indexed values then primary key tuple) of an item
  * for index ix into key (appended after whatever key holds). Returns 0,
@@ -64,11 +63,11 @@ int item_primary_key(const cat_table *t, const uint8_t *p, size_t n, tuple_bytes
  * scalar (the item is then not in the index: sparse), SX_EKEY (too long),
  * SX_EPROTO, SX_ENOMEM. */
 int item_index_tuple(const cat_table *t, const cat_index *ix, const uint8_t *p, size_t n,
-                     tuple_bytes *key);
+                     tup_bytes *key);
 
 /* item_index_tuple on an item already read (item_view_parse). */
 int item_index_tuple_view(const cat_table *t, const cat_index *ix, const item_view *v,
-                          tuple_bytes *key);
+                          tup_bytes *key);
 
 /* Appends to out the projection of an item for index ix: the whole item for
  * CAT_PROJ_ALL; otherwise a map of the key attributes, the indexed

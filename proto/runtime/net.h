@@ -14,6 +14,12 @@
 #include "msg.h"
 
 #define SX_MAX_FRAME (16u * 1024u * 1024u) /* NNG_OPT_RECVMAXSZ on every socket */
+/* The most bytes a request may have. nng's REQ protocol sends a 4-byte
+ * request id before them and the receiver's NNG_OPT_RECVMAXSZ counts it,
+ * so a longer request would be dropped unanswered and its caller would
+ * wait out its timeout; every sender checks this one limit, whatever the
+ * transport. */
+#define NET_REQ_MAX (SX_MAX_FRAME - 4u)
 #define SX_CALL_TIMEOUT_MS 10000
 
 /* Maps an nng error to an sx_err: 0 stays 0; timeouts SX_ETIMEDOUT;

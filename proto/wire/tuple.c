@@ -8,7 +8,7 @@
 #include "hash.h"
 #include "sx_errors.h"
 
-int bytes_append(tuple_bytes *b, const void *p, size_t n)
+int tup_bytes_append(tup_bytes *b, const void *p, size_t n)
 {
     if (b->n + n > b->cap) {
         size_t cap = b->cap ? b->cap : 64;
@@ -28,38 +28,38 @@ int bytes_append(tuple_bytes *b, const void *p, size_t n)
     return 0;
 }
 
-void bytes_free(tuple_bytes *b)
+void tup_bytes_free(tup_bytes *b)
 {
     free(b->p);
     b->p = NULL;
     b->n = b->cap = 0;
 }
 
-static int put_tag(tuple_bytes *key, uint8_t tag)
+static int put_tag(tup_bytes *key, uint8_t tag)
 {
-    return bytes_append(key, &tag, 1);
+    return tup_bytes_append(key, &tag, 1);
 }
 
-int tup_encode_null(tuple_bytes *key)
+int tup_encode_null(tup_bytes *key)
 {
     return put_tag(key, TUP_NULL);
 }
 
-int tup_encode_bool(tuple_bytes *key, bool v)
+int tup_encode_bool(tup_bytes *key, bool v)
 {
     return put_tag(key, v ? TUP_TRUE : TUP_FALSE);
 }
 
-int tup_encode_int(tuple_bytes *key, int64_t v)
+int tup_encode_int(tup_bytes *key, int64_t v)
 {
     uint8_t b[9];
 
     b[0] = TUP_INT;
     be_put64(b + 1, (uint64_t)v ^ (UINT64_C(1) << 63));
-    return bytes_append(key, b, sizeof(b));
+    return tup_bytes_append(key, b, sizeof(b));
 }
 
-int tup_encode_double(tuple_bytes *key, double v)
+int tup_encode_double(tup_bytes *key, double v)
 {
     uint8_t b[9];
     uint64_t bits;
@@ -73,10 +73,10 @@ int tup_encode_double(tuple_bytes *key, double v)
         bits ^= UINT64_C(1) << 63;
     b[0] = TUP_DOUBLE;
     be_put64(b + 1, bits);
-    return bytes_append(key, b, sizeof(b));
+    return tup_bytes_append(key, b, sizeof(b));
 }
 
-static int escaped(tuple_bytes *key, uint8_t tag, const uint8_t *p, size_t n, bool terminate)
+static int escaped(tup_bytes *key, uint8_t tag, const uint8_t *p, size_t n, bool terminate)
 {
     static const uint8_t esc[2] = { 0x00, 0xFF };
     size_t start = 0;
@@ -85,34 +85,34 @@ static int escaped(tuple_bytes *key, uint8_t tag, const uint8_t *p, size_t n, bo
     for (size_t i = 0; rc == 0 && i < n; i++) {
         if (p[i] != 0)
             continue;
-        rc = bytes_append(key, p + start, i - start);
+        rc = tup_bytes_append(key, p + start, i - start);
         if (rc == 0)
-            rc = bytes_append(key, esc, 2);
+            rc = tup_bytes_append(key, esc, 2);
         start = i + 1;
     }
     if (rc == 0)
-        rc = bytes_append(key, p + start, n - start);
+        rc = tup_bytes_append(key, p + start, n - start);
     if (rc == 0 && terminate)
-        rc = bytes_append(key, esc, 1);
+        rc = tup_bytes_append(key, esc, 1);
     return rc;
 }
 
-int tup_encode_str(tuple_bytes *key, const void *p, size_t n)
+int tup_encode_str(tup_bytes *key, const void *p, size_t n)
 {
     return escaped(key, TUP_STR, p, n, true);
 }
 
-int tup_encode_bin(tuple_bytes *key, const void *p, size_t n)
+int tup_encode_bin(tup_bytes *key, const void *p, size_t n)
 {
     return escaped(key, TUP_BIN, p, n, true);
 }
 
-int tup_encode_str_prefix(tuple_bytes *key, const void *p, size_t n)
+int tup_encode_str_prefix(tup_bytes *key, const void *p, size_t n)
 {
     return escaped(key, TUP_STR, p, n, false);
 }
 
-int tup_encode_mp(tuple_bytes *key, mp_cur *c)
+int tup_encode_mp(tup_bytes *key, mp_cur *c)
 {
     mp_val v;
     int rc = mp_read(c, &v);
@@ -235,7 +235,7 @@ size_t tup_decode_to_mp(const uint8_t *p, size_t n, mp_buf *out)
     }
 }
 
-int tup_strinc(tuple_bytes *key)
+int tup_strinc(tup_bytes *key)
 {
     while (key->n > 0 && key->p[key->n - 1] == 0xFF)
         key->n--;
@@ -245,7 +245,7 @@ int tup_strinc(tuple_bytes *key)
     return 0;
 }
 
-int tuple_keycmp(const uint8_t *a, size_t an, const uint8_t *b, size_t bn)
+int tup_keycmp(const uint8_t *a, size_t an, const uint8_t *b, size_t bn)
 {
     size_t m = an < bn ? an : bn;
     int c = m ? memcmp(a, b, m) : 0;

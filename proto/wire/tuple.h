@@ -34,30 +34,30 @@
 #define SX_MAX_KEY 1024
 
 /* A simple growable byte string used to build keys. */
-typedef struct tuple_bytes {
+typedef struct tup_bytes {
     uint8_t *p;
     size_t n, cap;
-} tuple_bytes;
+} tup_bytes;
 
 /* Appends n bytes; returns 0 or SX_ENOMEM. */
-int bytes_append(tuple_bytes *b, const void *p, size_t n);
+int tup_bytes_append(tup_bytes *b, const void *p, size_t n);
 /* Frees the bytes (accepts a zeroed struct). */
-void bytes_free(tuple_bytes *b);
+void tup_bytes_free(tup_bytes *b);
 
 /* Appends the encoding of the msgpack scalar at *c (consumed) to key.
  * Returns 0, SX_EKEY (not a key-able scalar), SX_EPROTO, or SX_ENOMEM. */
-int tup_encode_mp(tuple_bytes *key, mp_cur *c);
+int tup_encode_mp(tup_bytes *key, mp_cur *c);
 
 /* Typed encoders appending one component. Return 0 or SX_ENOMEM. */
-int tup_encode_null(tuple_bytes *key);
-int tup_encode_bool(tuple_bytes *key, bool v);
-int tup_encode_int(tuple_bytes *key, int64_t v);
-int tup_encode_double(tuple_bytes *key, double v);
-int tup_encode_str(tuple_bytes *key, const void *p, size_t n);
-int tup_encode_bin(tuple_bytes *key, const void *p, size_t n);
+int tup_encode_null(tup_bytes *key);
+int tup_encode_bool(tup_bytes *key, bool v);
+int tup_encode_int(tup_bytes *key, int64_t v);
+int tup_encode_double(tup_bytes *key, double v);
+int tup_encode_str(tup_bytes *key, const void *p, size_t n);
+int tup_encode_bin(tup_bytes *key, const void *p, size_t n);
 /* Appends a string component without its terminator: the byte prefix shared
  * by every string component that starts with p. */
-int tup_encode_str_prefix(tuple_bytes *key, const void *p, size_t n);
+int tup_encode_str_prefix(tup_bytes *key, const void *p, size_t n);
 
 /* Returns the length of the component starting at p (within n bytes), or 0
  * if it is malformed or truncated. */
@@ -75,9 +75,9 @@ size_t tup_decode_to_mp(const uint8_t *p, size_t n, mp_buf *out);
  * starts with key (FoundationDB's strinc): drops trailing 0xFF bytes then
  * increments the last byte. Returns 0, or SX_EINVAL when key is empty or
  * all 0xFF (no upper bound exists; callers treat that as "to the end"). */
-int tup_strinc(tuple_bytes *key);
+int tup_strinc(tup_bytes *key);
 
 /* memcmp-style comparison of two byte strings, shorter-is-smaller on a tie. */
-int tuple_keycmp(const uint8_t *a, size_t an, const uint8_t *b, size_t bn);
+int tup_keycmp(const uint8_t *a, size_t an, const uint8_t *b, size_t bn);
 
 #endif

@@ -106,7 +106,7 @@ static void failure(fz_port *pt, const fz_seed *s, int mi, uint64_t cs, const fz
 }
 
 /* PING on the port's connection (reconnecting once if needed). */
-static int ping_ok(fz_port *pt, tuple_bytes *reply)
+static int ping_ok(fz_port *pt, tup_bytes *reply)
 {
     for (int attempt = 0; attempt < 2; attempt++) {
         uint64_t err = 1;
@@ -124,7 +124,7 @@ static int ping_ok(fz_port *pt, tuple_bytes *reply)
 }
 
 /* Sends one case and judges it; returns -1 when the port must be given up. */
-static int run_case(fz_port *pt, fz_seed *s, int mi, uint64_t cs, fz_mut *m, tuple_bytes *reply)
+static int run_case(fz_port *pt, fz_seed *s, int mi, uint64_t cs, fz_mut *m, tup_bytes *reply)
 {
     char why[300];
     uint64_t err = 0;
@@ -169,7 +169,7 @@ static void *port_main(void *arg)
 {
     fz_port *pt = arg;
     const fz_ctx *x = pt->x;
-    tuple_bytes reply = { 0 };
+    tup_bytes reply = { 0 };
     uint64_t t0 = fz_now_ms();
 
     if (ping_ok(pt, &reply) != 0) {
@@ -197,11 +197,11 @@ static void *port_main(void *arg)
             }
             if (run_case(pt, s, mi, cs, &m, &reply) != 0)
                 pt->gave_up = true;
-            bytes_free(&m.b);
+            tup_bytes_free(&m.b);
         }
     }
     pt->ms = fz_now_ms() - t0;
-    bytes_free(&reply);
+    tup_bytes_free(&reply);
     return NULL;
 }
 
@@ -259,7 +259,7 @@ static int send_mode(const char *url, const char *hex, int timeout_ms)
                   .link = link,
                   .fd = -1,
                   .timeout_ms = timeout_ms };
-    tuple_bytes f = { 0 }, reply = { 0 }, ping = fz_ping_frame();
+    tup_bytes f = { 0 }, reply = { 0 }, ping = fz_ping_frame();
     uint64_t err = 0;
     char why[300];
     fz_outcome o;
@@ -299,16 +299,16 @@ static int send_mode(const char *url, const char *hex, int timeout_ms)
     if (rc == 0)
         printf("PING answered afterwards\n");
     fz_conn_close(&c);
-    bytes_free(&f);
-    bytes_free(&reply);
-    bytes_free(&ping);
+    tup_bytes_free(&f);
+    tup_bytes_free(&reply);
+    tup_bytes_free(&ping);
     return rc;
 }
 
 /* --ping: every port of the config answers PING on a fresh connection. */
 static int ping_mode(const cfg_cluster *cfg, int timeout_ms)
 {
-    tuple_bytes ping = fz_ping_frame(), reply = { 0 };
+    tup_bytes ping = fz_ping_frame(), reply = { 0 };
     int bad = 0;
 
     for (int i = 0; i < cfg->nnodes; i++) {
@@ -327,8 +327,8 @@ static int ping_mode(const cfg_cluster *cfg, int timeout_ms)
         bad += !ok;
         fz_conn_close(&c);
     }
-    bytes_free(&ping);
-    bytes_free(&reply);
+    tup_bytes_free(&ping);
+    tup_bytes_free(&reply);
     return bad ? 1 : 0;
 }
 
@@ -459,9 +459,9 @@ int main(int argc, char **argv)
         bad += ports[p].failures;
         fz_conn_close(&ports[p].conn);
         for (int i = 0; i < ports[p].nseeds; i++)
-            bytes_free(&ports[p].seeds[i].frame);
-        bytes_free(&ports[p].ping);
-        bytes_free(&ports[p].fframe);
+            tup_bytes_free(&ports[p].seeds[i].frame);
+        tup_bytes_free(&ports[p].ping);
+        tup_bytes_free(&ports[p].fframe);
     }
     printf("sx-fuzzframe: %s\n", bad ? "FAILURES (see above)" : "every frame behaved");
     free(ports);

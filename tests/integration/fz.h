@@ -40,14 +40,14 @@ void fz_die_oom(void);
 void *fz_xcalloc(size_t n, size_t sz);
 
 /* Appends p..n to *b (nothing when n is 0). */
-void fz_add(tuple_bytes *b, const void *p, size_t n);
+void fz_add(tup_bytes *b, const void *p, size_t n);
 
-/* Moves an mp_buf's bytes into a fresh tuple_bytes (the caller's, freed with
- * bytes_free); *m is freed. */
-tuple_bytes fz_take_buf(mp_buf *m);
+/* Moves an mp_buf's bytes into a fresh tup_bytes (the caller's, freed with
+ * tup_bytes_free); *m is freed. */
+tup_bytes fz_take_buf(mp_buf *m);
 
-/* Request t with fields s, encoded; the caller frees it with bytes_free. */
-tuple_bytes fz_encode_req(msg_type t, const void *s);
+/* Request t with fields s, encoded; the caller frees it with tup_bytes_free. */
+tup_bytes fz_encode_req(msg_type t, const void *s);
 
 /* Writes the low `bytes` bytes of v big-endian into p[0..bytes). */
 void fz_be_put(uint8_t *p, uint64_t v, int bytes);
@@ -68,9 +68,9 @@ uint64_t fz_case_seed(uint64_t seed, int port, int s, int m);
 
 /* ---- mutations (fz_mutate.c) ------------------------------------------------- */
 
-/* A frame being mutated (b, owned: bytes_free) and what was done to it. */
+/* A frame being mutated (b, owned: tup_bytes_free) and what was done to it. */
 typedef struct fz_mut {
-    tuple_bytes b;
+    tup_bytes b;
     char desc[512];
     size_t dl;
 } fz_mut;
@@ -80,15 +80,15 @@ void fz_note(fz_mut *m, const char *fmt, ...);
 
 /* Applies 1 to 4 mutations drawn from r to m->b; donor (borrowed) is
  * another seed frame whose items may be spliced in. */
-void fz_mutate(fz_mut *m, fz_rng *r, const tuple_bytes *donor);
+void fz_mutate(fz_mut *m, fz_rng *r, const tup_bytes *donor);
 
 /* Replaces m->b by a MULTI holding it in one of several ways drawn from r
  * (alone, between valid frames, beside a nested MULTI, the wrapper then
  * mutated, repeated); valid and ping (borrowed) are the neighbours. */
-void fz_wrap_multi(fz_mut *m, fz_rng *r, const tuple_bytes *valid, const tuple_bytes *ping);
+void fz_wrap_multi(fz_mut *m, fz_rng *r, const tup_bytes *valid, const tup_bytes *ping);
 
 /* A MULTI request of frames f[0..n) (borrowed); the caller frees it. */
-tuple_bytes fz_multi_of(const tuple_bytes *const *f, int n);
+tup_bytes fz_multi_of(const tup_bytes *const *f, int n);
 
 /* ---- transports and replies (fz_wire.c) -------------------------------------- */
 
@@ -119,9 +119,9 @@ void fz_conn_close(fz_conn *c);
 
 /* Sends frame p..n on c (connecting first when it is not open) and waits up
  * to c->timeout_ms for its reply, copied into *reply (the caller's,
- * reused: bytes_free when done). R_TIMEOUT leaves a link usable (a late
+ * reused: tup_bytes_free when done). R_TIMEOUT leaves a link usable (a late
  * reply is skipped); after R_BROKEN reopen c. */
-fz_outcome fz_conn_call(fz_conn *c, const uint8_t *p, size_t n, tuple_bytes *reply);
+fz_outcome fz_conn_call(fz_conn *c, const uint8_t *p, size_t n, tup_bytes *reply);
 
 /* Checks that rp..pn is a well-formed answer to request rq..rn: an error
  * reply with a known code and a message, or a success reply of the
@@ -154,9 +154,9 @@ typedef struct fz_ctx {
     int npix;
     fz_wm *wms; /* index partitions' watermarks at the start */
     int nwms;
-    tuple_bytes items[8]; /* items of the read table */
+    tup_bytes items[8]; /* items of the read table */
     int nitems;
-    tuple_bytes qtoken, stoken; /* real continuation tokens */
+    tup_bytes qtoken, stoken; /* real continuation tokens */
     uint64_t seed;
     int count, timeout_ms, verbose;
     const char *only;
@@ -165,7 +165,7 @@ typedef struct fz_ctx {
 /* A seed frame of a port and how its mutants were answered. */
 typedef struct fz_seed {
     char name[40];
-    tuple_bytes frame;
+    tup_bytes frame;
     int weight; /* percent of --count mutants */
     uint64_t sent, ok, err, withheld, noreply, bad;
 } fz_seed;
@@ -178,7 +178,7 @@ typedef struct fz_port {
     fz_conn conn;
     fz_seed seeds[MAX_SEEDS];
     int nseeds;
-    tuple_bytes ping;
+    tup_bytes ping;
     int failures;
     bool gave_up;
     uint64_t ms;
@@ -187,7 +187,7 @@ typedef struct fz_port {
     char fseed[40], fdesc[512], fwhy[300];
     int fmut;
     uint64_t fcase;
-    tuple_bytes fframe;
+    tup_bytes fframe;
     const fz_ctx *x;
 } fz_port;
 
@@ -196,12 +196,12 @@ typedef struct fz_port {
  * the top. Reads x only. */
 bool fz_unsafe(const fz_ctx *x, const uint8_t *p, size_t n, int depth);
 
-/* A PING request; the caller frees it with bytes_free. */
-tuple_bytes fz_ping_frame(void);
+/* A PING request; the caller frees it with tup_bytes_free. */
+tup_bytes fz_ping_frame(void);
 
 /* Adds the seed frames of pt's role (pt->idx, node, ping and x set), built
  * from what x holds, the last a MULTI of some of them; the frames are
- * pt's (bytes_free each). Exits (status 2) when x lacks what they need. */
+ * pt's (tup_bytes_free each). Exits (status 2) when x lacks what they need. */
 void fz_port_seeds(const fz_ctx *x, fz_port *pt);
 
 /* Reads from the cluster of x->cfg (its router, then each index node) the

@@ -32,28 +32,28 @@ void *fz_xcalloc(size_t n, size_t sz)
     return p;
 }
 
-void fz_add(tuple_bytes *b, const void *p, size_t n)
+void fz_add(tup_bytes *b, const void *p, size_t n)
 {
-    if (n && bytes_append(b, p, n) != 0)
+    if (n && tup_bytes_append(b, p, n) != 0)
         fz_die_oom();
 }
 
 /* Replaces b[off, off+oldn) by p..n. */
-static void splice_in(tuple_bytes *b, size_t off, size_t oldn, const uint8_t *p, size_t n)
+static void splice_in(tup_bytes *b, size_t off, size_t oldn, const uint8_t *p, size_t n)
 {
-    tuple_bytes t = { 0 };
+    tup_bytes t = { 0 };
 
     fz_add(&t, b->p, off);
     fz_add(&t, p, n);
     fz_add(&t, b->p + off + oldn, b->n - off - oldn);
-    bytes_free(b);
+    tup_bytes_free(b);
     *b = t;
 }
 
-/* Moves an mp_buf's bytes into a fresh tuple_bytes. */
-tuple_bytes fz_take_buf(mp_buf *m)
+/* Moves an mp_buf's bytes into a fresh tup_bytes. */
+tup_bytes fz_take_buf(mp_buf *m)
 {
-    tuple_bytes b = { 0 };
+    tup_bytes b = { 0 };
 
     if (m->oom)
         fz_die_oom();
@@ -62,7 +62,7 @@ tuple_bytes fz_take_buf(mp_buf *m)
     return b;
 }
 
-tuple_bytes fz_encode_req(msg_type t, const void *s)
+tup_bytes fz_encode_req(msg_type t, const void *s)
 {
     mp_buf m;
 
@@ -410,10 +410,10 @@ static void mut_dup_or_delete(fz_mut *m, fz_rng *r, const fz_item *it, int n, bo
     }
     parent = it[i].parent;
     if (dup) {
-        tuple_bytes copy = { 0 };
+        tup_bytes copy = { 0 };
         fz_add(&copy, m->b.p + it[i].off, it[i].len);
         splice_in(&m->b, it[i].off + it[i].len, 0, copy.p, copy.n);
-        bytes_free(&copy);
+        tup_bytes_free(&copy);
     } else {
         splice_in(&m->b, it[i].off, it[i].len, NULL, 0);
     }
@@ -452,7 +452,7 @@ static void mut_replace(fz_mut *m, fz_rng *r, const fz_item *it, int n, bool as_
 static void mut_swap(fz_mut *m, fz_rng *r, const fz_item *it, int n)
 {
     int a = pick(r, it, n, 0), b = pick(r, it, n, 0), t;
-    tuple_bytes o = { 0 };
+    tup_bytes o = { 0 };
 
     if (a > b) {
         t = a;
@@ -468,7 +468,7 @@ static void mut_swap(fz_mut *m, fz_rng *r, const fz_item *it, int n)
     fz_add(&o, m->b.p + it[a].off + it[a].len, it[b].off - it[a].off - it[a].len);
     fz_add(&o, m->b.p + it[a].off, it[a].len);
     fz_add(&o, m->b.p + it[b].off + it[b].len, m->b.n - it[b].off - it[b].len);
-    bytes_free(&m->b);
+    tup_bytes_free(&m->b);
     m->b = o;
     fz_note(m, "swap(items %d,%d) ", a, b);
 }
@@ -527,7 +527,7 @@ static void mut_append(fz_mut *m, fz_rng *r, const fz_item *it, int n)
 }
 
 /* An item of another seed (donor) takes the place of one of this frame's. */
-static void mut_splice(fz_mut *m, fz_rng *r, const fz_item *it, int n, const tuple_bytes *donor)
+static void mut_splice(fz_mut *m, fz_rng *r, const fz_item *it, int n, const tup_bytes *donor)
 {
     fz_item dit[MAX_ITEMS];
     int dn = walk(donor->p, donor->n, dit), i = pick(r, it, n, 0), j;
@@ -542,7 +542,7 @@ static void mut_splice(fz_mut *m, fz_rng *r, const fz_item *it, int n, const tup
 }
 
 /* Applies 1 to 4 mutations to m->b. */
-void fz_mutate(fz_mut *m, fz_rng *r, const tuple_bytes *donor)
+void fz_mutate(fz_mut *m, fz_rng *r, const tup_bytes *donor)
 {
     int ops = fz_below(r, 10) < 6 ? 1 : fz_below(r, 5) < 3 ? 2 : 3 + (int)fz_below(r, 2);
     fz_item *it = fz_xcalloc(MAX_ITEMS, sizeof *it);
@@ -582,11 +582,11 @@ void fz_mutate(fz_mut *m, fz_rng *r, const tuple_bytes *donor)
 }
 
 /* A MULTI request of frames f[0..n). */
-tuple_bytes fz_multi_of(const tuple_bytes *const *f, int n)
+tup_bytes fz_multi_of(const tup_bytes *const *f, int n)
 {
     mp_span *v = fz_xcalloc((size_t)n, sizeof *v);
     msg_MULTI_req rq;
-    tuple_bytes out;
+    tup_bytes out;
 
     for (int i = 0; i < n; i++)
         v[i] = (mp_span){ f[i]->p, f[i]->n };
@@ -599,10 +599,10 @@ tuple_bytes fz_multi_of(const tuple_bytes *const *f, int n)
 
 /* Wraps m->b in a MULTI in one of several ways (valid neighbours, a nested
  * MULTI, the wrapper itself mutated, the mutant repeated). */
-void fz_wrap_multi(fz_mut *m, fz_rng *r, const tuple_bytes *valid, const tuple_bytes *ping)
+void fz_wrap_multi(fz_mut *m, fz_rng *r, const tup_bytes *valid, const tup_bytes *ping)
 {
-    tuple_bytes inner = m->b, nested = { 0 }, out;
-    const tuple_bytes *f[6];
+    tup_bytes inner = m->b, nested = { 0 }, out;
+    const tup_bytes *f[6];
     uint64_t how = fz_below(r, 5);
     int n = 0;
 
@@ -614,7 +614,7 @@ void fz_wrap_multi(fz_mut *m, fz_rng *r, const tuple_bytes *valid, const tuple_b
         f[n++] = ping;
         break;
     case 2: {
-        const tuple_bytes *pf[1] = { ping };
+        const tup_bytes *pf[1] = { ping };
         nested = fz_multi_of(pf, 1);
         f[n++] = &inner;
         f[n++] = &nested;
@@ -627,8 +627,8 @@ void fz_wrap_multi(fz_mut *m, fz_rng *r, const tuple_bytes *valid, const tuple_b
         break;
     }
     out = fz_multi_of(f, n);
-    bytes_free(&nested);
-    bytes_free(&inner);
+    tup_bytes_free(&nested);
+    tup_bytes_free(&inner);
     m->b = out;
     fz_note(m, "| in MULTI(%s) ",
             how == 0   ? "alone"

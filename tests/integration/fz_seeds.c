@@ -113,7 +113,7 @@ bool fz_unsafe(const fz_ctx *x, const uint8_t *p, size_t n, int depth)
 
 /* ---- seed frames per port ---------------------------------------------------------- */
 
-static fz_seed *seed_add(fz_port *pt, const char *name, tuple_bytes frame, int weight)
+static fz_seed *seed_add(fz_port *pt, const char *name, tup_bytes frame, int weight)
 {
     fz_seed *s;
 
@@ -129,7 +129,7 @@ static fz_seed *seed_add(fz_port *pt, const char *name, tuple_bytes frame, int w
     return s;
 }
 
-tuple_bytes fz_ping_frame(void)
+tup_bytes fz_ping_frame(void)
 {
     msg_PING_req rq;
 
@@ -142,13 +142,13 @@ static mp_span cbuf(const char *s)
     return (mp_span){ (const uint8_t *)s, strlen(s) };
 }
 
-static mp_span bbuf(const tuple_bytes *b)
+static mp_span bbuf(const tup_bytes *b)
 {
     return (mp_span){ b->p, b->n };
 }
 
 /* An item of the throwaway table: key kv, a little of every value type. */
-static tuple_bytes scratch_item(const fz_ctx *x, int64_t kv, const char *town)
+static tup_bytes scratch_item(const fz_ctx *x, int64_t kv, const char *town)
 {
     mp_buf m;
 
@@ -174,7 +174,7 @@ static tuple_bytes scratch_item(const fz_ctx *x, int64_t kv, const char *town)
 }
 
 /* The key map (only the key attributes) of item it of table t. */
-static tuple_bytes key_of(const cat_table *t, const tuple_bytes *it)
+static tup_bytes key_of(const cat_table *t, const tup_bytes *it)
 {
     mp_buf m;
 
@@ -185,9 +185,9 @@ static tuple_bytes key_of(const cat_table *t, const tuple_bytes *it)
 }
 
 /* h | pk of item it of table t (a fact-local key) and its shard hash. */
-static tuple_bytes fact_key(const fz_ctx *x, const cat_table *t, const tuple_bytes *it, uint64_t *h)
+static tup_bytes fact_key(const fz_ctx *x, const cat_table *t, const tup_bytes *it, uint64_t *h)
 {
-    tuple_bytes pk = { 0 }, k = { 0 };
+    tup_bytes pk = { 0 }, k = { 0 };
     size_t pkl;
     uint8_t hb[8];
 
@@ -199,12 +199,12 @@ static tuple_bytes fact_key(const fz_ctx *x, const cat_table *t, const tuple_byt
     be_put64(hb, *h);
     fz_add(&k, hb, 8);
     fz_add(&k, pk.p, pk.n);
-    bytes_free(&pk);
+    tup_bytes_free(&pk);
     return k;
 }
 
 /* Value of attribute a of item it (raw msgpack), or nil. */
-static mp_span attr_of(const tuple_bytes *it, const char *a)
+static mp_span attr_of(const tup_bytes *it, const char *a)
 {
     static const uint8_t nil = 0xc0;
     mp_span v;
@@ -215,7 +215,7 @@ static mp_span attr_of(const tuple_bytes *it, const char *a)
 }
 
 /* A one-element msgpack array holding raw value v. */
-static tuple_bytes array1(mp_span v)
+static tup_bytes array1(mp_span v)
 {
     mp_buf m;
 
@@ -225,7 +225,7 @@ static tuple_bytes array1(mp_span v)
     return fz_take_buf(&m);
 }
 
-static tuple_bytes map1(const char *k, mp_span v)
+static tup_bytes map1(const char *k, mp_span v)
 {
     mp_buf m;
 
@@ -238,12 +238,12 @@ static tuple_bytes map1(const char *k, mp_span v)
 
 static void router_seeds(const fz_ctx *x, fz_port *pt)
 {
-    const tuple_bytes *it0 = &x->items[0], *it1 = &x->items[x->nitems > 1 ? 1 : 0];
-    tuple_bytes rkey = key_of(x->rt, it0), s1 = scratch_item(x, 1, "Redmond"),
-                s2 = scratch_item(x, 2, "Zurich"), wkey;
+    const tup_bytes *it0 = &x->items[0], *it1 = &x->items[x->nitems > 1 ? 1 : 0];
+    tup_bytes rkey = key_of(x->rt, it0), s1 = scratch_item(x, 1, "Redmond"),
+              s2 = scratch_item(x, 2, "Zurich"), wkey;
     mp_span town = attr_of(it0, x->rix->attrs[0]);
-    tuple_bytes eq = array1(town), where = map1(x->rix->attrs[0], town),
-                peq = array1(attr_of(it1, x->rt->pk));
+    tup_bytes eq = array1(town), where = map1(x->rix->attrs[0], town),
+              peq = array1(attr_of(it1, x->rt->pk));
     mp_span items[2] = { bbuf(&s1), bbuf(&s2) }, a2[2] = { cbuf("town"), cbuf("lastname") };
     mp_span pa[1] = { cbuf("email") }, rattrs[2];
     static const uint8_t empty_arr = 0x90, nil = 0xc0;
@@ -349,43 +349,43 @@ static void router_seeds(const fz_ctx *x, fz_port *pt)
         memset(&r, 0, sizeof r);
         seed_add(pt, "CATALOG", fz_encode_req(MSG_CATALOG, &r), 40);
     }
-    bytes_free(&rkey);
-    bytes_free(&wkey);
-    bytes_free(&s1);
-    bytes_free(&s2);
-    bytes_free(&eq);
-    bytes_free(&peq);
-    bytes_free(&where);
+    tup_bytes_free(&rkey);
+    tup_bytes_free(&wkey);
+    tup_bytes_free(&s1);
+    tup_bytes_free(&s2);
+    tup_bytes_free(&eq);
+    tup_bytes_free(&peq);
+    tup_bytes_free(&where);
 }
 
 /* Items of the throwaway table whose hash falls in partition cp: n of them,
  * keys from *next on. */
-static void scratch_in_part(const fz_ctx *x, const cfg_part *cp, tuple_bytes *out, int n,
+static void scratch_in_part(const fz_ctx *x, const cfg_part *cp, tup_bytes *out, int n,
                             int64_t *next)
 {
     for (int k = 0; k < n;) {
-        tuple_bytes it = scratch_item(x, (*next)++, k ? "Zurich" : "Redmond"), fk;
+        tup_bytes it = scratch_item(x, (*next)++, k ? "Zurich" : "Redmond"), fk;
         uint64_t h;
 
         fk = fact_key(x, x->wt, &it, &h);
-        bytes_free(&fk);
+        tup_bytes_free(&fk);
         if (h >= cp->hlo && h <= cp->hhi)
             out[k++] = it;
         else
-            bytes_free(&it);
+            tup_bytes_free(&it);
     }
 }
 
 static void storage_seeds(const fz_ctx *x, fz_port *pt)
 {
     const cfg_part *cp = NULL;
-    tuple_bytes wi[2], dk, keys[8];
+    tup_bytes wi[2], dk, keys[8];
     mp_span objs[2], kb[8];
     uint64_t dels[2] = { 0, 0 }, one = 1, h;
     int64_t next = 1000 + 1000 * pt->idx;
     uint32_t nk = 0;
     static const uint8_t nil = 0xc0;
-    tuple_bytes where = map1(x->rix->attrs[0], attr_of(&x->items[0], x->rix->attrs[0]));
+    tup_bytes where = map1(x->rix->attrs[0], attr_of(&x->items[0], x->rix->attrs[0]));
 
     for (int i = 0; i < x->cfg->nstorage; i++)
         if (&x->cfg->nodes[x->cfg->storage[i].node] == pt->node) {
@@ -398,13 +398,13 @@ static void storage_seeds(const fz_ctx *x, fz_port *pt)
     }
     scratch_in_part(x, cp, wi, 2, &next);
     for (int i = 0; i < x->nitems && nk < 8; i++) {
-        tuple_bytes k = fact_key(x, x->rt, &x->items[i], &h);
+        tup_bytes k = fact_key(x, x->rt, &x->items[i], &h);
         if (h >= cp->hlo && h <= cp->hhi) {
             keys[nk] = k;
             kb[nk] = bbuf(&keys[nk]);
             nk++;
         } else {
-            bytes_free(&k);
+            tup_bytes_free(&k);
         }
     }
     seed_add(pt, "PING", fz_ping_frame(), 40);
@@ -479,21 +479,21 @@ static void storage_seeds(const fz_ctx *x, fz_port *pt)
         seed_add(pt, "CAT_BACKFILLED", fz_encode_req(MSG_CAT_BACKFILLED, &r), 40);
     }
     for (uint32_t i = 0; i < nk; i++)
-        bytes_free(&keys[i]);
-    bytes_free(&wi[0]);
-    bytes_free(&wi[1]);
-    bytes_free(&dk);
-    bytes_free(&where);
+        tup_bytes_free(&keys[i]);
+    tup_bytes_free(&wi[0]);
+    tup_bytes_free(&wi[1]);
+    tup_bytes_free(&dk);
+    tup_bytes_free(&where);
 }
 
 /* An index-local key of index id whose tuple (a string, then an int
  * primary key) falls in index partition cp. */
-static tuple_bytes index_key(const fz_ctx *x, const cfg_part *cp, uint32_t id, int64_t pk)
+static tup_bytes index_key(const fz_ctx *x, const cfg_part *cp, uint32_t id, int64_t pk)
 {
     static const char *const cands[] = { "Chicago", "Redmond", "0", "A", "M",
                                          "Z",       "a",       "m", "z", "\x7f" };
     for (size_t i = 0; i < sizeof cands / sizeof cands[0]; i++) {
-        tuple_bytes k = { 0 };
+        tup_bytes k = { 0 };
         uint8_t idb[4];
 
         be_put32(idb, id);
@@ -502,7 +502,7 @@ static tuple_bytes index_key(const fz_ctx *x, const cfg_part *cp, uint32_t id, i
             fz_die_oom();
         if (cfg_index_for(x->cfg, k.p + 4, k.n - 4) == cp)
             return k;
-        bytes_free(&k);
+        tup_bytes_free(&k);
     }
     fprintf(stderr, "sx-fuzzframe: no test value falls in index partition %" PRIu64 "\n", cp->id);
     exit(2);
@@ -511,7 +511,7 @@ static tuple_bytes index_key(const fz_ctx *x, const cfg_part *cp, uint32_t id, i
 static void index_seeds(const fz_ctx *x, fz_port *pt)
 {
     const cfg_part *cp = NULL;
-    tuple_bytes k1, k2, lo, hi = { 0 }, ilo, ihi;
+    tup_bytes k1, k2, lo, hi = { 0 }, ilo, ihi;
     uint8_t idb[4];
     uint64_t src = x->cfg->storage[0].id, upto = 0, seqs[2], kinds[2] = { 0, 1 },
              vers[2] = { 7, 8 }, hashes[2] = { 42, 43 };
@@ -543,8 +543,8 @@ static void index_seeds(const fz_ctx *x, fz_port *pt)
     lo.n -= 9; /* drop the int pk component */
     be_put32(idb, x->rix->id + 1);
     fz_add(&hi, idb, 4);
-    ilo = (tuple_bytes){ 0 };
-    ihi = (tuple_bytes){ 0 };
+    ilo = (tup_bytes){ 0 };
+    ihi = (tup_bytes){ 0 };
     be_put32(idb, x->rix->id);
     fz_add(&ilo, idb, 4);
 
@@ -599,19 +599,19 @@ static void index_seeds(const fz_ctx *x, fz_port *pt)
         r.kinds.n = r.versions.n = r.keys.n = r.hashes.n = r.projs.n = 0;
         seed_add(pt, "I_BUILD/seal", fz_encode_req(MSG_I_BUILD, &r), 40);
     }
-    bytes_free(&k1);
-    bytes_free(&k2);
-    bytes_free(&lo);
-    bytes_free(&hi);
-    bytes_free(&ilo);
-    bytes_free(&ihi);
+    tup_bytes_free(&k1);
+    tup_bytes_free(&k2);
+    tup_bytes_free(&lo);
+    tup_bytes_free(&hi);
+    tup_bytes_free(&ilo);
+    tup_bytes_free(&ihi);
 }
 
 /* A MULTI seed of a port: PING and two of its other seeds. */
 static void multi_seed(fz_port *pt)
 {
-    const tuple_bytes *f[3] = { &pt->ping, &pt->seeds[pt->nseeds > 2 ? 2 : 0].frame,
-                                &pt->seeds[pt->nseeds - 1].frame };
+    const tup_bytes *f[3] = { &pt->ping, &pt->seeds[pt->nseeds > 2 ? 2 : 0].frame,
+                              &pt->seeds[pt->nseeds - 1].frame };
 
     seed_add(pt, "MULTI", fz_multi_of(f, 3), 100);
 }
@@ -632,9 +632,9 @@ void fz_port_seeds(const fz_ctx *x, fz_port *pt)
 /* One call to the router or a node for set-up, decoded into rep, whose
  * views borrow from *keep (the reply: the caller frees it after rep);
  * exits when it fails. */
-static void setup_call(fz_conn *c, msg_type t, const void *rq, void *rep, tuple_bytes *keep)
+static void setup_call(fz_conn *c, msg_type t, const void *rq, void *rep, tup_bytes *keep)
 {
-    tuple_bytes f = fz_encode_req(t, rq);
+    tup_bytes f = fz_encode_req(t, rq);
     char em[200];
     int rc;
 
@@ -642,7 +642,7 @@ static void setup_call(fz_conn *c, msg_type t, const void *rq, void *rep, tuple_
         fprintf(stderr, "sx-fuzzframe: set-up: no %s reply from %s\n", msg_name(t), c->url);
         exit(2);
     }
-    bytes_free(&f);
+    tup_bytes_free(&f);
     rc = msg_decode_rep(t, keep->p, keep->n, rep, em, sizeof em);
     if (rc != 0) {
         fprintf(stderr, "sx-fuzzframe: set-up: %s from %s: %s %s\n", msg_name(t), c->url,
@@ -655,7 +655,7 @@ void fz_setup(fz_ctx *x, const char *rname, const char *wname)
 {
     const cfg_node *r = NULL;
     fz_conn c = { .fd = -1, .timeout_ms = x->timeout_ms };
-    tuple_bytes keep = { 0 };
+    tup_bytes keep = { 0 };
 
     for (int i = 0; i < x->cfg->nnodes && !r; i++)
         if (x->cfg->nodes[i].role == SX_ROLE_ROUTER)
@@ -742,15 +742,15 @@ void fz_setup(fz_ctx *x, const char *rname, const char *wname)
         msg_free_rep(MSG_I_WATERMARKS, &rep);
         fz_conn_close(&lc);
     }
-    bytes_free(&keep);
+    tup_bytes_free(&keep);
 }
 
 void fz_ctx_free(fz_ctx *x)
 {
     for (int i = 0; i < x->nitems; i++)
-        bytes_free(&x->items[i]);
-    bytes_free(&x->qtoken);
-    bytes_free(&x->stoken);
+        tup_bytes_free(&x->items[i]);
+    tup_bytes_free(&x->qtoken);
+    tup_bytes_free(&x->stoken);
     free(x->protect);
     free(x->pix);
     free(x->wms);

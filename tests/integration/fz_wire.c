@@ -140,7 +140,7 @@ static int link_put(fz_conn *c, uint64_t id, const uint8_t *p, size_t n)
     return rc;
 }
 
-static fz_outcome link_call(fz_conn *c, const uint8_t *p, size_t n, tuple_bytes *reply)
+static fz_outcome link_call(fz_conn *c, const uint8_t *p, size_t n, tup_bytes *reply)
 {
     uint64_t id = ++c->next_id, deadline = fz_now_ms() + (uint64_t)c->timeout_ms;
 
@@ -193,7 +193,7 @@ static fz_outcome link_call(fz_conn *c, const uint8_t *p, size_t n, tuple_bytes 
 }
 
 /* Sends frame p..n on c and waits for its reply (into *reply). */
-fz_outcome fz_conn_call(fz_conn *c, const uint8_t *p, size_t n, tuple_bytes *reply)
+fz_outcome fz_conn_call(fz_conn *c, const uint8_t *p, size_t n, tup_bytes *reply)
 {
     void *buf = NULL;
     size_t sz = 0;

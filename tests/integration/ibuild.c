@@ -80,7 +80,7 @@ static int call(net_peer *peer, msg_type t, const void *s, void *rep, char *errm
 /* The minimal I_BUILD a sender may send: I_APPLY's fields only (no
  * seals), one build record (key, VERSION) read at head upto. */
 static int build_old(net_peer *peer, uint64_t part, uint64_t source, uint64_t upto,
-                     const tuple_bytes *key, char *err, size_t errlen)
+                     const tup_bytes *key, char *err, size_t errlen)
 {
     static const uint8_t nil = 0xc0;
     uint64_t kind = 0, version = VERSION, hash = 42;
@@ -127,7 +127,7 @@ static uint64_t watermark(net_peer *peer, uint64_t part, uint64_t source)
 
 /* Live entries of the fake index from key on (version of the first in
  * *version). */
-static uint32_t entries(net_peer *peer, uint64_t part, const tuple_bytes *key, uint64_t *version)
+static uint32_t entries(net_peer *peer, uint64_t part, const tup_bytes *key, uint64_t *version)
 {
     msg_I_RANGE_req rq = { .part = part, .lo = { key->p, key->n }, .limit = 10 };
     msg_I_RANGE_rep rep;
@@ -148,7 +148,7 @@ static uint32_t entries(net_peer *peer, uint64_t part, const tuple_bytes *key, u
  * NULL a seal (no records), with the field seals; returns the reply's error, its message in err,
  * and on success the node's epoch in *epoch. */
 static int build(net_peer *peer, uint64_t part, uint64_t source, uint64_t upto,
-                 const tuple_bytes *key, uint64_t seals, uint64_t *epoch, char *err, size_t errlen)
+                 const tup_bytes *key, uint64_t seals, uint64_t *epoch, char *err, size_t errlen)
 {
     static const uint8_t nil = 0xc0;
     uint64_t kind = 0, version = VERSION, hash = 42;
@@ -173,7 +173,7 @@ static int build(net_peer *peer, uint64_t part, uint64_t source, uint64_t upto,
 int main(int argc, char **argv)
 {
     net_peer *peer = NULL;
-    tuple_bytes key = { 0 };
+    tup_bytes key = { 0 };
     uint64_t part, source, wm, v = 0, epoch = 0, epoch2 = 0;
     uint8_t id[4];
     char err[256] = "";
@@ -198,7 +198,7 @@ int main(int argc, char **argv)
     part = strtoull(argv[3], NULL, 10);
     source = strtoull(argv[4], NULL, 10);
     be_put32(id, FAKE_INDEX);
-    rc = bytes_append(&key, id, 4);
+    rc = tup_bytes_append(&key, id, 4);
     if (!rc)
         rc = tup_encode_str(&key, argv[5], strlen(argv[5]));
     if (!rc)
@@ -206,7 +206,7 @@ int main(int argc, char **argv)
     cfg_free(cfg);
     if (rc != 0) {
         fprintf(stderr, "sx-ibuild: cannot set up (key or link)\n");
-        bytes_free(&key);
+        tup_bytes_free(&key);
         return 2;
     }
     wm = watermark(peer, part, source);
@@ -216,7 +216,7 @@ int main(int argc, char **argv)
                 ": write something first\n",
                 source, part);
         net_peer_close(peer);
-        bytes_free(&key);
+        tup_bytes_free(&key);
         return 2;
     }
     printf("partition %" PRIu64 ", source %" PRIu64 ": watermark %" PRIu64 "\n", part, source, wm);
@@ -256,6 +256,6 @@ int main(int argc, char **argv)
     CHECKF(epoch2 == epoch, "with the same epoch");
 
     net_peer_close(peer);
-    bytes_free(&key);
+    tup_bytes_free(&key);
     return CHECK_DONE();
 }

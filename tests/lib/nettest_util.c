@@ -6,12 +6,11 @@
  * net_peer, and the temporary directory for the servers' ipc sockets.
  * Built as the library test_support (tests/CMakeLists.txt).
  */
-#define _XOPEN_SOURCE 700  /* nftw */
 #define CHECK_TALLY_DEFINE /* the program's one check tally lives here */
 #include "nettest_util.h"
 #include "log.h"
+#include "scratch.h"
 #include <errno.h>
-#include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -650,23 +649,13 @@ uint8_t *raw_multi(nng_socket s, const mp_span *f, uint32_t n, msg_MULTI_rep *re
 
 /* ---- the program's run ---- */
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *fw)
+const char *nettest_setup(const char *prefix, char *buf, size_t n)
 {
-    (void)st;
-    (void)flag;
-    (void)fw;
-    return remove(path);
-}
-
-const char *nettest_setup(char *tmpl)
-{
-    const char *base = mkdtemp(tmpl);
+    const char *base = scratch_make(prefix, buf, n);
     pthread_condattr_t ca;
 
-    if (base == NULL) {
-        perror("mkdtemp");
+    if (base == NULL)
         return NULL;
-    }
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&g_cv, &ca);
@@ -677,5 +666,5 @@ const char *nettest_setup(char *tmpl)
 void nettest_teardown(const char *base)
 {
     pthread_cond_destroy(&g_cv);
-    nftw(base, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    scratch_remove(base);
 }

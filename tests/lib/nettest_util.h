@@ -224,10 +224,10 @@ void peer_done(net_peer *p, nng_socket sock);
 
 /* ---- the program's run ---- */
 
-/* Sets up g_cv and makes a fresh directory from template tmpl (ends in
- * XXXXXX; overwritten) for the servers' ipc sockets. Returns tmpl, or NULL
- * (with perror) when the directory could not be made. First in main. */
-const char *nettest_setup(char *tmpl);
+/* Sets up g_cv and makes a fresh directory for the servers' ipc sockets
+ * (scratch.h: scratch_make(prefix, buf, n)). Returns buf, or NULL (said on
+ * stderr) when the directory could not be made. First in main. */
+const char *nettest_setup(const char *prefix, char *buf, size_t n);
 
 /* Removes directory base with all in it and destroys g_cv. Last in main,
  * once every thread using g_cv is gone. */

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim.h"
+#include "lincheck.h"
 
 typedef struct lnode {
     int op; /* op index */
@@ -118,7 +118,7 @@ static void unlift(lnode *e)
         e->next->prev = e;
 }
 
-/* lincheck_register: contract (arguments, ownership, errors) in sim.h. */
+/* lincheck_register: contract (arguments, ownership, errors) in lincheck.h. */
 static int search(const sim_hop *ops, size_t n);
 
 /* A put that never returned and whose value nobody read can be linearized

@@ -5,7 +5,8 @@
  * contract with an in-memory disk that loses unsynced or torn writes
  * (sim_host.c), clients with a key-value model (sim_client.c), invariant
  * checks after every step (sim_check.c) and a linearizability checker
- * (lincheck.c).  sim_main.c runs seeds and the fault schedule.
+ * (lincheck.c, declared in lincheck.h).  sim_main.c runs seeds and the
+ * fault schedule.
  */
 #ifndef SHARDEX_SIM_H
 #define SHARDEX_SIM_H
@@ -13,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lincheck.h"
 #include "raft.h"
 #include "raft_dedup.h"
 #include "raft_log_store.h"
@@ -22,7 +24,6 @@
 #define SIM_MAX_GROUPS 4
 #define SIM_MAX_KEYS 4
 #define SIM_MAX_CLIENTS 4
-#define SIM_INF UINT64_MAX
 
 /* ---- deterministic randomness ---- */
 typedef struct sim_rng {
@@ -46,7 +47,7 @@ typedef struct sim_creq {
     uint64_t seq;
 } sim_creq;
 
-enum { OP_PUT = 1, OP_GET = 2, OP_BARRIER = 3 };
+enum { OP_BARRIER = 3 }; /* after lincheck.h's OP_PUT, OP_GET */
 enum { CR_OK = 0, CR_RETRY = 1 };
 
 typedef struct sim_cresp {
@@ -140,14 +141,7 @@ typedef struct sim_node {
     sim_replica rep[SIM_MAX_GROUPS];
 } sim_node;
 
-/* ---- client history ---- */
-typedef struct sim_hop {
-    int client;
-    int kind; /* OP_PUT / OP_GET */
-    uint64_t in, out;
-    uint64_t call, ret; /* ret SIM_INF: timed out (puts only) */
-} sim_hop;
-
+/* ---- client history (sim_hop: lincheck.h) ---- */
 typedef struct sim_hist {
     sim_hop *ops;
     size_t n, cap;
@@ -319,10 +313,5 @@ void sim_store_bootstrap(sim *s, int slot, int g, const sim_disk *d);
 void sim_store_ready(sim *s, int slot, const raft_ready *rd, const int *has);
 void sim_store_compact(sim *s, int slot, int g, const raft_snap_meta *m);
 void sim_store_verify(sim *s, int slot);
-
-/* lincheck.c */
-/* Returns 1 if ops (one register, initial value 0) are linearizable, 0 if
- * not, -1 if the search gave up (too large). */
-int lincheck_register(const sim_hop *ops, size_t n);
 
 #endif

@@ -8,11 +8,9 @@
  * SHARDEX_CATALOG_MAX_KB), and request ids: a change asked again under its
  * id answered with the version it made, not applied twice, across a
  * reopen too, the oldest ids forgotten past 256.
- * Links node_catalog. Argument: a scratch dir
- * (default: a fresh mkdtemp under /tmp).
+ * Links node_catalog. Argument: a scratch dir (default: a fresh one under
+ * $TMPDIR or /tmp, removed afterwards unless a check failed).
  */
-#define _XOPEN_SOURCE 700 /* nftw */
-#include <ftw.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +21,7 @@
 #include "check.h"
 #include "msg.h"
 #include "net.h"
+#include "scratch.h"
 #include "sx_errors.h"
 
 static catp *g_catp; /* the served partition; swapped only while stopped */
@@ -466,27 +465,16 @@ static void test_rids(const char *dir, const char *url, const cfg_cluster *cfg)
     g_cli = NULL;
 }
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *f)
-{
-    (void)st;
-    (void)flag;
-    (void)f;
-    return remove(path);
-}
-
 int main(int argc, char **argv)
 {
-    char tmpl[] = "/tmp/catalog_part_test.XXXXXX";
-    char dir[512], url[600];
+    char tmpl[400], dir[512], url[600];
     cfg_part parts[2];
     cfg_node node;
     cfg_cluster cfg;
-    const char *base = argc > 1 ? argv[1] : mkdtemp(tmpl);
+    const char *base = argc > 1 ? argv[1] : scratch_make("catalog_part_test", tmpl, sizeof(tmpl));
 
-    if (base == NULL) {
-        perror("mkdtemp");
+    if (base == NULL)
         return 1;
-    }
     snprintf(dir, sizeof(dir), "%s/catalog", base);
     snprintf(url, sizeof(url), "ipc://%s/cat.sock", base);
     memset(&cfg, 0, sizeof(cfg));
@@ -516,6 +504,6 @@ int main(int argc, char **argv)
         return CHECK_DONE();
     }
     if (argc <= 1)
-        nftw(base, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+        scratch_remove(base);
     return CHECK_DONE();
 }

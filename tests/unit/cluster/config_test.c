@@ -203,9 +203,9 @@ static void link_key_cases(void)
         }
 }
 
-static tuple_bytes str_tuple(const char *s)
+static tup_bytes str_tuple(const char *s)
 {
-    tuple_bytes b = { 0 };
+    tup_bytes b = { 0 };
     tup_encode_str(&b, s, strlen(s));
     return b;
 }
@@ -228,8 +228,8 @@ int main(void)
     CHECK(cfg_storage_for(c, UINT64_MAX)->id == 2);
     CHECK(c->nindex == 3 && c->index[1].id == 12); /* sorted by lo */
 
-    tuple_bytes a = str_tuple("Auburn"), m = str_tuple("M"), r = str_tuple("Redmond"),
-                z = str_tuple("Zurich");
+    tup_bytes a = str_tuple("Auburn"), m = str_tuple("M"), r = str_tuple("Redmond"),
+              z = str_tuple("Zurich");
     CHECK(cfg_index_for(c, a.p, a.n)->id == 11);
     CHECK(cfg_index_for(c, m.p, m.n)->id == 12); /* lo is inclusive */
     CHECK(cfg_index_for(c, r.p, r.n)->id == 12);
@@ -243,10 +243,10 @@ int main(void)
     CHECK(first == 1 && count == 2);
     cfg_index_range(c, NULL, 0, NULL, 0, &first, &count);
     CHECK(first == 0 && count == 3);
-    bytes_free(&a);
-    bytes_free(&m);
-    bytes_free(&r);
-    bytes_free(&z);
+    tup_bytes_free(&a);
+    tup_bytes_free(&m);
+    tup_bytes_free(&r);
+    tup_bytes_free(&z);
     host_cases();
 
     uint64_t h1 = hash_shard(c->hash_key, "abc", 3), h2 = hash_shard(c->hash_key, "abc", 3);

@@ -73,7 +73,7 @@ static void views(const cat_table *t, const cat_index *ix, const mp_buf *a)
     const uint8_t *ap = (const uint8_t *)a->sb.data;
     cat_index all = *ix;
     item_view v = { 0 };
-    tuple_bytes k1 = { 0 }, k2 = { 0 };
+    tup_bytes k1 = { 0 }, k2 = { 0 };
     mp_buf p1, p2, w;
     uint8_t trailing[64];
     uint8_t numkey[] = { 0x81, 0x01, 0x01 };
@@ -112,8 +112,8 @@ static void views(const cat_table *t, const cat_index *ix, const mp_buf *a)
     CHECK(!w.oom && item_view_parse(&v, (const uint8_t *)w.sb.data, w.sb.size) == SX_ETOOBIG);
     mp_buf_free(&w);
     item_view_free(&v);
-    bytes_free(&k1);
-    bytes_free(&k2);
+    tup_bytes_free(&k1);
+    tup_bytes_free(&k2);
 }
 
 int main(void)
@@ -125,7 +125,7 @@ int main(void)
         .id = 2, .name = "by_town", .nattrs = 2, .attrs = attrs, .proj = CAT_PROJ_KEYS
     };
     mp_buf a, b, out;
-    tuple_bytes k1 = { 0 }, k2 = { 0 };
+    tup_bytes k1 = { 0 }, k2 = { 0 };
     size_t pkl;
     mp_span v;
 
@@ -139,14 +139,16 @@ int main(void)
     CHECK(item_index_tuple(&t, &ix, ap, a.sb.size, &k2) == 0);
     /* the index tuple ends with the primary key tuple */
     CHECK(k2.n > k1.n && memcmp(k2.p + k2.n - k1.n, k1.p, k1.n) == 0);
-    bytes_free(&k2);
+    tup_bytes_free(&k2);
     CHECK(item_index_tuple(&t, &ix, bp, b.sb.size, &k2) == SX_ENOTFOUND); /* sparse */
-    bytes_free(&k1);
-    bytes_free(&k2);
+    tup_bytes_free(&k1);
+    tup_bytes_free(&k2);
 
     /* projection keys: id, town, lastname but not tags */
     mp_buf_init(&out);
     CHECK(item_project(&t, &ix, ap, a.sb.size, &out) == 0);
+    CHECK(item_get((const uint8_t *)out.sb.data, out.sb.size, "id", &v) == 0);
+    CHECK(item_get((const uint8_t *)out.sb.data, out.sb.size, "town", &v) == 0);
     CHECK(item_get((const uint8_t *)out.sb.data, out.sb.size, "lastname", &v) == 0);
     CHECK(item_get((const uint8_t *)out.sb.data, out.sb.size, "tags", &v) == SX_ENOTFOUND);
     mp_buf_free(&out);
@@ -189,7 +191,7 @@ int main(void)
     mp_put_cstr(&l, "id");
     mp_put_array(&l, 0);
     CHECK(item_primary_key(&t, (const uint8_t *)l.sb.data, l.sb.size, &k1, &pkl) == SX_EKEY);
-    bytes_free(&k1);
+    tup_bytes_free(&k1);
     mp_buf_free(&l);
     mp_buf_free(&a);
     mp_buf_free(&b);

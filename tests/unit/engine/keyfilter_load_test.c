@@ -7,10 +7,9 @@
  * its smallest segment), it holds no key outside its ranges, it counts the
  * scanned keys, a stopped scan leaves the filter not ready, and
  * SHARDEX_KEYFILTER_MB=0 gives no filter.
- * Links node_engine.
+ * Links node_engine. Argument: a scratch dir (default: a fresh one under
+ * $TMPDIR or /tmp, removed afterwards).
  */
-#define _XOPEN_SOURCE 700 /* nftw */
-#include <ftw.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,18 +19,11 @@
 #include "hash.h"
 #include "keyfilter_load.h"
 #include "ldb.h"
+#include "scratch.h"
 
 #define BEFORE 200000u /* keys stored before the scan: four chunks */
 #define DURING 60000u  /* keys written while it runs */
 #define PART 7
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *f)
-{
-    (void)st;
-    (void)flag;
-    (void)f;
-    return remove(path);
-}
 
 /* Stored key `pfx` | i (8 bytes BE); returns its length. */
 static size_t skey(uint8_t *k, uint8_t pfx, uint64_t i)
@@ -190,17 +182,15 @@ static void test_turned_off(ldb *db)
     kf_load_stop(NULL);
 }
 
-int main(int argc, char **argv)
+/* Every check, on a leveldb in scratch dir dir; false when it could not
+ * be opened. */
+static bool run(const char *dir)
 {
-    char tmpl[] = "/tmp/sx-kfload-XXXXXX";
-    const char *dir = argc > 1 ? argv[1] : mkdtemp(tmpl);
     ldb *db = NULL;
 
-    if (dir == NULL || ldb_open(dir, &db) != 0) {
+    if (ldb_open(dir, &db) != 0) {
         fprintf(stderr, "cannot open a leveldb in a scratch folder\n");
-        if (dir != NULL && argc <= 1)
-            nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-        return 1;
+        return false;
     }
     CHECK_INT(store_keys(db, NULL, 'D', 9000000, 9010000), 0); /* outside the range */
     CHECK_INT(store_keys(db, NULL, 'F', 8000000, 8010000), 0);
@@ -209,7 +199,10 @@ int main(int argc, char **argv)
     test_stop_early(db);
     test_turned_off(db);
     ldb_close(db);
-    if (argc <= 1)
-        nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-    return CHECK_DONE();
+    return true;
+}
+
+int main(int argc, char **argv)
+{
+    return scratch_run(argc, argv, "sx-kfload", run) ? CHECK_DONE() : 1;
 }

@@ -17,12 +17,11 @@
  * open, and the zero tails it cuts before an open (and only those). And
  * ldb_open_mem's memtable size (a store's 128 MiB: its log preallocated so).
  * Links node_engine.
- * Argument: a scratch dir (default: a fresh mkdtemp under /tmp).
+ * Argument: a scratch dir (default: a fresh one under $TMPDIR or /tmp, removed
+ * afterwards).
  */
-#define _XOPEN_SOURCE 700 /* nftw */
 #include <dirent.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,19 +33,12 @@
 #include "check.h"
 #include "hash.h"
 #include "ldb.h"
+#include "scratch.h"
 #include "sx_errors.h"
 
 #define NSYNC 200 /* records written synced */
 #define NLAZY 200 /* then written unsynced, the log's tail */
 #define VLEN 1000
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *f)
-{
-    (void)st;
-    (void)flag;
-    (void)f;
-    return remove(path);
-}
 
 /* Record i under prefix c: key c | i (4 BE), a value derived from both. */
 static size_t rec_key(uint8_t *k, char c, uint32_t i)
@@ -251,14 +243,14 @@ static void memtable_sized(const char *dir)
  * its first ones followed by zeros, and the usual (paranoid) open still
  * works, without the torn record (the zero tail is cut first: leveldb
  * would otherwise report an error in the middle of a record); a clean
- * close leaves no zero tail. */
-static void preallocated(const char *dir)
+ * close leaves no zero tail. dir is made in folder base. */
+static void preallocated(const char *base, const char *dir)
 {
     static uint8_t big[100000];
     ldb *d = NULL, *d2 = NULL;
     off_t e1, e2, cut;
     leveldb_writebatch_t *b;
-    bool room = room_for_prealloc("/tmp", (uint64_t)64 << 20);
+    bool room = room_for_prealloc(base, (uint64_t)64 << 20);
     tally t;
 
     if (!room)
@@ -477,22 +469,17 @@ static void failed_write(const char *dir)
     ldb_close(d);
 }
 
-int main(int argc, char **argv)
+/* Every check, in scratch dir base; false when its paths do not fit. */
+static bool run(const char *base)
 {
-    char tmpl[] = "/tmp/sx-ldb-XXXXXX", dir[4200], marker[4200], inside[4200], moved[4200];
+    char dir[4200], marker[4200], inside[4200], moved[4200];
     char dir2[4200], dir3[4200], dir4[4200];
-    const char *base = argc > 1 ? argv[1] : mkdtemp(tmpl);
     unsigned synced = 0;
     bool exists = false;
     ldb *d = NULL;
     tally t;
     int rc;
 
-    unsetenv("SHARDEX_LOG_PREALLOC_MB"); /* preallocation as shipped */
-    if (base == NULL) {
-        perror("ldb_test: mkdtemp");
-        return 1;
-    }
     if (snprintf(dir, sizeof(dir), "%s/db", base) >= (int)sizeof(dir) ||
         snprintf(marker, sizeof(marker), "%s.unsealed", dir) >= (int)sizeof(marker) ||
         snprintf(inside, sizeof(inside), "%s/x", marker) >= (int)sizeof(inside) ||
@@ -501,7 +488,7 @@ int main(int argc, char **argv)
         snprintf(dir3, sizeof(dir3), "%s/db3", base) >= (int)sizeof(dir3) ||
         snprintf(dir4, sizeof(dir4), "%s/db4", base) >= (int)sizeof(dir4)) {
         fprintf(stderr, "ldb_test: scratch dir path too long: %s\n", base);
-        return 1;
+        return false;
     }
 
     /* marker files */
@@ -560,11 +547,14 @@ int main(int argc, char **argv)
     ldb_close(d);
 
     failed_write(dir2);
-    preallocated(dir3);
+    preallocated(base, dir3);
     memtable_sized(dir4);
     trim_cases(base);
+    return true;
+}
 
-    if (argc <= 1) /* a scratch dir of our own: removed; one given: kept */
-        nftw(base, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-    return CHECK_DONE();
+int main(int argc, char **argv)
+{
+    unsetenv("SHARDEX_LOG_PREALLOC_MB"); /* preallocation as shipped */
+    return scratch_run(argc, argv, "sx-ldb", run) ? CHECK_DONE() : 1;
 }

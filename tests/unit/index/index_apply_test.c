@@ -18,24 +18,23 @@
  * the watermark records (what a machine crash can leave: an earlier group
  * lost, a later one kept) takes the watermark from it, and the records
  * shipped again from there apply as redeliveries.
- * Links node_index. Argument: a scratch dir (default: a fresh mkdtemp under /tmp).
+ * Links node_index and the index tests' fixture. Argument: a scratch dir
+ * (default: a fresh one under $TMPDIR or /tmp, removed afterwards).
  */
-#define _XOPEN_SOURCE 700 /* nftw */
-#include <ftw.h>
+#define CHECK_TALLY_SHARED /* fixture.c checks too */
+#define CHECK_TALLY_DEFINE
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "check.h"
-#include "config.h"
-#include "index_part.h"
+#include "fixture.h"
 #include "ldb.h"
+#include "scratch.h"
 #include "sx_errors.h"
-#include "tuple.h"
 
 #define SOURCE 1
-#define PART 101
 #define WAIT_MS 10000
 
 /* What one asynchronous apply's callback said. */
@@ -68,7 +67,7 @@ typedef struct req {
     msg_I_APPLY_req m;
     uint64_t seqs[8], kinds[8], versions[8], hashes[8];
     mp_span keys[8], projs[8];
-    tuple_bytes kb[8];
+    tup_bytes kb[8];
 } req;
 
 static void req_make(req *r, const uint64_t *seqs, uint32_t n, uint64_t upto, uint64_t after,
@@ -79,17 +78,16 @@ static void req_make(req *r, const uint64_t *seqs, uint32_t n, uint64_t upto, ui
     memset(r, 0, sizeof(*r));
     for (uint32_t i = 0; i < n; i++) {
         char s[32];
-        int sn = snprintf(s, sizeof(s), "k%llu", (unsigned long long)seqs[i]);
 
-        CHECK(bytes_append(&r->kb[i], "\0\0\0\7", 4) == 0 &&
-              tup_encode_str(&r->kb[i], s, (size_t)sn) == 0);
+        snprintf(s, sizeof(s), "k%llu", (unsigned long long)seqs[i]);
+        ixf_local_key(&r->kb[i], s);
         r->seqs[i] = seqs[i];
         r->versions[i] = seqs[i];
         r->hashes[i] = 1000 + seqs[i];
         r->keys[i] = (mp_span){ r->kb[i].p, r->kb[i].n };
         r->projs[i] = (mp_span){ &nil, 1 };
     }
-    r->m.part = PART;
+    r->m.part = IXF_PART;
     r->m.source = SOURCE;
     r->m.upto = upto;
     r->m.seqs = (msg_u64s){ .n = n, .v = r->seqs };
@@ -105,15 +103,7 @@ static void req_make(req *r, const uint64_t *seqs, uint32_t n, uint64_t upto, ui
 static void req_free(req *r)
 {
     for (int i = 0; i < 8; i++)
-        bytes_free(&r->kb[i]);
-}
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *f)
-{
-    (void)st;
-    (void)flag;
-    (void)f;
-    return remove(path);
+        tup_bytes_free(&r->kb[i]);
 }
 
 static uint64_t ms_now(void)
@@ -175,14 +165,13 @@ static bool published_reaches(ix_part *p, uint64_t want)
  * state in *e (proj not kept). */
 static bool stored(ix_part *p, const char *name, ix_entry *e)
 {
-    tuple_bytes local = { 0 };
+    tup_bytes local = { 0 };
     uint8_t key[IX_MAX_DBKEY], *v = NULL;
     size_t kn, vn = 0;
     bool have = false;
 
     memset(e, 0, sizeof(*e));
-    CHECK(bytes_append(&local, "\0\0\0\7", 4) == 0 &&
-          tup_encode_str(&local, name, strlen(name)) == 0);
+    ixf_local_key(&local, name);
     kn = ix_ekey(key, local.p, local.n);
     int rc = ldb_get(p->db, key, kn, &v, &vn);
     CHECK(rc == 0 || rc == SX_ENOTFOUND);
@@ -192,48 +181,23 @@ static bool stored(ix_part *p, const char *name, ix_entry *e)
         e->proj = (mp_span){ NULL, 0 };
     }
     free(v);
-    bytes_free(&local);
+    tup_bytes_free(&local);
     return have;
 }
-
-static const char *config_text =
-    "{\"cluster\": \"ixapply\", \"hash_key\": \"000102030405060708090a0b0c0d0e0f\",\n"
-    " \"token_key\": \"000102030405060708090a0b0c0d0e0f000102030405060708090a0b0c0d0e0f\",\n"
-    " \"catalog_node\": \"s1\",\n"
-    " \"routers\": [{\"name\": \"r1\", \"url\": \"tcp://127.0.0.1:1\"}],\n"
-    " \"storage\": [{\"name\": \"s1\", \"url\": \"tcp://127.0.0.1:2\", \"partitions\": [\n"
-    "   {\"id\": 1, \"lo\": \"0000000000000000\", \"hi\": \"ffffffffffffffff\"}]}],\n"
-    " \"index\": [{\"name\": \"i1\", \"url\": \"tcp://127.0.0.1:3\", \"partitions\": [\n"
-    "   {\"id\": 101, \"lo\": null, \"hi\": null}]}]}\n";
 
 /* Every check, in scratch dir `dir`; false when the set-up failed (the
  * config or the partition could not be opened). */
 static bool run(const char *dir)
 {
-    char path[4200], err[300];
+    char err[300];
     cfg_cluster *cfg = NULL;
     ix_part *p = NULL;
     uint64_t entries = 0, wm = 0;
     req r;
     answer a;
-    FILE *f;
 
-    if (snprintf(path, sizeof(path), "%s/cluster.json", dir) >= (int)sizeof(path) ||
-        (f = fopen(path, "w")) == NULL) {
-        fprintf(stderr, "index_apply_test: scratch dir unusable: %s\n", dir);
+    if (!ixf_open(dir, "ixapply", 1, &cfg, &p))
         return false;
-    }
-    CHECK(fputs(config_text, f) >= 0);
-    CHECK(fclose(f) == 0);
-    if (cfg_load(path, &cfg, err, sizeof(err)) != 0) {
-        fprintf(stderr, "index_apply_test: config: %s\n", err);
-        return false;
-    }
-    CHECK(ix_part_open(cfg, &cfg->index[0], dir, &p) == 0);
-    if (p == NULL) {
-        cfg_free(cfg);
-        return false;
-    }
 
     /* answered early: applied through 3, synced no further than that;
      * published once the syncer has synced it */
@@ -282,8 +246,7 @@ static bool run(const char *dir)
     ix_entry e;
     uint64_t tombs = 0;
     req_make(&r, (const uint64_t[]){ 5, 6, 7 }, 3, 7, 7, false);
-    bytes_free(&r.kb[0]); /* record 0 under key "k500", never stored */
-    CHECK(bytes_append(&r.kb[0], "\0\0\0\7", 4) == 0 && tup_encode_str(&r.kb[0], "k500", 4) == 0);
+    ixf_local_key(&r.kb[0], "k500"); /* record 0 under key "k500", never stored */
     r.keys[0] = (mp_span){ r.kb[0].p, r.kb[0].n };
     r.versions[0] = 500;
     r.kinds[1] = 1; /* OUT_DEL of k6, version 600 > 6 */
@@ -337,7 +300,7 @@ static bool run(const char *dir)
     char pdir[4300];
     p = calloc(1, sizeof(*p));
     uint64_t src[1] = { SOURCE }, swm[1] = { 3 }, shw[1] = { 0 };
-    snprintf(pdir, sizeof(pdir), "%s/p%d", dir, PART);
+    snprintf(pdir, sizeof(pdir), "%s/p%d", dir, IXF_PART);
     CHECK(p != NULL && b != NULL && ldb_open(pdir, &d) == 0);
     if (p != NULL && b != NULL && d != NULL) {
         p->nsrc = 1;
@@ -368,16 +331,5 @@ static bool run(const char *dir)
 
 int main(int argc, char **argv)
 {
-    char tmpl[] = "/tmp/sx-ixapply-XXXXXX";
-    const char *dir = argc > 1 ? argv[1] : mkdtemp(tmpl);
-    bool ok;
-
-    if (dir == NULL) {
-        perror("index_apply_test: mkdtemp");
-        return 1;
-    }
-    ok = run(dir);
-    if (argc <= 1) /* our own scratch dir, whatever happened in it */
-        nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-    return ok ? CHECK_DONE() : 1;
+    return scratch_run(argc, argv, "sx-ixapply", run) ? CHECK_DONE() : 1;
 }

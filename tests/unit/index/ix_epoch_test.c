@@ -18,6 +18,7 @@
 #include <sodium.h>
 #include "check.h"
 #include "ix_epoch.h"
+#include "scratch.h"
 #include "sx_errors.h"
 
 static int write_file(const char *path, const char *text, size_t n)
@@ -35,8 +36,8 @@ static int write_file(const char *path, const char *text, size_t n)
 
 int main(void)
 {
-    char tmpl[] = "/tmp/sx-epoch-XXXXXX", path[4200], missing[4200];
-    const char *dir = mkdtemp(tmpl);
+    char dirbuf[4096], path[4200], missing[4200];
+    const char *dir = scratch_make("sx-epoch", dirbuf, sizeof(dirbuf));
     static const char *const bad[] = { "",
                                        "0123",
                                        "0123456789abcdeg\n",

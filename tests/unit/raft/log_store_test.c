@@ -23,6 +23,7 @@
 #include "raft_log_store.h"
 
 #include "check.h" /* tests/unit: CHECK, check_failures */
+#include "scratch.h"
 
 static char base[256];
 
@@ -369,19 +370,13 @@ static void test_core_restart(void)
 
 int main(void)
 {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(base, sizeof base, "%s/raft-store-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(base)) {
-        perror("mkdtemp");
+    if (scratch_make("raft-store", base, sizeof base) == NULL)
         return 1;
-    }
     test_round_trip_and_overwrite();
     test_corruption();
     test_crash_and_torn_write();
     test_core_restart();
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
-    if (system(cmd) != 0)
+    if (scratch_remove(base) != 0)
         fprintf(stderr, "could not remove %s\n", base);
     if (check_failures) {
         fprintf(stderr, "%d check(s) failed\n", check_failures);

@@ -1,9 +1,9 @@
 /*
  * fake_test.c — the router's query semantics against scripted nodes: a
  * fake storage node (catalog, S_GET, S_HEADS) and a fake index node
- * (I_RANGE, I_WATERMARKS) served in-process over links on IPC sockets, with
- * the router's handler called directly on request frames. Checks what a
- * real cluster cannot force on demand:
+ * (I_RANGE, I_WATERMARKS) served in-process over links on IPC sockets (the
+ * router tests' fixture.h), with the router's handler called directly on
+ * request frames. Checks what a real cluster cannot force on demand:
  *   - verified drops hits whose fact is gone or no longer carries the
  *     entry's values, and counts them stale; eventual drops only missing
  *     facts; a covering eventual read returns projections, reads no fact;
@@ -21,6 +21,8 @@
  *     alone, and a PUT with items in both gets that partition's error and
  *     is never run again.
  */
+#define CHECK_TALLY_SHARED /* fixture.c checks too */
+#define CHECK_TALLY_DEFINE
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +30,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "fixture.h"
 #include "router.h"
 #include "catalog.h"
 #include "hash.h"
@@ -39,15 +42,12 @@
 #define NENT 5
 
 /* The scripted cluster. Guarded by mu (the fake servers run on nng worker
- * threads). */
+ * threads; the catalog they answer with is the fixture's). */
 typedef struct fake {
     pthread_mutex_t mu;
     uint8_t hash_key[SX_HASH_KEY_BYTES];
-    uint8_t *cat; /* CATALOG reply's catalog map */
-    size_t catn;
-    uint64_t catver;
     /* index entries (index-local keys, sorted) and their facts */
-    tuple_bytes ekey[NENT], efact[NENT]; /* efact: fact-local key h|pk */
+    tup_bytes ekey[NENT], efact[NENT]; /* efact: fact-local key h|pk */
     uint64_t ehash[NENT];
     mp_buf eproj[NENT];
     mp_buf fact[NENT]; /* current fact item; empty = deleted */
@@ -57,46 +57,15 @@ typedef struct fake {
 } fake;
 
 static fake F;
+static rtf R; /* the nodes, answering from F */
 
 /* ---- the fake nodes' handlers ---- */
 
-static void serve_catalog(mp_buf *out)
-{
-    msg_CATALOG_rep r;
-
-    memset(&r, 0, sizeof(r));
-    r.version = F.catver;
-    r.catalog = (mp_span){ F.cat, F.catn };
-    msg_encode_rep(MSG_CATALOG, &r, out);
-}
-
 static void serve_s_get(const uint8_t *p, size_t n, mp_buf *out)
 {
-    msg_S_GET_req q;
-    msg_S_GET_rep r;
-    static const uint8_t nil = 0xc0;
-    mp_span items[64];
-    uint64_t vers[64];
+    uint64_t part;
 
-    if (msg_decode_req(MSG_S_GET, p, n, &q) != 0 || q.keys.n > 64) {
-        msg_encode_err(MSG_S_GET, SX_EPROTO, "bad S_GET", out);
-        return;
-    }
-    for (uint32_t i = 0; i < q.keys.n; i++) {
-        items[i] = (mp_span){ &nil, 1 };
-        vers[i] = 0;
-        for (int k = 0; k < NENT; k++)
-            if (F.efact[k].n == q.keys.v[i].n &&
-                memcmp(F.efact[k].p, q.keys.v[i].p, q.keys.v[i].n) == 0 && F.fact[k].sb.size > 0) {
-                items[i] = (mp_span){ (const uint8_t *)F.fact[k].sb.data, F.fact[k].sb.size };
-                vers[i] = 7;
-            }
-    }
-    memset(&r, 0, sizeof(r));
-    r.items = (msg_spans){ q.keys.n, items };
-    r.versions = (msg_u64s){ q.keys.n, vers };
-    msg_encode_rep(MSG_S_GET, &r, out);
-    msg_free_req(MSG_S_GET, &q);
+    rtf_serve_s_get(p, n, F.efact, F.fact, NENT, &part, out);
 }
 
 static void serve_i_range(const uint8_t *p, size_t n, mp_buf *out)
@@ -113,10 +82,10 @@ static void serve_i_range(const uint8_t *p, size_t n, mp_buf *out)
     }
     for (int j = 0; j < NENT && m < q.limit; j++) {
         int k = q.desc ? NENT - 1 - j : j;
-        const tuple_bytes *key = &F.ekey[k];
-        if (tuple_keycmp(key->p, key->n, q.lo.p, q.lo.n) < 0)
+        const tup_bytes *key = &F.ekey[k];
+        if (tup_keycmp(key->p, key->n, q.lo.p, q.lo.n) < 0)
             continue;
-        if (q.hi.n > 0 && tuple_keycmp(key->p, key->n, q.hi.p, q.hi.n) >= 0)
+        if (q.hi.n > 0 && tup_keycmp(key->p, key->n, q.hi.p, q.hi.n) >= 0)
             continue;
         keys[m] = (mp_span){ key->p, key->n };
         projs[m] = (mp_span){ (const uint8_t *)F.eproj[k].sb.data, F.eproj[k].sb.size };
@@ -163,66 +132,37 @@ static void serve_s_write(const uint8_t *p, size_t n, mp_buf *out)
     msg_free_req(MSG_S_WRITE, &q);
 }
 
-static void fake_handler(void *arg, const uint8_t *p, size_t n, mp_buf *out)
+static void serve_s_heads(const uint8_t *p, size_t n, mp_buf *out)
 {
-    msg_type t;
-    int is_rep;
+    uint64_t part = 1, head = F.head;
+    msg_S_HEADS_rep r = { 0, { 1, &part }, { 1, &head } };
 
-    (void)arg;
-    if (msg_peek(p, n, &t, &is_rep) != 0) {
-        msg_encode_err(MSG_PING, SX_EPROTO, "bad frame", out);
-        return;
-    }
-    pthread_mutex_lock(&F.mu);
-    if (t == MSG_CATALOG) {
-        serve_catalog(out);
-    } else if (t == MSG_S_GET) {
-        serve_s_get(p, n, out);
-    } else if (t == MSG_I_RANGE) {
-        serve_i_range(p, n, out);
-    } else if (t == MSG_S_WRITE) {
-        serve_s_write(p, n, out);
-    } else if (t == MSG_S_HEADS) {
-        uint64_t part = 1, head = F.head;
-        msg_S_HEADS_rep r = { 0, { 1, &part }, { 1, &head } };
-        msg_encode_rep(MSG_S_HEADS, &r, out);
-    } else if (t == MSG_I_WATERMARKS) {
-        uint64_t src = 1, wm = F.wm;
-        msg_I_WATERMARKS_rep r = { 0, { 1, &src }, { 1, &wm } };
-        F.wm += F.wm_step;
-        F.wm_polls++;
-        msg_encode_rep(MSG_I_WATERMARKS, &r, out);
-    } else {
-        msg_encode_err(t, SX_EINVAL, "not scripted", out);
-    }
-    pthread_mutex_unlock(&F.mu);
+    (void)p;
+    (void)n;
+    msg_encode_rep(MSG_S_HEADS, &r, out);
 }
+
+static void serve_watermarks(const uint8_t *p, size_t n, mp_buf *out)
+{
+    uint64_t src = 1, wm = F.wm;
+    msg_I_WATERMARKS_rep r = { 0, { 1, &src }, { 1, &wm } };
+
+    (void)p;
+    (void)n;
+    F.wm += F.wm_step;
+    F.wm_polls++;
+    msg_encode_rep(MSG_I_WATERMARKS, &r, out);
+}
+
+static const rtf_script scripts[] = {
+    { MSG_S_GET, serve_s_get },
+    { MSG_I_RANGE, serve_i_range },
+    { MSG_S_WRITE, serve_s_write },
+    { MSG_S_HEADS, serve_s_heads },
+    { MSG_I_WATERMARKS, serve_watermarks },
+};
 
 /* ---- set-up ---- */
-
-/* Writes the fake cluster's config to a new file from template path; the
- * nodes' links listen on IPC sockets in directory dir. */
-static int write_config(char *path, const char *dir)
-{
-    int fd = mkstemp(path);
-    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-
-    if (f == NULL)
-        return -1;
-    fprintf(
-        f,
-        "{\"cluster\":\"fake\",\"hash_key\":\"000102030405060708090a0b0c0d0e0f\","
-        "\"token_key\":\"%s\",\"catalog_node\":\"s1\","
-        "\"routers\":[{\"name\":\"r1\",\"url\":\"inproc://fake-r1\"}],"
-        "\"storage\":[{\"name\":\"s1\",\"url\":\"ipc://%s/s1.sock\",\"partitions\":"
-        "[{\"id\":1,\"lo\":\"0000000000000000\",\"hi\":\"7fffffffffffffff\"},"
-        "{\"id\":2,\"lo\":\"8000000000000000\",\"hi\":\"ffffffffffffffff\"}]}],"
-        "\"index\":[{\"name\":\"i1\",\"url\":\"ipc://%s/i1.sock\",\"partitions\":"
-        "[{\"id\":101,\"lo\":null,\"hi\":[\"M\"]},{\"id\":102,\"lo\":[\"M\"],\"hi\":null}]}]}\n",
-        "11111111111111111111111111111111111111111111111111111111111111ff", dir, dir);
-    fclose(f);
-    return 0;
-}
 
 /* Publishes the catalog: table t(id), index by_g(g) keys-only, ready or not. */
 static uint32_t make_catalog(bool ready)
@@ -242,12 +182,7 @@ static uint32_t make_catalog(bool ready)
         cat_mark_backfilled(cat, id, 1, parts, 1);
     mp_buf_init(&b);
     cat_encode(cat, &b);
-    pthread_mutex_lock(&F.mu);
-    free(F.cat);
-    F.cat = NULL;
-    mp_buf_take(&b, &F.cat, &F.catn);
-    F.catver = cat->version;
-    pthread_mutex_unlock(&F.mu);
+    rtf_publish(&R, &b, cat->version);
     mp_buf_free(&b);
     cat_free(cat);
     return id;
@@ -259,20 +194,20 @@ static uint32_t make_catalog(bool ready)
 static void make_data(uint32_t ixid)
 {
     for (int k = 0; k < NENT; k++) {
-        tuple_bytes pk = { 0 };
+        tup_bytes pk = { 0 };
         uint8_t be[8];
         int64_t id = k + 1;
 
         tup_encode_int(&pk, id);
         F.ehash[k] = hash_shard(F.hash_key, pk.p, pk.n);
         be_put32(be, ixid);
-        bytes_append(&F.ekey[k], be, 4);
+        tup_bytes_append(&F.ekey[k], be, 4);
         tup_encode_str(&F.ekey[k], "a", 1);
-        bytes_append(&F.ekey[k], pk.p, pk.n);
+        tup_bytes_append(&F.ekey[k], pk.p, pk.n);
         be_put64(be, F.ehash[k]);
-        bytes_append(&F.efact[k], be, 8);
-        bytes_append(&F.efact[k], pk.p, pk.n);
-        bytes_free(&pk);
+        tup_bytes_append(&F.efact[k], be, 8);
+        tup_bytes_append(&F.efact[k], pk.p, pk.n);
+        tup_bytes_free(&pk);
 
         mp_buf_init(&F.eproj[k]);
         mp_put_map(&F.eproj[k], 2);
@@ -296,25 +231,15 @@ static void make_data(uint32_t ixid)
 
 /* ---- running queries through the router ---- */
 
-typedef struct qres {
-    int rc;
-    char msg[256];
-    int64_t ids[16];
-    uint32_t n;
-    uint64_t entries, stale, covering, nfact;
-    uint8_t token[512];
-    size_t tokn;
-} qres;
+typedef rtf_qres qres;
 
 static void query(router *rt, uint64_t consistency, uint64_t limit, const char *attr,
                   const qres *prev, uint64_t timeout_ms, qres *res)
 {
     msg_QUERY_req q;
-    msg_QUERY_rep r;
-    mp_buf eq, req, out;
+    mp_buf eq;
     mp_span attrv = { (const uint8_t *)attr, attr ? strlen(attr) : 0 };
 
-    memset(res, 0, sizeof(*res));
     mp_buf_init(&eq);
     mp_put_array(&eq, 1);
     mp_put_cstr(&eq, "a");
@@ -327,39 +252,8 @@ static void query(router *rt, uint64_t consistency, uint64_t limit, const char *
     q.timeout_ms = timeout_ms;
     if (attr != NULL)
         q.attrs = (msg_spans){ 1, &attrv };
-    if (prev != NULL)
-        q.token = (mp_span){ prev->token, prev->tokn };
-    mp_buf_init(&req);
-    mp_buf_init(&out);
-    msg_encode_req(MSG_QUERY, &q, &req);
-    rt_handle(rt, (const uint8_t *)req.sb.data, req.sb.size, &out);
-    memset(&r, 0, sizeof(r));
-    res->rc = msg_decode_rep(MSG_QUERY, (const uint8_t *)out.sb.data, out.sb.size, &r, res->msg,
-                             sizeof(res->msg));
-    if (res->rc == 0) {
-        for (uint32_t i = 0; i < r.items.n && i < 16; i++) {
-            mp_span v;
-            mp_cur c;
-            int64_t id = -1;
-            if (item_get(r.items.v[i].p, r.items.v[i].n, "id", &v) == 0) {
-                c = mp_cur_make(v.p, v.n);
-                mp_read_i64(&c, &id);
-            }
-            res->ids[res->n++] = id;
-        }
-        res->entries = r.entries;
-        res->stale = r.stale;
-        res->covering = r.covering;
-        res->nfact = r.fact_parts.n;
-        if (r.token.n <= sizeof(res->token)) {
-            memcpy(res->token, r.token.p, r.token.n);
-            res->tokn = r.token.n;
-        }
-    }
-    msg_free_rep(MSG_QUERY, &r);
+    rtf_query(rt, &q, prev, res);
     mp_buf_free(&eq);
-    mp_buf_free(&req);
-    mp_buf_free(&out);
 }
 
 static bool ids_are(const qres *r, const int64_t *want, uint32_t n)
@@ -464,13 +358,13 @@ static void writes(router *rt)
     int rc;
 
     for (int i = 0; i < N; i++) {
-        tuple_bytes pk = { 0 };
+        tup_bytes pk = { 0 };
         tup_encode_int(&pk, 100 + i);
         part[i] = hash_shard(F.hash_key, pk.p, pk.n) <= 0x7fffffffffffffffull ? 1 : 2;
         slot[i] = cnt[part[i]]++;
         if (part[i] == 2 && slot[i] == 1)
             second2 = i;
-        bytes_free(&pk);
+        tup_bytes_free(&pk);
         mp_buf_init(&items[i]);
         mp_put_map(&items[i], 1);
         mp_put_cstr(&items[i], "id");
@@ -565,10 +459,10 @@ static void writes(router *rt)
 static int id_in(int part, int from)
 {
     for (int id = from;; id++) {
-        tuple_bytes pk = { 0 };
+        tup_bytes pk = { 0 };
         tup_encode_int(&pk, id);
         int p = hash_shard(F.hash_key, pk.p, pk.n) <= 0x7fffffffffffffffull ? 1 : 2;
-        bytes_free(&pk);
+        tup_bytes_free(&pk);
         if (p == part)
             return id;
     }
@@ -714,35 +608,22 @@ static void combined(router *rt)
 
 int main(void)
 {
-    char path[] = "/tmp/rt_fake_cfg.XXXXXX";
-    char dir[] = "/tmp/rt_fake_socks.XXXXXX";
-    char url[128];
-    cfg_cluster *cfg = NULL;
-    net_server_opts no = { .workers = 2 };
-    net_server *s1 = NULL, *i1 = NULL;
     router *rt = NULL;
-    char err[256];
     uint32_t ixid;
     qres r;
 
     pthread_mutex_init(&F.mu, NULL);
     F.fail_part2_op = -1;
     CHECK(proto_init() == 0);
-    CHECK(mkdtemp(dir) != NULL);
-    CHECK(write_config(path, dir) == 0);
-    CHECK(cfg_load(path, &cfg, err, sizeof(err)) == 0);
-    unlink(path);
-    if (cfg == NULL)
+    CHECK(rtf_open(&R, "fake", "11111111111111111111111111111111111111111111111111111111111111ff",
+                   &F.mu, scripts, sizeof(scripts) / sizeof(scripts[0])));
+    if (R.cfg == NULL)
         return CHECK_DONE();
-    memcpy(F.hash_key, cfg->hash_key, sizeof(F.hash_key));
-    snprintf(url, sizeof(url), "ipc://%s/s1.sock", dir);
-    CHECK(net_server_open_link(url, &no, fake_handler, NULL, &s1) == 0);
-    snprintf(url, sizeof(url), "ipc://%s/i1.sock", dir);
-    CHECK(net_server_open_link(url, &no, fake_handler, NULL, &i1) == 0);
+    memcpy(F.hash_key, R.cfg->hash_key, sizeof(F.hash_key));
 
     ixid = make_catalog(false);
     make_data(ixid);
-    CHECK(rt_new(cfg, cfg_node_by_name(cfg, "r1"), &rt) == 0);
+    CHECK(rt_new(R.cfg, cfg_node_by_name(R.cfg, "r1"), &rt) == 0);
     if (rt != NULL) {
         query(rt, Q_VERIFIED, 0, NULL, NULL, 0, &r);
         CHECK(r.rc == SX_ENOTREADY && strstr(r.msg, "by_g") != NULL);
@@ -753,18 +634,10 @@ int main(void)
         combined(rt);
     }
     rt_free(rt);
-    net_server_stop(s1);
-    net_server_stop(i1);
-    snprintf(url, sizeof(url), "%s/s1.sock", dir);
-    unlink(url);
-    snprintf(url, sizeof(url), "%s/i1.sock", dir);
-    unlink(url);
-    rmdir(dir);
-    cfg_free(cfg);
-    free(F.cat);
+    rtf_close(&R);
     for (int k = 0; k < NENT; k++) {
-        bytes_free(&F.ekey[k]);
-        bytes_free(&F.efact[k]);
+        tup_bytes_free(&F.ekey[k]);
+        tup_bytes_free(&F.efact[k]);
         mp_buf_free(&F.eproj[k]);
         mp_buf_free(&F.fact[k]);
     }

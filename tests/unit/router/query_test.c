@@ -4,8 +4,8 @@
  * scripted nodes: a fake storage node holding partitions 1 and 2 (catalog,
  * S_GET, S_HEADS) and a fake index node holding partitions 101 (tuples
  * below "M") and 102, each with its own watermarks per storage partition
- * (I_RANGE, I_WATERMARKS), served over links on IPC sockets, with the
- * router's handler called directly. Checks:
+ * (I_RANGE, I_WATERMARKS), served over links on IPC sockets (the router
+ * tests' fixture.h), with the router's handler called directly. Checks:
  *   - a query over both index partitions pages through them in order,
  *     ascending and descending, and a page that fills exactly at the end of
  *     the first partition still carries a token;
@@ -21,6 +21,8 @@
  *   - on a table with a sort key, puts are placed, and gets sent, by the
  *     hash of the partition key alone.
  */
+#define CHECK_TALLY_SHARED /* fixture.c checks too */
+#define CHECK_TALLY_DEFINE
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +30,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "fixture.h"
 #include "router.h"
 #include "catalog.h"
 #include "hash.h"
@@ -44,34 +47,33 @@
 typedef struct entry {
     uint32_t ix;
     int64_t id;
-    tuple_bytes key;   /* be32(index id) | tup(g) | tup(id) */
-    tuple_bytes tuple; /* tup(g) | tup(id): what partitions are chosen by */
+    tup_bytes key;   /* be32(index id) | tup(g) | tup(id) */
+    tup_bytes tuple; /* tup(g) | tup(id): what partitions are chosen by */
     uint64_t hash;
     mp_buf proj;
 } entry;
 
-/* The scripted cluster; guarded by mu (the fake servers run on nng threads). */
+/* The scripted cluster; guarded by mu (the fake servers run on nng threads;
+ * the catalog they answer with is the fixture's). */
 typedef struct fake {
     pthread_mutex_t mu;
     uint8_t hash_key[SX_HASH_KEY_BYTES];
-    uint8_t *cat;
-    size_t catn;
-    uint64_t catver;
     entry e[MAXE];
     int ne;
-    tuple_bytes fkey[NID]; /* fact-local keys h | tup(id) */
+    tup_bytes fkey[NID]; /* fact-local keys h | tup(id) */
     mp_buf fact[NID];
     uint64_t head[3];       /* by storage partition id 1, 2 */
     uint64_t wm[2][3];      /* [index partition 101/102][storage partition] */
     uint64_t wm_step[2][3]; /* added after each I_WATERMARKS reply */
     uint64_t seen[2][3];    /* the highest watermark each has reported */
     int wm_polls[2];
-    tuple_bytes split;  /* tup("M"): where partition 102 starts */
+    tup_bytes split;    /* tup("M"): where partition 102 starts */
     uint64_t sget_part; /* the part of the last S_GET */
     int sgets;
 } fake;
 
 static fake F;
+static rtf R; /* the nodes, answering from F */
 
 static int ipart(uint64_t id)
 {
@@ -80,45 +82,14 @@ static int ipart(uint64_t id)
 
 /* ---- the fake nodes ---- */
 
-static void serve_catalog(mp_buf *out)
-{
-    msg_CATALOG_rep r;
-
-    memset(&r, 0, sizeof(r));
-    r.version = F.catver;
-    r.catalog = (mp_span){ F.cat, F.catn };
-    msg_encode_rep(MSG_CATALOG, &r, out);
-}
-
 static void serve_s_get(const uint8_t *p, size_t n, mp_buf *out)
 {
-    static const uint8_t nil = 0xc0;
-    msg_S_GET_req q;
-    msg_S_GET_rep r;
-    mp_span items[64];
-    uint64_t vers[64];
+    uint64_t part;
 
-    if (msg_decode_req(MSG_S_GET, p, n, &q) != 0 || q.keys.n > 64) {
-        msg_encode_err(MSG_S_GET, SX_EPROTO, "bad S_GET", out);
-        return;
+    if (rtf_serve_s_get(p, n, F.fkey, F.fact, NID, &part, out)) {
+        F.sget_part = part;
+        F.sgets++;
     }
-    F.sget_part = q.part;
-    F.sgets++;
-    for (uint32_t i = 0; i < q.keys.n; i++) {
-        items[i] = (mp_span){ &nil, 1 };
-        vers[i] = 0;
-        for (int k = 0; k < NID; k++)
-            if (F.fkey[k].n == q.keys.v[i].n &&
-                memcmp(F.fkey[k].p, q.keys.v[i].p, q.keys.v[i].n) == 0) {
-                items[i] = (mp_span){ (const uint8_t *)F.fact[k].sb.data, F.fact[k].sb.size };
-                vers[i] = 7;
-            }
-    }
-    memset(&r, 0, sizeof(r));
-    r.items = (msg_spans){ q.keys.n, items };
-    r.versions = (msg_u64s){ q.keys.n, vers };
-    msg_encode_rep(MSG_S_GET, &r, out);
-    msg_free_req(MSG_S_GET, &q);
 }
 
 /* I_RANGE: the entries of [lo, hi) that lie in the asked partition, in the
@@ -138,13 +109,13 @@ static void serve_i_range(const uint8_t *p, size_t n, mp_buf *out)
     }
     for (int j = 0; j < F.ne && m < q.limit; j++) {
         const entry *e = &F.e[q.desc ? F.ne - 1 - j : j];
-        bool in_101 = tuple_keycmp(e->tuple.p, e->tuple.n, F.split.p, F.split.n) < 0;
+        bool in_101 = tup_keycmp(e->tuple.p, e->tuple.n, F.split.p, F.split.n) < 0;
 
         if (in_101 != (ip == 0))
             continue;
-        if (tuple_keycmp(e->key.p, e->key.n, q.lo.p, q.lo.n) < 0)
+        if (tup_keycmp(e->key.p, e->key.n, q.lo.p, q.lo.n) < 0)
             continue;
-        if (q.hi.n > 0 && tuple_keycmp(e->key.p, e->key.n, q.hi.p, q.hi.n) >= 0)
+        if (q.hi.n > 0 && tup_keycmp(e->key.p, e->key.n, q.hi.p, q.hi.n) >= 0)
             continue;
         if (q.hi.n == 0 && memcmp(e->key.p, q.lo.p, 4) != 0)
             continue; /* hi open: to the end of lo's index */
@@ -189,58 +160,24 @@ static void serve_watermarks(const uint8_t *p, size_t n, mp_buf *out)
     msg_free_req(MSG_I_WATERMARKS, &q);
 }
 
-static void fake_handler(void *arg, const uint8_t *p, size_t n, mp_buf *out)
+static void serve_s_heads(const uint8_t *p, size_t n, mp_buf *out)
 {
-    msg_type t;
-    int is_rep;
+    uint64_t parts[2] = { 1, 2 }, heads[2] = { F.head[1], F.head[2] };
+    msg_S_HEADS_rep r = { 0, { 2, parts }, { 2, heads } };
 
-    (void)arg;
-    if (msg_peek(p, n, &t, &is_rep) != 0) {
-        msg_encode_err(MSG_PING, SX_EPROTO, "bad frame", out);
-        return;
-    }
-    pthread_mutex_lock(&F.mu);
-    if (t == MSG_CATALOG) {
-        serve_catalog(out);
-    } else if (t == MSG_S_GET) {
-        serve_s_get(p, n, out);
-    } else if (t == MSG_I_RANGE) {
-        serve_i_range(p, n, out);
-    } else if (t == MSG_I_WATERMARKS) {
-        serve_watermarks(p, n, out);
-    } else if (t == MSG_S_HEADS) {
-        uint64_t parts[2] = { 1, 2 }, heads[2] = { F.head[1], F.head[2] };
-        msg_S_HEADS_rep r = { 0, { 2, parts }, { 2, heads } };
-        msg_encode_rep(MSG_S_HEADS, &r, out);
-    } else {
-        msg_encode_err(t, SX_EINVAL, "not scripted", out);
-    }
-    pthread_mutex_unlock(&F.mu);
+    (void)p;
+    (void)n;
+    msg_encode_rep(MSG_S_HEADS, &r, out);
 }
+
+static const rtf_script scripts[] = {
+    { MSG_S_GET, serve_s_get },
+    { MSG_I_RANGE, serve_i_range },
+    { MSG_I_WATERMARKS, serve_watermarks },
+    { MSG_S_HEADS, serve_s_heads },
+};
 
 /* ---- set-up ---- */
-
-static int write_config(char *path, const char *dir)
-{
-    int fd = mkstemp(path);
-    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-
-    if (f == NULL)
-        return -1;
-    fprintf(
-        f,
-        "{\"cluster\":\"fakeq\",\"hash_key\":\"000102030405060708090a0b0c0d0e0f\","
-        "\"token_key\":\"%s\",\"catalog_node\":\"s1\","
-        "\"routers\":[{\"name\":\"r1\",\"url\":\"inproc://fakeq-r1\"}],"
-        "\"storage\":[{\"name\":\"s1\",\"url\":\"ipc://%s/s1.sock\",\"partitions\":"
-        "[{\"id\":1,\"lo\":\"0000000000000000\",\"hi\":\"7fffffffffffffff\"},"
-        "{\"id\":2,\"lo\":\"8000000000000000\",\"hi\":\"ffffffffffffffff\"}]}],"
-        "\"index\":[{\"name\":\"i1\",\"url\":\"ipc://%s/i1.sock\",\"partitions\":"
-        "[{\"id\":101,\"lo\":null,\"hi\":[\"M\"]},{\"id\":102,\"lo\":[\"M\"],\"hi\":null}]}]}\n",
-        "22222222222222222222222222222222222222222222222222222222222222ff", dir, dir);
-    fclose(f);
-    return 0;
-}
 
 /* The catalog: table t(id) with indexes by_g, by_g2 (keys only) and by_gx
  * (projecting x), all ready; table u(k, sort key s). ixid[] gets the ids. */
@@ -268,12 +205,7 @@ static void make_catalog(uint32_t ixid[NIX])
     }
     mp_buf_init(&b);
     CHECK(cat_encode(cat, &b) == 0);
-    pthread_mutex_lock(&F.mu);
-    free(F.cat);
-    F.cat = NULL;
-    CHECK(mp_buf_take(&b, &F.cat, &F.catn) == 0);
-    F.catver = cat->version;
-    pthread_mutex_unlock(&F.mu);
+    CHECK(rtf_publish(&R, &b, cat->version) == 0);
     mp_buf_free(&b);
     cat_free(cat);
 }
@@ -288,15 +220,15 @@ static const char *g_of(int64_t id)
 static void make_data(const uint32_t ixid[NIX])
 {
     for (int64_t id = 1; id <= NID; id++) {
-        tuple_bytes pk = { 0 };
+        tup_bytes pk = { 0 };
         uint8_t be[8];
         uint64_t h;
 
         tup_encode_int(&pk, id);
         h = hash_shard(F.hash_key, pk.p, pk.n);
         be_put64(be, h);
-        bytes_append(&F.fkey[id - 1], be, 8);
-        bytes_append(&F.fkey[id - 1], pk.p, pk.n);
+        tup_bytes_append(&F.fkey[id - 1], be, 8);
+        tup_bytes_append(&F.fkey[id - 1], pk.p, pk.n);
         mp_buf_init(&F.fact[id - 1]);
         mp_put_map(&F.fact[id - 1], 3);
         mp_put_cstr(&F.fact[id - 1], "id");
@@ -312,10 +244,10 @@ static void make_data(const uint32_t ixid[NIX])
             e->id = id;
             e->hash = h;
             tup_encode_str(&e->tuple, g_of(id), 1);
-            bytes_append(&e->tuple, pk.p, pk.n);
+            tup_bytes_append(&e->tuple, pk.p, pk.n);
             be_put32(be, ixid[x]);
-            bytes_append(&e->key, be, 4);
-            bytes_append(&e->key, e->tuple.p, e->tuple.n);
+            tup_bytes_append(&e->key, be, 4);
+            tup_bytes_append(&e->key, e->tuple.p, e->tuple.n);
             mp_buf_init(&e->proj);
             mp_put_map(&e->proj, x == 2 ? 3 : 2);
             mp_put_cstr(&e->proj, "id");
@@ -327,13 +259,13 @@ static void make_data(const uint32_t ixid[NIX])
                 mp_put_i64(&e->proj, 10 * id);
             }
         }
-        bytes_free(&pk);
+        tup_bytes_free(&pk);
     }
     F.ne = MAXE;
     /* index ids ascend with x, and within an index "B" < "b" and ids ascend:
      * F.e is already in key order */
     for (int k = 1; k < F.ne; k++)
-        CHECK(tuple_keycmp(F.e[k - 1].key.p, F.e[k - 1].key.n, F.e[k].key.p, F.e[k].key.n) < 0);
+        CHECK(tup_keycmp(F.e[k - 1].key.p, F.e[k - 1].key.n, F.e[k].key.p, F.e[k].key.n) < 0);
 }
 
 /* Sets every watermark to wm (no steps), every head to head. */
@@ -361,24 +293,14 @@ typedef struct qspec {
     const char *attr; /* one attribute asked for, or NULL */
 } qspec;
 
-typedef struct qres {
-    int rc;
-    char msg[256];
-    int64_t ids[16];
-    uint32_t n;
-    uint64_t covering, nfact;
-    uint8_t token[512];
-    size_t tokn;
-} qres;
+typedef rtf_qres qres;
 
 static void query(router *rt, const qspec *s, const qres *prev, qres *res)
 {
     msg_QUERY_req q;
-    msg_QUERY_rep r;
-    mp_buf from, req, out;
+    mp_buf from;
     mp_span attrv = { (const uint8_t *)s->attr, s->attr ? strlen(s->attr) : 0 };
 
-    memset(res, 0, sizeof(*res));
     mp_buf_init(&from);
     if (s->from != NULL)
         mp_put_cstr(&from, s->from);
@@ -393,37 +315,10 @@ static void query(router *rt, const qspec *s, const qres *prev, qres *res)
     q.timeout_ms = 5000;
     if (s->attr != NULL)
         q.attrs = (msg_spans){ 1, &attrv };
-    if (prev != NULL)
-        q.token = (mp_span){ prev->token, prev->tokn };
-    mp_buf_init(&req);
-    mp_buf_init(&out);
-    CHECK(msg_encode_req(MSG_QUERY, &q, &req) == 0);
-    rt_handle(rt, (const uint8_t *)req.sb.data, req.sb.size, &out);
-    memset(&r, 0, sizeof(r));
-    res->rc = msg_decode_rep(MSG_QUERY, (const uint8_t *)out.sb.data, out.sb.size, &r, res->msg,
-                             sizeof(res->msg));
-    if (res->rc == 0) {
-        for (uint32_t i = 0; i < r.items.n && res->n < 16; i++) {
-            mp_span v;
-            int64_t id = -1;
-            if (item_get(r.items.v[i].p, r.items.v[i].n, "id", &v) == 0) {
-                mp_cur c = mp_cur_make(v.p, v.n);
-                mp_read_i64(&c, &id);
-            }
-            res->ids[res->n++] = id;
-        }
-        res->covering = r.covering;
-        res->nfact = r.fact_parts.n;
-        CHECK(r.token.n <= sizeof(res->token));
-        if (r.token.n <= sizeof(res->token)) {
-            memcpy(res->token, r.token.p, r.token.n);
-            res->tokn = r.token.n;
-        }
-    }
-    msg_free_rep(MSG_QUERY, &r);
+    CHECK(rtf_query(rt, &q, prev, res) == 0);
+    if (res->rc == 0)
+        CHECK(!res->token_cut);
     mp_buf_free(&from);
-    mp_buf_free(&req);
-    mp_buf_free(&out);
 }
 
 static bool ids_are(const qres *r, const int64_t *want, uint32_t n)
@@ -607,12 +502,12 @@ static void fresh_pages(router *rt)
 /* The storage partition index (0 or 1) of partition key value k. */
 static int part_of(int64_t k)
 {
-    tuple_bytes pk = { 0 };
+    tup_bytes pk = { 0 };
     uint64_t h;
 
     tup_encode_int(&pk, k);
     h = hash_shard(F.hash_key, pk.p, pk.n);
-    bytes_free(&pk);
+    tup_bytes_free(&pk);
     return h <= 0x7fffffffffffffffull ? 0 : 1;
 }
 
@@ -701,62 +596,40 @@ static void sort_key_routing(router *rt, const cfg_cluster *cfg)
 
 int main(void)
 {
-    char path[] = "/tmp/rt_query_cfg.XXXXXX";
-    char dir[] = "/tmp/rt_query_socks.XXXXXX";
-    char url[128], err[256];
-    cfg_cluster *cfg = NULL;
-    net_server_opts no = { .workers = 2 };
-    net_server *s1 = NULL, *i1 = NULL;
     router *rt = NULL;
     uint32_t ixid[NIX] = { 0 };
 
     pthread_mutex_init(&F.mu, NULL);
     CHECK(proto_init() == 0);
-    CHECK(mkdtemp(dir) != NULL);
-    CHECK(write_config(path, dir) == 0);
-    CHECK(cfg_load(path, &cfg, err, sizeof(err)) == 0);
-    unlink(path);
-    if (cfg == NULL) {
-        fprintf(stderr, "config: %s\n", err);
+    CHECK(rtf_open(&R, "fakeq", "22222222222222222222222222222222222222222222222222222222222222ff",
+                   &F.mu, scripts, sizeof(scripts) / sizeof(scripts[0])));
+    if (R.cfg == NULL)
         return CHECK_DONE();
-    }
-    CHECK(cfg->nstorage == 2 && cfg->storage[0].id == 1 && cfg->nindex == 2 &&
-          cfg->index[0].id == 101);
-    memcpy(F.hash_key, cfg->hash_key, sizeof(F.hash_key));
+    CHECK(R.cfg->nstorage == 2 && R.cfg->storage[0].id == 1 && R.cfg->nindex == 2 &&
+          R.cfg->index[0].id == 101);
+    memcpy(F.hash_key, R.cfg->hash_key, sizeof(F.hash_key));
     CHECK(tup_encode_str(&F.split, "M", 1) == 0);
     make_catalog(ixid);
     make_data(ixid);
     set_wms(10, 10);
-    snprintf(url, sizeof(url), "ipc://%s/s1.sock", dir);
-    CHECK(net_server_open_link(url, &no, fake_handler, NULL, &s1) == 0);
-    snprintf(url, sizeof(url), "ipc://%s/i1.sock", dir);
-    CHECK(net_server_open_link(url, &no, fake_handler, NULL, &i1) == 0);
-    CHECK(rt_new(cfg, cfg_node_by_name(cfg, "r1"), &rt) == 0);
+    CHECK(rt_new(R.cfg, cfg_node_by_name(R.cfg, "r1"), &rt) == 0);
     if (rt != NULL) {
         paging(rt);
         token_binding(rt);
         strong(rt);
         fresh_pages(rt);
-        sort_key_routing(rt, cfg);
+        sort_key_routing(rt, R.cfg);
     }
     rt_free(rt);
-    net_server_stop(s1);
-    net_server_stop(i1);
-    snprintf(url, sizeof(url), "%s/s1.sock", dir);
-    unlink(url);
-    snprintf(url, sizeof(url), "%s/i1.sock", dir);
-    unlink(url);
-    rmdir(dir);
-    cfg_free(cfg);
-    free(F.cat);
-    bytes_free(&F.split);
+    rtf_close(&R);
+    tup_bytes_free(&F.split);
     for (int k = 0; k < MAXE; k++) {
-        bytes_free(&F.e[k].key);
-        bytes_free(&F.e[k].tuple);
+        tup_bytes_free(&F.e[k].key);
+        tup_bytes_free(&F.e[k].tuple);
         mp_buf_free(&F.e[k].proj);
     }
     for (int k = 0; k < NID; k++) {
-        bytes_free(&F.fkey[k]);
+        tup_bytes_free(&F.fkey[k]);
         mp_buf_free(&F.fact[k]);
     }
     return CHECK_DONE();

@@ -30,27 +30,27 @@ static mp_span mp_of_int(mp_buf *b, int64_t v)
 }
 
 /* Index tuple: value component(s) then an int primary key. */
-static tuple_bytes key_s(const char *v, int64_t pk)
+static tup_bytes key_s(const char *v, int64_t pk)
 {
-    tuple_bytes k = { 0 };
+    tup_bytes k = { 0 };
     tup_encode_str(&k, v, strlen(v));
     tup_encode_int(&k, pk);
     return k;
 }
 
-static tuple_bytes key_i(int64_t v, int64_t pk)
+static tup_bytes key_i(int64_t v, int64_t pk)
 {
-    tuple_bytes k = { 0 };
+    tup_bytes k = { 0 };
     tup_encode_int(&k, v);
     tup_encode_int(&k, pk);
     return k;
 }
 
-static bool in_range(const rt_range *r, tuple_bytes k)
+static bool in_range(const rt_range *r, tup_bytes k)
 {
-    bool in = tuple_keycmp(k.p, k.n, r->lo.p, r->lo.n) >= 0 &&
-              (r->hi_open || tuple_keycmp(k.p, k.n, r->hi.p, r->hi.n) < 0);
-    bytes_free(&k);
+    bool in = tup_keycmp(k.p, k.n, r->lo.p, r->lo.n) >= 0 &&
+              (r->hi_open || tup_keycmp(k.p, k.n, r->hi.p, r->hi.n) < 0);
+    tup_bytes_free(&k);
     return in;
 }
 
@@ -59,7 +59,7 @@ static const mp_span NIL = { NULL, 0 };
 static void eq_values(void)
 {
     mp_buf b;
-    tuple_bytes out = { 0 };
+    tup_bytes out = { 0 };
     uint32_t k = 99;
     rt_err e;
 
@@ -71,9 +71,9 @@ static void eq_values(void)
     CHECK(rt_eq_encode((mp_span){ (const uint8_t *)b.sb.data, b.sb.size }, 2, &out, &k, &e) == 0 &&
           k == 2);
     {
-        tuple_bytes want = key_s("Redmond", 7);
-        CHECK(tuple_keycmp(out.p, out.n, want.p, want.n) == 0);
-        bytes_free(&want);
+        tup_bytes want = key_s("Redmond", 7);
+        CHECK(tup_keycmp(out.p, out.n, want.p, want.n) == 0);
+        tup_bytes_free(&want);
     }
     out.n = 0;
     CHECK(rt_eq_encode((mp_span){ (const uint8_t *)b.sb.data, b.sb.size }, 1, &out, &k, &e) ==
@@ -95,13 +95,13 @@ static void eq_values(void)
     CHECK(rt_eq_encode((mp_span){ (const uint8_t *)b.sb.data, b.sb.size }, 3, &out, &k, &e) ==
           SX_EINVAL);
     mp_buf_free(&b);
-    bytes_free(&out);
+    tup_bytes_free(&out);
 }
 
 static void cond_none(void)
 {
     rt_range r = { 0 };
-    tuple_bytes base = { 0 };
+    tup_bytes base = { 0 };
     rt_err e;
 
     /* no eq, no condition: the whole index */
@@ -121,7 +121,7 @@ static void cond_none(void)
     CHECK(!in_range(&r, key_s("Seattle", 1)));
     CHECK(!rt_range_empty(&r));
     rt_range_free(&r);
-    bytes_free(&base);
+    tup_bytes_free(&base);
 }
 
 static void cond_range(void)
@@ -182,52 +182,52 @@ static void cond_range(void)
 static void cond_prefix(void)
 {
     rt_range r = { 0 };
-    tuple_bytes base = { 0 };
+    tup_bytes base = { 0 };
     mp_span pre = { (const uint8_t *)"Sea", 3 };
     rt_err e;
 
     tup_encode_int(&base, 42); /* eq on a first attribute */
     CHECK(rt_range_build(base.p, base.n, Q_COND_PREFIX, NIL, NIL, pre, "town", &r, &e) == 0);
     {
-        tuple_bytes k = { 0 };
+        tup_bytes k = { 0 };
         tup_encode_int(&k, 42);
         tup_encode_str(&k, "Seattle", 7);
         tup_encode_int(&k, 1);
         CHECK(in_range(&r, k));
     }
     {
-        tuple_bytes k = { 0 };
+        tup_bytes k = { 0 };
         tup_encode_int(&k, 42);
         tup_encode_str(&k, "Sea", 3);
         CHECK(in_range(&r, k));
     }
     {
-        tuple_bytes k = { 0 };
+        tup_bytes k = { 0 };
         tup_encode_int(&k, 42);
         tup_encode_str(&k, "Se", 2);
         CHECK(!in_range(&r, k));
     }
     {
-        tuple_bytes k = { 0 };
+        tup_bytes k = { 0 };
         tup_encode_int(&k, 42);
         tup_encode_str(&k, "Seb", 3);
         CHECK(!in_range(&r, k));
     }
     {
-        tuple_bytes k = { 0 };
+        tup_bytes k = { 0 };
         tup_encode_int(&k, 43);
         tup_encode_str(&k, "Seattle", 7);
         CHECK(!in_range(&r, k));
     }
     rt_range_free(&r);
-    bytes_free(&base);
+    tup_bytes_free(&base);
 }
 
 static void resume(void)
 {
     rt_range r = { 0 };
-    tuple_bytes a = key_s("Redmond", 1), b = key_s("Redmond", 2), z = key_s("Zzz", 1);
-    tuple_bytes base = { 0 };
+    tup_bytes a = key_s("Redmond", 1), b = key_s("Redmond", 2), z = key_s("Zzz", 1);
+    tup_bytes base = { 0 };
     rt_err e;
 
     tup_encode_str(&base, "Redmond", 7);
@@ -244,15 +244,15 @@ static void resume(void)
     CHECK(!in_range(&r, key_s("Redmond", 2)));
     CHECK(in_range(&r, key_s("Redmond", 1)));
     rt_range_free(&r);
-    bytes_free(&a);
-    bytes_free(&b);
-    bytes_free(&z);
-    bytes_free(&base);
+    tup_bytes_free(&a);
+    tup_bytes_free(&b);
+    tup_bytes_free(&z);
+    tup_bytes_free(&base);
 }
 
 static void clip(void)
 {
-    tuple_bytes m = { 0 }, lo = { 0 }, hi = { 0 }, base = { 0 };
+    tup_bytes m = { 0 }, lo = { 0 }, hi = { 0 }, base = { 0 };
     cfg_part p1, p2;
     rt_range r = { 0 };
     rt_err e;
@@ -283,10 +283,10 @@ static void clip(void)
     CHECK(be_get32(lo.p) == 7 && lo.n == 4 + base.n && memcmp(lo.p + 4, base.p, base.n) == 0);
     CHECK(be_get32(hi.p) == 7 && hi.n == 4 + base.n);
     rt_range_free(&r);
-    bytes_free(&lo);
-    bytes_free(&hi);
-    bytes_free(&m);
-    bytes_free(&base);
+    tup_bytes_free(&lo);
+    tup_bytes_free(&hi);
+    tup_bytes_free(&m);
+    tup_bytes_free(&base);
 }
 
 int main(void)

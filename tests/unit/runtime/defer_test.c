@@ -780,9 +780,9 @@ static void test_defer_stop(const char *url, const net_server_opts *o, bool same
 
 int main(void)
 {
-    char tmpl[] = "/tmp/defer_test.XXXXXX";
+    char dirbuf[256];
     char srvd_url[128], srvdf_url[128], pxd_url[128], pxdf_url[128], stop_url[128];
-    const char *base = nettest_setup(tmpl);
+    const char *base = nettest_setup("defer_test", dirbuf, sizeof(dirbuf));
     net_server *srvd = NULL, *srvdf = NULL;
     net_server_opts d_o = { .workers = NWORKERS, .quick = quick_get, .defer = dfn };
     net_server_opts dfo = { .workers = 2, .fibers = 16, .quick = quick_get, .defer = dfn };

@@ -24,6 +24,7 @@
 #include "link.h"
 #include "net.h"
 #include "rawstream.h"
+#include "scratch.h"
 #include "sx_errors.h"
 
 #define LIMIT (16u * 1024u * 1024u) /* what the protocol promises */
@@ -84,6 +85,18 @@ static void sockets(const char *url)
     sz = 0;
     CHECK_INT(nng_socket_get_size(c, NNG_OPT_RECVMAXSZ, &sz), 0);
     CHECKF(sz == LIMIT, "dialing socket: %zu", sz);
+    /* One round trip of a small frame before closing: nng 1.5 leaks the
+     * pipe of a dialer closed while it is still connecting (NONBLOCK). */
+    char buf[8];
+    size_t n = sizeof(buf);
+    CHECK_INT(nng_socket_set_ms(srv, NNG_OPT_RECVTIMEO, WAIT_MS), 0);
+    CHECK_INT(nng_socket_set_ms(c, NNG_OPT_RECVTIMEO, WAIT_MS), 0);
+    CHECK_INT(nng_send(c, "ping", 4, 0), 0);
+    CHECK_INT(nng_recv(srv, buf, &n, 0), 0);
+    CHECK_INT(nng_send(srv, buf, n, 0), 0);
+    n = sizeof(buf);
+    CHECK_INT(nng_recv(c, buf, &n, 0), 0);
+    CHECK(n == 4 && memcmp(buf, "ping", 4) == 0);
     nng_close(c);
     nng_close(srv);
 }
@@ -171,22 +184,15 @@ static void linked(const char *url)
 
 int main(void)
 {
-    char base[] = "/tmp/sx-frame-limit.XXXXXX";
-    char url[256];
+    char base[128], url[256];
 
-    if (mkdtemp(base) == NULL) {
-        perror("mkdtemp");
+    if (scratch_make("sx-frame-limit", base, sizeof(base)) == NULL)
         return 1;
-    }
     CHECK(SX_MAX_FRAME == LIMIT);
     snprintf(url, sizeof(url), "ipc://%s/sock.sock", base);
     sockets(url);
     snprintf(url, sizeof(url), "ipc://%s/link.sock", base);
     linked(url);
-    snprintf(url, sizeof(url), "%s/sock.sock", base);
-    unlink(url);
-    snprintf(url, sizeof(url), "%s/link.sock", base);
-    unlink(url);
-    rmdir(base);
+    scratch_remove(base);
     return CHECK_DONE();
 }

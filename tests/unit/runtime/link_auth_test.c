@@ -26,6 +26,7 @@
 #include "link.h"
 #include "link_auth.h"
 #include "rawstream.h"
+#include "scratch.h"
 #include "sx_errors.h"
 
 /* ---- a server that echoes and counts, a client that counts ---- */
@@ -402,11 +403,10 @@ out:
 
 int main(void)
 {
-    char base[] = "/tmp/sx-link-auth.XXXXXX";
-    char url[256];
+    char base[128], url[256];
 
-    if (proto_init() != 0 || mkdtemp(base) == NULL) {
-        perror("set-up");
+    if (proto_init() != 0 || scratch_make("sx-link-auth", base, sizeof(base)) == NULL) {
+        fprintf(stderr, "link_auth_test: set-up failed\n");
         return 1;
     }
     const struct {
@@ -439,6 +439,6 @@ int main(void)
     snprintf(url, sizeof url, "ipc://%s/deadline.sock", base);
     deadline_case(url);
     unlink(url + 6);
-    rmdir(base);
+    scratch_remove(base);
     return CHECK_DONE();
 }

@@ -23,6 +23,7 @@
 #include "link_auth.h"
 #include "net.h"
 #include "rawstream.h"
+#include "scratch.h"
 #include "sx_errors.h"
 
 /* ---- the server: echoes every frame, counts closes ---- */
@@ -577,15 +578,12 @@ out:
 
 int main(void)
 {
-    char base[] = "/tmp/sx-link-test.XXXXXX";
-    char url[256];
+    char base[128], url[256];
     cli_state cs;
     link_conn *l = NULL;
 
-    if (mkdtemp(base) == NULL) {
-        perror("mkdtemp");
+    if (scratch_make("sx-link-test", base, sizeof(base)) == NULL)
         return 1;
-    }
     snprintf(url, sizeof(url), "ipc://%s/echo.sock", base);
     echo_case(url);
     snprintf(url, sizeof(url), "ipc://%s/bad.sock", base);
@@ -627,7 +625,6 @@ int main(void)
     CHECK_INT(link_dial("nosuch://x", 2000, cli_frame, cli_closed, &cs, &l), SX_EINVAL);
     CHECK(l == NULL);
 
-    unlink(base);
-    rmdir(base);
+    scratch_remove(base);
     return CHECK_DONE();
 }

@@ -274,9 +274,9 @@ static void run_all(net_server *srv)
 
 int main(void)
 {
-    char tmpl[] = "/tmp/local_peer_test.XXXXXX";
+    char dirbuf[256];
     char t_url[128], f_url[128];
-    const char *base = nettest_setup(tmpl);
+    const char *base = nettest_setup("local_peer_test", dirbuf, sizeof(dirbuf));
     net_server *st = NULL, *sf = NULL;
     net_server_opts to = { .workers = NWORKERS, .quick = quick_get, .defer = ln_defer };
     net_server_opts fo = { .workers = 2, .fibers = 16, .quick = quick_get, .defer = ln_defer };

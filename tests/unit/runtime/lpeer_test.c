@@ -248,9 +248,9 @@ static void restart(const char *url, net_server **srv, const net_server_opts *o)
 
 int main(void)
 {
-    char tmpl[] = "/tmp/lpeer_test.XXXXXX";
+    char dirbuf[256];
     char url[128], furl[128], turl[64];
-    const char *base = nettest_setup(tmpl);
+    const char *base = nettest_setup("lpeer_test", dirbuf, sizeof(dirbuf));
     net_server_opts wo = { .workers = NWORKERS, .quick = quick_get };
     net_server_opts fo = { .workers = 2, .fibers = 16, .quick = quick_get };
     net_server *srv = NULL, *srvf = NULL, *srvt = NULL;

@@ -945,9 +945,9 @@ static void test_timeouts(const char *srv_url)
 
 int main(void)
 {
-    char tmpl[] = "/tmp/multi_test.XXXXXX";
+    char dirbuf[256];
     char srv_url[128], srvq_url[128], srvf_url[128], px_url[128], pxq_url[128], pxf_url[128];
-    const char *base = nettest_setup(tmpl);
+    const char *base = nettest_setup("multi_test", dirbuf, sizeof(dirbuf));
     nng_socket srv_sock, srvq_sock, srvf_sock, race_sock;
     const char *race = getenv("MULTI_NETTEST_CLOSE_RACE");
     bool do_race = race == NULL || strcmp(race, "0") != 0;

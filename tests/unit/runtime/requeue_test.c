@@ -192,9 +192,9 @@ static void test_peer(const char *url)
 
 int main(void)
 {
-    char tmpl[] = "/tmp/requeue_test.XXXXXX";
+    char dirbuf[256];
     char t_url[128], f_url[128];
-    const char *base = nettest_setup(tmpl);
+    const char *base = nettest_setup("requeue_test", dirbuf, sizeof(dirbuf));
     net_server *st = NULL, *sf = NULL;
     net_server_opts to = {
         .workers = NWORKERS, .quick = quick_get, .defer = rq_defer, .defer_flush = rq_flush

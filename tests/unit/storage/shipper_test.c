@@ -13,25 +13,22 @@
  *   - once the index has them synced, the outbox is emptied: every record,
  *     the last round's included, is deleted from the partition.
  * Waits are for conditions, bounded by WAIT_MS.
- * Links node_storage. Argument: a scratch dir (default: a fresh mkdtemp under /tmp).
+ * Links node_storage and the storage tests' fixture. Argument: a scratch dir
+ * (default: a fresh one under $TMPDIR or /tmp, removed afterwards).
  */
-#define _XOPEN_SOURCE 700 /* nftw */
-#include <ftw.h>
+#define CHECK_TALLY_SHARED /* fixture.c checks too */
+#define CHECK_TALLY_DEFINE
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include "check.h"
-#include "catalog_part.h"
-#include "config.h"
+#include "fixture.h"
 #include "hash.h"
 #include "net.h"
+#include "scratch.h"
 #include "shipper.h"
-#include "storage_cat.h"
-#include "storage_part.h"
-#include "storage_store.h"
 #include "sx_errors.h"
 
 #define DEST 101
@@ -96,83 +93,23 @@ static void fake_handler(void *arg, const uint8_t *p, size_t n, mp_buf *out)
     msg_free_req(MSG_I_APPLY, &q);
 }
 
-/* ---- the storage side (as storage_write_test.c) ---- */
-
-/* Sends one catalog request (type t, req) to c; returns its error and the
- * version in *version. */
-static int cat_call(catp *c, msg_type t, const void *req, uint64_t *version)
-{
-    mp_buf b, out;
-    char msg[256] = "";
-    int rc;
-
-    mp_buf_init(&b);
-    mp_buf_init(&out);
-    rc = msg_encode_req(t, req, &b);
-    if (rc == 0) {
-        catp_handle(c, t, (const uint8_t *)b.sb.data, b.sb.size, &out);
-        if (t == MSG_CAT_UPDATE) {
-            msg_CAT_UPDATE_rep r;
-            memset(&r, 0, sizeof(r));
-            rc = msg_decode_rep(t, (const uint8_t *)out.sb.data, out.sb.size, &r, msg, sizeof(msg));
-            *version = r.version;
-            msg_free_rep(t, &r);
-        } else {
-            msg_CAT_BACKFILLED_rep r;
-            memset(&r, 0, sizeof(r));
-            rc = msg_decode_rep(t, (const uint8_t *)out.sb.data, out.sb.size, &r, msg, sizeof(msg));
-            *version = r.version;
-            msg_free_rep(t, &r);
-        }
-    }
-    if (rc != 0)
-        fprintf(stderr, "catalog request %s: %s: %s\n", msg_name(t), sx_strerror(rc), msg);
-    mp_buf_free(&b);
-    mp_buf_free(&out);
-    return rc;
-}
-
-static mp_span S(const char *s)
-{
-    return (mp_span){ (const uint8_t *)s, strlen(s) };
-}
+/* ---- the storage side ---- */
 
 /* t(id) with index by_g on g (ready). */
 static int make_catalog(catp *c, uint64_t *version)
 {
-    msg_CAT_UPDATE_req u;
-    msg_CAT_BACKFILLED_req b;
-    mp_span ga = S("g");
     int rc;
 
-    memset(&u, 0, sizeof(u));
-    u.op = CATOP_CREATE_TABLE;
-    u.table = S("t");
-    u.pk = S("id");
-    if ((rc = cat_call(c, MSG_CAT_UPDATE, &u, version)) != 0)
+    if ((rc = stf_create_t(c, version)) != 0 ||
+        (rc = stf_create_index(c, "by_g", "g", version)) != 0)
         return rc;
-    u.op = CATOP_CREATE_INDEX;
-    u.pk = (mp_span){ NULL, 0 };
-    u.index = S("by_g");
-    u.attrs = (msg_spans){ 1, &ga };
-    if ((rc = cat_call(c, MSG_CAT_UPDATE, &u, version)) != 0)
-        return rc;
-    memset(&b, 0, sizeof(b));
-    b.index_id = 2; /* table 1, index 2: ids in creation order */
-    b.part = 1;
-    return cat_call(c, MSG_CAT_BACKFILLED, &b, version);
+    return stf_backfilled(c, 2, version); /* table 1, index 2: ids in creation order */
 }
 
 /* Puts items {"id": first .. first + n - 1, "g": "a"} in one S_WRITE. */
 static int put_items(st_part *p, uint64_t catver, int64_t first, uint32_t n)
 {
-    msg_S_WRITE_req q;
-    msg_S_WRITE_rep r;
-    mp_buf items[8], out;
-    mp_span objs[8];
-    uint64_t dels[8] = { 0 };
-    char msg[256] = "";
-    int rc;
+    mp_buf items[8];
 
     for (uint32_t i = 0; i < n; i++) {
         mp_buf_init(&items[i]);
@@ -181,26 +118,8 @@ static int put_items(st_part *p, uint64_t catver, int64_t first, uint32_t n)
         mp_put_i64(&items[i], first + i);
         mp_put_cstr(&items[i], "g");
         mp_put_cstr(&items[i], "a");
-        objs[i] = (mp_span){ (const uint8_t *)items[i].sb.data, items[i].sb.size };
     }
-    memset(&q, 0, sizeof(q));
-    q.part = 1;
-    q.catver = catver;
-    q.table_id = 1;
-    q.objs = (msg_spans){ n, objs };
-    q.dels = (msg_u64s){ n, dels };
-    mp_buf_init(&out);
-    st_write(p, &q, &out);
-    memset(&r, 0, sizeof(r));
-    rc = msg_decode_rep(MSG_S_WRITE, (const uint8_t *)out.sb.data, out.sb.size, &r, msg,
-                        sizeof(msg));
-    if (rc != 0)
-        fprintf(stderr, "S_WRITE: %s: %s\n", sx_strerror(rc), msg);
-    msg_free_rep(MSG_S_WRITE, &r);
-    mp_buf_free(&out);
-    for (uint32_t i = 0; i < n; i++)
-        mp_buf_free(&items[i]);
-    return rc;
+    return stf_write(p, catver, items, NULL, n, NULL, NULL);
 }
 
 /* Counts the outbox values of destination DEST (the queue's end marker
@@ -216,15 +135,9 @@ static int count_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *v,
 
 static int outbox_values(st_part *p)
 {
-    uint8_t lo[17], hi[17];
     int n = 0;
 
-    lo[0] = hi[0] = ST_OUT_PREFIX;
-    be_put64(lo + 1, DEST);
-    be_put64(lo + 9, 0);
-    be_put64(hi + 1, DEST);
-    be_put64(hi + 9, UINT64_MAX);
-    CHECK(st_kscan(p, NULL, lo, sizeof(lo), hi, sizeof(hi), false, count_visit, &n) >= 0);
+    CHECK(stf_outbox_scan(p, DEST, count_visit, &n) >= 0);
     return n;
 }
 
@@ -275,51 +188,22 @@ static bool outbox_drained(st_part *p)
 
 static bool run(const char *dir)
 {
-    char path[4200], err[300], url[4300];
-    cfg_cluster *cfg = NULL;
-    catp *cp = NULL;
-    st_cat *cc = NULL;
-    st_store *store = NULL;
-    st_part *p = NULL;
+    char url[4300];
+    stf f;
+    st_part *p;
     ship *sh = NULL;
     net_server *srv = NULL;
     net_server_opts so = { .workers = 2 };
     uint64_t catver = 0, head = 0;
-    FILE *f;
 
-    if (snprintf(path, sizeof(path), "%s/cluster.json", dir) >= (int)sizeof(path) ||
-        (f = fopen(path, "w")) == NULL) {
-        fprintf(stderr, "shipper_test: scratch dir unusable: %s\n", dir);
+    if (!stf_open(&f, dir, "ship", true))
         return false;
-    }
-    fprintf(
-        f,
-        "{\"cluster\": \"ship\", \"hash_key\": \"000102030405060708090a0b0c0d0e0f\",\n"
-        " \"token_key\": \"000102030405060708090a0b0c0d0e0f000102030405060708090a0b0c0d0e0f\",\n"
-        " \"catalog_node\": \"s1\",\n"
-        " \"routers\": [{\"name\": \"r1\", \"url\": \"tcp://127.0.0.1:1\"}],\n"
-        " \"storage\": [{\"name\": \"s1\", \"url\": \"ipc://%s/s1.sock\", \"partitions\": [\n"
-        "   {\"id\": 1, \"lo\": \"0000000000000000\", \"hi\": \"ffffffffffffffff\"}]}],\n"
-        " \"index\": [{\"name\": \"i1\", \"url\": \"ipc://%s/i1.sock\", \"partitions\": [\n"
-        "   {\"id\": 101, \"lo\": null, \"hi\": null}]}]}\n",
-        dir, dir);
-    CHECK(fclose(f) == 0);
-    if (cfg_load(path, &cfg, err, sizeof(err)) != 0) {
-        fprintf(stderr, "shipper_test: config: %s\n", err);
-        return false;
-    }
     snprintf(url, sizeof(url), "ipc://%s/i1.sock", dir);
     CHECK(net_server_open_link(url, &so, fake_handler, NULL, &srv) == 0);
-    snprintf(path, sizeof(path), "%s/catalog", dir);
-    CHECK(mkdir(path, 0700) == 0);
-    CHECK(catp_open(path, cfg, &cp) == 0);
-    CHECK(cp != NULL && make_catalog(cp, &catver) == 0);
-    CHECK(cp != NULL && st_cat_new(cfg, cp, &cc) == 0);
-    snprintf(path, sizeof(path), "%s/store", dir);
-    CHECK(cc != NULL && st_store_open(path, &store) == 0);
-    CHECK(store != NULL && st_part_open(cfg, &cfg->storage[0], cc, store, &p) == 0);
-    CHECK(p != NULL && st_store_start(store, &p, 1) == 0);
-    CHECK(p != NULL && ship_start(&p, 1, cfg, &sh) == 0);
+    CHECK(f.cp != NULL && make_catalog(f.cp, &catver) == 0);
+    stf_start(&f);
+    p = f.p;
+    CHECK(p != NULL && ship_start(&f.p, 1, f.cfg, &sh) == 0);
     if (p != NULL && sh != NULL && srv != NULL) {
         /* writes of 4, 1, 3, 1, 2 and 1 items (12 records; each write's
          * records are one outbox value, keyed by its last seq), each
@@ -359,38 +243,13 @@ static bool run(const char *dir)
                     outbox_values(p));
     }
     ship_stop(sh);
-    if (store != NULL)
-        st_store_stop(store);
-    st_part_close(p);
-    st_store_close(store);
-    st_cat_free(cc);
-    catp_close(cp);
+    stf_close(&f);
     net_server_stop(srv);
-    cfg_free(cfg);
     return true;
-}
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *f)
-{
-    (void)st;
-    (void)flag;
-    (void)f;
-    return remove(path);
 }
 
 int main(int argc, char **argv)
 {
-    char tmpl[] = "/tmp/sx-ship-XXXXXX";
-    const char *dir = argc > 1 ? argv[1] : mkdtemp(tmpl);
-    bool ok;
-
-    if (dir == NULL) {
-        perror("shipper_test: mkdtemp");
-        return 1;
-    }
     CHECK(proto_init() == 0);
-    ok = run(dir);
-    if (argc <= 1)
-        nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-    return ok ? CHECK_DONE() : 1;
+    return scratch_run(argc, argv, "sx-ship", run) ? CHECK_DONE() : 1;
 }

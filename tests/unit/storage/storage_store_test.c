@@ -7,10 +7,9 @@
  * crash (the old directory still there) gives the same store; a file, or
  * a folder holding no leveldb, is refused and left alone.
  * Links node_storage.
- * Argument: a scratch dir (default: a fresh mkdtemp under /tmp).
+ * Argument: a scratch dir (default: a fresh one under $TMPDIR or /tmp, removed
+ * afterwards).
  */
-#define _XOPEN_SOURCE 700 /* nftw */
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,18 +18,11 @@
 #include "check.h"
 #include "hash.h"
 #include "ldb.h"
+#include "scratch.h"
 #include "storage_store.h"
 #include "sx_errors.h"
 
 #define NREC 3000 /* more than one 4 MiB copy batch with 2 KiB values */
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *f)
-{
-    (void)st;
-    (void)flag;
-    (void)f;
-    return remove(path);
-}
 
 static bool exists(const char *path)
 {
@@ -119,17 +111,12 @@ static seen scan_part(st_store *s, uint64_t part)
     return sn;
 }
 
-int main(int argc, char **argv)
+/* Every check, in scratch dir base. */
+static bool run(const char *base)
 {
-    char tmpl[] = "/tmp/sx-store-XXXXXX";
-    const char *base = argc > 1 ? argv[1] : mkdtemp(tmpl);
     char store_dir[512], p7[512], p8[512], moved[600], notdb[512];
     st_store *s = NULL;
 
-    if (base == NULL) {
-        perror("mkdtemp");
-        return 2;
-    }
     snprintf(store_dir, sizeof(store_dir), "%s/store", base);
     snprintf(p7, sizeof(p7), "%s/p7", base);
     snprintf(p8, sizeof(p8), "%s/p8", base);
@@ -141,7 +128,7 @@ int main(int argc, char **argv)
     CHECK_INT(make_old(p8, 8), 0);
     CHECK_INT(st_store_open(store_dir, &s), 0);
     if (s == NULL)
-        goto out;
+        return true; /* a failed check: CHECK_DONE says so */
     CHECK_INT(st_store_migrate(s, p7, 7), 0);
     CHECK_INT(st_store_migrate(s, p8, 8), 0);
     seen a = scan_part(s, 7), b = scan_part(s, 8);
@@ -196,8 +183,10 @@ int main(int argc, char **argv)
         CHECK(!exists(empty_moved));
         st_store_close(s);
     }
-out:
-    if (argc <= 1) /* a scratch dir of our own: removed; one given: kept */
-        nftw(base, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-    return CHECK_DONE();
+    return true;
+}
+
+int main(int argc, char **argv)
+{
+    return scratch_run(argc, argv, "sx-store", run) ? CHECK_DONE() : 2;
 }

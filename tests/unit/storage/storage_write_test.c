@@ -14,37 +14,24 @@
  *     ready index, and a put for an index still being built (the backfill
  *     leaves an item written during the build to the write);
  *   - deleting an absent key answers version 0, not found, and emits nothing.
- * Links node_storage. Argument: a scratch dir (default: a fresh mkdtemp under /tmp).
+ * Links node_storage and the storage tests' fixture. Argument: a scratch dir
+ * (default: a fresh one under $TMPDIR or /tmp, removed afterwards).
  */
-#define _XOPEN_SOURCE 700 /* nftw */
-#include <ftw.h>
+#define CHECK_TALLY_SHARED /* fixture.c checks too */
+#define CHECK_TALLY_DEFINE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include "check.h"
-#include "catalog_part.h"
-#include "config.h"
+#include "fixture.h"
 #include "hash.h"
 #include "outbox.h"
-#include "storage_cat.h"
-#include "storage_part.h"
-#include "storage_store.h"
+#include "scratch.h"
 #include "sx_errors.h"
 #include "tuple.h"
 
 #define DEST 101
 #define MAXREC 64
-
-static const char *config_text =
-    "{\"cluster\": \"stwrite\", \"hash_key\": \"000102030405060708090a0b0c0d0e0f\",\n"
-    " \"token_key\": \"000102030405060708090a0b0c0d0e0f000102030405060708090a0b0c0d0e0f\",\n"
-    " \"catalog_node\": \"s1\",\n"
-    " \"routers\": [{\"name\": \"r1\", \"url\": \"tcp://127.0.0.1:1\"}],\n"
-    " \"storage\": [{\"name\": \"s1\", \"url\": \"tcp://127.0.0.1:2\", \"partitions\": [\n"
-    "   {\"id\": 1, \"lo\": \"0000000000000000\", \"hi\": \"ffffffffffffffff\"}]}],\n"
-    " \"index\": [{\"name\": \"i1\", \"url\": \"tcp://127.0.0.1:3\", \"partitions\": [\n"
-    "   {\"id\": 101, \"lo\": null, \"hi\": null}]}]}\n";
 
 /* An outbox record, copied out. */
 typedef struct orec {
@@ -61,70 +48,16 @@ typedef struct outbox {
 
 /* ---- the catalog ---- */
 
-/* Sends one catalog request (type t, req) to c; returns its error and the
- * version in *version. */
-static int cat_call(catp *c, msg_type t, const void *req, uint64_t *version)
-{
-    mp_buf b, out;
-    char msg[256] = "";
-    int rc;
-
-    mp_buf_init(&b);
-    mp_buf_init(&out);
-    rc = msg_encode_req(t, req, &b);
-    if (rc == 0) {
-        catp_handle(c, t, (const uint8_t *)b.sb.data, b.sb.size, &out);
-        if (t == MSG_CAT_UPDATE) {
-            msg_CAT_UPDATE_rep r;
-            memset(&r, 0, sizeof(r));
-            rc = msg_decode_rep(t, (const uint8_t *)out.sb.data, out.sb.size, &r, msg, sizeof(msg));
-            *version = r.version;
-            msg_free_rep(t, &r);
-        } else {
-            msg_CAT_BACKFILLED_rep r;
-            memset(&r, 0, sizeof(r));
-            rc = msg_decode_rep(t, (const uint8_t *)out.sb.data, out.sb.size, &r, msg, sizeof(msg));
-            *version = r.version;
-            msg_free_rep(t, &r);
-        }
-    }
-    if (rc != 0)
-        fprintf(stderr, "catalog request %s: %s: %s\n", msg_name(t), sx_strerror(rc), msg);
-    mp_buf_free(&b);
-    mp_buf_free(&out);
-    return rc;
-}
-
-static mp_span S(const char *s)
-{
-    return (mp_span){ (const uint8_t *)s, strlen(s) };
-}
-
 /* t(id); by_g on g, ready; by_h on h, building. Sets the ids and the
  * catalog version. */
 static int make_catalog(catp *c, uint32_t *g_id, uint32_t *h_id, uint64_t *version)
 {
-    msg_CAT_UPDATE_req u;
-    msg_CAT_BACKFILLED_req b;
-    mp_span ga = S("g"), ha = S("h");
     cat_catalog *cat;
     int rc;
 
-    memset(&u, 0, sizeof(u));
-    u.op = CATOP_CREATE_TABLE;
-    u.table = S("t");
-    u.pk = S("id");
-    if ((rc = cat_call(c, MSG_CAT_UPDATE, &u, version)) != 0)
-        return rc;
-    u.op = CATOP_CREATE_INDEX;
-    u.pk = (mp_span){ NULL, 0 };
-    u.index = S("by_g");
-    u.attrs = (msg_spans){ 1, &ga };
-    if ((rc = cat_call(c, MSG_CAT_UPDATE, &u, version)) != 0)
-        return rc;
-    u.index = S("by_h");
-    u.attrs = (msg_spans){ 1, &ha };
-    if ((rc = cat_call(c, MSG_CAT_UPDATE, &u, version)) != 0)
+    if ((rc = stf_create_t(c, version)) != 0 ||
+        (rc = stf_create_index(c, "by_g", "g", version)) != 0 ||
+        (rc = stf_create_index(c, "by_h", "h", version)) != 0)
         return rc;
     cat = catp_snapshot(c);
     if (cat == NULL)
@@ -137,10 +70,7 @@ static int make_catalog(catp *c, uint32_t *g_id, uint32_t *h_id, uint64_t *versi
     cat_free(cat);
     if (*g_id == 0 || *h_id == 0)
         return SX_EINTERNAL;
-    memset(&b, 0, sizeof(b));
-    b.index_id = *g_id;
-    b.part = 1;
-    return cat_call(c, MSG_CAT_BACKFILLED, &b, version);
+    return stf_backfilled(c, *g_id, version);
 }
 
 /* ---- writes ---- */
@@ -158,48 +88,6 @@ static void item(mp_buf *b, int64_t id, const char *g, const char *h, int64_t x)
     mp_put_cstr(b, h);
     mp_put_cstr(b, "x");
     mp_put_i64(b, x);
-}
-
-/* One S_WRITE of n items (dels[i]: a delete of that item's key); the
- * answered versions and found flags into vers/found. Returns its error. */
-static int s_write(st_part *p, uint64_t catver, mp_buf *items, const uint64_t *dels, uint32_t n,
-                   uint64_t *vers, uint64_t *found)
-{
-    msg_S_WRITE_req q;
-    msg_S_WRITE_rep r;
-    mp_span objs[8];
-    uint64_t nodel[8] = { 0 };
-    mp_buf out;
-    char msg[256] = "";
-    int rc;
-
-    for (uint32_t i = 0; i < n; i++)
-        objs[i] = (mp_span){ (const uint8_t *)items[i].sb.data, items[i].sb.size };
-    memset(&q, 0, sizeof(q));
-    q.part = 1;
-    q.catver = catver;
-    q.table_id = 1;
-    q.objs = (msg_spans){ n, objs };
-    q.dels = (msg_u64s){ n, (uint64_t *)(dels != NULL ? dels : nodel) };
-    mp_buf_init(&out);
-    st_write(p, &q, &out);
-    memset(&r, 0, sizeof(r));
-    rc = msg_decode_rep(MSG_S_WRITE, (const uint8_t *)out.sb.data, out.sb.size, &r, msg,
-                        sizeof(msg));
-    if (rc == 0) {
-        CHECK(r.versions.n == n && r.found.n == n);
-        for (uint32_t i = 0; i < n && i < r.versions.n && i < r.found.n; i++) {
-            vers[i] = r.versions.v[i];
-            found[i] = r.found.v[i];
-        }
-    } else {
-        fprintf(stderr, "S_WRITE: %s: %s\n", sx_strerror(rc), msg);
-    }
-    msg_free_rep(MSG_S_WRITE, &r);
-    mp_buf_free(&out);
-    for (uint32_t i = 0; i < n; i++)
-        mp_buf_free(&items[i]);
-    return rc;
 }
 
 /* ---- the outbox ---- */
@@ -235,26 +123,19 @@ static int outbox_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *v
 /* Every record in the outbox of destination DEST. */
 static void read_outbox(st_part *p, outbox *o)
 {
-    uint8_t lo[17], hi[17];
-
     memset(o, 0, sizeof(*o));
-    lo[0] = hi[0] = ST_OUT_PREFIX;
-    be_put64(lo + 1, DEST);
-    be_put64(lo + 9, 0);
-    be_put64(hi + 1, DEST);
-    be_put64(hi + 9, UINT64_MAX);
-    CHECK(st_kscan(p, NULL, lo, sizeof(lo), hi, sizeof(hi), false, outbox_visit, o) >= 0);
+    CHECK(stf_outbox_scan(p, DEST, outbox_visit, o) >= 0);
     CHECK(!o->bad);
 }
 
 /* The index-local key of index ix for value val of id. */
-static void ikey(tuple_bytes *b, uint32_t ix, const char *val, int64_t id)
+static void ikey(tup_bytes *b, uint32_t ix, const char *val, int64_t id)
 {
     uint8_t be[4];
 
     b->n = 0;
     be_put32(be, ix);
-    CHECK(bytes_append(b, be, 4) == 0 && tup_encode_str(b, val, strlen(val)) == 0 &&
+    CHECK(tup_bytes_append(b, be, 4) == 0 && tup_encode_str(b, val, strlen(val)) == 0 &&
           tup_encode_int(b, id) == 0);
 }
 
@@ -272,57 +153,33 @@ static int records_of(const outbox *o, uint64_t v)
 static bool has_record(const outbox *o, uint64_t v, uint64_t kind, uint32_t ix, const char *val,
                        int64_t id)
 {
-    tuple_bytes k = { 0 };
+    tup_bytes k = { 0 };
     bool found = false;
 
     ikey(&k, ix, val, id);
     for (int i = 0; i < o->n && !found; i++)
         found = o->r[i].version == v && o->r[i].kind == kind && o->r[i].kn == k.n &&
                 memcmp(o->r[i].key, k.p, k.n) == 0;
-    bytes_free(&k);
+    tup_bytes_free(&k);
     return found;
 }
 
 static bool run(const char *dir)
 {
-    char path[4200], err[300];
-    cfg_cluster *cfg = NULL;
-    catp *cp = NULL;
-    st_cat *cc = NULL;
-    st_store *store = NULL;
-    st_part *p = NULL;
+    stf f;
+    st_part *p;
     uint32_t gid = 0, hid = 0;
     uint64_t catver = 0, vers[8], found[8], preset;
     mp_buf it[8];
     outbox ob;
-    FILE *f;
 
-    if (snprintf(path, sizeof(path), "%s/cluster.json", dir) >= (int)sizeof(path) ||
-        (f = fopen(path, "w")) == NULL) {
-        fprintf(stderr, "storage_write_test: scratch dir unusable: %s\n", dir);
+    if (!stf_open(&f, dir, "stwrite", false))
         return false;
-    }
-    CHECK(fputs(config_text, f) >= 0);
-    CHECK(fclose(f) == 0);
-    if (cfg_load(path, &cfg, err, sizeof(err)) != 0) {
-        fprintf(stderr, "storage_write_test: config: %s\n", err);
-        return false;
-    }
-    snprintf(path, sizeof(path), "%s/catalog", dir);
-    CHECK(mkdir(path, 0700) == 0);
-    CHECK(catp_open(path, cfg, &cp) == 0);
-    CHECK(cp != NULL && make_catalog(cp, &gid, &hid, &catver) == 0);
-    CHECK(cp != NULL && st_cat_new(cfg, cp, &cc) == 0);
-    snprintf(path, sizeof(path), "%s/store", dir);
-    CHECK(cc != NULL && st_store_open(path, &store) == 0);
-    CHECK(store != NULL && st_part_open(cfg, &cfg->storage[0], cc, store, &p) == 0);
-    CHECK(p != NULL && st_store_start(store, &p, 1) == 0);
+    CHECK(f.cp != NULL && make_catalog(f.cp, &gid, &hid, &catver) == 0);
+    stf_start(&f);
+    p = f.p;
     if (p == NULL || gid == 0) {
-        st_part_close(p);
-        st_store_close(store);
-        st_cat_free(cc);
-        catp_close(cp);
-        cfg_free(cfg);
+        stf_close(&f);
         return false;
     }
 
@@ -337,9 +194,9 @@ static bool run(const char *dir)
     item(&it[0], 1, "a", "p", 1);
     item(&it[1], 2, "a", "p", 2);
     item(&it[2], 3, "b", "q", 3);
-    CHECK(s_write(p, catver, it, NULL, 3, vers, found) == 0);
+    CHECK(stf_write(p, catver, it, NULL, 3, vers, found) == 0);
     item(&it[0], 4, "b", "q", 4);
-    CHECK(s_write(p, catver, it, NULL, 1, vers + 3, found + 3) == 0);
+    CHECK(stf_write(p, catver, it, NULL, 1, vers + 3, found + 3) == 0);
     /* (one request's operations are applied in key order, not input
      * order: its versions are distinct, not ascending by position) */
     for (int i = 0; i < 4; i++) {
@@ -366,7 +223,7 @@ static bool run(const char *dir)
      * delete of the old key and a put of the new one; by_h, building, a put
      * of its unchanged entry */
     item(&it[0], 1, "c", "p", 10);
-    CHECK(s_write(p, catver, it, NULL, 1, vers + 4, found + 4) == 0);
+    CHECK(stf_write(p, catver, it, NULL, 1, vers + 4, found + 4) == 0);
     CHECK(found[4] == 1 && vers[4] > vers[3]);
     read_outbox(p, &ob);
     CHECK(records_of(&ob, vers[4]) == 3);
@@ -381,7 +238,7 @@ static bool run(const char *dir)
     /* id 2 rewritten with only x changed: nothing for by_g (ready,
      * keys only: its entry is unchanged), a put for by_h (building) */
     item(&it[0], 2, "a", "p", 20);
-    CHECK(s_write(p, catver, it, NULL, 1, vers + 5, found + 5) == 0);
+    CHECK(stf_write(p, catver, it, NULL, 1, vers + 5, found + 5) == 0);
     read_outbox(p, &ob);
     CHECK(records_of(&ob, vers[5]) == 1);
     CHECK(has_record(&ob, vers[5], OUT_PUT, hid, "p", 2));
@@ -390,10 +247,10 @@ static bool run(const char *dir)
     {
         uint64_t del[1] = { 1 };
         item(&it[0], 3, "b", "q", 3);
-        CHECK(s_write(p, catver, it, del, 1, vers + 6, found + 6) == 0);
+        CHECK(stf_write(p, catver, it, del, 1, vers + 6, found + 6) == 0);
         CHECK(found[6] == 1 && vers[6] > vers[5]);
         item(&it[0], 3, "b", "q", 3);
-        CHECK(s_write(p, catver, it, del, 1, vers + 7, found + 7) == 0);
+        CHECK(stf_write(p, catver, it, del, 1, vers + 7, found + 7) == 0);
         CHECK(found[7] == 0 && vers[7] == 0);
         read_outbox(p, &ob);
         CHECK(records_of(&ob, vers[6]) == 2);
@@ -402,36 +259,12 @@ static bool run(const char *dir)
         CHECK(ob.n == 8 + 3 + 1 + 2);
     }
 
-    st_store_stop(store);
-    st_part_close(p);
-    st_store_close(store);
-    st_cat_free(cc);
-    catp_close(cp);
-    cfg_free(cfg);
+    stf_close(&f);
     return true;
-}
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *f)
-{
-    (void)st;
-    (void)flag;
-    (void)f;
-    return remove(path);
 }
 
 int main(int argc, char **argv)
 {
-    char tmpl[] = "/tmp/sx-stwrite-XXXXXX";
-    const char *dir = argc > 1 ? argv[1] : mkdtemp(tmpl);
-    bool ok;
-
-    if (dir == NULL) {
-        perror("storage_write_test: mkdtemp");
-        return 1;
-    }
     CHECK(proto_init() == 0);
-    ok = run(dir);
-    if (argc <= 1)
-        nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-    return ok ? CHECK_DONE() : 1;
+    return scratch_run(argc, argv, "sx-stwrite", run) ? CHECK_DONE() : 1;
 }

@@ -13,28 +13,28 @@
 #include "tuple.h"
 #include "sx_errors.h"
 
-static tuple_bytes enc_int(int64_t v)
+static tup_bytes enc_int(int64_t v)
 {
-    tuple_bytes b = { 0 };
+    tup_bytes b = { 0 };
     tup_encode_int(&b, v);
     return b;
 }
-static tuple_bytes enc_dbl(double v)
+static tup_bytes enc_dbl(double v)
 {
-    tuple_bytes b = { 0 };
+    tup_bytes b = { 0 };
     tup_encode_double(&b, v);
     return b;
 }
-static tuple_bytes enc_str(const char *s, size_t n)
+static tup_bytes enc_str(const char *s, size_t n)
 {
-    tuple_bytes b = { 0 };
+    tup_bytes b = { 0 };
     tup_encode_str(&b, s, n);
     return b;
 }
 
-static int cmp(tuple_bytes a, tuple_bytes b)
+static int cmp(tup_bytes a, tup_bytes b)
 {
-    int c = tuple_keycmp(a.p, a.n, b.p, b.n);
+    int c = tup_keycmp(a.p, a.n, b.p, b.n);
     return c < 0 ? -1 : c > 0;
 }
 
@@ -46,10 +46,10 @@ static void ints(void)
 
     for (size_t i = 0; i < n; i++)
         for (size_t j = 0; j < n; j++) {
-            tuple_bytes a = enc_int(v[i]), b = enc_int(v[j]);
+            tup_bytes a = enc_int(v[i]), b = enc_int(v[j]);
             CHECK(cmp(a, b) == (v[i] < v[j] ? -1 : v[i] > v[j]));
-            bytes_free(&a);
-            bytes_free(&b);
+            tup_bytes_free(&a);
+            tup_bytes_free(&b);
         }
     srand(7);
     for (int k = 0; k < 20000; k++) {
@@ -59,10 +59,10 @@ static void ints(void)
         int64_t x, y;
         memcpy(&x, &ux, sizeof(x));
         memcpy(&y, &uy, sizeof(y));
-        tuple_bytes a = enc_int(x), b = enc_int(y);
+        tup_bytes a = enc_int(x), b = enc_int(y);
         CHECK(cmp(a, b) == (x < y ? -1 : x > y));
-        bytes_free(&a);
-        bytes_free(&b);
+        tup_bytes_free(&a);
+        tup_bytes_free(&b);
     }
 }
 
@@ -74,15 +74,15 @@ static void doubles(void)
 
     for (size_t i = 0; i < n; i++)
         for (size_t j = 0; j < n; j++) {
-            tuple_bytes a = enc_dbl(v[i]), b = enc_dbl(v[j]);
+            tup_bytes a = enc_dbl(v[i]), b = enc_dbl(v[j]);
             CHECK(cmp(a, b) == (v[i] < v[j] ? -1 : v[i] > v[j]));
-            bytes_free(&a);
-            bytes_free(&b);
+            tup_bytes_free(&a);
+            tup_bytes_free(&b);
         }
-    tuple_bytes z = enc_dbl(0.0), nz = enc_dbl(-0.0);
+    tup_bytes z = enc_dbl(0.0), nz = enc_dbl(-0.0);
     CHECK(cmp(z, nz) == 0); /* equal values, one encoding */
-    bytes_free(&z);
-    bytes_free(&nz);
+    tup_bytes_free(&z);
+    tup_bytes_free(&nz);
 }
 
 static void strings(void)
@@ -99,27 +99,26 @@ static void strings(void)
 
     for (size_t i = 0; i < n; i++)
         for (size_t j = 0; j < n; j++) {
-            tuple_bytes a = enc_str(v[i].s, v[i].n), b = enc_str(v[j].s, v[j].n);
-            int want = tuple_keycmp((const uint8_t *)v[i].s, v[i].n, (const uint8_t *)v[j].s,
-                                    v[j].n);
+            tup_bytes a = enc_str(v[i].s, v[i].n), b = enc_str(v[j].s, v[j].n);
+            int want = tup_keycmp((const uint8_t *)v[i].s, v[i].n, (const uint8_t *)v[j].s, v[j].n);
             CHECK(cmp(a, b) == (want < 0 ? -1 : want > 0));
-            bytes_free(&a);
-            bytes_free(&b);
+            tup_bytes_free(&a);
+            tup_bytes_free(&b);
         }
     /* composite: ("a", 2) < ("a\0", 1): the first component decides */
-    tuple_bytes x = { 0 }, y = { 0 };
+    tup_bytes x = { 0 }, y = { 0 };
     tup_encode_str(&x, "a", 1);
     tup_encode_int(&x, 2);
     tup_encode_str(&y, "a\0", 2);
     tup_encode_int(&y, 1);
     CHECK(cmp(x, y) < 0);
-    bytes_free(&x);
-    bytes_free(&y);
+    tup_bytes_free(&x);
+    tup_bytes_free(&y);
 }
 
 static void types_and_split(void)
 {
-    tuple_bytes k = { 0 }, pre = { 0 }, hi = { 0 };
+    tup_bytes k = { 0 }, pre = { 0 }, hi = { 0 };
     size_t head;
     mp_buf out;
 
@@ -152,23 +151,23 @@ static void types_and_split(void)
 
     /* prefix bounds: every string starting with "S" sits in [pre, strinc(pre)) */
     tup_encode_str_prefix(&pre, "S", 1);
-    bytes_append(&hi, pre.p, pre.n);
+    tup_bytes_append(&hi, pre.p, pre.n);
     CHECK(tup_strinc(&hi) == 0);
     const char *in[] = { "S", "Smith", "S\xff", "Sz" }, *outside[] = { "R", "T", "s", "" };
     for (int i = 0; i < 4; i++) {
-        tuple_bytes a = enc_str(in[i], strlen(in[i])), b = enc_str(outside[i], strlen(outside[i]));
+        tup_bytes a = enc_str(in[i], strlen(in[i])), b = enc_str(outside[i], strlen(outside[i]));
         CHECK(cmp(a, pre) >= 0 && cmp(a, hi) < 0);
         CHECK(cmp(b, pre) < 0 || cmp(b, hi) >= 0);
-        bytes_free(&a);
-        bytes_free(&b);
+        tup_bytes_free(&a);
+        tup_bytes_free(&b);
     }
-    tuple_bytes ff = { 0 };
-    bytes_append(&ff, "\xff\xff", 2);
+    tup_bytes ff = { 0 };
+    tup_bytes_append(&ff, "\xff\xff", 2);
     CHECK(tup_strinc(&ff) == SX_EINVAL);
-    bytes_free(&ff);
-    bytes_free(&k);
-    bytes_free(&pre);
-    bytes_free(&hi);
+    tup_bytes_free(&ff);
+    tup_bytes_free(&k);
+    tup_bytes_free(&pre);
+    tup_bytes_free(&hi);
 }
 
 int main(void)
