@@ -9,9 +9,9 @@
 #     writes_refused=true;
 #   - after a kill -9 and a restart it writes again, and every acknowledged
 #     item is there with its value; the index converges to the facts.
-# Before the fail-stop (node/engine/ldb.c), leveldb carried on after the torn log
-# record: writes acknowledged after it were lost at the restart, or the
-# store no longer opened.
+# Why the fail-stop (node/engine/ldb.c) matters: leveldb alone carries on
+# after a torn log record, and writes acknowledged after it are then lost at
+# the restart, or the store does not open.
 source "$(dirname "$0")/lib.sh" "$@"
 command -v prlimit >/dev/null || fail "prlimit (util-linux) is missing"
 
