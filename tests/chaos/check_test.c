@@ -24,6 +24,7 @@
 #include "chk.h"
 
 #include "check.h"
+#include "scratch.h"
 
 #define ROUNDS 150
 
@@ -758,20 +759,13 @@ static void test_intern(void)
 
 int main(void)
 {
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/chaos-check-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(dir)) {
-        perror(dir);
+    if (scratch_make("chaos-check", dir, sizeof(dir)) == NULL)
         return 1;
-    }
     test_intern();
     test_register_model();
     test_register_brute();
     test_set();
     test_index();
-    char path[512];
-    snprintf(path, sizeof path, "%s/h.jsonl", dir);
-    unlink(path);
-    rmdir(dir);
+    scratch_remove(dir);
     return CHECK_DONE();
 }
