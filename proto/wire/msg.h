@@ -192,6 +192,14 @@ enum { OUT_PUT = 0, OUT_DEL = 1 };
 #define MSG_NODE_STATUS_REQ(F, T)
 #define MSG_NODE_STATUS_REP(F, T) F(T, RAW, status)
 
+/* Raft traffic between nodes: every Raft message one node sends another in
+ * one round of its loop, all groups together. from: the sending node's
+ * number; msgs: the batch (node/raft/raft_wire.h; PROTOCOL.md, "Raft (node
+ * to node)"). The reply only acknowledges receipt: Raft tolerates lost
+ * messages, and answers travel in the receiver's own RAFT frames. */
+#define MSG_RAFT_REQ(F, T) F(T, U64, from) F(T, BIN, msgs)
+#define MSG_RAFT_REP(F, T)
+
 /* ---- every port ---- */
 /* Several whole request frames for one server in one message (net_peer
  * coalesces concurrent calls into it); the reply holds one whole reply
@@ -206,7 +214,8 @@ enum { OUT_PUT = 0, OUT_DEL = 1 };
     X(STATUS, 11) X(CATALOG, 12)                                              \
     X(CAT_UPDATE, 20) X(CAT_BACKFILLED, 21) X(S_WRITE, 22) X(S_GET, 23)      \
     X(S_RANGE, 24) X(S_HEADS, 25) X(I_APPLY, 26) X(I_RANGE, 27)              \
-    X(I_WATERMARKS, 28) X(NODE_STATUS, 29) X(MULTI, 30) X(I_BUILD, 31)
+    X(I_WATERMARKS, 28) X(NODE_STATUS, 29) X(MULTI, 30) X(I_BUILD, 31)      \
+    X(RAFT, 32)
 
 typedef enum msg_type {
 #define MSG__ENUM(name, num) MSG_##name = num,
