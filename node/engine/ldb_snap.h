@@ -34,7 +34,7 @@
  *
  * Install and crashes: ldb_snap_install first writes the caller's marker
  * key (synced), then deletes the range and writes the records (lazily, in
- * batches of at most about LDB_SNAP_BATCH bytes), syncs every log, and
+ * batches written once they pass LDB_SNAP_BATCH bytes), syncs every log, and
  * deletes the marker in a last synced batch that also carries what the
  * caller adds (e.g. its applied-index key), so the state and its applied
  * index become durable together. A process or machine that dies in
@@ -94,7 +94,9 @@ typedef struct ldb_snap_info {
  * it to path (replacing any file there) and fsyncs the folder. lo_n and
  * hi_n are at most LDB_SNAP_BOUND_MAX, meta_n at most LDB_SNAP_META_MAX,
  * hi_n == 0 or lo <= hi. On success *size_out (may be NULL) is the file's
- * size. On failure path.tmp is removed and path is left as it was.
+ * size. On failure path.tmp is removed and path is left as it was —
+ * but for a failed fsync of the folder, after which path is complete and
+ * only its name may not survive a machine crash.
  * Returns 0, SX_EINVAL (bounds, meta or a key too long), SX_ENOMEM or
  * SX_EIO, with a message in err. */
 int ldb_snap_make(ldb *d, const leveldb_snapshot_t *snap, const void *lo, size_t lo_n,
@@ -145,16 +147,16 @@ typedef int (*ldb_snap_extra_fn)(void *arg, leveldb_writebatch_t *b, const ldb_s
  * written when it fails, nor when it holds a record with the marker's
  * key); writes marker (an empty value under key marker, inside the range
  * or not) synced; deletes every key of d in the file's [lo, hi) except the
- * marker; writes the file's records, both lazily in batches of about
- * LDB_SNAP_BATCH bytes; fsyncs every leveldb log (ldb_sync_logs: lazy
- * writes in a log leveldb switched away from are not covered by a later
- * synced write); then writes one synced batch that deletes the marker and
- * holds what extra (may be NULL) adds with arg. On success *info (may be
- * NULL) describes the file. On failure after the marker was written it is
- * still there, and the range is garbage until the caller resets it (see
- * the file's comment). Returns 0, the extra
- * function's error, or as ldb_snap_verify, or SX_EIO (leveldb), with a
- * message in err. */
+ * marker, and writes the file's records, both lazily in batches written
+ * once they pass LDB_SNAP_BATCH bytes; fsyncs every leveldb log
+ * (ldb_sync_logs: lazy writes in a log leveldb switched away from are not
+ * covered by a later synced write); then writes one synced batch that
+ * deletes the marker and holds what extra (may be NULL) adds with arg.
+ * On success *info (may be NULL) describes the file. On failure after the
+ * marker was written it is still there, and the range is garbage until
+ * the caller resets it (see the file's comment). Returns 0, the extra
+ * function's error, SX_EINVAL (no marker, or the file holds its key), as
+ * ldb_snap_verify, or SX_EIO (leveldb), with a message in err. */
 int ldb_snap_install(ldb *d, const char *path, const void *marker, size_t marker_n,
                      ldb_snap_extra_fn extra, void *arg, ldb_snap_info *info, char *err,
                      size_t errlen);

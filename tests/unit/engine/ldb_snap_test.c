@@ -6,14 +6,12 @@
  * in place when it is filled, its key written with the marker's removal);
  * a snapshot at a leveldb snapshot point ignores later writes; a file
  * streamed through the staging calls in odd chunk sizes verifies and is
- * byte for byte the original; every single-byte change and every
- * truncation of a small file fails verify, and install writes nothing
- * then; chunks out of order are refused with the staged length; an empty
- * range; the whole key space; a 1 MiB value and 100,000 small records
- * through leveldbs with small memtables; an install that stops before its
- * last batch leaves the marker, across a reopen; a marker inside the
- * range; make's failures leave no file.
- * Links node_engine.
+ * byte for byte the original, and a changed byte anywhere in it fails
+ * verify; every single-byte change and every truncation of a small file
+ * fails verify, and install writes nothing then; chunks out of order are refused with the staged
+ * length; an empty range; the whole key space; a 1 MiB value and 100,000 small records through
+ * leveldbs with small memtables; an install that stops before its last batch leaves the marker,
+ * across a reopen; a marker inside the range; make's failures leave no file. Links node_engine.
  * Argument: a scratch dir (default: a fresh one under $TMPDIR or /tmp,
  * removed afterwards).
  */
@@ -392,6 +390,29 @@ static void t_stream(void)
     CHECK(same_file(path, stage));
     CHECK_RC(ldb_snap_stage_size(stage, &len, err, sizeof(err)), SX_OK);
     CHECK_INT(len, size);
+
+    /* a byte changed anywhere in a file of many buffers fails too */
+    for (uint64_t i = 0, x = 0x9e3779b97f4a7c15ull; i < 16; i++) {
+        uint64_t pos;
+        uint8_t c = 0, one;
+
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        pos = x % size;
+        CHECK_RC(ldb_snap_read(path, pos, &c, 1, &got, err, sizeof(err)), SX_OK);
+        CHECK_RC(ldb_snap_stage_write(stage, 0, NULL, 0, NULL, err, sizeof(err)), SX_OK);
+        CHECK_INT(stream(path, stage, big, 1), size);
+        one = (uint8_t)(c ^ (uint8_t)(1u << (x >> 61)));
+        {
+            int fd = open(stage, O_WRONLY);
+
+            CHECK(fd >= 0 && pwrite(fd, &one, 1, (off_t)pos) == 1);
+            if (fd >= 0)
+                close(fd);
+        }
+        err[0] = '\0';
+        CHECK(ldb_snap_verify(stage, info, err, sizeof(err)) != SX_OK);
+        CHECKF(err[0] != '\0', "byte %llu", (unsigned long long)pos);
+    }
 
     CHECK_RC(ldb_snap_read(path, size, &byte, 1, &got, err, sizeof(err)), SX_OK);
     CHECK_INT(got, 0);
