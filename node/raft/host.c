@@ -607,11 +607,15 @@ int rhost_round(rhost *h, int *did)
         if (h->env.persist(h->env.ctx, n, h->r_ids, h->r_rds, h->ncomp, h->comp_groups, h->comps))
             return fail(h);
         h->ncomp = 0;
+        if (h->env.phase && h->env.phase(h->env.ctx, RHOST_PHASE_PERSISTED))
+            return fail(h);
         for (size_t i = 0; i < n; i++)
             for (size_t j = 0; j < h->r_rds[i]->n_msgs; j++)
                 send_msg(h, h->r_gs[i], &h->r_rds[i]->msgs[j]);
         if (n && h->env.flush)
             h->env.flush(h->env.ctx);
+        if (h->env.phase && h->env.phase(h->env.ctx, RHOST_PHASE_SENT))
+            return fail(h);
         for (size_t i = 0; i < n; i++)
             if (apply_ready(h, h->r_gs[i]))
                 return fail(h);

@@ -121,7 +121,18 @@ typedef struct rhost_env {
     /* Called when a group's soft state changes (role, leader, term); may be
      * NULL.  For routing caches and logs. */
     void (*on_role)(void *ctx, uint64_t group, int role, uint64_t leader, uint64_t term);
+    /* Called between a round's phases (RHOST_PHASE_*); may be NULL.  A
+     * non-zero return ends the round there as a crash would: the host is
+     * failed (RAFT_ERR_IO).  For fault injection (the simulator); a node
+     * leaves it NULL. */
+    int (*phase)(void *ctx, int phase);
 } rhost_env;
+
+/* Phases of a round, for rhost_env.phase. */
+enum {
+    RHOST_PHASE_PERSISTED = 1, /* persisted, nothing sent yet */
+    RHOST_PHASE_SENT = 2       /* sent and flushed, nothing applied yet */
+};
 
 /* Tunables of every group of a host. */
 typedef struct rhost_config {

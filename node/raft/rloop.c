@@ -322,7 +322,7 @@ int rloop_start(const rloop_config *cfg, raft_store *st, rloop **out)
     l->st = st;
     for (int i = 0; i < 256; i++)
         mp_buf_init(&l->out[i].buf);
-    rhost_env env = { l, env_persist, env_send, env_flush, env_role };
+    rhost_env env = { l, env_persist, env_send, env_flush, env_role, NULL };
     int rc = RAFT_ERR_NOMEM;
     pthread_condattr_t ca;
     if (pthread_condattr_init(&ca))

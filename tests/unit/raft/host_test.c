@@ -40,6 +40,8 @@ typedef struct tnode {
     raft_store *st;
     kv sm[NGROUPS];
     int fail_persist;
+    int crash_phase; /* the phase hook crashes the host there */
+    int phases_seen;
     char path[512];
 } tnode;
 
@@ -108,6 +110,13 @@ static int persist(void *ctx, size_t n, const uint64_t *groups, raft_ready *cons
     return rhost_store_persist(nd->st, n, groups, rds, ncomp, cg, comps);
 }
 
+static int phase_hook(void *ctx, int phase)
+{
+    tnode *nd = &nodes[(int)(intptr_t)ctx];
+    nd->phases_seen |= phase;
+    return nd->crash_phase == phase;
+}
+
 static int group_slot(uint64_t g)
 {
     for (int i = 0; i < NGROUPS; i++)
@@ -132,7 +141,7 @@ static raft_conf boot_conf(void)
 static int node_start(int i)
 {
     tnode *nd = &nodes[i];
-    rhost_env env = { (void *)(intptr_t)i, NULL, net_send, NULL, NULL };
+    rhost_env env = { (void *)(intptr_t)i, NULL, net_send, NULL, NULL, phase_hook };
     env.persist = persist;
     snprintf(nd->path, sizeof nd->path, "%s/n%d", root, i);
     char err[256];
@@ -553,6 +562,19 @@ static void t_disk_failure(void)
     if (!l)
         goto out;
     waiter w;
+    /* the phase hook sees both phases, and can crash the host at one */
+    CHECK_INT(nodes[l].phases_seen, RHOST_PHASE_PERSISTED | RHOST_PHASE_SENT);
+    int f2 = (l + 1) % 3 + 1;
+    nodes[f2].crash_phase = RHOST_PHASE_SENT;
+    int rc2 = RAFT_OK;
+    for (int t = 0; t < 20 && rc2 == RAFT_OK; t++) {
+        run(1); /* the leader's heartbeats give it a round */
+        rc2 = rhost_round(nodes[f2].h, NULL);
+    }
+    CHECK_INT(rc2, RAFT_ERR_IO);
+    nodes[f2].crash_phase = 0;
+    node_crash(f2);
+    CHECK_INT(node_start(f2), 0);
     nodes[l].fail_persist = 1;
     CHECK_INT(put(l, 0, 1, 1, &w, NULL), RAFT_OK);
     CHECK_INT(rhost_round(nodes[l].h, NULL), RAFT_ERR_IO);
