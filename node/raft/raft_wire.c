@@ -455,8 +455,10 @@ static int read_members(const dec *x, mp_cur *c, raft_msg *m)
 
     if (mp_read_array(c, &n) != 0)
         return bad(x, c, SX_EPROTO, "conf.members", "not an array");
-    if (n > RAFT_MAX_MEMBERS || n > mp_left(c) / MIN_MEMBER_BYTES)
+    if (n > RAFT_MAX_MEMBERS)
         return bad(x, c, SX_EPROTO, "conf.members", "more than RAFT_MAX_MEMBERS members");
+    if (n > mp_left(c) / MIN_MEMBER_BYTES)
+        return bad(x, c, SX_EPROTO, "conf.members", "more members than the bytes left could hold");
     m->snap.conf.n = n;
     for (uint32_t i = 0; i < n; i++) {
         uint32_t k;
