@@ -212,6 +212,10 @@ static int load_config(const cli *c, cfg_cluster **cfg, int *self)
     int rc = cfg_load(c->config, cfg, err, sizeof(err));
     int role;
 
+    if (rc == 0 && (rc = cfg_check_supported(*cfg, err, sizeof(err))) != 0) {
+        cfg_free(*cfg);
+        *cfg = NULL;
+    }
     if (rc != 0) {
         fprintf(stderr, "shardex-node: config %s: %s\n", c->config, err[0] ? err : sx_strerror(rc));
         return 2;

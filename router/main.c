@@ -99,6 +99,12 @@ static int load_config(const rt_opts *o, cfg_cluster **cfg, int *self)
         fprintf(stderr, "shardex-router: %s: %s\n", o->config, err);
         return 1;
     }
+    if (cfg_check_supported(*cfg, err, sizeof(err)) != 0) {
+        fprintf(stderr, "shardex-router: %s: %s\n", o->config, err);
+        cfg_free(*cfg);
+        *cfg = NULL;
+        return 1;
+    }
     /* links to and from the other processes: authenticated with the key */
     link_auth_set_key((*cfg)->has_link_key ? (*cfg)->link_key : NULL, (*cfg)->cluster);
     *self = cfg_node_by_name(*cfg, o->name);

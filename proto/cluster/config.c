@@ -122,9 +122,19 @@ static int add_node(cfg_cluster *c, json_t *jn, int role, cfg_err *e)
     v[c->nnodes].url = dupstr(url);
     v[c->nnodes].role = role;
     v[c->nnodes].host = -1;
+    v[c->nnodes].id = 0;
     c->nnodes++;
     if (!v[c->nnodes - 1].name || !v[c->nnodes - 1].url)
         return SX_ENOMEM;
+    json_t *id = json_object_get(jn, "id");
+    if (id != NULL) {
+        if (!json_is_integer(id) || json_integer_value(id) < 1 || json_integer_value(id) > 255)
+            return fail(e, "node '%s': \"id\" must be an integer from 1 to 255", name);
+        if (cfg_node_by_id(c, (int)json_integer_value(id)) >= 0)
+            return fail(e, "node '%s': \"id\" %d is another node's", name,
+                        (int)json_integer_value(id));
+        v[c->nnodes - 1].id = (int)json_integer_value(id);
+    }
     return 0;
 }
 
@@ -133,9 +143,12 @@ static int add_parts(cfg_cluster *c, json_t *jn, int role, cfg_err *e)
     json_t *parts = json_object_get(jn, "partitions"), *jp;
     size_t i;
 
-    if (!json_is_array(parts) || json_array_size(parts) == 0)
-        return fail(e, "node '%s' needs a non-empty \"partitions\" array",
-                    c->nodes[c->nnodes - 1].name);
+    /* a node may be listed under no partition: it holds replicas of
+     * partitions listed under others ("replicas") */
+    if (parts == NULL)
+        return 0;
+    if (!json_is_array(parts))
+        return fail(e, "node '%s': \"partitions\" must be an array", c->nodes[c->nnodes - 1].name);
     json_array_foreach(parts, i, jp) {
         int *count = role == SX_ROLE_STORAGE ? &c->nstorage : &c->nindex;
         cfg_part **arr = role == SX_ROLE_STORAGE ? &c->storage : &c->index;
@@ -150,6 +163,8 @@ static int add_parts(cfg_cluster *c, json_t *jn, int role, cfg_err *e)
         memset(p, 0, sizeof(*p));
         (*count)++;
         p->node = c->nnodes - 1;
+        p->nrep = 1;
+        p->rep[0] = p->node;
         if (!json_is_integer(id) || json_integer_value(id) <= 0)
             return fail(e, "partition ids must be positive integers");
         p->id = (uint64_t)json_integer_value(id);
@@ -166,6 +181,105 @@ static int add_parts(cfg_cluster *c, json_t *jn, int role, cfg_err *e)
                         (unsigned long long)p->id);
         }
     }
+    return 0;
+}
+
+/* Reads a list of node names of one role (a partition's "replicas", the
+ * "catalog_node" array) into nodes[*n]; what names the list in errors. */
+static int load_node_list(cfg_cluster *c, json_t *list, int role, const char *what, int *nodes,
+                          int *n, cfg_err *e)
+{
+    size_t i;
+    json_t *jn;
+
+    if (!json_is_array(list) || json_array_size(list) < 1 ||
+        json_array_size(list) > CFG_MAX_REPLICAS)
+        return fail(e, "%s must be an array of 1 to %d node names", what, CFG_MAX_REPLICAS);
+    *n = 0;
+    json_array_foreach(list, i, jn) {
+        const char *name = json_string_value(jn);
+        int k = name ? cfg_node_by_name(c, name) : -1;
+        if (k < 0 || c->nodes[k].role != role)
+            return fail(e, "%s: '%s' is not a %s node of this cluster", what,
+                        name ? name : "(not a string)",
+                        role == SX_ROLE_STORAGE ? "storage" : "index");
+        for (int j = 0; j < *n; j++)
+            if (nodes[j] == k)
+                return fail(e, "%s names '%s' twice: replicas are on distinct nodes", what, name);
+        nodes[(*n)++] = k;
+    }
+    return 0;
+}
+
+/* The partitions' "replicas" (once every node is loaded and partition ids
+ * are known to be unique): the node a partition is listed under first. */
+static int load_replicas(cfg_cluster *c, json_t *root, cfg_err *e)
+{
+    static const char *const keys[2] = { "storage", "index" };
+    for (int r = 0; r < 2; r++) {
+        json_t *arr = json_object_get(root, keys[r]), *jn, *jp;
+        size_t i, j;
+        json_array_foreach(arr, i, jn) {
+            json_array_foreach(json_object_get(jn, "partitions"), j, jp) {
+                json_t *list = json_object_get(jp, "replicas");
+                if (list == NULL)
+                    continue;
+                uint64_t id = (uint64_t)json_integer_value(json_object_get(jp, "id"));
+                cfg_part *p = (cfg_part *)cfg_part_by_id(c, id, NULL);
+                if (p == NULL)
+                    return fail(e, "partition %llu: unknown", (unsigned long long)id);
+                char what[64];
+                snprintf(what, sizeof what, "partition %llu's \"replicas\"",
+                         (unsigned long long)id);
+                int rc = load_node_list(c, list, r == 0 ? SX_ROLE_STORAGE : SX_ROLE_INDEX, what,
+                                        p->rep, &p->nrep, e);
+                if (rc)
+                    return rc;
+                if (p->rep[0] != p->node)
+                    return fail(e, "%s must start with '%s', the node it is listed under", what,
+                                c->nodes[p->node].name);
+            }
+        }
+    }
+    return 0;
+}
+
+/* "catalog_node": a storage node's name, or an array of them (the
+ * catalog's replicas). */
+static int load_catalog(cfg_cluster *c, json_t *root, cfg_err *e)
+{
+    json_t *v = json_object_get(root, "catalog_node");
+    const char *s = json_string_value(v);
+    if (json_is_array(v)) {
+        int rc = load_node_list(c, v, SX_ROLE_STORAGE, "\"catalog_node\"", c->catalog, &c->ncatalog,
+                                e);
+        if (rc)
+            return rc;
+    } else {
+        c->catalog[0] = s ? cfg_node_by_name(c, s) : -1;
+        c->ncatalog = 1;
+        if (c->catalog[0] < 0 || c->nodes[c->catalog[0]].role != SX_ROLE_STORAGE)
+            return fail(e, "\"catalog_node\" must name a storage node, or be an array of them");
+    }
+    c->catalog_node = c->catalog[0];
+    return 0;
+}
+
+/* Every node holding a replica of a replicated group (more than one
+ * replica) has an "id": replica ids are made of it, and must never change. */
+static int check_ids(const cfg_cluster *c, cfg_err *e)
+{
+    for (int k = 0; k < c->nstorage + c->nindex; k++) {
+        const cfg_part *p = k < c->nstorage ? &c->storage[k] : &c->index[k - c->nstorage];
+        for (int j = 0; p->nrep > 1 && j < p->nrep; j++)
+            if (!c->nodes[p->rep[j]].id)
+                return fail(e, "node '%s' holds a replica of partition %llu: it needs an \"id\"",
+                            c->nodes[p->rep[j]].name, (unsigned long long)p->id);
+    }
+    for (int j = 0; c->ncatalog > 1 && j < c->ncatalog; j++)
+        if (!c->nodes[c->catalog[j]].id)
+            return fail(e, "node '%s' holds a replica of the catalog: it needs an \"id\"",
+                        c->nodes[c->catalog[j]].name);
     return 0;
 }
 
@@ -444,12 +558,9 @@ int cfg_load(const char *path, cfg_cluster **out, char *err, size_t errlen)
              (rc = load_nodes(c, root, "storage", SX_ROLE_STORAGE, &e)) == 0 &&
              (rc = load_nodes(c, root, "index", SX_ROLE_INDEX, &e)) == 0 &&
              (rc = load_hosts(c, root, &e)) == 0 && (rc = check_coverage(c, &e)) == 0 &&
-             (rc = check_link_key(c, &e)) == 0 && (rc = load_client_tls(c, root, path, &e)) == 0) {
-        s = json_string_value(json_object_get(root, "catalog_node"));
-        c->catalog_node = s ? cfg_node_by_name(c, s) : -1;
-        if (c->catalog_node < 0 || c->nodes[c->catalog_node].role != SX_ROLE_STORAGE)
-            rc = fail(&e, "\"catalog_node\" must name a storage node");
-    }
+             (rc = check_link_key(c, &e)) == 0 && (rc = load_client_tls(c, root, path, &e)) == 0 &&
+             (rc = load_replicas(c, root, &e)) == 0 && (rc = load_catalog(c, root, &e)) == 0)
+        rc = check_ids(c, &e);
     json_decref(root);
     if (rc) {
         cfg_free(c);
@@ -487,6 +598,49 @@ int cfg_node_by_name(const cfg_cluster *c, const char *name)
         if (strcmp(c->nodes[i].name, name) == 0)
             return i;
     return -1;
+}
+
+int cfg_check_supported(const cfg_cluster *c, char *err, size_t errlen)
+{
+    cfg_err e = { err, errlen };
+    for (int k = 0; k < c->nstorage + c->nindex; k++) {
+        const cfg_part *p = k < c->nstorage ? &c->storage[k] : &c->index[k - c->nstorage];
+        if (p->nrep > 1)
+            return fail(&e,
+                        "partition %llu has %d replicas: this version serves fact and index "
+                        "partitions with one replica only",
+                        (unsigned long long)p->id, p->nrep);
+    }
+    if (c->ncatalog > 1)
+        return fail(&e,
+                    "the catalog has %d replicas: this version serves a catalog with one "
+                    "replica only",
+                    c->ncatalog);
+    return 0;
+}
+
+int cfg_node_by_id(const cfg_cluster *c, int id)
+{
+    for (int i = 0; id > 0 && i < c->nnodes; i++)
+        if (c->nodes[i].id == id)
+            return i;
+    return -1;
+}
+
+bool cfg_part_on(const cfg_part *p, int node)
+{
+    for (int i = 0; i < p->nrep; i++)
+        if (p->rep[i] == node)
+            return true;
+    return false;
+}
+
+bool cfg_catalog_on(const cfg_cluster *c, int node)
+{
+    for (int i = 0; i < c->ncatalog; i++)
+        if (c->catalog[i] == node)
+            return true;
+    return false;
 }
 
 const cfg_part *cfg_storage_for(const cfg_cluster *c, uint64_t h)

@@ -21,9 +21,17 @@
 #define SX_ROLE_STORAGE 1
 #define SX_ROLE_INDEX 2
 
+/* Most replicas of one partition or of the catalog. */
+#define CFG_MAX_REPLICAS 7
+/* The catalog's Raft group id (partition ids are below it). */
+#define CFG_CATALOG_GROUP UINT64_MAX
+
 typedef struct cfg_part {
-    uint64_t id; /* unique across the cluster, never 0 */
-    int node;    /* index into cfg.nodes */
+    uint64_t id;               /* unique across the cluster, never 0 */
+    int node;                  /* index into cfg.nodes: the node it is listed under, its
+                                * first replica (rep[0]) */
+    int nrep;                  /* replicas: 1 (no replication) .. CFG_MAX_REPLICAS */
+    int rep[CFG_MAX_REPLICAS]; /* their nodes, rep[0] == node */
     /* storage: hash range, inclusive */
     uint64_t hlo, hhi;
     /* index: tuple range [lo, hi); lo_n == 0 means unbounded below,
@@ -34,6 +42,9 @@ typedef struct cfg_part {
 
 typedef struct cfg_node {
     char *name;
+    int id;    /* "id": the node's number in Raft replica ids, 1..255;
+                * 0 when not given (then the node holds no replica of a
+                * replicated group) */
     int role;  /* SX_ROLE_* */
     char *url; /* nng URL it listens on */
     int host;  /* a router run inside a storage node's process
@@ -58,7 +69,10 @@ typedef struct cfg_cluster {
                                         * speaks TLS with these PEM files (paths
                                         * resolved against the config file's
                                         * folder); NULL without it */
-    int catalog_node; /* index into nodes of the storage node holding the catalog */
+    int catalog_node;                  /* index into nodes of the storage node holding the catalog
+                                        * (its first replica: catalog[0]) */
+    int ncatalog;                      /* the catalog's replicas: 1 .. CFG_MAX_REPLICAS */
+    int catalog[CFG_MAX_REPLICAS];
     int nnodes;
     cfg_node *nodes;
     int nstorage; /* storage partitions, sorted by hlo */
@@ -78,11 +92,23 @@ int cfg_load(const char *path, cfg_cluster **out, char *err, size_t errlen);
  * a "user@" part or a URL nng cannot parse is not. */
 bool cfg_url_is_local(const char *url);
 
+/* What this version of the daemons cannot serve yet: a fact or index
+ * partition, or the catalog, with more than one replica.  Returns 0, or
+ * SX_ECONFIG with a one-line reason in err[errlen] (may be NULL).  The
+ * daemons refuse to start with such a config rather than serve one
+ * replica of it silently. */
+int cfg_check_supported(const cfg_cluster *cfg, char *err, size_t errlen);
 /* Frees a config; accepts NULL. */
 void cfg_free(cfg_cluster *cfg);
 
 /* Node lookup by name; returns its index or -1. */
 int cfg_node_by_name(const cfg_cluster *cfg, const char *name);
+/* Node lookup by its "id" (1..255); returns its index or -1. */
+int cfg_node_by_id(const cfg_cluster *cfg, int id);
+/* True when node (an index into cfg.nodes) holds a replica of p. */
+bool cfg_part_on(const cfg_part *p, int node);
+/* True when node holds a replica of the catalog. */
+bool cfg_catalog_on(const cfg_cluster *cfg, int node);
 
 /* The storage partition owning hash h (always exists in a valid config). */
 const cfg_part *cfg_storage_for(const cfg_cluster *cfg, uint64_t h);

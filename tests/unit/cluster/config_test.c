@@ -2,8 +2,9 @@
  * config_test.c — the cluster map: config validation errors, hash-range
  * lookup at partition boundaries, index-range lookup for point tuples and
  * for query ranges, the keyed shard hash (deterministic, key-dependent),
- * and the link key: optional on loopback, required when a process listens
- * beyond it.
+ * the link key: optional on loopback, required when a process listens
+ * beyond it; replicas (node ids, a partition's "replicas", the catalog's
+ * array) and their errors.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,6 +145,96 @@ static void host_cases(void)
     free(same);
 }
 
+/* A config of three storage and three index nodes, every partition and the
+ * catalog on all three of their role, with replacements applied. */
+static const char *REP =
+    "{\"cluster\":\"t\",\"hash_key\":\"000102030405060708090a0b0c0d0e0f\","
+    "\"token_key\":\"000102030405060708090a0b0c0d0e0f000102030405060708090a0b0c0d0e0f\","
+    "\"catalog_node\":[\"s1\",\"s2\",\"s3\"],"
+    "\"storage\":["
+    "{\"name\":\"s1\",\"id\":1,\"url\":\"tcp://127.0.0.1:2\",\"partitions\":["
+    "{\"id\":1,\"lo\":\"0000000000000000\",\"hi\":\"7fffffffffffffff\","
+    "\"replicas\":[\"s1\",\"s2\",\"s3\"]}]},"
+    "{\"name\":\"s2\",\"id\":2,\"url\":\"tcp://127.0.0.1:3\",\"partitions\":["
+    "{\"id\":2,\"lo\":\"8000000000000000\",\"hi\":\"ffffffffffffffff\","
+    "\"replicas\":[\"s2\",\"s3\",\"s1\"]}]},"
+    "{\"name\":\"s3\",\"id\":3,\"url\":\"tcp://127.0.0.1:4\",\"partitions\":[]}],"
+    "\"index\":[{\"name\":\"i1\",\"id\":4,\"url\":\"tcp://127.0.0.1:5\",\"partitions\":["
+    "{\"id\":11,\"lo\":null,\"hi\":null,\"replicas\":[\"i1\",\"i2\",\"i3\"]}]},"
+    "{\"name\":\"i2\",\"id\":5,\"url\":\"tcp://127.0.0.1:6\",\"partitions\":[]},"
+    "{\"name\":\"i3\",\"id\":6,\"url\":\"tcp://127.0.0.1:7\",\"partitions\":[]}]}";
+
+static void replica_cases(void)
+{
+    cfg_cluster *c = NULL;
+    char err[256] = "";
+    CHECK_INT(load(REP, &c, err, sizeof(err)), 0);
+    if (c != NULL) {
+        int s1 = cfg_node_by_name(c, "s1"), s2 = cfg_node_by_name(c, "s2"),
+            s3 = cfg_node_by_name(c, "s3"), i3 = cfg_node_by_name(c, "i3");
+        CHECK_INT(c->ncatalog, 3);
+        CHECK_INT(c->catalog_node, s1);
+        CHECK(cfg_catalog_on(c, s3) && !cfg_catalog_on(c, i3));
+        const cfg_part *p2 = cfg_part_by_id(c, 2, NULL), *p11 = cfg_part_by_id(c, 11, NULL);
+        CHECK(p2 != NULL && p11 != NULL);
+        if (p2 && p11) {
+            CHECK_INT(p2->nrep, 3);
+            CHECK_INT(p2->node, s2);
+            CHECK(p2->rep[0] == s2 && p2->rep[1] == s3 && p2->rep[2] == s1);
+            CHECK(cfg_part_on(p2, s1) && !cfg_part_on(p2, i3));
+            CHECK(cfg_part_on(p11, i3));
+        }
+        CHECK_INT(cfg_node_by_id(c, 5), cfg_node_by_name(c, "i2"));
+        CHECK_INT(cfg_node_by_id(c, 9), -1);
+        CHECK_INT(cfg_node_by_id(c, 0), -1);
+        CHECK_INT(c->nodes[s2].id, 2);
+        /* the daemons of this version refuse it rather than serve one replica */
+        CHECK_INT(cfg_check_supported(c, err, sizeof(err)), SX_ECONFIG);
+        CHECKF(strstr(err, "partition 1 has 3 replicas") != NULL, "%s", err);
+        cfg_free(c);
+        c = NULL;
+    }
+    /* the single-replica form: one replica, the node listed under */
+    CHECK_INT(load(GOOD, &c, err, sizeof(err)), 0);
+    if (c != NULL) {
+        CHECK_INT(c->ncatalog, 1);
+        CHECK_INT(c->storage[0].nrep, 1);
+        CHECK_INT(c->storage[0].rep[0], c->storage[0].node);
+        CHECK_INT(c->nodes[0].id, 0);
+        CHECK_INT(cfg_check_supported(c, err, sizeof(err)), 0);
+        cfg_free(c);
+        c = NULL;
+    }
+    static const struct {
+        const char *from, *to, *why;
+    } bad[] = {
+        { "\"id\":2,", "", "node 's2' holds a replica of partition 1: it needs an \"id\"" },
+        { "\"id\":2,", "\"id\":1,", "node 's2': \"id\" 1 is another node's" },
+        { "\"id\":2,", "\"id\":256,", "node 's2': \"id\" must be an integer from 1 to 255" },
+        { "\"id\":2,", "\"id\":\"2\",", "must be an integer from 1 to 255" },
+        { "[\"s2\",\"s3\",\"s1\"]", "[\"s3\",\"s2\"]",
+          "partition 2's \"replicas\" must start with 's2', the node it is listed under" },
+        { "[\"s2\",\"s3\",\"s1\"]", "[\"s2\",\"s2\"]",
+          "partition 2's \"replicas\" names 's2' twice" },
+        { "[\"s2\",\"s3\",\"s1\"]", "[\"s2\",\"i1\"]",
+          "partition 2's \"replicas\": 'i1' is not a storage node of this cluster" },
+        { "[\"s2\",\"s3\",\"s1\"]", "[]", "must be an array of 1 to 7 node names" },
+        { "[\"s2\",\"s3\",\"s1\"]", "\"s2\"", "must be an array of 1 to 7 node names" },
+        { "[\"s1\",\"s2\",\"s3\"],", "[\"s1\",\"i2\"],",
+          "\"catalog_node\": 'i2' is not a storage node" },
+        { "[\"s1\",\"s2\",\"s3\"],", "7,", "\"catalog_node\" must name a storage node" },
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *text = subst(REP, bad[i].from, bad[i].to);
+        c = NULL;
+        err[0] = '\0';
+        CHECK_INT(load(text, &c, err, sizeof(err)), SX_ECONFIG);
+        CHECKF(c == NULL && strstr(err, bad[i].why) != NULL, "case %zu: %s", i, err);
+        cfg_free(c);
+        free(text);
+    }
+}
+
 /* The link key's rules (DESIGN.md, "Security"). */
 static void link_key_cases(void)
 {
@@ -271,5 +362,6 @@ int main(void)
     CHECK(load("{not json", &c, err, sizeof(err)) == SX_ECONFIG);
     link_key_cases();
     skew_cases();
+    replica_cases();
     return CHECK_DONE();
 }
