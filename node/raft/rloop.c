@@ -119,8 +119,10 @@ static void env_send(void *ctx, const raft_msg *m)
         q->open = 1;
         rc = raft_wire_enc_add(&q->enc, m, err, sizeof err);
     }
-    /* a message the encoder refuses is lost, as on the network */
-    (void)rc;
+    /* a message the encoder refuses (a host bug: SX_EINVAL) or cannot
+     * hold (SX_ENOMEM) is lost, as on the network, and counted */
+    if (rc != 0)
+        l->st_.dropped_out++;
 }
 
 static void env_flush(void *ctx)

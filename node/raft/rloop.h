@@ -102,7 +102,10 @@ int rloop_read(rloop *l, uint64_t group, rloop_done_fn done, void *arg);
 
 /* Rounds run and the messages and bytes sent, for status and tests. */
 typedef struct rloop_stats {
-    uint64_t rounds, batches_out, bytes_out, batches_in, msgs_in, dropped_in;
+    uint64_t rounds, batches_out, bytes_out;
+    uint64_t dropped_out; /* messages the encoder refused: a host bug */
+    uint64_t batches_in, msgs_in;
+    uint64_t dropped_in; /* undecodable batches and forged senders */
 } rloop_stats;
 void rloop_stats_get(rloop *l, rloop_stats *out);
 

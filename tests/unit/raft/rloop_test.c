@@ -383,6 +383,14 @@ static bool run_all(const char *dir)
         CHECK(ok);
     }
     CHECK_INT(__atomic_load_n(&failed_loops, __ATOMIC_RELAXED), 0);
+    for (int i = 1; i <= N; i++) {
+        rloop_stats st;
+        if (!nodes[i].l)
+            continue;
+        rloop_stats_get(nodes[i].l, &st);
+        CHECK_INT(st.dropped_out, 0);
+        CHECK(st.batches_in > 0 && st.batches_out > 0);
+    }
 out:
     for (int i = 1; i <= N; i++)
         if (nodes[i].l)
