@@ -5,6 +5,12 @@
  * (I_WATERMARKS, in parallel) with a short backoff until each has applied,
  * from every storage partition, at least up to that head — or the
  * deadline passes.
+ *
+ * Built with -DSHARDEX_TEST_HOOKS=ON only, the chaos harness's planted bug
+ * "strong-skips-wait" (tests/chaos/README.md, "Planted bugs"): with
+ * SHARDEX_PLANT=strong-skips-wait in the router's environment,
+ * rt_strong_wait returns at once, so a strong query is only verified. Never
+ * reachable from a config file; absent from other builds.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +20,27 @@
 #include "fiber.h"
 #include "query.h"
 #include "sx_errors.h"
+
+#ifdef SHARDEX_TEST_HOOKS
+#include <stdatomic.h>
+
+/* 1 when the planted bug is on (SHARDEX_PLANT names it), read once: the
+ * cache is an atomic any thread may fill (all fill it alike). */
+static bool plant_skips_wait(void)
+{
+    static atomic_int on = -1;
+    int v = atomic_load(&on);
+
+    if (v < 0) {
+        const char *p = getenv("SHARDEX_PLANT");
+        v = p != NULL && strcmp(p, "strong-skips-wait") == 0;
+        atomic_store(&on, v);
+    }
+    return v == 1;
+}
+#else
+#define plant_skips_wait() false
+#endif
 
 #define RT_POLL_MIN_MS 1
 #define RT_POLL_MAX_MS 50
@@ -156,7 +183,7 @@ int rt_strong_wait(router *rt, int first, int count, uint64_t timeout_ms, rt_err
     char lag[RT_ERRLEN] = "";
     int rc;
 
-    if (count <= 0)
+    if (count <= 0 || plant_skips_wait())
         return 0;
     if (timeout_ms > RT_STRONG_MAX_MS)
         timeout_ms = RT_STRONG_MAX_MS;

@@ -1,9 +1,41 @@
 /*
  * index_rules.c — pure apply / collection rules of an index partition.
  * See index_rules.h. Deliberately free of leveldb, nng and msgpack.
+ *
+ * Built with -DSHARDEX_TEST_HOOKS=ON only, the chaos harness's planted bug
+ * "index-ignores-version" (tests/chaos/README.md, "Planted bugs"): with
+ * SHARDEX_PLANT=index-ignores-version in the node's environment, ix_decide
+ * orders versions backwards: a record older than the stored entry is
+ * applied over it, and a newer one is dropped. (Applying every record
+ * whatever its version would go unseen: each source's records arrive in
+ * seq order and redeliveries are dropped by the watermark, so the newest
+ * record of a key is always applied last.) Never reachable from a config
+ * file; absent from other builds.
  */
 #include <string.h>
 #include "index_rules.h"
+
+#ifdef SHARDEX_TEST_HOOKS
+#include <stdatomic.h>
+#include <stdlib.h>
+
+/* 1 when the planted bug is on (SHARDEX_PLANT names it), read once: the
+ * cache is an atomic any thread may fill (all fill it alike). */
+static bool plant_ignores_version(void)
+{
+    static atomic_int on = -1;
+    int v = atomic_load(&on);
+
+    if (v < 0) {
+        const char *p = getenv("SHARDEX_PLANT");
+        v = p != NULL && strcmp(p, "index-ignores-version") == 0;
+        atomic_store(&on, v);
+    }
+    return v == 1;
+}
+#else
+#define plant_ignores_version() false
+#endif
 
 /* Mirrors OUT_PUT / OUT_DEL of proto/wire/msg.h without including it, so this
  * file stays dependency-free; index_apply.c checks they agree. */
@@ -14,6 +46,10 @@ ix_action ix_decide(bool have, uint64_t stored_version, int rec_kind, uint64_t r
 {
     if (rec_kind != IX_OUT_PUT && rec_kind != IX_OUT_DEL)
         return IX_SKIP;
+    if (have && plant_ignores_version()) /* planted: versions compared backwards */
+        return rec_version < stored_version
+                   ? (rec_kind == IX_OUT_PUT ? IX_WRITE_LIVE : IX_WRITE_TOMB)
+                   : IX_SKIP;
     if (have && rec_version <= stored_version)
         return IX_SKIP;
     return rec_kind == IX_OUT_PUT ? IX_WRITE_LIVE : IX_WRITE_TOMB;
