@@ -246,6 +246,8 @@ int rhost_group_add(rhost *h, uint64_t group, uint64_t id, const raft_snap_meta 
     rc.max_msg_bytes = h->cfg.max_msg_bytes;
     rc.snap_chunk = h->cfg.snap_chunk;
     rc.plants = h->cfg.plants;
+    if (h->cfg.alloc.alloc && h->cfg.alloc.free)
+        rc.alloc = h->cfg.alloc;
     /* each replica and each start its own election randomness */
     rc.seed = h->cfg.seed ^ (group * 0x9e3779b97f4a7c15ull) ^ (id * 0xbf58476d1ce4e5b9ull);
     int rc2 = raft_group_new(&rc, snap, hs, applied, &g->rg);
@@ -543,6 +545,29 @@ static void maybe_compact(rhost *h, hgroup *g)
     h->ncomp++;
 }
 
+/* Drops the queued compactions that a snapshot installed in this round's n
+ * ready sets supersedes.  A compaction is taken at or below the applied
+ * index and a snapshot is installed only above the commit index, so the
+ * installed one is newer: persisting the compaction after it would move
+ * the durable snapshot meta back below it, over a log it no longer has. */
+static void drop_superseded(rhost *h, size_t n)
+{
+    size_t w = 0;
+    for (size_t k = 0; k < h->ncomp; k++) {
+        int keep = 1;
+        for (size_t i = 0; i < n && keep; i++)
+            if (h->r_ids[i] == h->comp_groups[k] && h->r_rds[i]->has_snap &&
+                h->r_rds[i]->snap.index >= h->comps[k].index)
+                keep = 0;
+        if (keep) {
+            h->comp_groups[w] = h->comp_groups[k];
+            h->comps[w] = h->comps[k];
+            w++;
+        }
+    }
+    h->ncomp = w;
+}
+
 static int round_room(rhost *h)
 {
     if (h->r_cap >= h->ng)
@@ -604,6 +629,7 @@ int rhost_round(rhost *h, int *did)
                                                     rd->chunk_data, rd->chunk_len))
                 return fail(h);
         }
+        drop_superseded(h, n);
         if (h->env.persist(h->env.ctx, n, h->r_ids, h->r_rds, h->ncomp, h->comp_groups, h->comps))
             return fail(h);
         h->ncomp = 0;

@@ -107,7 +107,9 @@ typedef struct rhost_env {
     /* Persists one round in one durable (synced) write: for i < n, group
      * groups[i]'s ready set rds[i] (hard state, entries, snapshot meta: see
      * raft_log_store.h's raft_store_batch_ready) and then the compactions
-     * (ncomp snapshot metas of groups comp_groups[i]).  Returns 0, or -1 if
+     * (ncomp snapshot metas of groups comp_groups[i]; never one below a
+     * snapshot the same call installs for its group: the host drops a
+     * compaction a received snapshot supersedes).  Returns 0, or -1 if
      * the write failed: rhost_round then fails and the host must be
      * stopped and reloaded from disk. */
     int (*persist)(void *ctx, size_t n, const uint64_t *groups, raft_ready *const *rds,
@@ -146,6 +148,11 @@ typedef struct rhost_config {
                                * compacting; 0: never; default 10,000 */
     uint64_t seed;            /* per host start (e.g. from getrandom) */
     uint32_t plants;          /* RAFT_PLANT_*: test only, 0 in production */
+    raft_alloc alloc;         /* every core's allocator (raft_config's, ctx
+                               * shared by the host's groups); NULL
+                               * functions: malloc/free; default NULL.  A
+                               * core frees all it took by the time
+                               * rhost_group_remove or rhost_free returns */
 } rhost_config;
 
 /* Proposal and read completions: err is RAFT_OK, RHOST_LOST, RHOST_GONE or

@@ -8,7 +8,9 @@
  * failover after a host dies (its pending proposals end RHOST_GONE),
  * restart from the store, a deposed leader's proposal ending RHOST_LOST,
  * snapshots streamed to a replica that fell behind compaction, a failed
- * durable write failing the host, and callbacks that propose again.
+ * durable write failing the host, callbacks that propose again, a
+ * compaction queued just before a received snapshot is installed (the
+ * durable meta must end at the snapshot), and the cores' allocator.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -656,6 +658,158 @@ out:
     teardown();
 }
 
+/* One replica driven by hand (node 1; the others never run): messages
+ * from a leader at node 2 are written here, so a round's ready set is
+ * exactly what the test wants. */
+static raft_msg from_leader(int type, uint64_t term)
+{
+    raft_msg m;
+    memset(&m, 0, sizeof m);
+    m.type = type;
+    m.group = group_ids[0];
+    m.from = rhost_first_id(2);
+    m.to = rhost_first_id(1);
+    m.term = term;
+    return m;
+}
+
+/* A compaction queued at the end of a round and a snapshot installed by
+ * the next round: the durable snapshot meta must end at the installed
+ * snapshot, never move back to the compaction's (the store would then
+ * hold a commit index beyond its log, and the node could not restart). */
+static void t_compact_then_install(void)
+{
+    rhost_config keep = base_cfg;
+    base_cfg.compact_entries = 5;
+    setup(3);
+    rhost *h = nodes[1].h;
+    /* entries 2..8 of term 2, all committed: applying them compacts */
+    raft_entry es[7];
+    uint8_t cmds[7][KV_CMD_LEN];
+    for (int i = 0; i < 7; i++) {
+        kv_cmd(cmds[i], (uint8_t)i, 100 + (uint64_t)i);
+        es[i] = (raft_entry){ .term = 2,
+                              .index = 2 + (uint64_t)i,
+                              .type = RAFT_ENTRY_NORMAL,
+                              .len = KV_CMD_LEN,
+                              .data = cmds[i] };
+    }
+    raft_msg app = from_leader(RAFT_MSG_APPEND, 2);
+    app.index = 1;
+    app.log_term = 1;
+    app.commit = 8;
+    app.entries = es;
+    app.n_entries = 7;
+    CHECK_INT(rhost_step(h, &app), RAFT_OK);
+    CHECK_INT(rhost_round(h, NULL), RAFT_OK);
+    CHECK_INT(nodes[1].sm[0].applied, 8);
+    CHECK_INT(nodes[1].sm[0].snap_index, 8); /* compacted; its meta waits for a round */
+    /* before that round, the leader's snapshot at 20 arrives whole */
+    kv src = { .applied = 20 };
+    src.vals[3] = 33;
+    uint64_t idx, size;
+    CHECK_INT(kv_ops.snap_make(&src, &idx, &size), 0);
+    raft_msg sn = from_leader(RAFT_MSG_SNAP, 2);
+    sn.snap.index = 20;
+    sn.snap.term = 2;
+    sn.snap.size = SNAPLEN;
+    sn.snap.conf = boot_conf();
+    sn.offset = 0;
+    sn.len = SNAPLEN;
+    sn.done = 1;
+    sn.commit = 20;
+    sn.data = src.snap;
+    CHECK_INT(rhost_step(h, &sn), RAFT_OK);
+    CHECK_INT(rhost_round(h, NULL), RAFT_OK);
+    CHECK_INT(nodes[1].sm[0].applied, 20);
+    CHECK_INT(nodes[1].sm[0].vals[3], 33);
+    raft_hard_state hs;
+    raft_snap_meta meta;
+    uint64_t bad = 0;
+    CHECK_INT(raft_store_load(nodes[1].st, group_ids[0], &hs, &meta, NULL, NULL, &bad), RAFT_OK);
+    CHECK_INT(meta.index, 20);
+    CHECK_INT(hs.commit, 20);
+    /* and the replica restarts from it */
+    node_crash(1);
+    int started = node_start(1);
+    CHECK_INT(started, 0);
+    if (started == 0) {
+        const raft_group *c = rhost_group_core(nodes[1].h, group_ids[0]);
+        CHECK(c && raft_snap_meta_get(c)->index == 20);
+        CHECK_INT(nodes[1].sm[0].vals[3], 33);
+    } else {
+        rhost_free(nodes[1].h);
+        raft_store_close(nodes[1].st);
+        nodes[1].h = NULL;
+        nodes[1].st = NULL;
+    }
+    teardown();
+    base_cfg = keep;
+}
+
+/* rhost_config.alloc: every core allocates through it, and has returned
+ * everything once its group is removed or the host freed. */
+typedef struct acct {
+    long long bytes, blocks, calls;
+} acct;
+
+static void *acct_alloc(void *ctx, size_t n)
+{
+    acct *a = ctx;
+    void *p = malloc(n);
+    if (p) {
+        a->bytes += (long long)n;
+        a->blocks++;
+        a->calls++;
+    }
+    return p;
+}
+
+static void acct_free(void *ctx, void *p, size_t n)
+{
+    acct *a = ctx;
+    if (!p)
+        return;
+    a->bytes -= (long long)n;
+    a->blocks--;
+    free(p);
+}
+
+static void t_alloc(void)
+{
+    rhost_config keep = base_cfg;
+    acct a[MAXN + 1];
+    memset(a, 0, sizeof a);
+    nn = 3;
+    memset(cut, 0, sizeof cut);
+    for (int i = 1; i <= nn; i++) {
+        memset(&nodes[i], 0, sizeof nodes[i]);
+        base_cfg.alloc = (raft_alloc){ acct_alloc, acct_free, &a[i] };
+        CHECK_INT(node_start(i), 0);
+    }
+    base_cfg = keep;
+    int l = wait_leader(0, 200);
+    CHECK(l > 0);
+    waiter w;
+    if (l) {
+        CHECK_INT(put(l, 0, 1, 7, &w, NULL), RAFT_OK);
+        CHECK(wait_called(&w, 30) && w.err == RAFT_OK);
+    }
+    for (int i = 1; i <= nn; i++) {
+        CHECK(a[i].calls > 0);
+        CHECK(a[i].bytes > 0);
+    }
+    /* removing a group returns its core's memory; freeing the host the rest */
+    long long before = a[1].bytes;
+    CHECK_INT(rhost_group_remove(nodes[1].h, group_ids[1]), RAFT_OK);
+    CHECK(a[1].bytes < before && a[1].bytes > 0);
+    teardown();
+    for (int i = 1; i <= nn; i++) {
+        CHECK_INT(a[i].bytes, 0);
+        CHECK_INT(a[i].blocks, 0);
+    }
+}
+
 static bool run_all(const char *dir)
 {
     snprintf(root, sizeof root, "%s", dir);
@@ -668,6 +822,8 @@ static bool run_all(const char *dir)
     t_snapshot();
     t_disk_failure();
     t_reentrant();
+    t_compact_then_install();
+    t_alloc();
     return true;
 }
 
