@@ -1,12 +1,13 @@
 /*
  * sim.h — shared types of shardex-sim, the deterministic cluster simulator
- * for the Raft core: one process, one seed, a simulated clock, a faulty
- * network (sim_net.c), hosts that drive the core through the ready-set
- * contract with an in-memory disk that loses unsynced or torn writes
- * (sim_host.c), clients with a key-value model (sim_client.c), invariant
- * checks after every step (sim_check.c) and a linearizability checker
- * (lincheck.c, declared in lincheck.h).  sim_main.c runs seeds and the
- * fault schedule.
+ * for the Raft core and the host code that drives it in every node: one
+ * process, one seed, a simulated clock, a faulty network (sim_net.c),
+ * nodes that are each an rhost (node/raft/host.c) whose durable write is an
+ * in-memory disk that loses unsynced or torn writes and whose state machine
+ * is a key-value register set (sim_host.c, sim_disk.c), clients
+ * (sim_client.c), invariant checks after every step (sim_check.c) and a
+ * linearizability checker (lincheck.c, declared in lincheck.h).
+ * sim_main.c runs seeds and the fault schedule.
  */
 #ifndef SHARDEX_SIM_H
 #define SHARDEX_SIM_H
@@ -14,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "host.h"
 #include "lincheck.h"
 #include "raft.h"
 #include "raft_dedup.h"
@@ -54,7 +56,7 @@ typedef struct sim_cresp {
     int client, group;
     uint64_t seq;
     int status;     /* CR_* */
-    uint64_t hint;  /* leader hint on retry */
+    uint64_t hint;  /* leader hint on retry: its node id (0: unknown) */
     uint64_t value; /* GET result */
 } sim_cresp;
 
@@ -73,71 +75,73 @@ typedef struct sim_dent {
     uint64_t chain; /* hash of the log prefix ending here */
 } sim_dent;
 
+/* A snapshot file of the state machine (index 0: none). */
+typedef struct sim_snapfile {
+    uint64_t index, size;
+    uint64_t chain; /* the applied chain at index */
+    uint8_t *data;  /* owned */
+} sim_snapfile;
+
+/* What survives a crash of one replica: the Raft log, written by the host's
+ * persist (hard state, snapshot meta, entries), and the state machine's
+ * files, written by its rhost_sm_ops (its latest snapshot, older ones a
+ * transfer may still stream, the staging area of a received snapshot). */
 typedef struct sim_disk {
     raft_hard_state hs;
     raft_snap_meta snap;
-    uint8_t *snap_data;
     uint64_t snap_chain;
     sim_dent *log; /* entries snap.index+1 .. */
     size_t n, cap;
+    sim_snapfile sm;     /* the state machine's latest snapshot */
+    sim_snapfile old[4]; /* older ones, kept while a transfer streams them */
+    int n_old;
     uint8_t *staging;
     uint64_t staging_index, staging_len;
-    /* older snapshots kept while a transfer streams them (raft_snap_pinned) */
-    struct {
-        uint64_t index, size;
-        uint8_t *data;
-    } old[4];
-    int n_old;
 } sim_disk;
 
-/* ---- a replica of one group on one node ---- */
-typedef struct sim_pread {
-    uint64_t ctx;
-    int client;
-    uint64_t seq;
-    uint32_t key;
-    uint64_t index; /* 0 until the read state arrives */
-    int ready;
-} sim_pread;
+struct sim;
 
-typedef struct sim_pput {
-    int client;
-    uint64_t seq;
-} sim_pput;
-
+/* ---- a replica of one group on one node: its disk and state machine ---- */
 typedef struct sim_replica {
     int hosted;
-    raft_group *rg;
+    struct sim *s; /* back pointers for the rhost_sm_ops */
+    int slot, g;
+    uint64_t id; /* replica id (rhost_first_id of the node) */
     sim_disk disk;
-    /* state machine */
+    /* state machine (volatile; rebuilt from disk.sm at restart) */
     uint64_t kv[SIM_MAX_KEYS];
     raft_dedup dedup;
     uint64_t applied;
     uint64_t applied_chain;
-    /* pending client work (volatile) */
-    sim_pread reads[64];
-    int n_reads;
-    sim_pput puts[64];
-    int n_puts;
-    /* soft state seen */
+    /* soft state seen (rhost_env.on_role) */
     int role;
     uint64_t term;
-    /* memory accounting of the core */
-    int64_t live_bytes;
-    int64_t live_allocs;
-    int dirty;
     uint64_t created_tick;
 } sim_replica;
 
+/* A node: an rhost over its replicas' disks.  Its number is `id` (1..48),
+ * a replica's id is rhost_first_id(id). */
 typedef struct sim_node {
     uint64_t id;
+    struct sim *s; /* back pointer for the rhost_env */
+    int slot;
     int used;
     int alive;
     uint64_t restart_at; /* tick; 0: none */
     uint32_t phase;      /* tick phase offset within SIM_TICK */
     uint32_t incarnation;
-    uint64_t crash_at; /* time unit of a scheduled crash; 0: none */
-    raft_store *st;    /* --store: the node's leveldb log store */
+    uint64_t crash_at;     /* time unit of a scheduled crash; 0: none */
+    raft_store *st;        /* --store: the node's leveldb log store */
+    rhost *h;              /* NULL while down */
+    int dirty;             /* fed something since its last round */
+    int crashing;          /* completions run by rhost_free die with the node */
+    int crash_mode;        /* this round's planned crash (sim_host.c) */
+    int sent_vote;         /* this round's send phase granted a vote */
+    const char *crash_why; /* a round's hook failed it: the crash to do */
+    uint64_t crash_down;   /* its down ticks (0: drawn) */
+    /* the cores' memory (rhost_config.alloc) */
+    int64_t live_bytes;
+    int64_t live_allocs;
     sim_replica rep[SIM_MAX_GROUPS];
 } sim_node;
 
@@ -217,16 +221,16 @@ typedef struct sim {
     /* faults */
     int faults_on;
     double p_crash_round, p_disk_err;
-    uint64_t restart_max; /* ticks a crashed node stays down, at most */
-    double p_young;       /* nemesis: a new leader crashes soon after */
-    double p_vote_crash;  /* nemesis: a voter crashes right after voting */
+    uint64_t restart_max;   /* ticks a crashed node stays down, at most */
+    double p_young;         /* nemesis: a new leader crashes soon after */
+    double p_vote_crash;    /* nemesis: a voter crashes right after voting */
+    double p_snap_read_err; /* a snapshot chunk cannot be read (not sent) */
     uint32_t max_msg_entries, max_inflight, compact_every, snap_chunk;
     /* clients */
     sim_client clients[SIM_MAX_GROUPS][SIM_MAX_CLIENTS];
     int n_clients, n_keys;
     int clients_on;
     uint64_t next_value;
-    uint64_t next_ctx;
     sim_hist hist[SIM_MAX_GROUPS][SIM_MAX_KEYS];
     uint64_t heal_tick, live_tick;
     /* checks */
@@ -259,18 +263,30 @@ void sim_net_fault(sim *s);
 void sim_net_heal(sim *s);
 int sim_slot_of(const sim *s, uint64_t id);
 
-/* sim_host.c: nodes, disk, ready rounds, state machine */
+/* sim_host.c: nodes (each an rhost), its env, the state machine */
+/* Adds node `id` hosting the groups in group_mask (bootstrapped members,
+ * or empty replicas joining as learners).  Returns its slot or -1. */
 int sim_node_add(sim *s, uint64_t id, int group_mask, int bootstrap);
+/* Crashes the node (frees its rhost): everything not on disk is lost; it
+ * restarts after 1..restart_max ticks, or down_ticks with _for. */
 void sim_node_crash(sim *s, int slot, const char *why);
 void sim_node_crash_for(sim *s, int slot, const char *why, uint64_t down_ticks);
+/* Restarts a crashed node: a new rhost, every group loaded from its disk
+ * with rhost_group_add.  Returns 0 or -1. */
 int sim_node_restart(sim *s, int slot);
+/* Frees everything of a node at the end of a run. */
 void sim_node_free(sim *s, int slot);
+/* Runs one rhost_round of the node if it was fed since its last one (a
+ * failed round crashes it as the round's hooks planned).  Returns 1 if
+ * the round had work. */
 int sim_node_ready(sim *s, int slot);
 void sim_deliver_msg(sim *s, int slot, const raft_msg *m);
 void sim_deliver_creq(sim *s, int slot, const sim_creq *r);
+/* Decommissions group g's replica on the node (rhost_group_remove). */
 void sim_replica_drop(sim *s, int slot, int group);
-const uint8_t *sim_snap_bytes(const sim_disk *d, uint64_t index, uint64_t *size);
-raft_group *sim_leader(sim *s, int group, int *slot);
+/* The alive leader of group g with the highest term (NULL if none), its
+ * core borrowed from the node's rhost; *slot gets the node's slot. */
+const raft_group *sim_leader(sim *s, int group, int *slot);
 
 /* sim_client.c */
 void sim_clients_step(sim *s);
@@ -297,12 +313,23 @@ typedef struct sim_buf {
     size_t n, cap;
 } sim_buf;
 void sim_disk_prune_old(sim_disk *d, uint64_t pinned);
+/* The state machine's snapshot file `index`, if held (NULL if not). */
+const sim_snapfile *sim_disk_snapfile(const sim_disk *d, uint64_t index);
+/* Makes f the latest snapshot file; the previous one becomes an old one
+ * (at most 4 kept: the oldest is dropped). */
+void sim_disk_snap_replace(sim_disk *d, const sim_snapfile *f);
 void sim_disk_free(sim_disk *d);
 uint64_t sim_disk_last(const sim_disk *d);
 sim_dent *sim_disk_at(const sim_disk *d, uint64_t index);
 uint64_t sim_disk_chain_at(const sim_disk *d, uint64_t index);
 void sim_disk_drop_prefix(sim_disk *d, uint64_t upto);
-void sim_disk_build_batch(sim *s, raft_ready *rd, const int *has, sim_buf *b);
+/* Encodes one persist call of the host (rhost_env.persist's arguments) as
+ * one CRC-framed batch. */
+void sim_disk_build_batch(sim *s, size_t n, const uint64_t *groups, raft_ready *const *rds,
+                          size_t ncomp, const uint64_t *comp_groups, const raft_snap_meta *comps,
+                          sim_buf *b);
+/* Recovers a batch onto the node's disks: returns 0 and applies it if
+ * intact, -1 if torn. */
 int sim_disk_apply_batch(sim *s, sim_node *nd, const uint8_t *p, size_t n);
 
 /* sim_store.c: optional mirror into the real leveldb log store */
@@ -310,8 +337,10 @@ int sim_store_open(sim *s, int slot);
 void sim_store_close(sim *s, int slot);
 void sim_store_destroy(sim *s, int slot);
 void sim_store_bootstrap(sim *s, int slot, int g, const sim_disk *d);
-void sim_store_ready(sim *s, int slot, const raft_ready *rd, const int *has);
-void sim_store_compact(sim *s, int slot, int g, const raft_snap_meta *m);
+/* The round's write through the host's own persist (host_store.h) on the
+ * node's store; no-op without --store.  Returns 0 or -1 (failed). */
+int sim_store_persist(sim *s, int slot, size_t n, const uint64_t *groups, raft_ready *const *rds,
+                      size_t ncomp, const uint64_t *comp_groups, const raft_snap_meta *comps);
 void sim_store_verify(sim *s, int slot);
 
 #endif

@@ -1,8 +1,10 @@
 /*
- * sim_disk.c — the simulated disk of one replica: hard state, snapshot
- * (plus older snapshots a transfer still streams), log entries each with a
- * hash chained over its prefix, and the snapshot staging area.  A ready
- * round's writes for every group of a node are encoded as one CRC-framed
+ * sim_disk.c — the simulated disk of one replica: the Raft log the host
+ * persists (hard state, snapshot meta, log entries each with a hash chained
+ * over its prefix) and the state machine's files (its latest snapshot,
+ * older snapshots a transfer still streams, the staging area of a received
+ * one).  Each persist call of a node's host (one round, every group, and
+ * the compactions queued since the last one) is encoded as one CRC-framed
  * batch of records (raft_codec.h encodings); a crash may tear the batch at
  * any byte, and recovery (sim_disk_apply_batch) must then reject it whole.
  */
@@ -25,19 +27,29 @@ void sim_disk_prune_old(sim_disk *d, uint64_t pinned)
     d->n_old = k;
 }
 
-/* Returns the bytes of snapshot `index` if the disk still has them. */
-const uint8_t *sim_snap_bytes(const sim_disk *d, uint64_t index, uint64_t *size)
+/* sim_disk_snapfile: contract in sim.h. */
+const sim_snapfile *sim_disk_snapfile(const sim_disk *d, uint64_t index)
 {
-    if (d->snap.index == index) {
-        *size = d->snap.size;
-        return d->snap_data;
-    }
+    if (d->sm.index == index && d->sm.data)
+        return &d->sm;
     for (int i = 0; i < d->n_old; i++)
-        if (d->old[i].index == index) {
-            *size = d->old[i].size;
-            return d->old[i].data;
-        }
+        if (d->old[i].index == index)
+            return &d->old[i];
     return NULL;
+}
+
+/* sim_disk_snap_replace: contract in sim.h. */
+void sim_disk_snap_replace(sim_disk *d, const sim_snapfile *f)
+{
+    if (d->sm.data) {
+        if (d->n_old == 4) {
+            free(d->old[0].data);
+            memmove(&d->old[0], &d->old[1], 3 * sizeof d->old[0]);
+            d->n_old--;
+        }
+        d->old[d->n_old++] = d->sm;
+    }
+    d->sm = *f;
 }
 
 /* sim_disk_free: contract in sim.h. */
@@ -47,7 +59,7 @@ void sim_disk_free(sim_disk *d)
     for (size_t i = 0; i < d->n; i++)
         free(d->log[i].e.data);
     free(d->log);
-    free(d->snap_data);
+    free(d->sm.data);
     free(d->staging);
     memset(d, 0, sizeof *d);
 }
@@ -113,7 +125,7 @@ static void bb_put(sim_buf *b, const void *src, size_t n)
     b->n += n;
 }
 
-enum { REC_HS = 1, REC_ENTRY, REC_CHUNK, REC_SNAP };
+enum { REC_HS = 1, REC_ENTRY, REC_SNAP = 4, REC_COMPACT };
 
 static void bb_rec(sim_buf *b, int g, int kind, const uint8_t *p, size_t n)
 {
@@ -126,36 +138,29 @@ static void bb_rec(sim_buf *b, int g, int kind, const uint8_t *p, size_t n)
 }
 
 /* sim_disk_build_batch: contract in sim.h. */
-void sim_disk_build_batch(sim *s, raft_ready *rd, const int *has, sim_buf *b)
+void sim_disk_build_batch(sim *s, size_t n, const uint64_t *groups, raft_ready *const *rds,
+                          size_t ncomp, const uint64_t *comp_groups, const raft_snap_meta *comps,
+                          sim_buf *b)
 {
+    (void)s;
     uint8_t hdr[8] = { 0 };
     bb_put(b, hdr, 8); /* crc u32 | len u32, filled below */
-    for (int g = 0; g < s->o.groups; g++) {
-        if (!has[g])
-            continue;
-        raft_ready *x = &rd[g];
-        if (x->has_chunk) {
-            uint8_t *c = malloc(16 + (size_t)x->chunk_len);
-            if (!c)
-                abort();
-            raft_put64(c, x->chunk_index);
-            raft_put64(c + 8, x->chunk_offset);
-            if (x->chunk_len)
-                memcpy(c + 16, x->chunk_data, x->chunk_len);
-            bb_rec(b, g, REC_CHUNK, c, 16 + (size_t)x->chunk_len);
-            free(c);
-        }
+    for (size_t k = 0; k < n; k++) {
+        int g = (int)groups[k];
+        const raft_ready *x = rds[k];
+        /* a received snapshot's chunks are the state machine's (staged by
+         * rhost_sm_ops.snap_stage before this write): only its meta is here */
         if (x->has_snap) {
             uint8_t m[RAFT_CODEC_SNAP_MAX];
             bb_rec(b, g, REC_SNAP, m, raft_codec_snap_encode(&x->snap, m));
         }
         for (size_t i = 0; i < x->n_entries; i++) {
-            size_t n = raft_codec_entry_size(&x->entries[i]);
-            uint8_t *e = malloc(n);
+            size_t len = raft_codec_entry_size(&x->entries[i]);
+            uint8_t *e = malloc(len);
             if (!e)
                 abort();
             raft_codec_entry_encode(&x->entries[i], e);
-            bb_rec(b, g, REC_ENTRY, e, n);
+            bb_rec(b, g, REC_ENTRY, e, len);
             free(e);
         }
         if (x->hs_changed) {
@@ -163,6 +168,10 @@ void sim_disk_build_batch(sim *s, raft_ready *rd, const int *has, sim_buf *b)
             raft_codec_hs_encode(&x->hs, h);
             bb_rec(b, g, REC_HS, h, sizeof h);
         }
+    }
+    for (size_t k = 0; k < ncomp; k++) {
+        uint8_t m[RAFT_CODEC_SNAP_MAX];
+        bb_rec(b, (int)comp_groups[k], REC_COMPACT, m, raft_codec_snap_encode(&comps[k], m));
     }
     raft_put32(b->p + 4, (uint32_t)(b->n - 8));
     raft_put32(b->p, raft_crc32c(0, b->p + 4, b->n - 4));
@@ -223,6 +232,14 @@ int sim_disk_apply_batch(sim *s, sim_node *nd, const uint8_t *p, size_t n)
         if (off > n || g >= s->o.groups)
             return -1;
         sim_disk *d = &nd->rep[g].disk;
+        if (!nd->rep[g].hosted) {
+            /* a compaction of a group decommissioned since: the node
+             * erases its state separately (the host still persists it) */
+            if (kind != REC_COMPACT)
+                sim_fail(s, "node %llu: persists group %d it does not host",
+                         (unsigned long long)nd->id, g);
+            continue;
+        }
         if (kind == REC_HS) {
             if (raft_codec_hs_decode(r, rl, &d->hs))
                 return -1;
@@ -231,31 +248,13 @@ int sim_disk_apply_batch(sim *s, sim_node *nd, const uint8_t *p, size_t n)
             if (raft_codec_entry_decode(r, rl, &e))
                 return -1;
             disk_append(s, g, nd, &e);
-        } else if (kind == REC_CHUNK) {
-            uint64_t idx = raft_get64(r), o = raft_get64(r + 8);
-            uint64_t cl = rl - 16;
-            if (o == 0) {
-                free(d->staging);
-                d->staging = NULL;
-                d->staging_len = 0;
-                d->staging_index = idx;
-            }
-            if (d->staging_index != idx || d->staging_len != o) {
-                sim_fail(s, "node %llu: snapshot chunk out of order", (unsigned long long)nd->id);
-                return 0;
-            }
-            uint8_t *ns = realloc(d->staging, (size_t)(o + cl) + 1);
-            if (!ns)
-                abort();
-            memcpy(ns + o, r + 16, (size_t)cl);
-            d->staging = ns;
-            d->staging_len = o + cl;
         } else if (kind == REC_SNAP) {
             raft_snap_meta m;
             if (raft_codec_snap_decode(r, rl, &m))
                 return -1;
+            /* the host stages every chunk before the round's write */
             if (d->staging_index != m.index || d->staging_len != m.size) {
-                sim_fail(s, "node %llu: snapshot install without its bytes",
+                sim_fail(s, "node %llu: snapshot meta persisted without its bytes staged",
                          (unsigned long long)nd->id);
                 return 0;
             }
@@ -273,13 +272,38 @@ int sim_disk_apply_batch(sim *s, sim_node *nd, const uint8_t *p, size_t n)
                     free(d->log[i].e.data);
                 d->n = 0;
             }
-            free(d->snap_data);
-            d->snap_data = d->staging;
-            d->staging = NULL;
-            d->staging_len = 0;
             d->snap = m;
             d->snap_chain = chain;
             s->st_snaps++;
+        } else if (kind == REC_COMPACT) {
+            raft_snap_meta m;
+            if (raft_codec_snap_decode(r, rl, &m))
+                return -1;
+            if (m.index < d->snap.index) {
+                sim_fail(s,
+                         "node %llu group %d: a compaction at %llu overwrites the snapshot "
+                         "meta at %llu",
+                         (unsigned long long)nd->id, g, (unsigned long long)m.index,
+                         (unsigned long long)d->snap.index);
+                return 0;
+            }
+            sim_dent *x = sim_disk_at(d, m.index);
+            if (m.index > d->snap.index && (!x || x->e.term != m.term)) {
+                sim_fail(s, "node %llu group %d: compaction at %llu (term %llu) not in its log",
+                         (unsigned long long)nd->id, g, (unsigned long long)m.index,
+                         (unsigned long long)m.term);
+                return 0;
+            }
+            uint64_t chain = x ? x->chain : d->snap_chain;
+            const sim_snapfile *f = sim_disk_snapfile(d, m.index);
+            if (f && (f->chain != chain || f->size != m.size)) {
+                sim_fail(s, "node %llu group %d: compaction at %llu differs from its snapshot",
+                         (unsigned long long)nd->id, g, (unsigned long long)m.index);
+                return 0;
+            }
+            sim_disk_drop_prefix(d, m.index);
+            d->snap = m;
+            d->snap_chain = chain;
         } else {
             return -1;
         }

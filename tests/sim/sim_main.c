@@ -1,7 +1,8 @@
 /*
  * sim_main.c — shardex-sim: runs seeds of the deterministic cluster
- * simulation and reports.  One run: a cluster of --replicas nodes hosting
- * --groups Raft groups, a fault phase (network faults, crashes that lose
+ * simulation and reports.  One run: a cluster of --replicas nodes, each an
+ * rhost (the host code of a real node) hosting --groups Raft groups, a
+ * fault phase (network faults, crashes that lose
  * unsynced or torn writes, disk write errors, membership changes and
  * leadership transfers), then the network heals and the liveness phase
  * requires a leader per group and timely client operations, then clients
@@ -135,19 +136,20 @@ static const struct {
 static void membership_op(sim *s)
 {
     int g = (int)sim_range(&s->rng, 0, (uint64_t)s->o.groups - 1), slot;
-    raft_group *l = sim_leader(s, g, &slot);
+    const raft_group *l = sim_leader(s, g, &slot);
     if (!l)
         return;
+    rhost *h = s->nodes[slot].h;
     const raft_conf *c = raft_conf_get(l);
     for (uint32_t i = 0; i < c->n; i++) {
         if (c->m[i].voter)
             continue;
-        int rc = raft_propose_conf(l, RAFT_CONF_PROMOTE, c->m[i].id);
+        int rc = rhost_conf(h, (uint64_t)g, RAFT_CONF_PROMOTE, c->m[i].id);
         sim_log(s, "group %d: promote %llu: %s", g, (unsigned long long)c->m[i].id,
                 raft_strerror(rc));
         if (!rc)
             s->st_conf++;
-        s->nodes[slot].rep[g].dirty = 1;
+        s->nodes[slot].dirty = 1;
         return;
     }
     if ((int)raft_conf_voters(c) > s->o.replicas) {
@@ -157,24 +159,25 @@ static void membership_op(sim *s)
             if (c->m[i].id != raft_id(l))
                 victims[n++] = c->m[i].id;
         uint64_t v = victims[sim_range(&s->rng, 0, (uint64_t)n - 1)];
-        int rc = raft_propose_conf(l, RAFT_CONF_REMOVE, v);
+        int rc = rhost_conf(h, (uint64_t)g, RAFT_CONF_REMOVE, v);
         sim_log(s, "group %d: remove %llu: %s", g, (unsigned long long)v, raft_strerror(rc));
         if (!rc)
             s->st_conf++;
-        s->nodes[slot].rep[g].dirty = 1;
+        s->nodes[slot].dirty = 1;
         return;
     }
     if (s->n_nodes >= SIM_MAX_NODES)
         return;
-    uint64_t id = s->next_id;
-    int rc = raft_propose_conf(l, RAFT_CONF_ADD_LEARNER, id);
+    /* a learner on a new node: its first replica id, above every id so far */
+    uint64_t node = s->next_id, id = rhost_first_id((uint8_t)node);
+    int rc = rhost_conf(h, (uint64_t)g, RAFT_CONF_ADD_LEARNER, id);
     sim_log(s, "group %d: add learner %llu: %s", g, (unsigned long long)id, raft_strerror(rc));
-    s->nodes[slot].rep[g].dirty = 1;
+    s->nodes[slot].dirty = 1;
     if (rc)
         return;
     s->st_conf++;
     s->next_id++;
-    if (sim_node_add(s, id, 1 << g, 0) < 0)
+    if (sim_node_add(s, node, 1 << g, 0) < 0)
         sim_fail(s, "cannot add node");
 }
 
@@ -182,13 +185,13 @@ static void decommission(sim *s)
 {
     for (int g = 0; g < s->o.groups; g++) {
         int lslot;
-        raft_group *l = sim_leader(s, g, &lslot);
+        const raft_group *l = sim_leader(s, g, &lslot);
         if (!l || raft_commit(l) != raft_last_index(l))
             continue;
         const raft_conf *c = raft_conf_get(l);
         for (int i = 0; i < s->n_nodes; i++) {
             sim_node *nd = &s->nodes[i];
-            if (!nd->used || !nd->rep[g].hosted || raft_conf_find(c, nd->id) >= 0)
+            if (!nd->used || !nd->rep[g].hosted || raft_conf_find(c, nd->rep[g].id) >= 0)
                 continue;
             if (sim_tick_now(s) < nd->rep[g].created_tick + 200)
                 continue;
@@ -200,7 +203,7 @@ static void decommission(sim *s)
 static void transfer_op(sim *s)
 {
     int g = (int)sim_range(&s->rng, 0, (uint64_t)s->o.groups - 1), slot;
-    raft_group *l = sim_leader(s, g, &slot);
+    const raft_group *l = sim_leader(s, g, &slot);
     if (!l)
         return;
     const raft_conf *c = raft_conf_get(l);
@@ -212,12 +215,12 @@ static void transfer_op(sim *s)
     if (!n)
         return;
     uint64_t to = cands[sim_range(&s->rng, 0, (uint64_t)n - 1)];
-    int rc = raft_transfer_leader(l, to);
+    int rc = rhost_transfer(s->nodes[slot].h, (uint64_t)g, to);
     sim_log(s, "group %d: transfer %llu -> %llu: %s", g, (unsigned long long)raft_id(l),
             (unsigned long long)to, raft_strerror(rc));
     if (!rc)
         s->st_transfers++;
-    s->nodes[slot].rep[g].dirty = 1;
+    s->nodes[slot].dirty = 1;
 }
 
 static void crash_op(sim *s)
@@ -244,7 +247,7 @@ static void barrier_and_transfer(sim *s)
 {
     for (int g = 0; g < s->o.groups; g++) {
         int slot;
-        raft_group *l = sim_leader(s, g, &slot);
+        const raft_group *l = sim_leader(s, g, &slot);
         if (!l)
             continue;
         sim_creq q;
@@ -260,7 +263,7 @@ static void final_check(sim *s)
 {
     for (int g = 0; g < s->o.groups && !s->failed; g++) {
         int ls;
-        raft_group *l = sim_leader(s, g, &ls);
+        const raft_group *l = sim_leader(s, g, &ls);
         if (!l) {
             sim_fail_as(s, SIM_V_LIVENESS, "liveness: group %d has no leader at the end", g);
             return;
@@ -277,7 +280,7 @@ static void final_check(sim *s)
         const raft_conf *c = raft_conf_get(l);
         const sim_replica *lr = &s->nodes[ls].rep[g];
         for (uint32_t i = 0; i < c->n; i++) {
-            int slot = sim_slot_of(s, c->m[i].id);
+            int slot = sim_slot_of(s, rhost_node_of(c->m[i].id));
             if (slot < 0 || !s->nodes[slot].rep[g].hosted)
                 continue;
             const sim_replica *r = &s->nodes[slot].rep[g];
@@ -304,22 +307,22 @@ static void dump_state(sim *s)
             sim_replica *r = &nd->rep[g];
             if (!nd->used || !r->hosted)
                 continue;
-            if (!r->rg) {
+            const raft_group *rg = nd->h ? rhost_group_core(nd->h, (uint64_t)g) : NULL;
+            if (!rg) {
                 printf("  node %llu group %d: down\n", (unsigned long long)nd->id, g);
                 continue;
             }
-            const raft_conf *c = raft_conf_get(r->rg);
+            const raft_conf *c = raft_conf_get(rg);
             printf("  node %llu group %d: role %d term %llu leader %llu commit %llu last %llu "
-                   "applied %llu snap %llu reads %d conf",
-                   (unsigned long long)nd->id, g, raft_role(r->rg),
-                   (unsigned long long)raft_term(r->rg), (unsigned long long)raft_leader(r->rg),
-                   (unsigned long long)raft_commit(r->rg),
-                   (unsigned long long)raft_last_index(r->rg), (unsigned long long)r->applied,
-                   (unsigned long long)r->disk.snap.index, r->n_reads);
+                   "applied %llu snap %llu sm-snap %llu conf",
+                   (unsigned long long)nd->id, g, raft_role(rg), (unsigned long long)raft_term(rg),
+                   (unsigned long long)raft_leader(rg), (unsigned long long)raft_commit(rg),
+                   (unsigned long long)raft_last_index(rg), (unsigned long long)r->applied,
+                   (unsigned long long)r->disk.snap.index, (unsigned long long)r->disk.sm.index);
             for (uint32_t k = 0; k < c->n; k++)
                 printf(" %llu%s", (unsigned long long)c->m[k].id, c->m[k].voter ? "" : "(l)");
             char d[512];
-            raft_describe(r->rg, d, sizeof d);
+            raft_describe(rg, d, sizeof d);
             printf("\n    %s\n", d);
         }
     }
@@ -356,7 +359,7 @@ static int run_seed(const sim_opts *o, uint64_t seed, char *why, size_t whylen, 
     s->p_crash_round = (double)sim_range(&s->rng, 1, 20) / 10000.0;
     s->p_disk_err = (double)sim_range(&s->rng, 0, 5) / 10000.0;
     static const uint32_t ents[] = { 1, 1, 3, 64 }, infl[] = { 1, 2, 4, 8 },
-                          comp[] = { 8, 25, 60, 100000 }, chunk[] = { 7, 16, 64, 4096 };
+                          comp[] = { 8, 25, 60, 0 /* never */ }, chunk[] = { 7, 16, 64, 4096 };
     s->max_msg_entries = ents[sim_range(&s->rng, 0, 3)];
     s->max_inflight = infl[sim_range(&s->rng, 0, 3)];
     s->compact_every = comp[sim_range(&s->rng, 0, 3)];
@@ -368,6 +371,7 @@ static int run_seed(const sim_opts *o, uint64_t seed, char *why, size_t whylen, 
     s->restart_max = sim_chance(&s->rng, 0.5) ? 6 : 120;
     s->p_young = sim_chance(&s->rng, 0.5) ? (double)sim_range(&s->rng, 10, 60) / 100.0 : 0;
     s->p_vote_crash = sim_chance(&s->rng, 0.5) ? (double)sim_range(&s->rng, 5, 40) / 100.0 : 0;
+    s->p_snap_read_err = sim_chance(&s->rng, 0.5) ? (double)sim_range(&s->rng, 1, 10) / 100.0 : 0;
     for (int i = 0; i < o->replicas; i++)
         if (sim_node_add(s, (uint64_t)i + 1, (1 << o->groups) - 1, 1) < 0)
             break;
@@ -396,14 +400,9 @@ static int run_seed(const sim_opts *o, uint64_t seed, char *why, size_t whylen, 
             sim_node *nd = &s->nodes[i];
             if (!nd->used || !nd->alive || s->now % SIM_TICK != nd->phase)
                 continue;
-            for (int g = 0; g < o->groups; g++) {
-                sim_replica *r = &nd->rep[g];
-                if (!r->hosted || !r->rg)
-                    continue;
-                if (raft_tick(r->rg))
-                    sim_fail(s, "raft_tick failed");
-                r->dirty = 1;
-            }
+            if (rhost_tick(nd->h))
+                sim_fail(s, "rhost_tick failed");
+            nd->dirty = 1;
         }
         if (s->now % SIM_TICK == 0) {
             for (int i = 0; i < s->n_nodes; i++)

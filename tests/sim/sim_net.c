@@ -4,8 +4,8 @@
  * Raft message is deep-copied and delivered after a random delay, unless a
  * fault drops it.  Faults: random drop, duplication, delay (which also
  * reorders), full partitions (two sides), partial partitions (random links
- * cut both ways), one-way links, isolating a node.  Snapshot chunks get their
- * bytes from the sender's durable snapshot at send time.
+ * cut both ways), one-way links, isolating a node.  Messages come from the
+ * nodes' hosts (rhost_env.send), snapshot chunks with their bytes filled in.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -117,25 +117,22 @@ static raft_msg *copy_msg(const raft_msg *m, const uint8_t *chunk)
     return c;
 }
 
-/* Sends m from the node in from_slot: applies the network faults, then
- * queues a delivery (or two, if duplicated). */
+/* Sends m (borrowed; a SNAP carries its chunk's bytes) from the node in
+ * from_slot to the node of m->to: applies the network faults, then queues a
+ * delivery (or two, if duplicated). */
 void sim_net_send(sim *s, int from_slot, const raft_msg *m)
 {
     s->st_msgs++;
-    int to = sim_slot_of(s, m->to);
+    int to = sim_slot_of(s, rhost_node_of(m->to));
     if (to < 0)
         return;
     const uint8_t *chunk = NULL;
     if (m->type == RAFT_MSG_SNAP) {
-        const sim_disk *d = NULL;
-        for (int g = 0; g < SIM_MAX_GROUPS; g++)
-            if (s->nodes[from_slot].rep[g].hosted && (uint64_t)g == m->group)
-                d = &s->nodes[from_slot].rep[g].disk;
-        uint64_t size = 0;
-        const uint8_t *bytes = d ? sim_snap_bytes(d, m->snap.index, &size) : NULL;
-        if (!bytes || m->offset + m->len > size)
-            return; /* the host no longer has that snapshot: nothing sent */
-        chunk = bytes + m->offset;
+        if (m->len && !m->data) {
+            sim_fail(s, "host sent a snapshot chunk without its bytes");
+            return;
+        }
+        chunk = m->data;
     }
     if (s->faults_on) {
         if (s->cut[from_slot][to])

@@ -1,8 +1,9 @@
 /*
  * sim_store.c — optional (--store DIR): every node also writes its durable
- * state through the real leveldb log store (raft_log_store.h), exactly as a
- * production node would: one store per node, one WriteBatch per ready round
- * covering all its groups, compactions as their own batch.  Whenever a node
+ * state through the real leveldb log store (raft_log_store.h) with the
+ * host's own persist (rhost_store_persist, host_store.h), exactly as a
+ * production node does: one store per node, one WriteBatch per round
+ * covering all its groups and the compactions queued since.  Whenever a node
  * restarts, and at the end of the run, the store is reloaded and compared
  * with the simulator's disk model: hard state, snapshot meta and every entry
  * must be identical.  Crash points that lose the batch in the model skip the
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "host_store.h"
 #include "sim.h"
 
 static void store_path(sim *s, int slot, char *out, size_t n)
@@ -96,43 +98,19 @@ void sim_store_bootstrap(sim *s, int slot, int g, const sim_disk *d)
     commit(s, b);
 }
 
-/* One ready round: one batch for every group of the node. */
-void sim_store_ready(sim *s, int slot, const raft_ready *rd, const int *has)
+/* sim_store_persist: contract in sim.h. */
+int sim_store_persist(sim *s, int slot, size_t n, const uint64_t *groups, raft_ready *const *rds,
+                      size_t ncomp, const uint64_t *comp_groups, const raft_snap_meta *comps)
 {
     raft_store *st = s->nodes[slot].st;
     if (!st)
-        return;
-    raft_store_batch *b;
-    if (raft_store_batch_new(st, &b)) {
-        sim_fail(s, "store: no memory");
-        return;
+        return 0;
+    if (rhost_store_persist(st, n, groups, rds, ncomp, comp_groups, comps)) {
+        sim_fail(s, "store: node %llu: the round's batch failed",
+                 (unsigned long long)s->nodes[slot].id);
+        return -1;
     }
-    for (int g = 0; g < s->o.groups; g++)
-        if (has[g] && raft_store_batch_ready(b, (uint64_t)g, &rd[g])) {
-            raft_store_batch_free(b);
-            sim_fail(s, "store: batch");
-            return;
-        }
-    commit(s, b);
-}
-
-/* A compaction. */
-void sim_store_compact(sim *s, int slot, int g, const raft_snap_meta *m)
-{
-    raft_store *st = s->nodes[slot].st;
-    if (!st)
-        return;
-    raft_store_batch *b;
-    if (raft_store_batch_new(st, &b)) {
-        sim_fail(s, "store: no memory");
-        return;
-    }
-    if (raft_store_batch_compact(b, (uint64_t)g, m)) {
-        raft_store_batch_free(b);
-        sim_fail(s, "store: batch");
-        return;
-    }
-    commit(s, b);
+    return 0;
 }
 
 typedef struct cmp_ctx {
