@@ -32,7 +32,8 @@
     X(SX_EUNAVAIL,    18, "service unavailable")                             \
     X(SX_EINTERNAL,   19, "internal error")                                  \
     X(SX_ESTALECAT,   20, "catalog is stale; refresh and retry")             \
-    X(SX_EDEADLINE,   21, "write refused: its deadline had passed")
+    X(SX_EDEADLINE,   21, "write refused: its deadline had passed")        \
+    X(SX_ENOTLEADER,  22, "not the leader of this group; retry at its leader")
 
 /* Error codes returned by every shardex function and carried on the wire. */
 typedef enum sx_err {

@@ -1,6 +1,6 @@
 /*
  * ddl.c — catalog requests from clients: TABLE_CREATE, INDEX_CREATE and
- * INDEX_DROP are forwarded as CAT_UPDATE to the catalog node (which checks
+ * INDEX_DROP are forwarded as CAT_UPDATE to the catalog's leader (which checks
  * names and applies durably, once per request id: a client's retry of a
  * change already made is answered with its version), after which the router's cache is brought up
  * to the new version; INDEX_LIST answers from the cache; CATALOG is
@@ -13,35 +13,55 @@
 #include "log.h"
 #include "sx_errors.h"
 
-/* Sends upd to the catalog node, waits until the cache holds the new
+/* Sends frame req[n] to the catalog's leader (catclient.h: it finds it
+ * among the catalog's replicas); on 0, *resp (malloc'd) is its reply. */
+static int cat_call(router *rt, const uint8_t *req, size_t n, uint8_t **resp, size_t *resp_n,
+                    rt_err *e)
+{
+    int rc = catclient_call(catcache_client(rt->cc), req, n, rt->timeout_ms, resp, resp_n);
+    if (rc != 0)
+        return rt_errf(e, rc == SX_ENOTLEADER ? SX_EUNAVAIL : rc,
+                       "the catalog (on node %s%s) did not answer: %s",
+                       rt->cfg->nodes[rt->cfg->catalog_node].name,
+                       rt->cfg->ncatalog > 1 ? " and its other replicas" : "",
+                       rc == SX_ENOTLEADER ? "no replica is leading it yet" : sx_strerror(rc));
+    return 0;
+}
+
+/* Sends upd to the catalog's leader, waits until the cache holds the new
  * version, and replies {catver} with message type t. */
 static int cat_update(router *rt, msg_type t, const msg_CAT_UPDATE_req *upd, mp_buf *out, rt_err *e)
 {
     msg_CAT_UPDATE_rep rep;
-    rt_rpc c;
     const cat_catalog *cat;
     uint64_t version;
+    uint8_t *frame = NULL, *resp = NULL;
+    size_t fn = 0, rn = 0;
+    char emsg[512];
+    mp_buf b;
     int rc;
 
     memset(&rep, 0, sizeof(rep));
-    memset(&c, 0, sizeof(c));
-    c.node = rt->cfg->catalog_node;
-    c.type = MSG_CAT_UPDATE;
-    c.req = upd;
-    c.rep = &rep;
-    rc = rt_rpc_run(rt, &c, 1);
-    if (rc != 0) {
-        rt_rpc_release(&c, 1);
+    mp_buf_init(&b);
+    rc = msg_encode_req(MSG_CAT_UPDATE, upd, &b);
+    if (rc == 0)
+        rc = mp_buf_take(&b, &frame, &fn);
+    mp_buf_free(&b);
+    if (rc != 0)
         return rt_errf(e, rc, "out of memory");
-    }
-    if (c.err != 0) {
-        /* The catalog node's own message already names the table/index. */
-        rc = rt_errf(e, c.err, "%s", c.msg);
-        rt_rpc_release(&c, 1);
+    rc = cat_call(rt, frame, fn, &resp, &rn, e);
+    free(frame);
+    if (rc != 0)
         return rc;
+    rc = msg_decode_rep(MSG_CAT_UPDATE, resp, rn, &rep, emsg, sizeof(emsg));
+    free(resp);
+    if (rc != 0) {
+        msg_free_rep(MSG_CAT_UPDATE, &rep);
+        /* The catalog's own message already names the table/index. */
+        return rt_errf(e, rc, "%s", emsg[0] ? emsg : sx_strerror(rc));
     }
     version = rep.version;
-    rt_rpc_release(&c, 1);
+    msg_free_rep(MSG_CAT_UPDATE, &rep);
     rc = catcache_get(rt->cc, version, &cat);
     if (rc != 0)
         return rt_errf(e, rc,
@@ -187,5 +207,12 @@ out:
 
 int rt_h_catalog(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e)
 {
-    return rt_forward(rt, rt->cfg->catalog_node, p, n, out, e);
+    uint8_t *resp = NULL;
+    size_t rn = 0;
+    int rc = cat_call(rt, p, n, &resp, &rn, e);
+    if (rc != 0)
+        return rc;
+    mp_put_raw(out, resp, rn);
+    free(resp);
+    return out->oom ? rt_errf(e, SX_ENOMEM, "out of memory") : 0;
 }

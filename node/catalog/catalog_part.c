@@ -35,7 +35,8 @@
 
 #define CATP_KEY "catalog"
 #define CATP_RIDS_KEY "rids"
-#define CATP_RIDS 256 /* request ids remembered, the newest */
+#define CATP_APPLIED_KEY "raft_applied" /* replicated: the Raft index applied */
+#define CATP_RIDS 256                   /* request ids remembered, the newest */
 #define CATP_RID_BYTES 16
 #define CATP_RID_SUM 16 /* a hash of the change an id asked for */
 /* stored: id, u64 BE version, the change's hash */
@@ -59,6 +60,7 @@ struct catp {
     size_t max_bytes; /* the largest encoding stored (CATP_MAX_KB) */
     uint8_t *rids;    /* nrids records of CATP_RID_REC bytes, oldest first */
     uint32_t nrids;
+    uint64_t applied; /* replicated: the Raft index applied (0: none) */
 };
 
 /* A name copied out of a frame as a C string. */
@@ -364,7 +366,7 @@ static int catp_mutate_backfilled(const catp *c, cat_catalog *next, const uint8_
  * *enc_n bytes) owns its encoding. Returns 0, SX_ETOOBIG (past
  * c->max_bytes: nothing written), SX_EIO or SX_ENOMEM. */
 static int catp_store(catp *c, const cat_catalog *cat, const uint8_t *rids, uint32_t nrids,
-                      uint8_t **enc, size_t *enc_n)
+                      uint64_t index, uint8_t **enc, size_t *enc_n)
 {
     mp_buf b;
     leveldb_writebatch_t *wb;
@@ -390,21 +392,48 @@ static int catp_store(catp *c, const cat_catalog *cat, const uint8_t *rids, uint
     if (rids != NULL)
         leveldb_writebatch_put(wb, CATP_RIDS_KEY, strlen(CATP_RIDS_KEY), (const char *)rids,
                                (size_t)nrids * CATP_RID_REC);
-    rc = ldb_write_sync(c->db, wb);
+    if (index != 0) {
+        /* replicated: the Raft log is the write-ahead log; the applied
+         * index goes with the state it describes */
+        uint8_t be[8];
+        be_put64(be, index);
+        leveldb_writebatch_put(wb, CATP_APPLIED_KEY, strlen(CATP_APPLIED_KEY), (const char *)be, 8);
+        rc = ldb_write_lazy(c->db, wb);
+    } else {
+        rc = ldb_write_sync(c->db, wb);
+    }
     leveldb_writebatch_destroy(wb);
     if (rc != 0)
         free(*enc);
     return rc;
 }
 
+/* Writes the applied index alone (an entry that changed nothing), lazily:
+ * the Raft log replays it after a crash. Returns 0 or SX_EIO/SX_ENOMEM. */
+static int catp_put_applied(catp *c, uint64_t index)
+{
+    uint8_t be[8];
+    leveldb_writebatch_t *wb = leveldb_writebatch_create();
+    if (wb == NULL)
+        return SX_ENOMEM;
+    be_put64(be, index);
+    leveldb_writebatch_put(wb, CATP_APPLIED_KEY, strlen(CATP_APPLIED_KEY), (const char *)be, 8);
+    int rc = ldb_write_lazy(c->db, wb);
+    leveldb_writebatch_destroy(wb);
+    return rc;
+}
+
 /* The one mutation path: decode frame (CAT_UPDATE or CAT_BACKFILLED) →
- * mutate a clone → encode → synced write → swap in. Sets *version to the
- * catalog version after the call (unchanged on error or a no-op), or, for
- * a CAT_UPDATE whose request id was already applied, to the version that
- * made it (nothing is applied). Returns 0 or an sx_err with a reason in
- * err. Takes c->mu. */
-static int catp_apply(catp *c, msg_type t, const uint8_t *req, size_t n, uint64_t *version,
-                      char *err, size_t errlen)
+ * mutate a clone → encode → write → swap in. index 0: a catalog of one
+ * replica, the write is synced; index > 0: the Raft entry being applied,
+ * the write is lazy (the Raft log is the write-ahead log) and records
+ * index as applied, also when the change is refused or changes nothing.
+ * Sets *version to the catalog version after the call (unchanged on error
+ * or a no-op), or, for a CAT_UPDATE whose request id was already applied,
+ * to the version that made it (nothing is applied). Returns 0 or an sx_err
+ * with a reason in err (SX_EIO: nothing could be written). Takes c->mu. */
+static int catp_apply(catp *c, msg_type t, const uint8_t *req, size_t n, uint64_t index,
+                      uint64_t *version, char *err, size_t errlen)
 {
     cat_catalog *next = NULL;
     msg_CAT_UPDATE_req upd;
@@ -413,6 +442,7 @@ static int catp_apply(catp *c, msg_type t, const uint8_t *req, size_t n, uint64_
     uint32_t nrids = 0;
     const uint8_t *seen = NULL;
     size_t enc_n = 0;
+    bool stored = false;
     int rc;
 
     err[0] = '\0';
@@ -467,7 +497,8 @@ static int catp_apply(catp *c, msg_type t, const uint8_t *req, size_t n, uint64_
         snprintf(err, errlen, "catalog partition out of memory");
         goto out;
     }
-    rc = catp_store(c, next, rids, nrids, &enc, &enc_n);
+    rc = catp_store(c, next, rids, nrids, index, &enc, &enc_n);
+    stored = rc == 0;
     if (rc == SX_ETOOBIG) {
         snprintf(err, errlen,
                  "the catalog would grow past %zu KiB (every table and index "
@@ -501,12 +532,36 @@ static int catp_apply(catp *c, msg_type t, const uint8_t *req, size_t n, uint64_
     LOG_INFO("catalog now at version %llu (%s)", (unsigned long long)c->cat->version, msg_name(t));
 out:
     *version = seen != NULL ? be_get64(seen + CATP_RID_BYTES) : c->cat->version;
+    if (index != 0 && !stored && rc != SX_EIO && catp_put_applied(c, index) != 0) {
+        snprintf(err, errlen, "catalog write failed: a disk error on this replica");
+        rc = SX_EIO;
+    }
+    if (index != 0 && (stored || rc != SX_EIO))
+        c->applied = index;
     pthread_mutex_unlock(&c->mu);
     if (decoded)
         msg_free_req(MSG_CAT_UPDATE, &upd);
     free(rids);
     cat_free(next);
     return rc;
+}
+
+/* Loads the applied Raft index (0 when none was recorded). */
+static int catp_load_applied(catp *c)
+{
+    uint8_t *v = NULL;
+    size_t vn = 0;
+    int rc = ldb_get(c->db, CATP_APPLIED_KEY, strlen(CATP_APPLIED_KEY), &v, &vn);
+
+    c->applied = 0;
+    if (rc == SX_ENOTFOUND)
+        return 0;
+    if (rc != 0)
+        return rc;
+    if (vn == 8)
+        c->applied = be_get64(v);
+    free(v);
+    return vn == 8 ? 0 : SX_EIO;
 }
 
 /* Loads the remembered request ids; a record that does not parse is
@@ -587,7 +642,7 @@ int catp_open(const char *dir, const cfg_cluster *cfg, catp **out)
     c->nparts = (uint32_t)cfg->nstorage;
     c->max_bytes = (size_t)os_env_long("SHARDEX_CATALOG_MAX_KB", 1, CATP_MAX_KB, CATP_MAX_KB) << 10;
     if ((rc = ldb_open(dir, &c->db)) != 0 || (rc = catp_load(c)) != 0 ||
-        (rc = catp_load_rids(c)) != 0)
+        (rc = catp_load_rids(c)) != 0 || (rc = catp_load_applied(c)) != 0)
         goto fail;
     LOG_INFO("catalog partition open at %s: version %llu, %u tables", dir,
              (unsigned long long)c->cat->version, c->cat->ntables);
@@ -673,7 +728,7 @@ void catp_handle(catp *c, msg_type t, const uint8_t *req, size_t n, mp_buf *out)
         msg_encode_err(t, SX_EINVAL, "message not served by the catalog partition", out);
         return;
     }
-    rc = catp_apply(c, t, req, n, &version, err, sizeof(err));
+    rc = catp_apply(c, t, req, n, 0, &version, err, sizeof(err));
     if (rc != 0) {
         if (rc != SX_EEXIST)
             LOG_INFO("catalog %s refused: %s", msg_name(t), err);
@@ -692,4 +747,102 @@ void catp_handle(catp *c, msg_type t, const uint8_t *req, size_t n, mp_buf *out)
         mp_buf_init(out);
         msg_encode_err(t, rc, "catalog reply failed", out);
     }
+}
+
+int catp_apply_entry(catp *c, uint64_t index, const uint8_t *entry, size_t n, mp_buf *reply)
+{
+    char err[CATP_ERRLEN];
+    uint64_t version = 0;
+    msg_type t = n > 0 ? (msg_type)entry[0] : (msg_type)0;
+    int rc;
+
+    if (n == 0 || (t != MSG_CAT_UPDATE && t != MSG_CAT_BACKFILLED)) {
+        /* not a change the leader would propose: refused alike everywhere */
+        rc = catp_mark_applied(c, index);
+        if (rc == 0)
+            rc = msg_encode_err(t, SX_EINVAL, "not a catalog change", reply);
+        return rc == SX_ENOMEM ? 0 : rc;
+    }
+    rc = catp_apply(c, t, entry + 1, n - 1, index, &version, err, sizeof(err));
+    if (rc == SX_EIO)
+        return SX_EIO;
+    if (rc != 0) {
+        if (rc != SX_EEXIST)
+            LOG_INFO("catalog %s refused: %s", msg_name(t), err);
+        msg_encode_err(t, rc, err, reply);
+        return 0;
+    }
+    if (t == MSG_CAT_UPDATE) {
+        msg_CAT_UPDATE_rep rep = { .version = version };
+        msg_encode_rep(t, &rep, reply);
+    } else {
+        msg_CAT_BACKFILLED_rep rep = { .version = version };
+        msg_encode_rep(t, &rep, reply);
+    }
+    return 0;
+}
+
+int catp_mark_applied(catp *c, uint64_t index)
+{
+    pthread_mutex_lock(&c->mu);
+    int rc = catp_put_applied(c, index);
+    if (rc == 0)
+        c->applied = index;
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+uint64_t catp_applied(catp *c)
+{
+    pthread_mutex_lock(&c->mu);
+    uint64_t a = c->applied;
+    pthread_mutex_unlock(&c->mu);
+    return a;
+}
+
+ldb *catp_db(catp *c)
+{
+    return c->db;
+}
+
+const char *catp_applied_key(size_t *n)
+{
+    *n = strlen(CATP_APPLIED_KEY);
+    return CATP_APPLIED_KEY;
+}
+
+int catp_reload(catp *c)
+{
+    pthread_mutex_lock(&c->mu);
+    cat_catalog *old_cat = c->cat;
+    uint8_t *old_enc = c->enc, *old_rids = c->rids;
+    size_t old_enc_n = c->enc_n;
+    uint32_t old_nrids = c->nrids;
+    c->cat = NULL;
+    c->enc = NULL;
+    c->rids = NULL;
+    c->nrids = 0;
+    int rc = catp_load(c);
+    if (rc == 0)
+        rc = catp_load_rids(c);
+    if (rc == 0)
+        rc = catp_load_applied(c);
+    if (rc != 0) {
+        cat_free(c->cat);
+        free(c->enc);
+        free(c->rids);
+        c->cat = old_cat;
+        c->enc = old_enc;
+        c->enc_n = old_enc_n;
+        c->rids = old_rids;
+        c->nrids = old_nrids;
+    } else {
+        cat_free(old_cat);
+        free(old_enc);
+        free(old_rids);
+        LOG_INFO("catalog partition reloaded from a snapshot: version %llu, applied %llu",
+                 (unsigned long long)c->cat->version, (unsigned long long)c->applied);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return rc;
 }

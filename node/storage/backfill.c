@@ -53,7 +53,7 @@ static long env_once(atomic_long *cache, const char *name, long hi, long dflt)
     return v;
 }
 
-static void bf_notify(st_part *p, const cat_index *ix, net_peer *cat)
+static void bf_notify(st_part *p, const cat_index *ix, catclient *cat)
 {
     msg_CAT_BACKFILLED_req rq;
     msg_CAT_BACKFILLED_rep rep;
@@ -73,7 +73,7 @@ static void bf_notify(st_part *p, const cat_index *ix, net_peer *cat)
         rc = mp_buf_take(&b, &frame, &fn);
     mp_buf_free(&b);
     if (rc == 0)
-        rc = net_peer_call_sync(cat, frame, fn, BF_NOTIFY_TIMEOUT_MS, &resp, &rn);
+        rc = catclient_call(cat, frame, fn, BF_NOTIFY_TIMEOUT_MS, &resp, &rn);
     if (rc == 0)
         rc = msg_decode_rep(MSG_CAT_BACKFILLED, resp, rn, &rep, emsg, sizeof(emsg));
     msg_free_rep(MSG_CAT_BACKFILLED, &rep);
@@ -155,7 +155,7 @@ static enum bf_need bf_need_of(st_part *p, const cat_index *ix, uint64_t *last)
 
 /* Tells the catalog that ix is backfilled on p when p has built it and the
  * records of the writes made during the build have shipped. */
-static void bf_tell_if_shipped(st_part *p, const cat_index *ix, net_peer *catpeer)
+static void bf_tell_if_shipped(st_part *p, const cat_index *ix, catclient *catpeer)
 {
     uint64_t last = 0;
 
@@ -249,7 +249,7 @@ static void bf_start(st_part *p, const cat_catalog *cat, const cat_table *t, con
              (unsigned long long)r->backoff_ms / 1000);
 }
 
-void bf_step(st_part *p, const cat_catalog *cat, net_peer *catpeer)
+void bf_step(st_part *p, const cat_catalog *cat, catclient *catpeer)
 {
     /* the indexes to build as this thread (the partition's) last saw them,
      * and since when: a build starts once the same ones were seen for

@@ -68,6 +68,7 @@
 #define SX_BACKFILL_H
 
 #include "catalog.h"
+#include "catclient.h"
 #include "net.h"
 
 struct st_part;
@@ -75,8 +76,8 @@ struct st_part;
 /* One poll step for partition p against catalog cat (borrowed, must live
  * as long as the catalog cache): switches the write catalog if cat is
  * newer, runs pending backfills and notifies finished ones through catpeer
- * (calls to the catalog node). Errors are logged and retried on the next
+ * (calls to the catalog's leader). Errors are logged and retried on the next
  * step. Call from one thread (the poll thread). */
-void bf_step(struct st_part *p, const cat_catalog *cat, net_peer *catpeer);
+void bf_step(struct st_part *p, const cat_catalog *cat, catclient *catpeer);
 
 #endif

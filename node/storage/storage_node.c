@@ -15,6 +15,8 @@
 #include "backfill.h"
 #include "storage_cat.h"
 #include "catalog_part.h"
+#include "catalog_repl.h"
+#include "catclient.h"
 #include "link_auth.h"
 #include "log.h"
 #include "msg.h"
@@ -43,12 +45,14 @@ typedef struct st_bfthread {
 typedef struct st_node {
     const node_opts *o;
     const cfg_cluster *cfg;
-    catp *catp; /* NULL unless this node hosts the catalog */
+    catp *catp;       /* NULL unless this node holds (a replica of) the catalog */
+    repl *repl;       /* the node's Raft groups (NULL: it holds none) */
+    catrepl *catrepl; /* its replica of a replicated catalog, or NULL */
     st_cat *cc;
     int nparts;
     st_part **parts;
-    st_store *store;   /* the partitions' shared leveldb and committer */
-    net_peer *catpeer; /* calls to the catalog node (backfills done) */
+    st_store *store;    /* the partitions' shared leveldb and committer */
+    catclient *catpeer; /* calls to the catalog's leader (backfills done) */
     net_server *srv;
     bool hosting; /* the router this node hosts was started */
     pthread_t poll_th;
@@ -234,7 +238,9 @@ static void handle(void *arg, const uint8_t *req, size_t len, mp_buf *out)
     case MSG_CATALOG:
     case MSG_CAT_UPDATE:
     case MSG_CAT_BACKFILLED:
-        if (n->catp != NULL)
+        if (n->catrepl != NULL) /* served through Raft (defer); this one did not decode */
+            reply_err(out, t, SX_EPROTO, "malformed catalog request");
+        else if (n->catp != NULL)
             catp_handle(n->catp, t, req, len, out);
         else
             reply_err(out, t, SX_EINVAL, "this storage node does not host the catalog");
@@ -308,14 +314,13 @@ static void *bf_main(void *arg)
     return NULL;
 }
 
-/* Opens the link to the catalog node (dialed in the background). */
+/* Opens the links to the catalog's replicas (dialed in the background). */
 static int dial_catalog(st_node *n)
 {
-    const cfg_node *c = &n->cfg->nodes[n->cfg->catalog_node];
-    int rc = net_peer_open_link(c->url, 1, &n->catpeer);
+    int rc = catclient_new(n->cfg, &n->catpeer);
 
     if (rc != 0)
-        LOG_ERROR("cannot dial %s (%s): %s", c->name, c->url, sx_strerror(rc));
+        LOG_ERROR("cannot dial the catalog's nodes: %s", sx_strerror(rc));
     return rc;
 }
 
@@ -382,6 +387,10 @@ static bool defer(void *arg, msg_type t, const uint8_t *req, size_t len, net_rep
     st_deferred *d;
     st_part *p;
 
+    if (n->repl != NULL && repl_defer(n->repl, t, req, len, r))
+        return true;
+    if (n->catrepl != NULL && catrepl_defer(n->catrepl, t, req, len, r))
+        return true;
     if (t != MSG_S_WRITE || (d = calloc(1, sizeof(*d))) == NULL)
         return false;
     d->r = r;
@@ -400,13 +409,24 @@ static int start(st_node *n)
     char dir[4096];
     int rc;
 
-    if (n->o->self == n->cfg->catalog_node) {
+    if (cfg_catalog_on(n->cfg, n->o->self)) {
         snprintf(dir, sizeof(dir), "%s/catalog", n->o->data_dir);
         rc = catp_open(dir, n->cfg, &n->catp);
         if (rc != 0)
             return rc;
     }
-    rc = st_cat_new(n->cfg, n->catp, &n->cc);
+    if (n->catp != NULL && n->cfg->ncatalog > 1) {
+        rc = repl_open(n->cfg, n->o->self, n->o->data_dir, &n->repl);
+        if (rc != 0)
+            return rc;
+        snprintf(dir, sizeof(dir), "%s/catalog.raft", n->o->data_dir);
+        rc = catrepl_start(n->catp, n->repl, n->cfg, dir, &n->catrepl);
+        if (rc != 0)
+            return rc;
+    }
+    /* a replica of a replicated catalog may lag its leader: the node reads
+     * the catalog as everyone does, from the leader */
+    rc = st_cat_new(n->cfg, n->catrepl != NULL ? NULL : n->catp, &n->cc);
     if (rc == 0)
         rc = open_parts(n);
     if (rc == 0)
@@ -470,9 +490,15 @@ static void stop(st_node *n)
         n->parts[i]->stopping = true;
         pthread_mutex_unlock(&n->parts[i]->mu);
     }
+    /* the catalog replica's requests in hand are answered (RHOST_GONE) as
+     * its loop stops, so the server's stop does not wait for them */
+    catrepl_quiesce(n->catrepl);
+    repl_stop(n->repl);
     net_server_stop(n->srv);
+    repl_close(n->repl);
+    catrepl_free(n->catrepl);
     ship_stop(n->ship);         /* fails its calls in flight at once */
-    net_peer_close(n->catpeer); /* the backfill threads that used it are gone */
+    catclient_free(n->catpeer); /* the backfill threads that used it are gone */
     st_store_stop(n->store);    /* commits what is queued */
     for (int i = 0; i < n->nparts; i++)
         st_part_close(n->parts[i]);
@@ -495,7 +521,10 @@ int st_node_run(const node_opts *o)
     rc = start(&n);
     if (rc == 0) {
         LOG_INFO("storage node %s serving %d partitions on %s%s", n.cfg->nodes[o->self].name,
-                 n.nparts, n.cfg->nodes[o->self].url, n.catp ? " (and the catalog)" : "");
+                 n.nparts, n.cfg->nodes[o->self].url,
+                 n.catrepl ? " (and a replica of the catalog)"
+                 : n.catp  ? " (and the catalog)"
+                           : "");
         printf("ready\n");
         fflush(stdout);
         while (!node_should_stop()) {

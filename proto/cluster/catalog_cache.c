@@ -2,7 +2,7 @@
  * catalog_cache.c — a process's cached copy of the catalog (see
  * catalog_cache.h).
  *
- * Fetches with CATALOG from the catalog node over one link (net_peer). Every
+ * Fetches with CATALOG from the catalog's leader (catclient.h). Every
  * version ever handed out is kept (in `all`) until catcache_free, so
  * borrowed pointers never dangle. One lock, mu, guards everything and is
  * held only briefly, never across the network call: callers may be fibers
@@ -36,7 +36,7 @@ typedef struct cc_waiter {
 } cc_waiter;
 
 struct catcache {
-    net_peer *peer;
+    catclient *cl; /* the catalog's replicas, its leader found */
     pthread_mutex_t mu;
     bool fetching;          /* fetch number `started` is in flight */
     uint64_t started;       /* fetches started */
@@ -61,7 +61,7 @@ int catcache_new(const cfg_cluster *cfg, catcache **out)
         free(cc);
         return SX_ENOMEM;
     }
-    rc = net_peer_open_link(cfg->nodes[cfg->catalog_node].url, 1, &cc->peer);
+    rc = catclient_new(cfg, &cc->cl);
     if (rc != 0) {
         pthread_mutex_destroy(&cc->mu);
         free(cc);
@@ -77,7 +77,7 @@ void catcache_free(catcache *cc)
 
     if (cc == NULL)
         return;
-    net_peer_close(cc->peer);
+    catclient_free(cc->cl);
     for (i = 0; i < cc->nall; i++)
         cat_free(cc->all[i]);
     free(cc->all);
@@ -108,10 +108,10 @@ static int catcache_fetch(catcache *cc, uint64_t since, cat_catalog **out)
     mp_buf_free(&b);
     if (rc != 0)
         return rc;
-    rc = net_peer_call_sync(cc->peer, frame, frame_n, CATCACHE_TIMEOUT_MS, &resp, &resp_n);
+    rc = catclient_call(cc->cl, frame, frame_n, CATCACHE_TIMEOUT_MS, &resp, &resp_n);
     free(frame);
     if (rc != 0)
-        return rc == SX_ENET ? SX_EUNAVAIL : rc;
+        return rc == SX_ENET || rc == SX_ENOTLEADER ? SX_EUNAVAIL : rc;
     rc = msg_decode_rep(MSG_CATALOG, resp, resp_n, &rep, NULL, 0);
     if (rc == 0 && rep.catalog.n == 1 && rep.catalog.p[0] == 0xc0) {
         /* nil: only below since (a node before `since` always sends it) */
@@ -281,4 +281,9 @@ void catcache_counts(catcache *cc, uint64_t *started, unsigned *waiting)
     if (waiting != NULL)
         *waiting = n;
     pthread_mutex_unlock(&cc->mu);
+}
+
+catclient *catcache_client(catcache *cc)
+{
+    return cc->cl;
 }

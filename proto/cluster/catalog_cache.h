@@ -13,12 +13,14 @@
 
 #include <stdint.h>
 #include "catalog.h"
+#include "catclient.h"
 #include "config.h"
 
 typedef struct catcache catcache;
 
-/* Creates a cache for cfg, dialing cfg->nodes[cfg->catalog_node].url.
- * Returns 0 or SX_ENOMEM / SX_ENET. No fetch happens yet. */
+/* Creates a cache for cfg, with links to the catalog's replicas (its
+ * leader found as catclient.h does). Returns 0 or SX_ENOMEM / SX_ENET /
+ * SX_ECONFIG. No fetch happens yet. */
 int catcache_new(const cfg_cluster *cfg, catcache **out);
 
 /* Frees the cache and every catalog version it handed out; accepts NULL. */
@@ -45,5 +47,10 @@ int catcache_refresh(catcache *cc);
 /* Fetches started so far and callers waiting for the one in flight (for
  * tests); either pointer may be NULL. Thread-safe. */
 void catcache_counts(catcache *cc, uint64_t *started, unsigned *waiting);
+
+/* The cache's client of the catalog's leader, for the caller's own
+ * catalog calls (a router's changes): borrowed, valid until
+ * catcache_free. */
+catclient *catcache_client(catcache *cc);
 
 #endif

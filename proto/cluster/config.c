@@ -611,11 +611,6 @@ int cfg_check_supported(const cfg_cluster *c, char *err, size_t errlen)
                         "partitions with one replica only",
                         (unsigned long long)p->id, p->nrep);
     }
-    if (c->ncatalog > 1)
-        return fail(&e,
-                    "the catalog has %d replicas: this version serves a catalog with one "
-                    "replica only",
-                    c->ncatalog);
     return 0;
 }
 

@@ -165,6 +165,17 @@ int msg_encode_err(msg_type t, int err, const char *message, mp_buf *out)
     return out->oom ? SX_ENOMEM : 0;
 }
 
+int msg_encode_err_hint(msg_type t, int err, const char *message, uint64_t hint, mp_buf *out)
+{
+    mp_put_array(out, 5);
+    mp_put_u64(out, PROTO_VERSION);
+    mp_put_u64(out, ((uint64_t)t & 0x7f) | MSG_REPLY);
+    mp_put_u64(out, (uint64_t)(err > 0 ? err : SX_EINTERNAL));
+    mp_put_cstr(out, message ? message : sx_strerror(err));
+    mp_put_u64(out, hint);
+    return out->oom ? SX_ENOMEM : 0;
+}
+
 /* ---- decoding ---- */
 
 static int read_header(mp_cur *c, uint32_t *count, uint64_t *type)
@@ -371,6 +382,19 @@ int msg_decode_rep(msg_type t, const uint8_t *p, size_t n, void *s, char *errmsg
     if (rc)
         free_fields(d->rep, d->nrep, s);
     return rc;
+}
+
+uint64_t msg_err_hint(const uint8_t *p, size_t n)
+{
+    mp_cur c = mp_cur_make(p, n);
+    uint32_t count;
+    uint64_t type, err, hint;
+    mp_span m;
+
+    if (read_header(&c, &count, &type) || !(type & MSG_REPLY) || count < 5 ||
+        mp_read_u64(&c, &err) || err == 0 || mp_read_str(&c, &m) || mp_read_u64(&c, &hint))
+        return 0;
+    return hint;
 }
 
 void msg_free_req(msg_type t, void *s)

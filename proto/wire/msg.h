@@ -243,6 +243,16 @@ int msg_encode_rep(msg_type t, const void *s, mp_buf *out);
 /* Encodes an error reply: err (non-zero) and a one-line message. */
 int msg_encode_err(msg_type t, int err, const char *message, mp_buf *out);
 
+/* Encodes an error reply that also names where to go instead: for
+ * SX_ENOTLEADER, the node id ("id" in the config) of the group's leader as
+ * the replying node knows it, 0 when it knows none.  The hint is a fifth
+ * element after the message, which a reader of plain error replies skips. */
+int msg_encode_err_hint(msg_type t, int err, const char *message, uint64_t hint, mp_buf *out);
+
+/* The hint of an error reply (msg_encode_err_hint): 0 when the frame is
+ * not an error reply or carries none. */
+uint64_t msg_err_hint(const uint8_t *p, size_t n);
+
 /* Reads a frame's header: version, type (without MSG_REPLY) and whether it
  * is a reply. Returns 0, SX_EPROTO, or SX_EVERSION. */
 int msg_peek(const uint8_t *p, size_t n, msg_type *t, int *is_reply);

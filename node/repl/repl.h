@@ -1,0 +1,66 @@
+/*
+ * repl.h — a node's replication service: the Raft loop (rloop.h) of every
+ * replicated group the node holds a replica of, its durable log store
+ * (DATA/raft), and the transport between nodes: RAFT frames over the
+ * authenticated links (a link to each node it shares a group with, dialed
+ * when first needed), received by the node's own server (repl_defer).
+ *
+ * A node's Raft number is its config "id"; its replica of a group it was
+ * configured with is rhost_first_id(id). A group whose log store holds
+ * nothing yet is bootstrapped with the configured replicas as voters.
+ *
+ * Threading: repl_group_add and repl_close from the node's main thread;
+ * repl_defer from the server's receiving threads; repl_leader from any.
+ */
+#ifndef SX_REPL_H
+#define SX_REPL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "net.h"
+#include "rloop.h"
+
+typedef struct repl repl;
+
+/* Opens DATA/raft and starts the loop for node cfg->nodes[self] (which
+ * must have an id). cfg must outlive the service. Returns 0, SX_ECONFIG
+ * (no id), SX_EIO (the store: the reason is logged), SX_ENOMEM. */
+int repl_open(const cfg_cluster *cfg, int self, const char *data_dir, repl **out);
+
+/* Stops the loop: pending proposals and reads complete with RHOST_GONE,
+ * and RAFT frames received from then on are answered but dropped (the
+ * node's server may still be running). Accepts NULL. */
+void repl_stop(repl *r);
+
+/* repl_stop if not done, then closes the links and the store and frees.
+ * Call once nothing calls repl_defer any more (the server stopped).
+ * Accepts NULL. */
+void repl_close(repl *r);
+
+/* Loads (or bootstraps) this node's replica of group, whose replicas are
+ * on cfg nodes nodes[0..n), over state machine ops/sm (applied: its
+ * durable applied index; boot_size: the size of its empty-state
+ * snapshot). Returns 0, or SX_EIO with the reason logged (a damaged log:
+ * the replica must be replaced), SX_EINVAL, SX_ENOMEM. */
+int repl_group_add(repl *r, uint64_t group, const int *nodes, int n, const rhost_sm_ops *ops,
+                   void *sm, uint64_t boot_size, uint64_t applied);
+
+/* The node's server's defer hook for MSG_RAFT: hands the frame's batch to
+ * the loop and answers at once. Returns false for any other type (and
+ * for a malformed frame, which a worker then refuses). */
+bool repl_defer(repl *r, msg_type t, const uint8_t *req, size_t n, net_reply *rep);
+
+/* The loop, for proposals and reads; NULL once stopped. Use it only
+ * between repl_open and repl_stop. */
+rloop *repl_loop(repl *r);
+
+/* The node (index into cfg.nodes) this node last knew leading group, or
+ * -1. Thread-safe. */
+int repl_leader(repl *r, uint64_t group);
+
+/* The config id of node index `node` (for hints), 0 if none. */
+int repl_node_id(const repl *r, int node);
+
+#endif

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# catalog_failover.sh — the replicated catalog: three storage nodes hold a
+# replica each (config "catalog_node": ["s1", "s2", "s3"], a Raft group),
+# the router runs as a process of its own. Each storage node in turn is
+# killed with SIGKILL (so the catalog's leader is killed at least once,
+# and followers too): while it is down, table creation (a catalog change
+# through the leader) and catalog reads succeed without anyone restarting
+# anything, and every table acknowledged before is still there; the node
+# is then started again and catches up. At the end every table created
+# exists once, as the catalog replicas agree.
+# Usage: tests/integration/catalog_failover.sh BUILD_DIR
+source "$(dirname "$0")/lib.sh" "$@"
+
+mkdir -p "$IT_BUILD/it-clusters"
+IT_DIR="$(mktemp -d "$IT_BUILD/it-clusters/$IT_NAME.XXXXXX")"
+
+# six free loopback ports in a row
+port_free() { [ -z "$(ss -Hltn "sport = :$1" 2>/dev/null)" ]; }
+base=""
+for ((try = 0; try < 200; try++)); do
+    b=$((20000 + (RANDOM % 1500) * 8))
+    ok=1
+    for ((p = b; p < b + 6; p++)); do port_free "$p" || { ok=0; break; }; done
+    if ((ok)); then base=$b; break; fi
+done
+[ -n "$base" ] || fail "no free ports"
+hk="$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')"
+tk="$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')"
+lk="$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')"
+cat >"$IT_DIR/cluster.json" <<JSON
+{
+  "cluster": "catfail", "hash_key": "$hk", "token_key": "$tk", "link_key": "$lk",
+  "catalog_node": ["s1", "s2", "s3"],
+  "routers": [{"name": "r1", "url": "tcp://127.0.0.1:$base"}],
+  "storage": [
+    {"name": "s1", "id": 1, "url": "tcp://127.0.0.1:$((base + 1))", "partitions": [
+      {"id": 1, "lo": "0000000000000000", "hi": "5fffffffffffffff"}]},
+    {"name": "s2", "id": 2, "url": "tcp://127.0.0.1:$((base + 2))", "partitions": [
+      {"id": 2, "lo": "6000000000000000", "hi": "afffffffffffffff"}]},
+    {"name": "s3", "id": 3, "url": "tcp://127.0.0.1:$((base + 3))", "partitions": [
+      {"id": 3, "lo": "b000000000000000", "hi": "ffffffffffffffff"}]}
+  ],
+  "index": [
+    {"name": "i1", "url": "tcp://127.0.0.1:$((base + 4))", "partitions": [
+      {"id": 101, "lo": null, "hi": ["M"]}]},
+    {"name": "i2", "url": "tcp://127.0.0.1:$((base + 5))", "partitions": [
+      {"id": 102, "lo": ["M"], "hi": null}]}
+  ]
+}
+JSON
+chmod 600 "$IT_DIR/cluster.json"
+out="$(lc up)" || { echo "$out" >&2; fail "local-cluster up failed"; }
+IT_URL="$(tail -n 1 <<<"$out")"
+export SHARDEX_ROUTER="$IT_URL"
+pass "cluster up: the catalog on s1, s2, s3"
+
+wait_for "the catalog to elect a leader" 20 sx table create t0 --key id
+sx index create t0 by_v --on v >/dev/null
+pass "table t0 and its index made through the catalog's leader"
+
+# the tables made so far must all exist
+check_tables() {
+    local t
+    for t in "$@"; do
+        sx index list "$t" >/dev/null 2>&1 || fail "table $t is missing: $(sx index list "$t" 2>&1)"
+    done
+}
+
+made=(t0)
+for victim in s1 s2 s3; do
+    lc kill "$victim" >/dev/null
+    t_kill=$(date +%s%N)
+    # one attempt, as a client makes it: the router finds the new leader
+    sx_rc table create "t_$victim" --key id
+    took=$((($(date +%s%N) - t_kill) / 1000000))
+    ((RC == 0)) || fail "table create with $victim killed failed (exit $RC) after ${took} ms"
+    made+=("t_$victim")
+    check_tables "${made[@]}"
+    # a fresh router view of the catalog: an index made now is seen
+    sx index create "t_$victim" by_v --on v >/dev/null
+    sx index list "t_$victim" | grep -q by_v || fail "index by_v on t_$victim not listed"
+    pass "$victim killed: a catalog change succeeded in ${took} ms, every table is there"
+    (( took <= 5000 )) || fail "the catalog took ${took} ms to accept a change after $victim died"
+    lc start "$victim" >/dev/null
+done
+
+# every replica holds the whole catalog: with any one of them down, the
+# catalog (served by the other two) has every table
+for victim in s1 s2 s3; do
+    lc kill "$victim" >/dev/null
+    check_tables "${made[@]}"
+    sx_rc table create t0 --key id
+    ((RC != 0)) || fail "t0 was created twice"
+    lc start "$victim" >/dev/null
+done
+pass "with each replica down in turn the catalog still has all ${#made[@]} tables, t0 once"
+[ -d "$IT_DIR/data/s2/catalog.raft" ] && [ -d "$IT_DIR/data/s2/raft" ] ||
+    fail "no Raft folders in s2's data"
+pass "replicated catalog survives the death of any one replica"
