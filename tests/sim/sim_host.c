@@ -8,8 +8,9 @@
  *     It also plans the round's crash: before the write (nothing written), torn (a prefix
  *     written; recovery must reject it whole), or a disk error — each returns -1, failing the
  *     round; after the write but before sending, or after sending but before applying, fail it
- *     through the phase hook (RHOST_PHASE_PERSISTED, RHOST_PHASE_SENT), as does the nemesis
- *     that crashes a voter right after it granted a vote (decided from what send saw).  A
+ *     through the phase hook (RHOST_PHASE_PERSISTED, RHOST_PHASE_SENT).  A nemesis aims at
+ *     votes: a round that grants one may crash before its write (had the vote left the node,
+ *     it could vote twice in a term), or right after it sent it (decided from what send saw).  A
  *     failed round is a crash: the rhost is freed, and the node restarts later from its disk,
  *     each group loaded with rhost_group_add;
  *   - rhost_env.send: the simulated network; on_role: leader bookkeeping and the election
@@ -242,6 +243,15 @@ static int crash_req(sim_node *nd, const char *why, uint64_t down_ticks)
     return -1;
 }
 
+static int grants_vote(size_t n, raft_ready *const *rds)
+{
+    for (size_t k = 0; k < n; k++)
+        for (size_t i = 0; i < rds[k]->n_msgs; i++)
+            if (rds[k]->msgs[i].type == RAFT_MSG_VOTE_RESP && !rds[k]->msgs[i].reject)
+                return 1;
+    return 0;
+}
+
 static int env_persist(void *ctx, size_t n, const uint64_t *groups, raft_ready *const *rds,
                        size_t ncomp, const uint64_t *comp_groups, const raft_snap_meta *comps)
 {
@@ -256,6 +266,11 @@ static int env_persist(void *ctx, size_t n, const uint64_t *groups, raft_ready *
         return crash_req(nd, "before sync", 0);
     if (disk_err)
         return crash_req(nd, "disk write error", 0);
+    /* nemesis: a round that grants a vote crashes before its write (the
+     * vote must not have left the node: persisted before sent) */
+    if (s->faults_on && s->p_vote_crash > 0 && grants_vote(n, rds) &&
+        sim_chance(&s->rng, s->p_vote_crash / 2))
+        return crash_req(nd, "nemesis: voting, before the write", 1);
     sim_buf b = { 0 };
     sim_disk_build_batch(s, n, groups, rds, ncomp, comp_groups, comps, &b);
     size_t wlen = b.n;
