@@ -3,7 +3,7 @@
  * dispatch to the storage or index role (st_node_run / ix_node_run).
  *
  *   shardex-node --config FILE --name NAME --data DIR [--log FILE]
- *                [--role storage|index] [--workers N] [--cache-mb N] [--help]
+ *                [--role storage|index] [--workers N] [--cache-mb N] [--bootstrap] [--help]
  *
  * Usage errors print one line on stderr and exit 2; start-up failures exit 1.
  */
@@ -65,7 +65,8 @@ static void on_signal(int sig)
 
 static const char *usage_text =
     "usage: shardex-node --config FILE --name NAME --data DIR [--log FILE]\n"
-    "                    [--role storage|index] [--workers N] [--cache-mb N] [--help]\n"
+    "                    [--role storage|index] [--workers N] [--cache-mb N] [--bootstrap]\n"
+    "                    [--help]\n"
     "  --config FILE   cluster config (JSON)\n"
     "  --name NAME     this node's name in the config\n"
     "  --data DIR      data directory (created if missing)\n"
@@ -77,6 +78,10 @@ static const char *usage_text =
     "                  hosts (config \"host\"; else shardex-router's default, 256)\n"
     "  --cache-mb N    MiB of leveldb block cache, shared by every partition of\n"
     "                  this node (default 128; 1..1048576)\n"
+    "  --bootstrap     the cluster's first start: create the replicated groups\n"
+    "                  (the catalog's) whose Raft log this node does not hold yet;\n"
+    "                  without it such a group is joined as a new replica (the\n"
+    "                  node's data was lost); ignored for groups it holds\n"
 #ifdef SHARDEX_TEST_HOOKS
     "built with test hooks (SHARDEX_BACKFILL_HOLD, _RUN, _SEAL): not for production\n"
 #endif
@@ -86,6 +91,7 @@ typedef struct cli {
     const char *config, *name, *data, *log, *role;
     int workers;
     bool workers_set; /* --workers given */
+    bool bootstrap;   /* --bootstrap */
     long cache_mb;
 } cli;
 
@@ -126,6 +132,10 @@ static int parse_args(int argc, char **argv, cli *c)
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             fputs(usage_text, stdout);
             return 0;
+        }
+        if (strcmp(a, "--bootstrap") == 0) {
+            c->bootstrap = true;
+            continue;
         }
         if (strcmp(a, "--config") == 0)
             slot = &c->config;
@@ -288,6 +298,7 @@ int main(int argc, char **argv)
     o.self = self;
     o.data_dir = c.data;
     o.workers = c.workers;
+    o.bootstrap = c.bootstrap;
     hosted.fibers = c.workers_set ? c.workers : 0;
     o.hosted = (node_hosted){ .start = hosted_start, .stop = hosted_stop, .arg = &hosted };
     LOG_INFO("shardex-node %s starting (%s, %d workers, %ld MiB block cache)", c.name,

@@ -27,6 +27,8 @@ typedef struct node_opts {
     const char *data_dir;   /* existing directory for this node's databases */
     int workers;            /* request-serving threads (default 16) */
     node_hosted hosted;     /* the router a storage node hosts; start NULL: none */
+    bool bootstrap;         /* --bootstrap: create replicated groups new here
+                             * (repl.h); else join them */
 } node_opts;
 
 /* Runs a storage node (fact partitions; plus the catalog partition when

@@ -246,6 +246,52 @@ static int get_rec(raft_store *s, const uint8_t *k, size_t kl, char **val, size_
     return RAFT_OK;
 }
 
+/* raft_store_set_replica: contract in raft_log_store.h. */
+int raft_store_set_replica(raft_store *s, uint64_t group, uint64_t id)
+{
+    uint8_t k[17], v[12];
+    raft_put64(v + 4, id);
+    uint32_t crc = raft_crc32c(0, v + 4, 8);
+    for (int i = 0; i < 4; i++)
+        v[i] = (uint8_t)(crc >> (24 - 8 * i));
+    leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
+    if (!wo)
+        return RAFT_ERR_NOMEM;
+    leveldb_writeoptions_set_sync(wo, 1);
+    char *e = NULL;
+    leveldb_put(s->db, wo, (const char *)k, key_of(k, 'r', group, 0), (const char *)v, sizeof v,
+                &e);
+    leveldb_writeoptions_destroy(wo);
+    if (e) {
+        leveldb_free(e);
+        return RAFT_ERR_IO;
+    }
+    return RAFT_OK;
+}
+
+/* raft_store_get_replica: contract in raft_log_store.h. */
+int raft_store_get_replica(raft_store *s, uint64_t group, uint64_t *id)
+{
+    uint8_t k[17];
+    char *v;
+    size_t vl;
+    *id = 0;
+    int rc = get_rec(s, k, key_of(k, 'r', group, 0), &v, &vl);
+    if (rc || !v)
+        return rc;
+    uint32_t crc = 0;
+    if (vl == 12)
+        for (int i = 0; i < 4; i++)
+            crc = (crc << 8) | (uint8_t)v[i];
+    if (vl != 12 || crc != raft_crc32c(0, v + 4, 8)) {
+        leveldb_free(v);
+        return RAFT_ERR_CORRUPT;
+    }
+    *id = raft_get64((const uint8_t *)v + 4);
+    leveldb_free(v);
+    return RAFT_OK;
+}
+
 /* raft_store_load: contract (arguments, ownership, errors) in raft_log_store.h. */
 int raft_store_load(raft_store *s, uint64_t group, raft_hard_state *hs, raft_snap_meta *snap,
                     raft_store_entry_fn fn, void *ctx, uint64_t *bad_index)

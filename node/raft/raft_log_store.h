@@ -12,6 +12,9 @@
  * Keys:  'h' group            → hard state record
  *        's' group            → snapshot meta record
  *        'e' group index      → entry record
+ *        'r' group            → this node's replica id in the group, when
+ *                               it is not the node's first (a replica that
+ *                               joined to replace a lost one): crc|id
  *
  * Threading: a raft_store and its batches belong to one thread at a time.
  */
@@ -49,6 +52,14 @@ typedef int (*raft_store_entry_fn)(void *ctx, const raft_entry *e);
  * at fault or 0), RAFT_ERR_IO, NOMEM, or fn's error. */
 int raft_store_load(raft_store *s, uint64_t group, raft_hard_state *hs, raft_snap_meta *snap,
                     raft_store_entry_fn fn, void *ctx, uint64_t *bad_index);
+
+/* Records, synced, that this node's replica of group has id `id` (a
+ * replica that joined with a fresh id).  Returns RAFT_OK, RAFT_ERR_IO,
+ * NOMEM. */
+int raft_store_set_replica(raft_store *s, uint64_t group, uint64_t id);
+/* The replica id recorded for group, or 0 when none was.  Returns RAFT_OK,
+ * RAFT_ERR_IO or RAFT_ERR_CORRUPT (a record whose CRC fails). */
+int raft_store_get_replica(raft_store *s, uint64_t group, uint64_t *id);
 
 /* Starts a batch (one per ready round).  Returns RAFT_OK or NOMEM. */
 int raft_store_batch_new(raft_store *s, raft_store_batch **out);

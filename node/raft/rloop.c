@@ -284,6 +284,8 @@ static void *loop_main(void *arg)
         uint64_t now = mono_ms();
         if (now >= next_tick) {
             rhost_tick(l->h);
+            if (l->cfg.on_tick)
+                l->cfg.on_tick(l->cfg.tick_ctx, l->h);
             next_tick += l->cfg.tick_ms;
             if (next_tick <= now) /* far behind (a long stall): no burst */
                 next_tick = now + l->cfg.tick_ms;

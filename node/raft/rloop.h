@@ -59,6 +59,10 @@ typedef struct rloop_config {
      * changes; may be NULL */
     void (*on_role)(void *ctx, uint64_t group, int role, uint64_t leader, uint64_t term);
     void *role_ctx;
+    /* called on the loop thread after every tick, with the host (e.g. to
+     * drive membership changes); may be NULL */
+    void (*on_tick)(void *ctx, rhost *h);
+    void *tick_ctx;
 } rloop_config;
 
 /* A completion: err RAFT_OK, RHOST_LOST, RHOST_GONE, RAFT_ERR_NOT_LEADER,

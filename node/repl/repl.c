@@ -7,14 +7,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 
 #include "host_store.h"
 #include "log.h"
 #include "msg.h"
 #include "repl.h"
+#include "os.h"
 #include "sx_errors.h"
 
 #define REPL_MAX_GROUPS 4096
+#define REPL_MAX_HELD 64       /* groups a node holds replicas of */
+#define REPL_JOIN_RETRY_MS 500 /* between a join's attempts */
+#define REPL_JOIN_CALL_MS 2000 /* one probe or join call */
 #define REPL_SEND_TIMEOUT_MS 2000
 
 typedef struct leader_rec {
@@ -22,9 +27,26 @@ typedef struct leader_rec {
     int node; /* index into cfg.nodes, -1 unknown */
 } leader_rec;
 
+/* A group this node holds (or is joining) a replica of. */
+typedef struct held {
+    uint64_t group;
+    int nodes[CFG_MAX_REPLICAS];
+    int n;
+    const rhost_sm_ops *ops;
+    void *sm;
+    uint64_t boot_size, applied;
+    bool joining; /* not loaded yet: the join thread works on it */
+} held;
+
 struct repl {
     const cfg_cluster *cfg;
     int self;
+    bool bootstrap;
+    held groups[REPL_MAX_HELD];
+    int ngroups; /* guarded by mu once the join thread runs */
+    pthread_t join_th;
+    bool join_started;
+    pthread_cond_t join_cv; /* stop (under mu) */
     raft_store *st;
     rloop *loop;
     net_peer *peer[256]; /* by node id; opened by the loop thread */
@@ -111,7 +133,74 @@ static void on_role(void *ctx, uint64_t group, int role, uint64_t leader, uint64
                  (unsigned long long)term, node >= 0 ? r->cfg->nodes[node].name : "unknown");
 }
 
-int repl_open(const cfg_cluster *cfg, int self, const char *data_dir, repl **out)
+/* ---- membership, driven by a group's leader on its ticks ---- */
+
+static const char *group_name(uint64_t group, char *buf, size_t n)
+{
+    if (group == CFG_CATALOG_GROUP)
+        snprintf(buf, n, "the catalog");
+    else
+        snprintf(buf, n, "partition %llu", (unsigned long long)group);
+    return buf;
+}
+
+static const char *node_name(const repl *r, uint64_t replica)
+{
+    int k = cfg_node_by_id(r->cfg, rhost_node_of(replica));
+    return k >= 0 ? r->cfg->nodes[k].name : "?";
+}
+
+/* One change at a time, on the leader: promote a caught-up learner; then
+ * remove a voter that a newer voter on the same node replaced (the node
+ * lost its data and joined again). */
+static void drive_membership(repl *r, rhost *h, uint64_t group)
+{
+    int role;
+    char gn[64];
+    if (rhost_group_state(h, group, &role, NULL, NULL) != RAFT_OK || role != RAFT_LEADER)
+        return;
+    const raft_conf *c = raft_conf_get(rhost_group_core(h, group));
+    for (uint32_t i = 0; i < c->n; i++) {
+        if (c->m[i].voter)
+            continue;
+        uint64_t id = c->m[i].id;
+        if (rhost_conf(h, group, RAFT_CONF_PROMOTE, id) == RAFT_OK) {
+            LOG_INFO("%s: replica %llu on %s caught up: promoted to voter",
+                     group_name(group, gn, sizeof gn), (unsigned long long)id, node_name(r, id));
+            return;
+        }
+    }
+    for (uint32_t i = 0; i < c->n; i++) {
+        for (uint32_t j = 0; j < c->n; j++) {
+            /* copies: the change takes effect in c at once */
+            raft_member old = c->m[i], nw = c->m[j];
+            if (!old.voter || !nw.voter || old.id >= nw.id ||
+                rhost_node_of(old.id) != rhost_node_of(nw.id))
+                continue;
+            if (rhost_conf(h, group, RAFT_CONF_REMOVE, old.id) == RAFT_OK)
+                LOG_INFO("%s: replica %llu on %s, replaced by %llu, removed",
+                         group_name(group, gn, sizeof gn), (unsigned long long)old.id,
+                         node_name(r, old.id), (unsigned long long)nw.id);
+            return;
+        }
+    }
+}
+
+static void on_tick(void *ctx, rhost *h)
+{
+    repl *r = ctx;
+    pthread_mutex_lock(&r->mu);
+    int n = r->ngroups;
+    uint64_t g[REPL_MAX_HELD];
+    for (int i = 0; i < n; i++)
+        g[i] = r->groups[i].joining ? 0 : r->groups[i].group;
+    pthread_mutex_unlock(&r->mu);
+    for (int i = 0; i < n; i++)
+        if (g[i])
+            drive_membership(r, h, g[i]);
+}
+
+int repl_open(const cfg_cluster *cfg, int self, const char *data_dir, bool bootstrap, repl **out)
 {
     *out = NULL;
     if (cfg->nodes[self].id <= 0)
@@ -121,7 +210,13 @@ int repl_open(const cfg_cluster *cfg, int self, const char *data_dir, repl **out
         return SX_ENOMEM;
     r->cfg = cfg;
     r->self = self;
+    r->bootstrap = bootstrap;
     if (pthread_mutex_init(&r->mu, NULL) != 0) {
+        free(r);
+        return SX_ENOMEM;
+    }
+    if (pthread_cond_init(&r->join_cv, NULL) != 0) {
+        pthread_mutex_destroy(&r->mu);
         free(r);
         return SX_ENOMEM;
     }
@@ -144,6 +239,8 @@ int repl_open(const cfg_cluster *cfg, int self, const char *data_dir, repl **out
     lc.fail_ctx = r;
     lc.on_role = on_role;
     lc.role_ctx = r;
+    lc.on_tick = on_tick;
+    lc.tick_ctx = r;
     lc.host.compact_entries = 1000;
     int rc = rloop_start(&lc, r->st, &r->loop);
     if (rc != RAFT_OK) {
@@ -161,7 +258,12 @@ void repl_stop(repl *r)
     pthread_mutex_lock(&r->mu);
     bool was = r->stopped;
     r->stopped = true;
+    pthread_cond_broadcast(&r->join_cv);
     pthread_mutex_unlock(&r->mu);
+    if (r->join_started) {
+        pthread_join(r->join_th, NULL);
+        r->join_started = false;
+    }
     if (!was) {
         rloop_stop(r->loop); /* no more sends after this */
         r->loop = NULL;
@@ -177,24 +279,211 @@ void repl_close(repl *r)
         net_peer_close(r->peer[i]);
     raft_store_close(r->st);
     free(r->leaders);
+    pthread_cond_destroy(&r->join_cv);
     pthread_mutex_destroy(&r->mu);
     free(r);
 }
 
+/* ---- loading a group: load, bootstrap or join ---- */
+
 typedef struct add_args {
-    uint64_t group, id, boot_size, applied;
+    repl *r;
+    held *g;
+    uint64_t id; /* join: the id the leader gave; else 0 */
     raft_conf boot;
-    const rhost_sm_ops *ops;
-    void *sm;
     char err[256];
     uint64_t bad;
+    bool need_join; /* out: empty here, no bootstrap: join */
 } add_args;
 
+static int count_entry(void *ctx, const raft_entry *e)
+{
+    (void)e;
+    (*(size_t *)ctx)++;
+    return RAFT_OK;
+}
+
+/* On the loop thread: loads the group (with its recorded replica id, or
+ * the node's first), bootstraps it, or reports that it must be joined. */
 static int do_add(rhost *h, raft_store *st, void *arg)
 {
     add_args *a = arg;
-    return rhost_store_load_group(h, st, a->group, a->id, &a->boot, a->boot_size, a->applied,
-                                  a->ops, a->sm, &a->bad, a->err, sizeof a->err);
+    held *g = a->g;
+    uint64_t id = a->id;
+    int rc;
+    if (id != 0) {
+        /* joined: record the id first, so a restart comes back as it */
+        rc = raft_store_set_replica(st, g->group, id);
+        if (rc != RAFT_OK) {
+            snprintf(a->err, sizeof a->err, "cannot record its replica id: %s", raft_strerror(rc));
+            return rc;
+        }
+        return rhost_store_load_group(h, st, g->group, id, NULL, g->boot_size, g->applied, g->ops,
+                                      g->sm, &a->bad, a->err, sizeof a->err);
+    }
+    rc = raft_store_get_replica(st, g->group, &id);
+    if (rc != RAFT_OK) {
+        snprintf(a->err, sizeof a->err, "its recorded replica id is damaged");
+        return rc;
+    }
+    if (id != 0) /* a replica that joined earlier */
+        return rhost_store_load_group(h, st, g->group, id, NULL, g->boot_size, g->applied, g->ops,
+                                      g->sm, &a->bad, a->err, sizeof a->err);
+    raft_hard_state hs;
+    raft_snap_meta snap;
+    size_t n = 0;
+    rc = raft_store_load(st, g->group, &hs, &snap, count_entry, &n, &a->bad);
+    if (rc != RAFT_OK) {
+        snprintf(a->err, sizeof a->err, "cannot read its Raft log: %s", raft_strerror(rc));
+        return rc;
+    }
+    bool empty = !hs.term && !hs.commit && !snap.index && !n;
+    if (empty && !a->r->bootstrap) {
+        a->need_join = true;
+        return RAFT_OK;
+    }
+    return rhost_store_load_group(
+        h, st, g->group, rhost_first_id((uint8_t)a->r->cfg->nodes[a->r->self].id), &a->boot,
+        g->boot_size, g->applied, g->ops, g->sm, &a->bad, a->err, sizeof a->err);
+}
+
+static int add_result(repl *r, held *g, int rc, const add_args *a)
+{
+    char gn[64];
+    (void)r;
+    if (rc == RAFT_OK)
+        return 0;
+    LOG_ERROR("the replica of %s on this node cannot start: %s%s",
+              group_name(g->group, gn, sizeof gn), a->err[0] ? a->err : raft_strerror(rc),
+              a->bad ? " (its Raft log is damaged: replace the replica)" : "");
+    return rc == RAFT_ERR_NOMEM ? SX_ENOMEM : rc == RAFT_ERR_INVALID ? SX_EINVAL : SX_EIO;
+}
+
+/* One call to node k's server, on a link of its own: 0 and *resp (the
+ * caller frees it), or an sx_err. */
+static int call_node(repl *r, int k, const uint8_t *req, size_t n, uint8_t **resp, size_t *rn)
+{
+    net_peer *p;
+    int rc = net_peer_open_link(r->cfg->nodes[k].url, 1, &p);
+    if (rc != 0)
+        return rc;
+    rc = net_peer_call_sync(p, req, n, REPL_JOIN_CALL_MS, resp, rn);
+    net_peer_close(p);
+    return rc;
+}
+
+/* Encodes a request of type t from struct q: 0 and *frame, or an sx_err. */
+static int encode(msg_type t, const void *q, uint8_t **frame, size_t *fn)
+{
+    mp_buf b;
+    mp_buf_init(&b);
+    int rc = msg_encode_req(t, q, &b);
+    if (rc == 0)
+        rc = mp_buf_take(&b, frame, fn);
+    mp_buf_free(&b);
+    return rc;
+}
+
+/* One attempt to join group g: find its leader among the other replicas'
+ * nodes, ask it for a replica id. Returns the id, or 0 (try again). */
+static uint64_t try_join(repl *r, held *g)
+{
+    char gn[64];
+    int leader = -1, answered = 0, holders = 0;
+    uint8_t *frame, *resp;
+    size_t fn, rn;
+    msg_R_PROBE_req pq = { .group = g->group };
+    if (encode(MSG_R_PROBE, &pq, &frame, &fn) != 0)
+        return 0;
+    for (int i = 0; i < g->n && leader < 0; i++) {
+        int k = g->nodes[i];
+        if (k == r->self)
+            continue;
+        msg_R_PROBE_rep rep;
+        if (call_node(r, k, frame, fn, &resp, &rn) != 0)
+            continue;
+        if (msg_decode_rep(MSG_R_PROBE, resp, rn, &rep, NULL, 0) == 0) {
+            answered++;
+            holders += rep.state != 0;
+            if (rep.leader)
+                leader = cfg_node_by_id(r->cfg, (int)rep.leader);
+        }
+        msg_free_rep(MSG_R_PROBE, &rep);
+        free(resp);
+    }
+    free(frame);
+    if (leader < 0) {
+        LOG_INFO("joining %s: %d of its other nodes answered, %d hold a replica, no leader "
+                 "known yet (a new cluster's nodes start with --bootstrap)",
+                 group_name(g->group, gn, sizeof gn), answered, holders);
+        return 0;
+    }
+    msg_R_JOIN_req jq = { .group = g->group, .node = (uint64_t)r->cfg->nodes[r->self].id };
+    if (encode(MSG_R_JOIN, &jq, &frame, &fn) != 0)
+        return 0;
+    uint64_t id = 0;
+    char emsg[200] = "";
+    int rc = call_node(r, leader, frame, fn, &resp, &rn);
+    free(frame);
+    if (rc == 0) {
+        msg_R_JOIN_rep rep;
+        rc = msg_decode_rep(MSG_R_JOIN, resp, rn, &rep, emsg, sizeof emsg);
+        if (rc == 0)
+            id = rep.id;
+        msg_free_rep(MSG_R_JOIN, &rep);
+        free(resp);
+    }
+    if (id == 0)
+        LOG_INFO("joining %s: its leader %s did not add this node yet: %s %s",
+                 group_name(g->group, gn, sizeof gn), r->cfg->nodes[leader].name, sx_strerror(rc),
+                 emsg);
+    return id;
+}
+
+static void *join_main(void *arg)
+{
+    repl *r = arg;
+    char gn[64];
+    os_thread_name("sx-join");
+    for (;;) {
+        pthread_mutex_lock(&r->mu);
+        held *g = NULL;
+        for (int i = 0; i < r->ngroups && !g; i++)
+            if (r->groups[i].joining)
+                g = &r->groups[i];
+        bool stop = r->stopped;
+        pthread_mutex_unlock(&r->mu);
+        if (stop || g == NULL)
+            return NULL;
+        uint64_t id = try_join(r, g);
+        if (id != 0) {
+            add_args a;
+            memset(&a, 0, sizeof a);
+            a.r = r;
+            a.g = g;
+            a.id = id;
+            int rc = rloop_call(r->loop, do_add, &a);
+            if (rc == RAFT_OK) {
+                LOG_INFO("%s: this node joined as replica %llu; it receives a snapshot and the "
+                         "log, and the leader promotes it once it has caught up",
+                         group_name(g->group, gn, sizeof gn), (unsigned long long)id);
+                pthread_mutex_lock(&r->mu);
+                g->joining = false;
+                pthread_mutex_unlock(&r->mu);
+                continue;
+            }
+            add_result(r, g, rc, &a);
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += REPL_JOIN_RETRY_MS * 1000000L;
+        ts.tv_sec += ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        pthread_mutex_lock(&r->mu);
+        if (!r->stopped)
+            pthread_cond_timedwait(&r->join_cv, &r->mu, &ts);
+        pthread_mutex_unlock(&r->mu);
+    }
 }
 
 int repl_group_add(repl *r, uint64_t group, const int *nodes, int n, const rhost_sm_ops *ops,
@@ -202,7 +491,7 @@ int repl_group_add(repl *r, uint64_t group, const int *nodes, int n, const rhost
 {
     add_args a;
     memset(&a, 0, sizeof a);
-    if (n < 1 || n > RAFT_MAX_MEMBERS)
+    if (n < 1 || n > CFG_MAX_REPLICAS || r->ngroups >= REPL_MAX_HELD)
         return SX_EINVAL;
     for (int i = 0; i < n; i++) {
         int id = r->cfg->nodes[nodes[i]].id;
@@ -212,20 +501,136 @@ int repl_group_add(repl *r, uint64_t group, const int *nodes, int n, const rhost
         if (rhost_first_id((uint8_t)id) > a.boot.max_id)
             a.boot.max_id = rhost_first_id((uint8_t)id);
     }
-    a.group = group;
-    a.id = rhost_first_id((uint8_t)r->cfg->nodes[r->self].id);
-    a.boot_size = boot_size;
-    a.applied = applied;
-    a.ops = ops;
-    a.sm = sm;
+    pthread_mutex_lock(&r->mu);
+    held *g = &r->groups[r->ngroups];
+    memset(g, 0, sizeof *g);
+    g->group = group;
+    memcpy(g->nodes, nodes, (size_t)n * sizeof *nodes);
+    g->n = n;
+    g->ops = ops;
+    g->sm = sm;
+    g->boot_size = boot_size;
+    g->applied = applied;
+    g->joining = true; /* not ticked by the membership driver yet */
+    r->ngroups++;
+    pthread_mutex_unlock(&r->mu);
+    a.r = r;
+    a.g = g;
     int rc = rloop_call(r->loop, do_add, &a);
-    if (rc == RAFT_OK)
+    if (rc != RAFT_OK) {
+        pthread_mutex_lock(&r->mu);
+        r->ngroups--;
+        pthread_mutex_unlock(&r->mu);
+        return add_result(r, g, rc, &a);
+    }
+    if (!a.need_join) {
+        pthread_mutex_lock(&r->mu);
+        g->joining = false;
+        pthread_mutex_unlock(&r->mu);
         return 0;
-    LOG_ERROR("replica of %s%s on this node cannot start: %s",
-              group == CFG_CATALOG_GROUP ? "the catalog" : "a partition",
-              a.bad ? " (its Raft log is damaged: replace the replica)" : "",
-              a.err[0] ? a.err : raft_strerror(rc));
-    return rc == RAFT_ERR_NOMEM ? SX_ENOMEM : rc == RAFT_ERR_INVALID ? SX_EINVAL : SX_EIO;
+    }
+    char gn[64];
+    LOG_WARN("%s: this node's Raft log holds nothing of it and it was not started with "
+             "--bootstrap: it joins as a new replica (its data was lost or is new)",
+             group_name(group, gn, sizeof gn));
+    if (!r->join_started) {
+        if (pthread_create(&r->join_th, NULL, join_main, r) != 0)
+            return SX_EINTERNAL;
+        r->join_started = true;
+    }
+    return 0;
+}
+
+/* ---- R_PROBE and R_JOIN, on the loop thread ---- */
+
+typedef struct serve_args {
+    uint64_t group, node;
+    bool held, leading;
+    uint64_t leader; /* replica id */
+    uint64_t id;     /* join: the replica id */
+    int rc;          /* join: a raft error */
+} serve_args;
+
+static int do_probe(rhost *h, raft_store *st, void *arg)
+{
+    (void)st;
+    serve_args *a = arg;
+    int role;
+    a->held = rhost_group_state(h, a->group, &role, &a->leader, NULL) == RAFT_OK;
+    return RAFT_OK;
+}
+
+static int do_join(rhost *h, raft_store *st, void *arg)
+{
+    (void)st;
+    serve_args *a = arg;
+    int role;
+    if (rhost_group_state(h, a->group, &role, &a->leader, NULL) != RAFT_OK) {
+        a->rc = RAFT_ERR_INVALID;
+        return RAFT_OK;
+    }
+    if (role != RAFT_LEADER) {
+        a->rc = RAFT_ERR_NOT_LEADER;
+        return RAFT_OK;
+    }
+    const raft_conf *c = raft_conf_get(rhost_group_core(h, a->group));
+    for (uint32_t i = 0; i < c->n; i++)
+        if (!c->m[i].voter && rhost_node_of(c->m[i].id) == a->node) {
+            a->id = c->m[i].id; /* asked again: the learner it has */
+            return RAFT_OK;
+        }
+    uint64_t id = rhost_next_id(c->max_id, (uint8_t)a->node);
+    a->rc = rhost_conf(h, a->group, RAFT_CONF_ADD_LEARNER, id);
+    if (a->rc == RAFT_OK)
+        a->id = id;
+    return RAFT_OK;
+}
+
+bool repl_handle(repl *r, msg_type t, const uint8_t *req, size_t n, mp_buf *out)
+{
+    char gn[64];
+    if (t == MSG_R_PROBE) {
+        msg_R_PROBE_req q;
+        if (msg_decode_req(MSG_R_PROBE, req, n, &q) != 0) {
+            msg_encode_err(t, SX_EPROTO, "malformed R_PROBE", out);
+            return true;
+        }
+        serve_args a = { .group = q.group };
+        msg_free_req(MSG_R_PROBE, &q);
+        if (rloop_call(r->loop, do_probe, &a) != RAFT_OK) {
+            msg_encode_err(t, SX_EUNAVAIL, "this node's replication has stopped", out);
+            return true;
+        }
+        msg_R_PROBE_rep rep = { .state = a.held, .leader = a.leader ? rhost_node_of(a.leader) : 0 };
+        msg_encode_rep(t, &rep, out);
+        return true;
+    }
+    if (t != MSG_R_JOIN)
+        return false;
+    msg_R_JOIN_req q;
+    if (msg_decode_req(MSG_R_JOIN, req, n, &q) != 0 || q.node < 1 || q.node > 255 ||
+        cfg_node_by_id(r->cfg, (int)q.node) < 0) {
+        msg_free_req(MSG_R_JOIN, &q);
+        msg_encode_err(t, SX_EINVAL, "malformed R_JOIN, or a node id not in the config", out);
+        return true;
+    }
+    serve_args a = { .group = q.group, .node = q.node };
+    msg_free_req(MSG_R_JOIN, &q);
+    int rc = rloop_call(r->loop, do_join, &a);
+    if (rc != RAFT_OK || a.rc == RAFT_ERR_INVALID) {
+        msg_encode_err(t, SX_EUNAVAIL, "no replica of that group on this node", out);
+    } else if (a.rc == RAFT_ERR_NOT_LEADER) {
+        msg_encode_err_hint(t, SX_ENOTLEADER, "not the group's leader",
+                            a.leader ? rhost_node_of(a.leader) : 0, out);
+    } else if (a.rc != RAFT_OK) {
+        msg_encode_err(t, SX_EUNAVAIL, raft_strerror(a.rc), out); /* BUSY: retry */
+    } else {
+        msg_R_JOIN_rep rep = { .id = a.id };
+        msg_encode_rep(t, &rep, out);
+        LOG_INFO("%s: node %s asked to join: its replica %llu is a learner",
+                 group_name(a.group, gn, sizeof gn), node_name(r, a.id), (unsigned long long)a.id);
+    }
+    return true;
 }
 
 bool repl_defer(repl *r, msg_type t, const uint8_t *req, size_t n, net_reply *rep)

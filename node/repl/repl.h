@@ -25,9 +25,12 @@
 typedef struct repl repl;
 
 /* Opens DATA/raft and starts the loop for node cfg->nodes[self] (which
- * must have an id). cfg must outlive the service. Returns 0, SX_ECONFIG
- * (no id), SX_EIO (the store: the reason is logged), SX_ENOMEM. */
-int repl_open(const cfg_cluster *cfg, int self, const char *data_dir, repl **out);
+ * must have an id). cfg must outlive the service. bootstrap: the
+ * cluster's first start (shardex-node --bootstrap): a group whose log is
+ * empty here is created with the configured replicas; without it such a
+ * group is joined as a new replica (below). Returns 0, SX_ECONFIG (no id),
+ * SX_EIO (the store: the reason is logged), SX_ENOMEM. */
+int repl_open(const cfg_cluster *cfg, int self, const char *data_dir, bool bootstrap, repl **out);
 
 /* Stops the loop: pending proposals and reads complete with RHOST_GONE,
  * and RAFT frames received from then on are answered but dropped (the
@@ -39,11 +42,18 @@ void repl_stop(repl *r);
  * Accepts NULL. */
 void repl_close(repl *r);
 
-/* Loads (or bootstraps) this node's replica of group, whose replicas are
- * on cfg nodes nodes[0..n), over state machine ops/sm (applied: its
- * durable applied index; boot_size: the size of its empty-state
- * snapshot). Returns 0, or SX_EIO with the reason logged (a damaged log:
- * the replica must be replaced), SX_EINVAL, SX_ENOMEM. */
+/* Loads this node's replica of group, whose replicas are on cfg nodes
+ * nodes[0..n), over state machine ops/sm (applied: its durable applied
+ * index; boot_size: the size of its empty-state snapshot). A group whose
+ * log here is empty is bootstrapped (with bootstrap) or joined: in the
+ * background, the service asks the group's other nodes for its leader
+ * (R_PROBE) and the leader to add this node as a new replica (R_JOIN),
+ * records the replica id it got, and starts the replica empty, to receive
+ * a snapshot and the log; the leader promotes it once caught up and
+ * removes the node's lost replica (membership changes one at a time, on
+ * the leader's ticks). Until then the group is not served here. Returns
+ * 0, or SX_EIO with the reason logged (a damaged log: the replica must be
+ * replaced), SX_EINVAL, SX_ENOMEM. */
 int repl_group_add(repl *r, uint64_t group, const int *nodes, int n, const rhost_sm_ops *ops,
                    void *sm, uint64_t boot_size, uint64_t applied);
 
@@ -51,6 +61,10 @@ int repl_group_add(repl *r, uint64_t group, const int *nodes, int n, const rhost
  * the loop and answers at once. Returns false for any other type (and
  * for a malformed frame, which a worker then refuses). */
 bool repl_defer(repl *r, msg_type t, const uint8_t *req, size_t n, net_reply *rep);
+
+/* Serves R_PROBE and R_JOIN (on a worker: they wait for the loop) into
+ * out; false for any other type. */
+bool repl_handle(repl *r, msg_type t, const uint8_t *req, size_t n, mp_buf *out);
 
 /* The loop, for proposals and reads; NULL once stopped. Use it only
  * between repl_open and repl_stop. */

@@ -249,6 +249,11 @@ static void handle(void *arg, const uint8_t *req, size_t len, mp_buf *out)
     case MSG_S_GET:
     case MSG_S_RANGE: do_part(n, t, req, len, out); break;
     case MSG_S_HEADS: do_heads(n, out); break;
+    case MSG_R_PROBE:
+    case MSG_R_JOIN:
+        if (n->repl == NULL || !repl_handle(n->repl, t, req, len, out))
+            reply_err(out, t, SX_EINVAL, "this node holds no replicated group");
+        break;
     case MSG_NODE_STATUS: do_status(n, out); break;
     default: reply_err(out, t, SX_EINVAL, "message not served by a storage node"); break;
     }
@@ -416,7 +421,7 @@ static int start(st_node *n)
             return rc;
     }
     if (n->catp != NULL && n->cfg->ncatalog > 1) {
-        rc = repl_open(n->cfg, n->o->self, n->o->data_dir, &n->repl);
+        rc = repl_open(n->cfg, n->o->self, n->o->data_dir, n->o->bootstrap, &n->repl);
         if (rc != 0)
             return rc;
         snprintf(dir, sizeof(dir), "%s/catalog.raft", n->o->data_dir);

@@ -200,6 +200,22 @@ enum { OUT_PUT = 0, OUT_DEL = 1 };
 #define MSG_RAFT_REQ(F, T) F(T, U64, from) F(T, BIN, msgs)
 #define MSG_RAFT_REP(F, T)
 
+/* Does the receiver hold a replica of group (and know its leader)? A node
+ * whose data folder is new asks its group's other nodes before it joins.
+ * state: 0 the receiver holds none (or is itself waiting to learn), 1 it
+ * does; leader: the leader's node id as it knows it (0: none known). */
+#define MSG_R_PROBE_REQ(F, T) F(T, U64, group)
+#define MSG_R_PROBE_REP(F, T) F(T, U64, state) F(T, U64, leader)
+
+/* Asks the group's leader to add a new replica on node `node` (its id):
+ * the leader adds it as a learner under a fresh replica id (never used in
+ * the group before), or answers the id it added for that node already and
+ * that is still a learner; it promotes the learner once caught up and then
+ * removes the node's older replica. A non-leader answers SX_ENOTLEADER
+ * with the leader's node id (msg_encode_err_hint). */
+#define MSG_R_JOIN_REQ(F, T) F(T, U64, group) F(T, U64, node)
+#define MSG_R_JOIN_REP(F, T) F(T, U64, id)
+
 /* ---- every port ---- */
 /* Several whole request frames for one server in one message (net_peer
  * coalesces concurrent calls into it); the reply holds one whole reply
@@ -215,7 +231,7 @@ enum { OUT_PUT = 0, OUT_DEL = 1 };
     X(CAT_UPDATE, 20) X(CAT_BACKFILLED, 21) X(S_WRITE, 22) X(S_GET, 23)      \
     X(S_RANGE, 24) X(S_HEADS, 25) X(I_APPLY, 26) X(I_RANGE, 27)              \
     X(I_WATERMARKS, 28) X(NODE_STATUS, 29) X(MULTI, 30) X(I_BUILD, 31)      \
-    X(RAFT, 32)
+    X(RAFT, 32) X(R_PROBE, 33) X(R_JOIN, 34)
 
 typedef enum msg_type {
 #define MSG__ENUM(name, num) MSG_##name = num,

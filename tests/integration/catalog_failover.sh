@@ -7,7 +7,10 @@
 # through the leader) and catalog reads succeed without anyone restarting
 # anything, and every table acknowledged before is still there; the node
 # is then started again and catches up. At the end every table created
-# exists once, as the catalog replicas agree.
+# exists once, as the catalog replicas agree. Then s2 loses its data
+# folder: started again, it joins the catalog as a new replica (a fresh
+# replica id), the leader promotes it once caught up and removes the lost
+# one, and the catalog then serves with either other replica down.
 # Usage: tests/integration/catalog_failover.sh BUILD_DIR
 source "$(dirname "$0")/lib.sh" "$@"
 
@@ -97,3 +100,38 @@ pass "with each replica down in turn the catalog still has all ${#made[@]} table
 [ -d "$IT_DIR/data/s2/catalog.raft" ] && [ -d "$IT_DIR/data/s2/raft" ] ||
     fail "no Raft folders in s2's data"
 pass "replicated catalog survives the death of any one replica"
+
+# s2's disk is lost: it comes back empty, joins as a new replica, is
+# promoted once caught up, and its lost replica is removed; then the
+# catalog survives the death of each of the two others, so the new
+# replica votes and holds every change
+lc kill s2 >/dev/null
+rm -rf "$IT_DIR/data/s2"
+lc start s2 >/dev/null
+joined() { grep -q "this node joined as replica" "$IT_DIR/logs/s2.log"; }
+wait_for "s2 to join the catalog as a new replica" 30 joined
+replaced() { cat "$IT_DIR"/logs/s[13].log | grep -q "replica 258 on s2, replaced by"; }
+wait_for "the catalog's leader to promote s2's new replica and remove its lost one" 30 replaced
+cat "$IT_DIR"/logs/s[13].log | grep -q "caught up: promoted to voter" ||
+    fail "no promotion logged"
+pass "s2, its data lost, rejoined the catalog: $(grep -o 'joined as replica [0-9]*' "$IT_DIR/logs/s2.log")"
+for victim in s1 s3; do
+    lc kill "$victim" >/dev/null
+    check_tables "${made[@]}"
+    sx_rc table create "t_after_$victim" --key id
+    ((RC == 0)) || fail "with $victim down and s2 rejoined, a catalog change failed (exit $RC)"
+    made+=("t_after_$victim")
+    lc start "$victim" >/dev/null
+done
+check_tables "${made[@]}"
+pass "the rejoined replica counts: the catalog served with s1, then s3, down"
+# and it restarts as the replica it became (its id recorded)
+lc stop s2 >/dev/null
+lc start s2 >/dev/null
+lc kill s3 >/dev/null
+sx_rc table create t_final --key id
+((RC == 0)) || fail "after s2's restart, with s3 down, a catalog change failed"
+lc start s3 >/dev/null
+grep -c "this node joined as replica" "$IT_DIR/logs/s2.log" | grep -qx 1 ||
+    fail "s2 joined again after a restart"
+pass "s2 restarted as its new replica; every table made is there"

@@ -8,7 +8,8 @@
  * with the leader's id; reads; many proposals from several threads at once
  * all land, equal on every replica; the leader's loop stopped (its pending
  * work ends RHOST_GONE), a new leader elected, the old node restarted from
- * its store catching up; a batch naming another node's replica is dropped.
+ * its store catching up; a batch naming another node's replica is dropped;
+ * the owner's tick hook runs with the host.
  * Every wait is for a condition, with a deadline.
  */
 #include <pthread.h>
@@ -56,6 +57,14 @@ static void net_send(void *ctx, uint8_t to, const uint8_t *batch, size_t len)
     pthread_mutex_unlock(&net_mu);
 }
 
+static int ticks_seen; /* on_tick calls, every loop */
+static void on_tick(void *ctx, rhost *h)
+{
+    (void)ctx;
+    if (h != NULL)
+        __atomic_fetch_add(&ticks_seen, 1, __ATOMIC_RELAXED);
+}
+
 static int failed_loops;
 static void on_fail(void *ctx, const char *why)
 {
@@ -101,6 +110,7 @@ static int start(int i)
     cfg.send = net_send;
     cfg.send_ctx = (void *)(intptr_t)i;
     cfg.on_fail = on_fail;
+    cfg.on_tick = on_tick;
     if (rloop_start(&cfg, nodes[i].st, &nodes[i].l) != RAFT_OK)
         return -1;
     if (rloop_call(nodes[i].l, load_groups, (void *)(intptr_t)i) != RAFT_OK)
@@ -383,6 +393,7 @@ static bool run_all(const char *dir)
         CHECK(ok);
     }
     CHECK_INT(__atomic_load_n(&failed_loops, __ATOMIC_RELAXED), 0);
+    CHECK(__atomic_load_n(&ticks_seen, __ATOMIC_RELAXED) > 0);
     for (int i = 1; i <= N; i++) {
         rloop_stats st;
         if (!nodes[i].l)
