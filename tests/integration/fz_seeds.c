@@ -478,6 +478,26 @@ static void storage_seeds(const fz_ctx *x, fz_port *pt)
         msg_CAT_BACKFILLED_req r = { .index_id = x->wix ? x->wix->id : FAKE_INDEX, .part = cp->id };
         seed_add(pt, "CAT_BACKFILLED", fz_encode_req(MSG_CAT_BACKFILLED, &r), 40);
     }
+    { /* replication: served by nodes holding a replicated group (else an
+       * error): a batch of one heartbeat for the catalog group, as node 1's
+       * replica to node 2's (raft_wire's layout, PROTOCOL.md), a probe and
+       * a join */
+        static const uint8_t batch[] = {
+            0xdd, 0,    0,    0,    1,                            /* array32 of 1 message */
+            0x97,                                                 /* [7 elements] */
+            7,                                                    /* HEARTBEAT */
+            0xcf, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, /* group */
+            0xcd, 0x01, 0x01,                                     /* from 257 */
+            0xcd, 0x01, 0x02,                                     /* to 258 */
+            1,    1,    0                                         /* term, commit, ctx */
+        };
+        msg_RAFT_req r = { .from = 1, .msgs = { batch, sizeof batch } };
+        seed_add(pt, "RAFT", fz_encode_req(MSG_RAFT, &r), 20);
+        msg_R_PROBE_req q = { .group = UINT64_MAX };
+        seed_add(pt, "R_PROBE", fz_encode_req(MSG_R_PROBE, &q), 10);
+        msg_R_JOIN_req j = { .group = UINT64_MAX, .node = 1 };
+        seed_add(pt, "R_JOIN", fz_encode_req(MSG_R_JOIN, &j), 10);
+    }
     for (uint32_t i = 0; i < nk; i++)
         tup_bytes_free(&keys[i]);
     tup_bytes_free(&wi[0]);
