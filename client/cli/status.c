@@ -20,7 +20,10 @@ static const char *USAGE =
     "  outbox, head / entries, watermarks, ...) and the index lag: for each index\n"
     "  partition and source storage partition, head - watermark; and each group\n"
     "  committer's figures since its node started (synced groups, operations per\n"
-    "  group, time computing and syncing a group, the longest sync).\n"
+    "  group, time computing and syncing a group, the longest sync); and each\n"
+    "  replicated group (the catalog when it has several replicas): every\n"
+    "  replica's role, term, leader, commit and applied index, and, from the\n"
+    "  leader, each member's lag and whether it is reachable.\n"
     "  --json prints the raw status instead.\n";
 
 #define MAX_HEADS 1024
@@ -155,6 +158,56 @@ static void print_commits(const json_t *nodes)
     }
 }
 
+/* Replicated groups: one row per replica, as its node reports it, then
+ * the leader's view of each member (its lag behind the commit index, and
+ * whether it answered lately: an unreachable one is marked, not left out). */
+static void print_groups(const json_t *nodes)
+{
+    size_t k, j, m;
+    json_t *node, *g, *mem;
+    bool any = false;
+    json_array_foreach(nodes, k, node) {
+        const json_t *gs = json_object_get(json_object_get(node, "status"), "groups");
+        json_array_foreach(gs, j, g) {
+            if (!any)
+                printf("\n%-10s %-10s %-8s %-14s %6s %-10s %8s %8s\n", "GROUP", "NODE", "REPLICA",
+                       "ROLE", "TERM", "LEADER", "COMMIT", "APPLIED");
+            any = true;
+            char id[32];
+            const char *kind = str_or(g, "kind", "?");
+            if (strcmp(kind, "catalog") == 0)
+                snprintf(id, sizeof id, "catalog");
+            else
+                snprintf(id, sizeof id, "%" JSON_INTEGER_FORMAT,
+                         json_integer_value(json_object_get(g, "id")));
+            const char *state = str_or(g, "state", "?");
+            if (strcmp(state, "joining") == 0) {
+                printf("%-10s %-10s %-8s %s\n", id, str_or(node, "name", "?"), "-",
+                       "joining (a new replica asking the leader for its place)");
+                continue;
+            }
+            printf("%-10s %-10s %-8" JSON_INTEGER_FORMAT " %-14s %6" JSON_INTEGER_FORMAT
+                   " %-10s %8" JSON_INTEGER_FORMAT " %8" JSON_INTEGER_FORMAT "%s\n",
+                   id, str_or(node, "name", "?"), json_integer_value(json_object_get(g, "replica")),
+                   str_or(g, "role", "?"), json_integer_value(json_object_get(g, "term")),
+                   str_or(g, "leader", "-"), json_integer_value(json_object_get(g, "commit")),
+                   json_integer_value(json_object_get(g, "applied")),
+                   strcmp(state, "member") == 0 ? "" : " (not a member yet)");
+            json_array_foreach(json_object_get(g, "members"), m, mem) {
+                const json_t *lag = json_object_get(mem, "lag");
+                if (!json_is_integer(lag))
+                    continue; /* only the leader knows the others' progress */
+                bool up = json_is_true(json_object_get(mem, "reachable"));
+                printf("%-10s   member %" JSON_INTEGER_FORMAT
+                       " on %s (%s): lag %" JSON_INTEGER_FORMAT "%s\n",
+                       "", json_integer_value(json_object_get(mem, "id")), str_or(mem, "node", "?"),
+                       json_is_true(json_object_get(mem, "voter")) ? "voter" : "learner",
+                       json_integer_value(lag), up ? "" : ", UNREACHABLE");
+            }
+        }
+    }
+}
+
 int cli_status(cli_ctx *ctx)
 {
     const char *pos[1], *json_flag = NULL;
@@ -188,6 +241,7 @@ int cli_status(cli_ctx *ctx)
     }
     print_nodes(nodes, h);
     print_lag(nodes, h);
+    print_groups(nodes);
     print_commits(nodes);
     free(h);
     json_decref(j);

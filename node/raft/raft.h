@@ -312,6 +312,13 @@ uint64_t raft_term_at(const raft_group *g, uint64_t index);
 /* Borrowed view of the in-memory entry at index, NULL if not held. */
 const raft_entry *raft_entry_at(const raft_group *g, uint64_t index);
 
+/* Leader: what it knows of member id's replication: *match the highest
+ * index known to be on it, *active whether it was heard from since the
+ * last check-quorum round (either pointer may be NULL).  Returns RAFT_OK,
+ * RAFT_ERR_NOT_LEADER, or RAFT_ERR_INVALID (id is not a member, or is this
+ * replica). */
+int raft_progress_of(const raft_group *g, uint64_t id, uint64_t *match, int *active);
+
 /* Writes a one-line human-readable description of the replication progress
  * (leader) into buf (always NUL-terminated); for diagnostics only. */
 void raft_describe(const raft_group *g, char *buf, size_t len);

@@ -423,3 +423,19 @@ int raft__step_heartbeat_resp(raft_group *g, const raft_msg *m)
     }
     return RAFT_OK;
 }
+
+/* raft_progress_of: contract in raft.h. */
+int raft_progress_of(const raft_group *g, uint64_t id, uint64_t *match, int *active)
+{
+    if (g->role != RAFT_LEADER)
+        return RAFT_ERR_NOT_LEADER;
+    for (uint32_t i = 0; i < g->n_prs; i++)
+        if (g->prs[i].id == id) {
+            if (match)
+                *match = g->prs[i].match;
+            if (active)
+                *active = g->prs[i].recent_active;
+            return RAFT_OK;
+        }
+    return RAFT_ERR_INVALID;
+}

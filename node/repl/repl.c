@@ -677,3 +677,123 @@ int repl_node_id(const repl *r, int node)
 {
     return node >= 0 && node < r->cfg->nnodes ? r->cfg->nodes[node].id : 0;
 }
+
+/* ---- status ---- */
+
+typedef struct status_args {
+    repl *r;
+    mp_buf *out;
+} status_args;
+
+static const char *role_name(int role)
+{
+    switch (role) {
+    case RAFT_LEADER: return "leader";
+    case RAFT_CANDIDATE: return "candidate";
+    case RAFT_PRECANDIDATE: return "pre-candidate";
+    default: return "follower";
+    }
+}
+
+static void put_group(repl *r, rhost *h, const held *g, mp_buf *b)
+{
+    const raft_group *c = rhost_group_core(h, g->group);
+    bool catalog = g->group == CFG_CATALOG_GROUP;
+    if (g->joining || c == NULL) {
+        mp_put_map(b, 3);
+        mp_put_cstr(b, "kind");
+        mp_put_cstr(b, catalog ? "catalog" : "partition");
+        mp_put_cstr(b, "id");
+        mp_put_u64(b, catalog ? 0 : g->group);
+        mp_put_cstr(b, "state");
+        mp_put_cstr(b, "joining");
+        return;
+    }
+    int role;
+    uint64_t leader, term;
+    rhost_group_state(h, g->group, &role, &leader, &term);
+    const raft_conf *conf = raft_conf_get(c);
+    mp_put_map(b, 11);
+    mp_put_cstr(b, "kind");
+    mp_put_cstr(b, catalog ? "catalog" : "partition");
+    mp_put_cstr(b, "id");
+    mp_put_u64(b, catalog ? 0 : g->group);
+    mp_put_cstr(b, "replica");
+    mp_put_u64(b, raft_id(c));
+    mp_put_cstr(b, "state");
+    mp_put_cstr(b, raft_conf_find(conf, raft_id(c)) >= 0 ? "member" : "not a member yet");
+    mp_put_cstr(b, "role");
+    mp_put_cstr(b, role_name(role));
+    mp_put_cstr(b, "term");
+    mp_put_u64(b, term);
+    mp_put_cstr(b, "leader");
+    if (leader)
+        mp_put_cstr(b, node_name(r, leader));
+    else
+        mp_put_nil(b);
+    mp_put_cstr(b, "commit");
+    mp_put_u64(b, raft_commit(c));
+    mp_put_cstr(b, "applied");
+    mp_put_u64(b, raft_applied(c));
+    mp_put_cstr(b, "last");
+    mp_put_u64(b, raft_last_index(c));
+    mp_put_cstr(b, "members");
+    mp_put_array(b, conf->n);
+    for (uint32_t i = 0; i < conf->n; i++) {
+        uint64_t id = conf->m[i].id, match = 0;
+        int active = 0;
+        bool self = id == raft_id(c);
+        bool known = role == RAFT_LEADER &&
+                     (self || raft_progress_of(c, id, &match, &active) == RAFT_OK);
+        if (self) {
+            match = raft_last_index(c);
+            active = 1;
+        }
+        mp_put_map(b, known ? 6 : 3);
+        mp_put_cstr(b, "id");
+        mp_put_u64(b, id);
+        mp_put_cstr(b, "node");
+        mp_put_cstr(b, node_name(r, id));
+        mp_put_cstr(b, "voter");
+        mp_put_bool(b, conf->m[i].voter != 0);
+        if (known) {
+            mp_put_cstr(b, "match");
+            mp_put_u64(b, match);
+            mp_put_cstr(b, "lag");
+            mp_put_u64(b, raft_commit(c) > match ? raft_commit(c) - match : 0);
+            mp_put_cstr(b, "reachable");
+            mp_put_bool(b, active != 0);
+        }
+    }
+}
+
+static int do_status(rhost *h, raft_store *st, void *arg)
+{
+    (void)st;
+    status_args *a = arg;
+    repl *r = a->r;
+    pthread_mutex_lock(&r->mu);
+    int n = r->ngroups;
+    held g[REPL_MAX_HELD];
+    memcpy(g, r->groups, (size_t)n * sizeof *g);
+    pthread_mutex_unlock(&r->mu);
+    mp_put_array(a->out, (uint32_t)n);
+    for (int i = 0; i < n; i++)
+        put_group(r, h, &g[i], a->out);
+    return RAFT_OK;
+}
+
+int repl_status(repl *r, mp_buf *out)
+{
+    mp_buf b;
+    mp_buf_init(&b);
+    status_args a = { r, &b };
+    int rc = rloop_call(r->loop, do_status, &a);
+    if (rc != RAFT_OK || b.oom) {
+        mp_buf_free(&b);
+        return rc == RAFT_OK ? SX_ENOMEM : SX_EUNAVAIL;
+    }
+    mp_put_raw(out, b.sb.data, b.sb.size);
+    mp_buf_free(&b);
+    return 0;
+}

@@ -66,6 +66,14 @@ bool repl_defer(repl *r, msg_type t, const uint8_t *req, size_t n, net_reply *re
  * out; false for any other type. */
 bool repl_handle(repl *r, msg_type t, const uint8_t *req, size_t n, mp_buf *out);
 
+/* Appends to out (msgpack) an array with one map per group this node holds
+ * a replica of (NODE_STATUS's "groups", PROTOCOL.md): kind, id, this
+ * replica's id, state, role, term, leader, commit, applied, last index,
+ * and the members with, on the leader, each one's match, lag and whether
+ * it answered lately. Waits for the loop; returns 0, or an sx_err with
+ * nothing appended. */
+int repl_status(repl *r, mp_buf *out);
+
 /* The loop, for proposals and reads; NULL once stopped. Use it only
  * between repl_open and repl_stop. */
 rloop *repl_loop(repl *r);

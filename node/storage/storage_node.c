@@ -111,8 +111,16 @@ static void do_status(st_node *n, mp_buf *out)
     msg_NODE_STATUS_rep rep;
     mp_buf st;
 
+    mp_buf groups;
+    mp_buf_init(&groups);
+    bool with_groups = n->repl != NULL && repl_status(n->repl, &groups) == 0;
     mp_buf_init(&st);
-    mp_put_map(&st, 8);
+    mp_put_map(&st, with_groups ? 9 : 8);
+    if (with_groups) { /* its replicas of replicated groups */
+        mp_put_cstr(&st, "groups");
+        mp_put_raw(&st, groups.sb.data, groups.sb.size);
+    }
+    mp_buf_free(&groups);
     mp_put_cstr(&st, "name");
     mp_put_cstr(&st, me->name);
     mp_put_cstr(&st, "links_authenticated");

@@ -61,6 +61,16 @@ wait_for "the catalog to elect a leader" 20 sx table create t0 --key id
 sx index create t0 by_v --on v >/dev/null
 pass "table t0 and its index made through the catalog's leader"
 
+# status: one catalog row per replica, one leader, and the leader's view of
+# every member
+catalog_rows() { sx status --json | jq -r '.nodes[].status.groups // [] | .[] | select(.kind == "catalog") | .role'; }
+one_leader() { [ "$(catalog_rows | grep -c '^leader$')" = 1 ] && [ "$(catalog_rows | wc -l)" = 3 ]; }
+wait_for "status to show three catalog replicas, one leading" 10 one_leader
+sx status | grep -E '^catalog +s[123] ' >/dev/null || fail "shardex status shows no catalog rows"
+[ "$(sx status | grep -cE '^ +member [0-9]+ on s[123] \(voter\): lag [0-9]+$')" = 3 ] ||
+    fail "the leader's view of the three members is missing: $(sx status)"
+pass "status: three catalog replicas, one leader, each member's lag"
+
 # the tables made so far must all exist
 check_tables() {
     local t
@@ -84,6 +94,9 @@ for victim in s1 s2 s3; do
     sx index list "t_$victim" | grep -q by_v || fail "index by_v on t_$victim not listed"
     pass "$victim killed: a catalog change succeeded in ${took} ms, every table is there"
     (( took <= 5000 )) || fail "the catalog took ${took} ms to accept a change after $victim died"
+    # the leader marks the dead member, never leaves it out
+    marked() { sx status | grep -qE "member [0-9]+ on $victim \(voter\): lag [0-9]+, UNREACHABLE"; }
+    wait_for "status to mark $victim unreachable" 10 marked
     lc start "$victim" >/dev/null
 done
 
