@@ -90,7 +90,9 @@ static void answer_raft_err(pending *p, int err, uint64_t leader)
         break;
     case RAFT_ERR_IO:
         answer_err(p->rep, p->t, SX_EIO,
-                   "this catalog replica stopped after a disk error: retry at another", 0);
+                   "this catalog replica stopped (a disk error, or its node is stopping): "
+                   "retry at another",
+                   0);
         break;
     case RAFT_ERR_NOMEM: answer_err(p->rep, p->t, SX_ENOMEM, "out of memory", 0); break;
     default:
@@ -153,10 +155,9 @@ bool catrepl_defer(catrepl *cr, msg_type t, const uint8_t *req, size_t n, net_re
     if (p == NULL)
         return false; /* a worker answers it (out of memory there too, likely) */
     *p = (pending){ cr, t, req, n, rep };
-    rloop *l = repl_loop(cr->r);
     int rc;
     if (t == MSG_CATALOG) {
-        rc = rloop_read(l, CFG_CATALOG_GROUP, read_done, p);
+        rc = repl_read(cr->r, CFG_CATALOG_GROUP, read_done, p);
     } else {
         /* the entry: the type, then the frame as received */
         uint8_t *e = malloc(n + 1);
@@ -168,7 +169,7 @@ bool catrepl_defer(catrepl *cr, msg_type t, const uint8_t *req, size_t n, net_re
         memcpy(e + 1, req, n);
         rc = n + 1 > UINT32_MAX
                  ? RAFT_ERR_INVALID
-                 : rloop_propose(l, CFG_CATALOG_GROUP, e, (uint32_t)(n + 1), change_done, p);
+                 : repl_propose(cr->r, CFG_CATALOG_GROUP, e, (uint32_t)(n + 1), change_done, p);
         free(e);
     }
     if (rc != RAFT_OK) {

@@ -52,6 +52,8 @@ struct repl {
     net_peer *peer[256]; /* by node id; opened by the loop thread */
     pthread_mutex_t mu;  /* leaders, stopped */
     bool stopped;        /* the loop is gone: RAFT frames are dropped */
+    int users;           /* callers inside the loop's API (repl_enter) */
+    pthread_cond_t idle; /* users dropped to 0 */
     leader_rec *leaders;
     size_t nleaders, capleaders;
 };
@@ -131,6 +133,55 @@ static void on_role(void *ctx, uint64_t group, int role, uint64_t leader, uint64
                  : role == RAFT_FOLLOWER ? "following"
                                          : "campaigning",
                  (unsigned long long)term, node >= 0 ? r->cfg->nodes[node].name : "unknown");
+}
+
+/* Enters the loop's API: false once the service stopped (the loop may be
+ * gone); else repl_stop waits for the matching repl_leave. */
+static bool repl_enter(repl *r)
+{
+    pthread_mutex_lock(&r->mu);
+    bool ok = !r->stopped;
+    if (ok)
+        r->users++;
+    pthread_mutex_unlock(&r->mu);
+    return ok;
+}
+
+static void repl_leave(repl *r)
+{
+    pthread_mutex_lock(&r->mu);
+    if (--r->users == 0)
+        pthread_cond_broadcast(&r->idle);
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* rloop_call, unless the service stopped (RAFT_ERR_IO). */
+static int loop_call(repl *r, int (*fn)(rhost *h, raft_store *st, void *arg), void *arg)
+{
+    if (!repl_enter(r))
+        return RAFT_ERR_IO;
+    int rc = rloop_call(r->loop, fn, arg);
+    repl_leave(r);
+    return rc;
+}
+
+int repl_propose(repl *r, uint64_t group, const void *data, uint32_t len, rloop_done_fn done,
+                 void *arg)
+{
+    if (!repl_enter(r))
+        return RAFT_ERR_IO;
+    int rc = rloop_propose(r->loop, group, data, len, done, arg);
+    repl_leave(r);
+    return rc;
+}
+
+int repl_read(repl *r, uint64_t group, rloop_done_fn done, void *arg)
+{
+    if (!repl_enter(r))
+        return RAFT_ERR_IO;
+    int rc = rloop_read(r->loop, group, done, arg);
+    repl_leave(r);
+    return rc;
 }
 
 /* ---- membership, driven by a group's leader on its ticks ---- */
@@ -220,6 +271,12 @@ int repl_open(const cfg_cluster *cfg, int self, const char *data_dir, bool boots
         free(r);
         return SX_ENOMEM;
     }
+    if (pthread_cond_init(&r->idle, NULL) != 0) {
+        pthread_cond_destroy(&r->join_cv);
+        pthread_mutex_destroy(&r->mu);
+        free(r);
+        return SX_ENOMEM;
+    }
     char path[4096], err[256];
     snprintf(path, sizeof path, "%s/raft", data_dir);
     if (raft_store_open(path, 1, &r->st, err, sizeof err) != RAFT_OK) {
@@ -259,6 +316,8 @@ void repl_stop(repl *r)
     bool was = r->stopped;
     r->stopped = true;
     pthread_cond_broadcast(&r->join_cv);
+    while (r->users > 0) /* calls already inside finish on the running loop */
+        pthread_cond_wait(&r->idle, &r->mu);
     pthread_mutex_unlock(&r->mu);
     if (r->join_started) {
         pthread_join(r->join_th, NULL);
@@ -280,6 +339,7 @@ void repl_close(repl *r)
     raft_store_close(r->st);
     free(r->leaders);
     pthread_cond_destroy(&r->join_cv);
+    pthread_cond_destroy(&r->idle);
     pthread_mutex_destroy(&r->mu);
     free(r);
 }
@@ -462,7 +522,7 @@ static void *join_main(void *arg)
             a.r = r;
             a.g = g;
             a.id = id;
-            int rc = rloop_call(r->loop, do_add, &a);
+            int rc = loop_call(r, do_add, &a);
             if (rc == RAFT_OK) {
                 LOG_INFO("%s: this node joined as replica %llu; it receives a snapshot and the "
                          "log, and the leader promotes it once it has caught up",
@@ -516,7 +576,7 @@ int repl_group_add(repl *r, uint64_t group, const int *nodes, int n, const rhost
     pthread_mutex_unlock(&r->mu);
     a.r = r;
     a.g = g;
-    int rc = rloop_call(r->loop, do_add, &a);
+    int rc = loop_call(r, do_add, &a);
     if (rc != RAFT_OK) {
         pthread_mutex_lock(&r->mu);
         r->ngroups--;
@@ -597,7 +657,7 @@ bool repl_handle(repl *r, msg_type t, const uint8_t *req, size_t n, mp_buf *out)
         }
         serve_args a = { .group = q.group };
         msg_free_req(MSG_R_PROBE, &q);
-        if (rloop_call(r->loop, do_probe, &a) != RAFT_OK) {
+        if (loop_call(r, do_probe, &a) != RAFT_OK) {
             msg_encode_err(t, SX_EUNAVAIL, "this node's replication has stopped", out);
             return true;
         }
@@ -616,7 +676,7 @@ bool repl_handle(repl *r, msg_type t, const uint8_t *req, size_t n, mp_buf *out)
     }
     serve_args a = { .group = q.group, .node = q.node };
     msg_free_req(MSG_R_JOIN, &q);
-    int rc = rloop_call(r->loop, do_join, &a);
+    int rc = loop_call(r, do_join, &a);
     if (rc != RAFT_OK || a.rc == RAFT_ERR_INVALID) {
         msg_encode_err(t, SX_EUNAVAIL, "no replica of that group on this node", out);
     } else if (a.rc == RAFT_ERR_NOT_LEADER) {
@@ -655,11 +715,6 @@ bool repl_defer(repl *r, msg_type t, const uint8_t *req, size_t n, net_reply *re
     msg_encode_rep(MSG_RAFT, &ok, &out);
     net_reply_send(rep, &out);
     return true;
-}
-
-rloop *repl_loop(repl *r)
-{
-    return r->loop;
 }
 
 int repl_leader(repl *r, uint64_t group)
@@ -788,7 +843,7 @@ int repl_status(repl *r, mp_buf *out)
     mp_buf b;
     mp_buf_init(&b);
     status_args a = { r, &b };
-    int rc = rloop_call(r->loop, do_status, &a);
+    int rc = loop_call(r, do_status, &a);
     if (rc != RAFT_OK || b.oom) {
         mp_buf_free(&b);
         return rc == RAFT_OK ? SX_ENOMEM : SX_EUNAVAIL;

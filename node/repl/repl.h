@@ -10,7 +10,8 @@
  * nothing yet is bootstrapped with the configured replicas as voters.
  *
  * Threading: repl_group_add and repl_close from the node's main thread;
- * repl_defer from the server's receiving threads; repl_leader from any.
+ * the rest from any thread (each is safe against a concurrent repl_stop:
+ * once stopped they refuse, and repl_stop waits for the calls inside).
  */
 #ifndef SX_REPL_H
 #define SX_REPL_H
@@ -74,9 +75,12 @@ bool repl_handle(repl *r, msg_type t, const uint8_t *req, size_t n, mp_buf *out)
  * nothing appended. */
 int repl_status(repl *r, mp_buf *out);
 
-/* The loop, for proposals and reads; NULL once stopped. Use it only
- * between repl_open and repl_stop. */
-rloop *repl_loop(repl *r);
+/* rloop_propose and rloop_read on the node's loop (rloop.h: done runs
+ * once, on the loop thread), or RAFT_ERR_IO once the service stopped (done
+ * is then not called). Thread-safe, also against repl_stop. */
+int repl_propose(repl *r, uint64_t group, const void *data, uint32_t len, rloop_done_fn done,
+                 void *arg);
+int repl_read(repl *r, uint64_t group, rloop_done_fn done, void *arg);
 
 /* The node (index into cfg.nodes) this node last knew leading group, or
  * -1. Thread-safe. */
