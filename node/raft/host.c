@@ -320,21 +320,31 @@ int rhost_step(rhost *h, const raft_msg *m)
     return rc == RAFT_ERR_INVALID ? RAFT_OK : rc;
 }
 
+/* The group a proposal or read names, or NULL with *rc the refusal
+ * (a failed host, an unknown group, no callback); *leader (may be NULL)
+ * starts at 0. */
+static hgroup *request_group(rhost *h, uint64_t group, rhost_done_fn done, uint64_t *leader,
+                             int *rc)
+{
+    if (leader)
+        *leader = 0;
+    *rc = h->failed ? RAFT_ERR_IO : RAFT_ERR_INVALID;
+    hgroup *g = h->failed ? NULL : find(h, group, NULL);
+    return g && done ? g : NULL;
+}
+
 /* rhost_propose: contract in host.h. */
 int rhost_propose(rhost *h, uint64_t group, const void *data, uint32_t len, rhost_done_fn done,
                   void *arg, uint64_t *leader)
 {
-    if (leader)
-        *leader = 0;
-    if (h->failed)
-        return RAFT_ERR_IO;
-    hgroup *g = find(h, group, NULL);
-    if (!g || !done)
-        return RAFT_ERR_INVALID;
+    int rc;
+    hgroup *g = request_group(h, group, done, leader, &rc);
+    if (!g)
+        return rc;
     if (grow((void **)&g->props, &g->capprops, g->nprops, sizeof *g->props))
         return RAFT_ERR_NOMEM;
     uint64_t index;
-    int rc = raft_propose(g->rg, data, len, &index);
+    rc = raft_propose(g->rg, data, len, &index);
     if (rc != RAFT_OK) {
         if (leader)
             *leader = raft_leader(g->rg);
@@ -355,18 +365,15 @@ int rhost_propose(rhost *h, uint64_t group, const void *data, uint32_t len, rhos
 /* rhost_read: contract in host.h. */
 int rhost_read(rhost *h, uint64_t group, rhost_done_fn done, void *arg, uint64_t *leader)
 {
-    if (leader)
-        *leader = 0;
-    if (h->failed)
-        return RAFT_ERR_IO;
-    hgroup *g = find(h, group, NULL);
-    if (!g || !done)
-        return RAFT_ERR_INVALID;
+    int rc;
+    hgroup *g = request_group(h, group, done, leader, &rc);
+    if (!g)
+        return rc;
     if (grow((void **)&g->reads, &g->capreads, g->nreads, sizeof *g->reads))
         return RAFT_ERR_NOMEM;
     if (!g->open_ctx) {
         uint64_t ctx = ++h->next_ctx;
-        int rc = raft_read_index(g->rg, ctx);
+        rc = raft_read_index(g->rg, ctx);
         if (rc != RAFT_OK) {
             if (leader)
                 *leader = raft_leader(g->rg);
