@@ -379,7 +379,9 @@ static int catp_store(catp *c, const cat_catalog *cat, const uint8_t *rids, uint
     mp_buf_free(&b);
     if (rc != 0)
         return rc;
-    if (*enc_n > c->max_bytes) {
+    /* replicated: the same bound on every replica, whatever a process's
+     * environment says (SHARDEX_CATALOG_MAX_KB is a test knob) */
+    if (*enc_n > (index != 0 ? (size_t)CATP_MAX_KB << 10 : c->max_bytes)) {
         free(*enc);
         return SX_ETOOBIG;
     }
@@ -532,11 +534,16 @@ static int catp_apply(catp *c, msg_type t, const uint8_t *req, size_t n, uint64_
     LOG_INFO("catalog now at version %llu (%s)", (unsigned long long)c->cat->version, msg_name(t));
 out:
     *version = seen != NULL ? be_get64(seen + CATP_RID_BYTES) : c->cat->version;
-    if (index != 0 && !stored && rc != SX_EIO && catp_put_applied(c, index) != 0) {
+    /* replicated: a decision (made, or refused) moves the applied index; a
+     * failure of this replica's own (disk, memory) does not: the entry is
+     * applied again after its restart */
+    bool decided = stored || (rc != SX_EIO && rc != SX_ENOMEM);
+    if (index != 0 && !stored && decided && catp_put_applied(c, index) != 0) {
         snprintf(err, errlen, "catalog write failed: a disk error on this replica");
         rc = SX_EIO;
+        decided = false;
     }
-    if (index != 0 && (stored || rc != SX_EIO))
+    if (index != 0 && decided)
         c->applied = index;
     pthread_mutex_unlock(&c->mu);
     if (decoded)
@@ -764,8 +771,10 @@ int catp_apply_entry(catp *c, uint64_t index, const uint8_t *entry, size_t n, mp
         return rc == SX_ENOMEM ? 0 : rc;
     }
     rc = catp_apply(c, t, entry + 1, n - 1, index, &version, err, sizeof(err));
-    if (rc == SX_EIO)
-        return SX_EIO;
+    /* not a decision on the change itself: this replica cannot apply it as
+     * the others do, so it stops (and replays the entry at its restart) */
+    if (rc == SX_EIO || rc == SX_ENOMEM)
+        return rc;
     if (rc != 0) {
         if (rc != SX_EEXIST)
             LOG_INFO("catalog %s refused: %s", msg_name(t), err);

@@ -13,6 +13,10 @@
 #include "msg.h"
 #include "sx_errors.h"
 
+/* The largest change frame proposed: a log entry travels in RAFT frames
+ * (16 MiB at most) with others; real changes are a few hundred bytes. */
+#define CATREPL_MAX_CHANGE ((size_t)1 << 20)
+
 struct catrepl {
     catp *c;
     repl *r;
@@ -77,32 +81,29 @@ static void answer_err(net_reply *rep, msg_type t, int err, const char *msg, uin
     net_reply_send(rep, &out);
 }
 
-/* A refusal by the Raft side, as the caller should see it. */
+/* A refusal by the Raft side, as the caller should see it: whenever this
+ * replica cannot serve the request (not the leader, leadership moving,
+ * joining, stopping, failed), SX_ENOTLEADER, naming the leader when known,
+ * so that the caller (catclient.h) goes on to another replica; a change
+ * asked again is made once (its request id). */
 static void answer_raft_err(pending *p, int err, uint64_t leader)
 {
+    const char *why;
     switch (err) {
-    case RAFT_ERR_NOT_LEADER:
-    case RHOST_LOST: /* certainly not applied: the leader changed */
-        answer_err(p->rep, p->t, SX_ENOTLEADER,
-                   leader ? "not the catalog's leader: retry at the node named"
-                          : "not the catalog's leader, and no leader is known yet: retry",
-                   leader ? rhost_node_of(leader) : 0);
-        break;
+    case RAFT_ERR_NOT_LEADER: why = "not the catalog's leader"; break;
+    case RHOST_LOST: why = "the catalog's leader changed before the change committed"; break;
     case RAFT_ERR_IO:
-        answer_err(p->rep, p->t, SX_EIO,
-                   "this catalog replica stopped (a disk error, or its node is stopping): "
-                   "retry at another",
-                   0);
+        why = "this catalog replica stopped (a disk error, or its node stopping)";
         break;
-    case RAFT_ERR_NOMEM: answer_err(p->rep, p->t, SX_ENOMEM, "out of memory", 0); break;
-    default:
-        /* GONE (stopping: unknown outcome), BUSY (a leadership transfer) */
-        answer_err(p->rep, p->t, SX_EUNAVAIL,
-                   "the catalog replica could not finish the request (stopping, or its "
-                   "leadership moving): retry",
-                   0);
-        break;
+    case RAFT_ERR_INVALID: why = "this catalog replica is still joining"; break;
+    case RAFT_ERR_NOMEM: why = "this catalog replica is out of memory"; break;
+    case RHOST_GONE: why = "this catalog replica stopped before the request finished"; break;
+    default: why = "the catalog's leadership is moving"; break;
     }
+    char msg[200];
+    snprintf(msg, sizeof msg, "%s: retry at %s", why,
+             leader ? "the node named" : "another replica");
+    answer_err(p->rep, p->t, SX_ENOTLEADER, msg, leader ? rhost_node_of(leader) : 0);
 }
 
 static void read_done(void *arg, int err, uint64_t index, rhost_result *res, uint64_t leader)
@@ -148,7 +149,11 @@ bool catrepl_defer(catrepl *cr, msg_type t, const uint8_t *req, size_t n, net_re
     if (t != MSG_CATALOG && t != MSG_CAT_UPDATE && t != MSG_CAT_BACKFILLED)
         return false;
     if (atomic_load(&cr->quiet)) {
-        answer_err(rep, t, SX_EUNAVAIL, "this catalog replica is stopping: retry at another", 0);
+        answer_err(rep, t, SX_ENOTLEADER, "this catalog replica is stopping: retry at another", 0);
+        return true;
+    }
+    if (t != MSG_CATALOG && n > CATREPL_MAX_CHANGE) {
+        answer_err(rep, t, SX_ETOOBIG, "a catalog change frame is at most 1 MiB", 0);
         return true;
     }
     pending *p = malloc(sizeof *p);

@@ -34,8 +34,10 @@ static void stage_path(const catsm *s, char *out, size_t n)
     snprintf(out, n, "%s/stage", s->dir);
 }
 
-/* Removes every snap-<N> file but snap-1 and keep. */
-static void prune(catsm *s, uint64_t keep)
+/* Removes every snap-<N> file but snap-1, keep and prev: the newest
+ * snapshot's meta is persisted by the round after the one that made it,
+ * so until then the previous one may be the durable meta's. */
+static void prune(catsm *s, uint64_t keep, uint64_t prev)
 {
     DIR *d = opendir(s->dir);
     struct dirent *e;
@@ -44,7 +46,7 @@ static void prune(catsm *s, uint64_t keep)
     while ((e = readdir(d)) != NULL) {
         unsigned long long n;
         char tail;
-        if (sscanf(e->d_name, "snap-%llu%c", &n, &tail) != 1 || n == 1 || n == keep)
+        if (sscanf(e->d_name, "snap-%llu%c", &n, &tail) != 1 || n == 1 || n == keep || n == prev)
             continue;
         char p[4096];
         snprintf(p, sizeof p, "%s/%s", s->dir, e->d_name);
@@ -104,8 +106,8 @@ static int snap_make(void *sm, uint64_t *index, uint64_t *size)
         return -1;
     }
     *index = applied;
+    prune(s, applied, s->snap_index);
     s->snap_index = applied;
-    prune(s, applied);
     return 0;
 }
 
@@ -147,20 +149,59 @@ static int install_extra(void *arg, leveldb_writebatch_t *b, const ldb_snap_info
     return 0;
 }
 
+/* Checks the snapshot file at path against meta: well formed, its
+ * checksum, its size and the index it was taken at. */
+static int check_file(const char *path, const raft_snap_meta *m)
+{
+    char err[256];
+    ldb_snap_info *info = malloc(sizeof *info);
+    if (info == NULL)
+        return -1;
+    int rc = ldb_snap_verify(path, info, err, sizeof err);
+    if (rc == 0 && (info->applied != m->index || info->size != m->size)) {
+        snprintf(err, sizeof err, "taken at %llu, %llu bytes; the leader's is at %llu, %llu bytes",
+                 (unsigned long long)info->applied, (unsigned long long)info->size,
+                 (unsigned long long)m->index, (unsigned long long)m->size);
+        rc = SX_EPROTO;
+    }
+    free(info);
+    if (rc != 0)
+        LOG_ERROR("catalog replica: snapshot %s refused: %s", path, err);
+    return rc == 0 ? 0 : -1;
+}
+
+static int snap_verify(void *sm, const raft_snap_meta *m)
+{
+    catsm *s = sm;
+    char stage[4096];
+    stage_path(s, stage, sizeof stage);
+    return check_file(stage, m);
+}
+
 static int snap_install(void *sm, const raft_snap_meta *m)
 {
     catsm *s = sm;
     char path[4096], stage[4096], err[256];
-    ldb_snap_info *info = malloc(sizeof *info);
-    if (info == NULL)
-        return -1;
     uint64_t index = m->index;
     snap_path(s, index, path, sizeof path);
     stage_path(s, stage, sizeof stage);
-    /* a snapshot received (staged), or one this replica has (a restart
-     * that finds the install interrupted) */
-    const char *from = access(stage, F_OK) == 0 ? stage : path;
-    int rc = ldb_snap_install(catp_db(s->c), from, CATSM_MARKER, strlen(CATSM_MARKER),
+    /* a snapshot received becomes snap-<index> first (durably), so that a
+     * crash at any later point finds it there, installed or not */
+    if (access(stage, F_OK) == 0) {
+        if (check_file(stage, m) != 0) {
+            unlink(stage); /* another, abandoned transfer's: not this snapshot */
+        } else if (rename(stage, path) != 0 || ldb_sync_parent(path) != 0) {
+            LOG_ERROR("catalog replica: cannot keep the received snapshot as %s: %s", path,
+                      strerror(errno));
+            return -1;
+        }
+    }
+    if (check_file(path, m) != 0)
+        return -1;
+    ldb_snap_info *info = malloc(sizeof *info);
+    if (info == NULL)
+        return -1;
+    int rc = ldb_snap_install(catp_db(s->c), path, CATSM_MARKER, strlen(CATSM_MARKER),
                               install_extra, &index, info, err, sizeof err);
     free(info);
     if (rc != 0) {
@@ -168,22 +209,51 @@ static int snap_install(void *sm, const raft_snap_meta *m)
                   (unsigned long long)index, err);
         return -1;
     }
-    if (from == stage && rename(stage, path) != 0) {
-        LOG_ERROR("catalog replica: cannot keep the installed snapshot as %s: %s", path,
-                  strerror(errno));
-        return -1;
-    }
     if ((rc = catp_reload(s->c)) != 0) {
         LOG_ERROR("catalog replica: the installed snapshot does not load: %s", sx_strerror(rc));
         return -1;
     }
+    prune(s, index, s->snap_index);
     s->snap_index = index;
-    prune(s, index);
     LOG_INFO("catalog replica: installed the snapshot at %llu", (unsigned long long)index);
     return 0;
 }
 
-const rhost_sm_ops catsm_ops = { apply, snap_make, snap_read, snap_stage, snap_install };
+/* Deletes every key of the catalog's leveldb (synced) and reloads: the
+ * empty state. */
+static int collect_key(void *arg, const uint8_t *k, size_t kn, const uint8_t *v, size_t vn)
+{
+    (void)v;
+    (void)vn;
+    leveldb_writebatch_delete(arg, (const char *)k, kn);
+    return 0;
+}
+
+static int wipe(catp *c)
+{
+    leveldb_writebatch_t *wb = leveldb_writebatch_create();
+    if (wb == NULL)
+        return SX_ENOMEM;
+    int rc = ldb_scan(catp_db(c), NULL, NULL, 0, NULL, 0, false, collect_key, wb);
+    if (rc == 0)
+        rc = ldb_write_sync(catp_db(c), wb);
+    leveldb_writebatch_destroy(wb);
+    if (rc == 0)
+        rc = catp_reload(c);
+    return rc;
+}
+
+static int reset(void *sm)
+{
+    catsm *s = sm;
+    int rc = wipe(s->c);
+    if (rc != 0)
+        LOG_ERROR("catalog replica: cannot empty the catalog: %s", sx_strerror(rc));
+    return rc == 0 ? 0 : -1;
+}
+
+const rhost_sm_ops catsm_ops = { apply,        snap_make,   snap_read, snap_stage,
+                                 snap_install, snap_verify, reset };
 
 int catsm_open(catp *c, const char *dir, catsm **out, uint64_t *boot_size, uint64_t *applied)
 {
@@ -205,7 +275,21 @@ int catsm_open(catp *c, const char *dir, catsm **out, uint64_t *boot_size, uint6
         free(s);
         return SX_EIO;
     }
-    *applied = installing ? 0 : catp_applied(c);
+    if (installing) {
+        /* an install stopped midway: the state is garbage; the empty state
+         * is what the bootstrap snapshot is, and a later snapshot is
+         * installed again from its file (snap-<N>) by the host */
+        LOG_WARN("catalog replica: a snapshot install was interrupted: emptying the catalog to "
+                 "install it again");
+        if (wipe(c) != 0) {
+            free(s);
+            return SX_EIO;
+        }
+    }
+    /* a staged snapshot stays: its meta may be durable already (a crash
+     * between the round's write and the install), and snap_install finds
+     * it, or drops it when it is not the snapshot to install */
+    *applied = catp_applied(c);
     if (access(path, F_OK) != 0) {
         if (catp_applied(c) != 0 || catp_version(c) != 0) {
             LOG_ERROR("catalog replica: %s is missing but the catalog holds data: this folder "

@@ -635,6 +635,8 @@ int rhost_round(rhost *h, int *did)
             if (rd->has_chunk && g->ops->snap_stage(g->sm, rd->chunk_index, rd->chunk_offset,
                                                     rd->chunk_data, rd->chunk_len))
                 return fail(h);
+            if (rd->has_snap && g->ops->snap_verify && g->ops->snap_verify(g->sm, &rd->snap))
+                return fail(h);
         }
         drop_superseded(h, n);
         if (h->env.persist(h->env.ctx, n, h->r_ids, h->r_rds, h->ncomp, h->comp_groups, h->comps))

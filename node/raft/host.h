@@ -99,6 +99,17 @@ typedef struct rhost_sm_ops {
      * snapshot's (a crash between persisting the meta and installing).
      * Returns 0 or -1 (the round fails: fail-stop). */
     int (*snap_install)(void *sm, const raft_snap_meta *meta);
+    /* Optional (may be NULL).  The staged snapshot is complete (meta):
+     * checks it (e.g. its checksum, size and index) before the round
+     * persists its meta.  Returns 0, or -1: the round fails (the host
+     * fail-stops) without persisting the meta, so a restart fetches the
+     * snapshot again instead of installing a bad one at every start. */
+    int (*snap_verify)(void *sm, const raft_snap_meta *meta);
+    /* Optional (may be NULL).  Replaces the state with the empty state
+     * (applied 0): called before a replica joins a group as a new member
+     * over a state machine that may hold an older replica's data.
+     * Returns 0 or -1. */
+    int (*reset)(void *sm);
 } rhost_sm_ops;
 
 /* The node's durable write and transport. */

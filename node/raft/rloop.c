@@ -3,6 +3,8 @@
  * host, its inbox, its tick, and the per-node encoding of outgoing batches.
  */
 #include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,10 +61,18 @@ struct rloop {
     pthread_cond_t called; /* rloop_call's waiters */
     item *head, *tail;
     int stop;
-    int failed;
+    atomic_int failed; /* set by the loop thread, read by every caller */
+    size_t queued;     /* bytes of received batches in the inbox (under mu) */
     outq out[256];
     rloop_stats st_;
 };
+
+/* Counters are bumped on the loop thread and read by any: atomically. */
+#define STAT_ADD(l, field, n) __atomic_fetch_add(&(l)->st_.field, (uint64_t)(n), __ATOMIC_RELAXED)
+
+/* The most bytes of received batches the inbox holds: past it a batch is
+ * dropped (Raft sends again), so a flood cannot grow the node's memory. */
+#define RLOOP_MAX_QUEUED ((size_t)64 << 20)
 
 static uint64_t mono_ms(void)
 {
@@ -91,8 +101,8 @@ static void out_send(rloop *l, uint8_t to)
     q->open = 0;
     if (raft_wire_enc_end(&q->enc) == 0 && !q->buf.oom) {
         l->cfg.send(l->cfg.send_ctx, to, (const uint8_t *)q->buf.sb.data, q->buf.sb.size);
-        l->st_.batches_out++;
-        l->st_.bytes_out += q->buf.sb.size;
+        STAT_ADD(l, batches_out, 1);
+        STAT_ADD(l, bytes_out, q->buf.sb.size);
     }
     q->buf.sb.size = 0; /* the memory is kept for the next round */
     q->buf.oom = false;
@@ -122,7 +132,7 @@ static void env_send(void *ctx, const raft_msg *m)
     /* a message the encoder refuses (a host bug: SX_EINVAL) or cannot
      * hold (SX_ENOMEM) is lost, as on the network, and counted */
     if (rc != 0)
-        l->st_.dropped_out++;
+        STAT_ADD(l, dropped_out, 1);
 }
 
 static void env_flush(void *ctx)
@@ -172,16 +182,16 @@ static void item_run(rloop *l, item *it)
     case IT_BATCH: {
         raft_wire_batch b;
         if (raft_wire_decode(it->data, it->len, NULL, &b, NULL, 0) != 0) {
-            l->st_.dropped_in++;
+            STAT_ADD(l, dropped_in, 1);
             break;
         }
-        l->st_.batches_in++;
+        STAT_ADD(l, batches_in, 1);
         for (size_t i = 0; i < b.n_msgs; i++) {
             if (rhost_node_of(b.msgs[i].from) != it->from) {
-                l->st_.dropped_in++;
+                STAT_ADD(l, dropped_in, 1);
                 continue;
             }
-            l->st_.msgs_in++;
+            STAT_ADD(l, msgs_in, 1);
             rhost_step(l->h, &b.msgs[i]);
         }
         raft_wire_batch_free(&b);
@@ -264,13 +274,14 @@ static void *loop_main(void *arg)
         }
         item *list = l->head;
         l->head = l->tail = NULL;
+        l->queued = 0; /* every batch queued is taken */
         int stop = l->stop;
         pthread_mutex_unlock(&l->mu);
         if (stop) {
             fail_inbox(l, list, RHOST_GONE);
             break;
         }
-        if (l->failed) {
+        if (atomic_load(&l->failed)) {
             fail_inbox(l, list, RAFT_ERR_IO);
             busy = 0;
             next_tick = mono_ms() + l->cfg.tick_ms;
@@ -292,10 +303,10 @@ static void *loop_main(void *arg)
         }
         int did = 0;
         int rc = rhost_round(l->h, &did);
-        l->st_.rounds += did ? 1 : 0;
+        STAT_ADD(l, rounds, did ? 1 : 0);
         busy = did;
         if (rc == RAFT_ERR_IO) {
-            l->failed = 1;
+            atomic_store(&l->failed, 1);
             busy = 0;
             if (l->cfg.on_fail)
                 l->cfg.on_fail(l->cfg.fail_ctx, "a durable write, snapshot or apply failed");
@@ -381,7 +392,7 @@ void rloop_stop(rloop *l)
 static int enqueue(rloop *l, item *it)
 {
     pthread_mutex_lock(&l->mu);
-    if (l->stop || l->failed) {
+    if (l->stop || atomic_load(&l->failed)) {
         pthread_mutex_unlock(&l->mu);
         return -1;
     }
@@ -432,10 +443,22 @@ void rloop_deliver(rloop *l, uint8_t from, const uint8_t *batch, size_t len)
     }
     memcpy(it->data, batch, len);
     it->len = len;
-    if (enqueue(l, it)) {
-        free(it->data);
-        free(it);
+    pthread_mutex_lock(&l->mu);
+    bool room = l->queued + len <= RLOOP_MAX_QUEUED;
+    if (room)
+        l->queued += len;
+    pthread_mutex_unlock(&l->mu);
+    if (!room) {
+        STAT_ADD(l, dropped_in, 1);
+    } else if (enqueue(l, it) == 0) {
+        return;
+    } else {
+        pthread_mutex_lock(&l->mu);
+        l->queued -= len;
+        pthread_mutex_unlock(&l->mu);
     }
+    free(it->data);
+    free(it);
 }
 
 static int submit(rloop *l, int kind, uint64_t group, const void *data, uint32_t len,
@@ -483,7 +506,11 @@ int rloop_read(rloop *l, uint64_t group, rloop_done_fn done, void *arg)
 /* rloop_stats_get: contract in rloop.h. */
 void rloop_stats_get(rloop *l, rloop_stats *out)
 {
-    pthread_mutex_lock(&l->mu);
-    *out = l->st_;
-    pthread_mutex_unlock(&l->mu);
+    out->rounds = __atomic_load_n(&l->st_.rounds, __ATOMIC_RELAXED);
+    out->batches_out = __atomic_load_n(&l->st_.batches_out, __ATOMIC_RELAXED);
+    out->bytes_out = __atomic_load_n(&l->st_.bytes_out, __ATOMIC_RELAXED);
+    out->dropped_out = __atomic_load_n(&l->st_.dropped_out, __ATOMIC_RELAXED);
+    out->batches_in = __atomic_load_n(&l->st_.batches_in, __ATOMIC_RELAXED);
+    out->msgs_in = __atomic_load_n(&l->st_.msgs_in, __ATOMIC_RELAXED);
+    out->dropped_in = __atomic_load_n(&l->st_.dropped_in, __ATOMIC_RELAXED);
 }

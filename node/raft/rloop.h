@@ -86,11 +86,15 @@ void rloop_stop(rloop *l);
 
 /* Runs fn(h, st, arg) on the loop thread, between rounds, and waits for it
  * (e.g. to load a group with rhost_store_load_group, or read status).
- * Returns fn's result, or RAFT_ERR_IO if the loop has failed or stopped. */
+ * Returns fn's result, or RAFT_ERR_IO if the loop has failed or stopped.
+ * Every call into a loop (this and the ones below) must return before
+ * rloop_stop is called on it: the owner guards that (node/repl does). */
 int rloop_call(rloop *l, int (*fn)(rhost *h, raft_store *st, void *arg), void *arg);
 
 /* Hands the loop a RAFT batch received from node `from` (copied).  Never
- * blocks beyond a short lock; a batch for a failed loop is dropped. */
+ * blocks beyond a short lock; a batch for a failed loop, or one that would
+ * take the inbox past 64 MiB of batches, is dropped (counted in
+ * dropped_in; Raft sends again). */
 void rloop_deliver(rloop *l, uint8_t from, const uint8_t *batch, size_t len);
 
 /* Proposes data (copied) in group; done runs exactly once, on the loop

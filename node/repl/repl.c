@@ -3,6 +3,7 @@
  * store and the RAFT transport over links.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,7 @@ struct repl {
     net_peer *peer[256]; /* by node id; opened by the loop thread */
     pthread_mutex_t mu;  /* leaders, stopped */
     bool stopped;        /* the loop is gone: RAFT frames are dropped */
+    atomic_bool failed;  /* the loop failed (on_fail): the node must stop */
     int users;           /* callers inside the loop's API (repl_enter) */
     pthread_cond_t idle; /* users dropped to 0 */
     leader_rec *leaders;
@@ -97,9 +99,10 @@ static void send_batch(void *ctx, uint8_t to, const uint8_t *batch, size_t len)
 static void on_fail(void *ctx, const char *why)
 {
     repl *r = ctx;
-    LOG_ERROR("replication on node %s stopped: %s. Its replicas take no further part (the "
-              "other replicas serve); restart the node.",
+    LOG_ERROR("replication on node %s failed: %s. The node stops (its replicas are reloaded "
+              "from disk at its next start; the other replicas serve meanwhile).",
               r->cfg->nodes[r->self].name, why);
+    atomic_store(&r->failed, true);
 }
 
 static void on_role(void *ctx, uint64_t group, int role, uint64_t leader, uint64_t term)
@@ -372,6 +375,20 @@ static int do_add(rhost *h, raft_store *st, void *arg)
     uint64_t id = a->id;
     int rc;
     if (id != 0) {
+        uint8_t me = (uint8_t)a->r->cfg->nodes[a->r->self].id;
+        if (rhost_node_of(id) != me || id <= rhost_first_id(me)) {
+            snprintf(a->err, sizeof a->err,
+                     "the leader gave replica id %llu, not a new one of this node's",
+                     (unsigned long long)id);
+            return RAFT_ERR_INVALID;
+        }
+        /* a new member starts from the empty state, whatever an older
+         * replica left in the state machine */
+        if (g->ops->reset && g->ops->reset(g->sm) != 0) {
+            snprintf(a->err, sizeof a->err, "cannot empty its state machine");
+            return RAFT_ERR_IO;
+        }
+        g->applied = 0;
         /* joined: record the id first, so a restart comes back as it */
         rc = raft_store_set_replica(st, g->group, id);
         if (rc != RAFT_OK) {
@@ -620,6 +637,23 @@ static int do_probe(rhost *h, raft_store *st, void *arg)
     return RAFT_OK;
 }
 
+/* True while the leader's log holds a membership change it has not
+ * committed yet. */
+static bool conf_pending(const raft_group *c)
+{
+    for (uint64_t i = raft_commit(c) + 1; i <= raft_last_index(c); i++) {
+        const raft_entry *e = raft_entry_at(c, i);
+        if (e && e->type == RAFT_ENTRY_CONF)
+            return true;
+    }
+    return false;
+}
+
+/* On the leader: answers the node's replica id once its addition as a
+ * learner is committed (a.id), or asks it to come back (a.rc BUSY): the
+ * learner was just proposed, or an older learner of that node that had
+ * already taken entries is being removed first (a node that lost its data
+ * again must not come back as a replica the leader thinks holds them). */
 static int do_join(rhost *h, raft_store *st, void *arg)
 {
     (void)st;
@@ -633,17 +667,43 @@ static int do_join(rhost *h, raft_store *st, void *arg)
         a->rc = RAFT_ERR_NOT_LEADER;
         return RAFT_OK;
     }
-    const raft_conf *c = raft_conf_get(rhost_group_core(h, a->group));
-    for (uint32_t i = 0; i < c->n; i++)
-        if (!c->m[i].voter && rhost_node_of(c->m[i].id) == a->node) {
-            a->id = c->m[i].id; /* asked again: the learner it has */
-            return RAFT_OK;
+    const raft_group *core = rhost_group_core(h, a->group);
+    const raft_conf *c = raft_conf_get(core);
+    bool pending = conf_pending(core);
+    for (uint32_t i = 0; i < c->n; i++) {
+        uint64_t id = c->m[i].id, match = 0;
+        if (c->m[i].voter || rhost_node_of(id) != a->node)
+            continue;
+        raft_progress_of(core, id, &match, NULL);
+        if (match > 0) {
+            a->rc = pending ? RAFT_ERR_BUSY : rhost_conf(h, a->group, RAFT_CONF_REMOVE, id);
+            if (a->rc == RAFT_OK)
+                a->rc = RAFT_ERR_BUSY;
+        } else if (pending) {
+            a->rc = RAFT_ERR_BUSY; /* its addition is not committed yet */
+        } else {
+            a->id = id; /* committed, and it never took an entry: it is the node's */
         }
+        return RAFT_OK;
+    }
     uint64_t id = rhost_next_id(c->max_id, (uint8_t)a->node);
-    a->rc = rhost_conf(h, a->group, RAFT_CONF_ADD_LEARNER, id);
+    a->rc = pending ? RAFT_ERR_BUSY : rhost_conf(h, a->group, RAFT_CONF_ADD_LEARNER, id);
     if (a->rc == RAFT_OK)
-        a->id = id;
+        a->rc = RAFT_ERR_BUSY; /* answered once the addition commits */
     return RAFT_OK;
+}
+
+/* True when node id `node` is configured to hold a replica of group. */
+static bool configured_on(repl *r, uint64_t group, uint64_t node)
+{
+    bool yes = false;
+    pthread_mutex_lock(&r->mu);
+    for (int i = 0; i < r->ngroups && !yes; i++)
+        if (r->groups[i].group == group)
+            for (int k = 0; k < r->groups[i].n && !yes; k++)
+                yes = (uint64_t)r->cfg->nodes[r->groups[i].nodes[k]].id == node;
+    pthread_mutex_unlock(&r->mu);
+    return yes;
 }
 
 bool repl_handle(repl *r, msg_type t, const uint8_t *req, size_t n, mp_buf *out)
@@ -676,14 +736,21 @@ bool repl_handle(repl *r, msg_type t, const uint8_t *req, size_t n, mp_buf *out)
     }
     serve_args a = { .group = q.group, .node = q.node };
     msg_free_req(MSG_R_JOIN, &q);
+    if (!configured_on(r, a.group, a.node)) {
+        msg_encode_err(t, SX_EINVAL, "that node holds no replica of that group in the config", out);
+        return true;
+    }
     int rc = loop_call(r, do_join, &a);
     if (rc != RAFT_OK || a.rc == RAFT_ERR_INVALID) {
         msg_encode_err(t, SX_EUNAVAIL, "no replica of that group on this node", out);
     } else if (a.rc == RAFT_ERR_NOT_LEADER) {
         msg_encode_err_hint(t, SX_ENOTLEADER, "not the group's leader",
                             a.leader ? rhost_node_of(a.leader) : 0, out);
+    } else if (a.rc == RAFT_ERR_BUSY) {
+        msg_encode_err(t, SX_EUNAVAIL,
+                       "the replica is being added (or an older one removed): ask again", out);
     } else if (a.rc != RAFT_OK) {
-        msg_encode_err(t, SX_EUNAVAIL, raft_strerror(a.rc), out); /* BUSY: retry */
+        msg_encode_err(t, SX_EUNAVAIL, raft_strerror(a.rc), out);
     } else {
         msg_R_JOIN_rep rep = { .id = a.id };
         msg_encode_rep(t, &rep, out);
@@ -703,10 +770,10 @@ bool repl_defer(repl *r, msg_type t, const uint8_t *req, size_t n, net_reply *re
         msg_free_req(MSG_RAFT, &q);
         return false;
     }
-    pthread_mutex_lock(&r->mu);
-    if (!r->stopped)
+    if (repl_enter(r)) { /* the copy is made outside the lock */
         rloop_deliver(r->loop, (uint8_t)q.from, q.msgs.p, q.msgs.n);
-    pthread_mutex_unlock(&r->mu);
+        repl_leave(r);
+    }
     msg_free_req(MSG_RAFT, &q);
     mp_buf out;
     mp_buf_init(&out);
@@ -851,4 +918,9 @@ int repl_status(repl *r, mp_buf *out)
     mp_put_raw(out, b.sb.data, b.sb.size);
     mp_buf_free(&b);
     return 0;
+}
+
+bool repl_failed(repl *r)
+{
+    return r != NULL && atomic_load(&r->failed);
 }

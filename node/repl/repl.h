@@ -86,6 +86,11 @@ int repl_read(repl *r, uint64_t group, rloop_done_fn done, void *arg);
  * -1. Thread-safe. */
 int repl_leader(repl *r, uint64_t group);
 
+/* True once the loop failed (a durable write, snapshot install or apply
+ * failed): the node must stop (fail-stop) and reload from disk at its
+ * next start. Accepts NULL (false). Thread-safe. */
+bool repl_failed(repl *r);
+
 /* The config id of node index `node` (for hints), 0 if none. */
 int repl_node_id(const repl *r, int node);
 

@@ -540,11 +540,13 @@ int st_node_run(const node_opts *o)
                            : "");
         printf("ready\n");
         fflush(stdout);
-        while (!node_should_stop()) {
+        while (!node_should_stop() && !repl_failed(n.repl)) {
             struct timespec ts = { 0, 50 * 1000000L };
 
             nanosleep(&ts, NULL);
         }
+        if (repl_failed(n.repl))
+            rc = SX_EIO; /* fail-stop: logged by the replication service */
         LOG_INFO("stopping");
         net_shutdown_guard(NET_SHUTDOWN_GRACE_S);
     } else {

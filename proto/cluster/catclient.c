@@ -3,6 +3,7 @@
  * (catclient.h).
  */
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include "catclient.h"
@@ -117,16 +118,20 @@ int catclient_call(catclient *c, const uint8_t *req, size_t n, int timeout_ms, u
         size_t rn = 0;
         int rc = net_peer_call_sync(c->peer[i], req, n, attempt, &r, &rn);
         int next = (i + 1) % c->n;
-        if (rc == 0 && reply_err(r, rn) != SX_ENOTLEADER) {
+        /* with several replicas, one that cannot serve (it says so:
+         * SX_ENOTLEADER; or it fails: SX_EUNAVAIL, SX_EIO) is passed over */
+        int re = rc == 0 ? reply_err(r, rn) : 0;
+        bool pass = re == SX_ENOTLEADER || (c->n > 1 && (re == SX_EUNAVAIL || re == SX_EIO));
+        if (rc == 0 && !pass) {
             atomic_store(&c->cur, i);
             *resp = r;
             *resp_n = rn;
             return 0;
         }
         if (rc == 0) {
-            int hinted = slot_of(c, msg_err_hint(r, rn));
+            int hinted = re == SX_ENOTLEADER ? slot_of(c, msg_err_hint(r, rn)) : -1;
             free(r);
-            last = SX_ENOTLEADER;
+            last = re == SX_ENOTLEADER ? SX_ENOTLEADER : SX_EUNAVAIL;
             if (hinted >= 0 && hinted != i)
                 next = hinted; /* straight there: not a round */
         } else {

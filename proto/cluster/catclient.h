@@ -8,7 +8,9 @@
  * holds a link to every replica and sends each call to the replica it last
  * found leading: on SX_ENOTLEADER it goes where the hint says (or to the
  * next replica), on a replica that cannot be reached (SX_EUNAVAIL, SX_ENET,
- * SX_ETIMEDOUT of one attempt) to the next one, until the call's deadline.
+ * SX_ETIMEDOUT of one attempt) or that answers it cannot serve (an error
+ * reply SX_EUNAVAIL or SX_EIO, with several replicas) to the next one,
+ * until the call's deadline.
  *
  * Retrying elsewhere is safe for every catalog call: CATALOG only reads;
  * a CAT_UPDATE carries its request id, so a change made once is answered

@@ -227,8 +227,8 @@ static int sm_snap_install(void *sm, const raft_snap_meta *m)
     return 0;
 }
 
-static const rhost_sm_ops sim_sm_ops = { sm_apply, sm_snap_make, sm_snap_read, sm_snap_stage,
-                                         sm_snap_install };
+static const rhost_sm_ops sim_sm_ops = { sm_apply,        sm_snap_make, sm_snap_read, sm_snap_stage,
+                                         sm_snap_install, NULL,         NULL };
 
 /* ---- the node's environment (rhost_env; ctx is the sim_node) ---- */
 

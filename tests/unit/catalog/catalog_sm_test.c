@@ -7,7 +7,10 @@
  * staging file, installs on an empty replica with the same catalog, the
  * same remembered request ids and the snapshot's index applied; a bad
  * chunk order is refused; an install interrupted before its end leaves the
- * replica reporting nothing applied (to be replaced again).
+ * replica reporting nothing applied (to be replaced again), and one
+ * interrupted at the bootstrap snapshot empties the catalog; a staged
+ * snapshot of another index or size is refused before its meta is
+ * persisted, a stale staging file is passed over; reset empties it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +21,7 @@
 #include "catalog_sm.h"
 #include "check.h"
 #include "ldb.h"
+#include "ldb_snap.h"
 #include "msg.h"
 #include "scratch.h"
 #include "sx_errors.h"
@@ -192,6 +196,65 @@ static bool run(const char *dir)
         close_replica(&b);
         CHECK_INT(open_replica(&b, dir, "b"), 0);
         CHECK_INT(b.applied, 6);
+    }
+    /* a staged snapshot is checked against the meta before its round
+     * persists it: another index or size is refused */
+    {
+        replica c2;
+        CHECK_INT(open_replica(&c2, dir, "c"), 0);
+        for (uint64_t off = 0; off < size; off += sizeof buf) {
+            uint32_t len = (uint32_t)(size - off < sizeof buf ? size - off : sizeof buf);
+            CHECK_INT(catsm_ops.snap_read(a.sm, 6, off, buf, len), 0);
+            CHECK_INT(catsm_ops.snap_stage(c2.sm, 6, off, buf, len), 0);
+        }
+        memset(&m, 0, sizeof m);
+        m.index = 7; /* not the index the file was taken at */
+        m.term = 1;
+        m.size = size;
+        CHECK(catsm_ops.snap_verify(c2.sm, &m) != 0);
+        m.index = 6;
+        m.size = size + 1;
+        CHECK(catsm_ops.snap_verify(c2.sm, &m) != 0);
+        m.size = size;
+        CHECK_INT(catsm_ops.snap_verify(c2.sm, &m), 0);
+        CHECK_INT(catsm_ops.snap_install(c2.sm, &m), 0);
+        CHECK_INT(catp_version(c2.c), 2);
+        /* a stale stage (another transfer's) left beside snap-6: the
+         * install of 6 after a restart ignores it */
+        char stage[700];
+        snprintf(stage, sizeof stage, "%s/stage", c2.snaps);
+        FILE *f = fopen(stage, "w");
+        CHECK(f != NULL);
+        if (f) {
+            fputs("not a snapshot", f);
+            fclose(f);
+        }
+        CHECK_INT(catsm_ops.snap_install(c2.sm, &m), 0);
+        CHECK_INT(catp_applied(c2.c), 6);
+        /* reset: the empty state, nothing applied */
+        CHECK_INT(catsm_ops.reset(c2.sm), 0);
+        CHECK_INT(catp_applied(c2.c), 0);
+        CHECK_INT(catp_version(c2.c), 0);
+        close_replica(&c2);
+    }
+    /* an install interrupted on a replica at the bootstrap snapshot: the
+     * catalog is emptied at the next start (the empty state is index 1's) */
+    {
+        replica d;
+        CHECK_INT(open_replica(&d, dir, "d"), 0);
+        CHECK_INT(apply_create(d.sm, 2, "junk", NULL, &v), 0);
+        leveldb_writebatch_t *wb = leveldb_writebatch_create();
+        leveldb_writebatch_put(wb, "raft_installing", strlen("raft_installing"), "", 0);
+        CHECK_INT(ldb_write_sync(catp_db(d.c), wb), 0);
+        leveldb_writebatch_destroy(wb);
+        close_replica(&d);
+        CHECK_INT(open_replica(&d, dir, "d"), 0);
+        CHECK_INT(d.applied, 0);
+        CHECK_INT(catp_version(d.c), 0);
+        bool marker = true;
+        CHECK_INT(ldb_snap_marker_present(catp_db(d.c), "raft_installing", 15, &marker), 0);
+        CHECK(!marker);
+        close_replica(&d);
     }
     close_replica(&a);
     close_replica(&b);

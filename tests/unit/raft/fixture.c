@@ -118,8 +118,8 @@ static int kv_snap_install_(void *sm, const raft_snap_meta *m)
 }
 
 /* kv_ops: contract in fixture.h. */
-const rhost_sm_ops kv_ops = { kv_apply_, kv_snap_make_, kv_snap_read_, kv_snap_stage_,
-                              kv_snap_install_ };
+const rhost_sm_ops kv_ops = { kv_apply_,        kv_snap_make_, kv_snap_read_, kv_snap_stage_,
+                              kv_snap_install_, NULL,          NULL };
 
 /* kv_crash: contract in fixture.h. */
 void kv_crash(kv *k)
