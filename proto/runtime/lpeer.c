@@ -21,7 +21,9 @@
  * again is harmless.
  *
  * The dialer runs one aio: after a failed dial it sleeps (20 ms, doubling
- * to 500 ms) and dials again; it dials as soon as the connection drops.
+ * to 500 ms) and dials again; it dials as soon as the connection drops. A
+ * connection that answered nothing for a second while a call sent on it
+ * expired is closed as dead (LP_SILENT_MS).
  *
  * Callbacks (the calls' done) run with no lock held, on nng threads.
  */
@@ -39,6 +41,12 @@
 
 #define LP_REDIAL_MIN_MS 20
 #define LP_REDIAL_MAX_MS 500
+/* A connection that answered nothing for this long while a call sent on it
+ * expired is taken for dead (a host cut off, paused or gone without a
+ * reset): it is closed and dialed again, instead of waiting for TCP's
+ * retransmissions, which after a long cut resume seconds after the network
+ * is back. */
+#define LP_SILENT_MS 1000
 
 typedef struct lp_batch {
     int left; /* calls of the batch not finished yet */
@@ -55,6 +63,7 @@ typedef struct lp_call {
     lp_batch *batch; /* sent in this batch (NULL: solo, or unsent) */
     bool forever;
     nng_time deadline;
+    nng_time sent_at; /* when it went out (sent) */
     net_done_fn done;
     void *arg;
 } lp_call;
@@ -68,8 +77,9 @@ struct lpeer {
     bool dial_sleeping; /* the dial aio sleeps before the next dial */
     bool dial_busy;
     int backoff_ms;
-    link_conn *link; /* up, or NULL */
-    int links_open;  /* links whose closed callback is still due */
+    link_conn *link;  /* up, or NULL */
+    nng_time last_rx; /* the last frame received on link (or its start) */
+    int links_open;   /* links whose closed callback is still due */
     nng_aio *timer;
     bool timer_armed;
     nng_time timer_at;
@@ -175,6 +185,15 @@ static void timer_cb(void *arg)
         return;
     }
     gone = take_where(p, false, true);
+    /* nothing heard since an expired call went out, for LP_SILENT_MS: the
+     * connection is dead */
+    link_conn *dead = NULL;
+    nng_time now = nng_clock();
+    for (lp_call *c = gone; c != NULL && dead == NULL && p->link != NULL; c = c->next)
+        if (c->sent && c->sent_at >= p->last_rx && now - c->sent_at >= LP_SILENT_MS) {
+            dead = p->link;
+            link_ref(dead);
+        }
     if (p->link != NULL)
         flush_locked(p); /* an expired call may have finished a batch */
     for (lp_call *c = p->head; c != NULL; c = c->next)
@@ -184,6 +203,12 @@ static void timer_cb(void *arg)
         timer_arm_locked(p, at);
     pthread_mutex_unlock(&p->mu);
     calls_fail(gone, SX_ETIMEDOUT);
+    if (dead != NULL) {
+        LOG_INFO("link to %s: no answer for %d ms while calls expired: closed, dialing again",
+                 p->url, LP_SILENT_MS);
+        link_close(dead); /* its closed callback redials */
+        link_unref(dead);
+    }
 }
 
 /* ---- the link ---- */
@@ -193,9 +218,10 @@ static void on_frame(void *arg, link_conn *l, uint64_t id, uint8_t *frame, size_
     lpeer *p = arg;
     lp_call *c;
 
-    (void)l;
     (void)more;
     pthread_mutex_lock(&p->mu);
+    if (p->link == l)
+        p->last_rx = nng_clock();
     for (c = p->head; c != NULL && c->id != id; c = c->next)
         ;
     if (c != NULL && list_del(p, c) && p->link != NULL)
@@ -267,8 +293,10 @@ static void flush_locked(lpeer *p)
         if (k == 64 || (c == NULL && k > 0)) {
             if (link_sendv(p->link, v, k) != 0)
                 break;
+            nng_time now = nng_clock();
             for (int i = 0; i < k; i++) {
                 cs[i]->sent = true;
+                cs[i]->sent_at = now;
                 if (cs[i]->solo)
                     continue;
                 if (b == NULL && (b = calloc(1, sizeof(*b))) == NULL) {
@@ -321,6 +349,7 @@ static void dial_cb(void *arg)
         link_wrap(nng_aio_get_output(p->dial, 0), p->url, on_frame, on_closed, p, &l) == 0) {
         p->dial_busy = false;
         p->link = l;
+        p->last_rx = nng_clock();
         p->links_open++;
         p->backoff_ms = LP_REDIAL_MIN_MS;
         flush_locked(p);

@@ -15,7 +15,10 @@
  *      is answered once a new server listens on the same URL;
  *   7. a connection drops under two sent calls (a server that never
  *      answers closes it): the read goes out again on the next connection
- *      and is answered there, the write fails SX_EUNAVAIL.
+ *      and is answered there, the write fails SX_EUNAVAIL;
+ *   8. a connection silent for a second while a call on it expires is
+ *      closed as dead: a write in flight on it fails SX_EUNAVAIL, later
+ *      calls are answered on a new connection.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -115,6 +118,38 @@ static void timeout_call(net_peer *p)
     CHECK_INT(g.ndone, 1);
     pthread_mutex_unlock(&g_mu);
     pcall_free(&g, 1);
+}
+
+/* A connection that answers nothing while a call sent on it expires
+ * after a second of silence is taken for dead: closed and dialed again. A
+ * write still in flight on it fails SX_EUNAVAIL (without the rule it would
+ * wait for its handler), and calls after it are answered on the next
+ * connection. */
+static void silent_connection(net_peer *p)
+{
+    pcall a, b;
+
+    reset_state();
+    pcall_init_t(&a, MSG_DELETE, "gate0", 21); /* both held: nothing answers */
+    pcall_init_t(&b, MSG_DELETE, "gate1", 22);
+    a.submit_rc = net_peer_submit_solo(p, a.req, a.req_n, 1300, pcall_done, &a);
+    b.submit_rc = net_peer_submit_solo(p, b.req, b.req_n, WAIT_MS, pcall_done, &b);
+    CHECK_INT(a.submit_rc, 0);
+    CHECK_INT(b.submit_rc, 0);
+    CHECK(wait_ge(&g_gate_waiting[0], 1));
+    CHECK(wait_ge(&g_gate_waiting[1], 1));
+    CHECK(wait_done(2));
+    pthread_mutex_lock(&g_mu);
+    CHECK_INT(a.err, SX_ETIMEDOUT);
+    CHECK_INT(b.err, SX_EUNAVAIL);
+    pthread_mutex_unlock(&g_mu);
+    set_int(&g_gate_open[0], 1);
+    set_int(&g_gate_open[1], 1);
+    CHECK(wait_le(&g_gate_waiting[0], 0));
+    CHECK(wait_le(&g_gate_waiting[1], 0));
+    many_calls(p, false);
+    pcall_free(&a, 1);
+    pcall_free(&b, 1);
 }
 
 /* Peer p has a window of one batch. */
@@ -269,6 +304,7 @@ int main(void)
     many_calls(p, true);
     err_and_big(p);
     timeout_call(p);
+    silent_connection(p);
     window(p);
     many_calls(pf, true);
     err_and_big(pf);
