@@ -38,15 +38,10 @@ static int cat_update(router *rt, msg_type t, const msg_CAT_UPDATE_req *upd, mp_
     uint8_t *frame = NULL, *resp = NULL;
     size_t fn = 0, rn = 0;
     char emsg[512];
-    mp_buf b;
     int rc;
 
     memset(&rep, 0, sizeof(rep));
-    mp_buf_init(&b);
-    rc = msg_encode_req(MSG_CAT_UPDATE, upd, &b);
-    if (rc == 0)
-        rc = mp_buf_take(&b, &frame, &fn);
-    mp_buf_free(&b);
+    rc = msg_encode_req_bytes(MSG_CAT_UPDATE, upd, &frame, &fn);
     if (rc != 0)
         return rt_errf(e, rc, "out of memory");
     rc = cat_call(rt, frame, fn, &resp, &rn, e);

@@ -388,14 +388,18 @@ void rloop_stop(rloop *l)
     free(l);
 }
 
-/* Queues it; returns 0, or -1 when the loop no longer takes work. */
+/* Queues it; returns 0, or -1 when the loop no longer takes work or, for a
+ * received batch, when the inbox holds RLOOP_MAX_QUEUED bytes of them. */
 static int enqueue(rloop *l, item *it)
 {
     pthread_mutex_lock(&l->mu);
-    if (l->stop || atomic_load(&l->failed)) {
+    bool batch = it->kind == IT_BATCH;
+    if (l->stop || atomic_load(&l->failed) || (batch && l->queued + it->len > RLOOP_MAX_QUEUED)) {
         pthread_mutex_unlock(&l->mu);
         return -1;
     }
+    if (batch)
+        l->queued += it->len;
     if (l->tail)
         l->tail->next = it;
     else
@@ -406,14 +410,32 @@ static int enqueue(rloop *l, item *it)
     return 0;
 }
 
+/* A new item of kind with a copy of data[len]; NULL when out of memory. */
+static item *item_new(int kind, const void *data, size_t len)
+{
+    item *it = calloc(1, sizeof *it);
+    if (!it)
+        return NULL;
+    it->kind = kind;
+    if (len) {
+        it->data = malloc(len);
+        if (!it->data) {
+            free(it);
+            return NULL;
+        }
+        memcpy(it->data, data, len);
+        it->len = len;
+    }
+    return it;
+}
+
 /* rloop_call: contract in rloop.h. */
 int rloop_call(rloop *l, int (*fn)(rhost *h, raft_store *st, void *arg), void *arg)
 {
     call_wait w = { 0, 0 };
-    item *it = calloc(1, sizeof *it);
+    item *it = item_new(IT_CALL, NULL, 0);
     if (!it)
         return RAFT_ERR_NOMEM;
-    it->kind = IT_CALL;
     it->fn = fn;
     it->arg = arg;
     it->wait = &w;
@@ -431,32 +453,13 @@ int rloop_call(rloop *l, int (*fn)(rhost *h, raft_store *st, void *arg), void *a
 /* rloop_deliver: contract in rloop.h. */
 void rloop_deliver(rloop *l, uint8_t from, const uint8_t *batch, size_t len)
 {
-    item *it = calloc(1, sizeof *it);
+    item *it = item_new(IT_BATCH, batch, len);
     if (!it)
         return;
-    it->kind = IT_BATCH;
     it->from = from;
-    it->data = malloc(len ? len : 1);
-    if (!it->data) {
-        free(it);
+    if (enqueue(l, it) == 0)
         return;
-    }
-    memcpy(it->data, batch, len);
-    it->len = len;
-    pthread_mutex_lock(&l->mu);
-    bool room = l->queued + len <= RLOOP_MAX_QUEUED;
-    if (room)
-        l->queued += len;
-    pthread_mutex_unlock(&l->mu);
-    if (!room) {
-        STAT_ADD(l, dropped_in, 1);
-    } else if (enqueue(l, it) == 0) {
-        return;
-    } else {
-        pthread_mutex_lock(&l->mu);
-        l->queued -= len;
-        pthread_mutex_unlock(&l->mu);
-    }
+    STAT_ADD(l, dropped_in, 1);
     free(it->data);
     free(it);
 }
@@ -466,22 +469,12 @@ static int submit(rloop *l, int kind, uint64_t group, const void *data, uint32_t
 {
     if (!done)
         return RAFT_ERR_INVALID;
-    item *it = calloc(1, sizeof *it);
+    item *it = item_new(kind, data, len);
     if (!it)
         return RAFT_ERR_NOMEM;
-    it->kind = kind;
     it->group = group;
     it->done = done;
     it->arg = arg;
-    if (len) {
-        it->data = malloc(len);
-        if (!it->data) {
-            free(it);
-            return RAFT_ERR_NOMEM;
-        }
-        memcpy(it->data, data, len);
-        it->len = len;
-    }
     if (enqueue(l, it)) {
         free(it->data);
         free(it);

@@ -82,14 +82,9 @@ static void send_batch(void *ctx, uint8_t to, const uint8_t *batch, size_t len)
     msg_RAFT_req q = { .from = (uint64_t)r->cfg->nodes[r->self].id };
     q.msgs.p = batch;
     q.msgs.n = len;
-    mp_buf b;
     uint8_t *frame;
     size_t fn;
-    mp_buf_init(&b);
-    int rc = msg_encode_req(MSG_RAFT, &q, &b);
-    if (rc == 0)
-        rc = mp_buf_take(&b, &frame, &fn);
-    mp_buf_free(&b);
+    int rc = msg_encode_req_bytes(MSG_RAFT, &q, &frame, &fn);
     if (rc != 0)
         return;
     if (net_peer_submit(r->peer[to], frame, fn, REPL_SEND_TIMEOUT_MS, sent, frame) != 0)
@@ -449,18 +444,6 @@ static int call_node(repl *r, int k, const uint8_t *req, size_t n, uint8_t **res
     return rc;
 }
 
-/* Encodes a request of type t from struct q: 0 and *frame, or an sx_err. */
-static int encode(msg_type t, const void *q, uint8_t **frame, size_t *fn)
-{
-    mp_buf b;
-    mp_buf_init(&b);
-    int rc = msg_encode_req(t, q, &b);
-    if (rc == 0)
-        rc = mp_buf_take(&b, frame, fn);
-    mp_buf_free(&b);
-    return rc;
-}
-
 /* One attempt to join group g: find its leader among the other replicas'
  * nodes, ask it for a replica id. Returns the id, or 0 (try again). */
 static uint64_t try_join(repl *r, held *g)
@@ -470,7 +453,7 @@ static uint64_t try_join(repl *r, held *g)
     uint8_t *frame, *resp;
     size_t fn, rn;
     msg_R_PROBE_req pq = { .group = g->group };
-    if (encode(MSG_R_PROBE, &pq, &frame, &fn) != 0)
+    if (msg_encode_req_bytes(MSG_R_PROBE, &pq, &frame, &fn) != 0)
         return 0;
     for (int i = 0; i < g->n && leader < 0; i++) {
         int k = g->nodes[i];
@@ -496,7 +479,7 @@ static uint64_t try_join(repl *r, held *g)
         return 0;
     }
     msg_R_JOIN_req jq = { .group = g->group, .node = (uint64_t)r->cfg->nodes[r->self].id };
-    if (encode(MSG_R_JOIN, &jq, &frame, &fn) != 0)
+    if (msg_encode_req_bytes(MSG_R_JOIN, &jq, &frame, &fn) != 0)
         return 0;
     uint64_t id = 0;
     char emsg[200] = "";

@@ -57,7 +57,6 @@ static void bf_notify(st_part *p, const cat_index *ix, catclient *cat)
 {
     msg_CAT_BACKFILLED_req rq;
     msg_CAT_BACKFILLED_rep rep;
-    mp_buf b;
     uint8_t *frame = NULL, *resp = NULL;
     size_t fn = 0, rn = 0;
     char emsg[160] = "";
@@ -67,11 +66,7 @@ static void bf_notify(st_part *p, const cat_index *ix, catclient *cat)
     memset(&rep, 0, sizeof(rep));
     rq.index_id = ix->id;
     rq.part = p->id;
-    mp_buf_init(&b);
-    rc = msg_encode_req(MSG_CAT_BACKFILLED, &rq, &b);
-    if (rc == 0)
-        rc = mp_buf_take(&b, &frame, &fn);
-    mp_buf_free(&b);
+    rc = msg_encode_req_bytes(MSG_CAT_BACKFILLED, &rq, &frame, &fn);
     if (rc == 0)
         rc = catclient_call(cat, frame, fn, BF_NOTIFY_TIMEOUT_MS, &resp, &rn);
     if (rc == 0)

@@ -92,7 +92,6 @@ static int catcache_fetch(catcache *cc, uint64_t since, cat_catalog **out)
 {
     msg_CATALOG_req req;
     msg_CATALOG_rep rep;
-    mp_buf b;
     uint8_t *frame = NULL, *resp = NULL;
     size_t frame_n = 0, resp_n = 0;
     int rc;
@@ -101,11 +100,7 @@ static int catcache_fetch(catcache *cc, uint64_t since, cat_catalog **out)
     memset(&rep, 0, sizeof(rep));
     req.since = since;
     *out = NULL;
-    mp_buf_init(&b);
-    rc = msg_encode_req(MSG_CATALOG, &req, &b);
-    if (rc == 0)
-        rc = mp_buf_take(&b, &frame, &frame_n);
-    mp_buf_free(&b);
+    rc = msg_encode_req_bytes(MSG_CATALOG, &req, &frame, &frame_n);
     if (rc != 0)
         return rc;
     rc = catclient_call(cc->cl, frame, frame_n, CATCACHE_TIMEOUT_MS, &resp, &resp_n);

@@ -165,6 +165,19 @@ int msg_encode_err(msg_type t, int err, const char *message, mp_buf *out)
     return out->oom ? SX_ENOMEM : 0;
 }
 
+int msg_encode_req_bytes(msg_type t, const void *s, uint8_t **frame, size_t *n)
+{
+    mp_buf b;
+    *frame = NULL;
+    *n = 0;
+    mp_buf_init(&b);
+    int rc = msg_encode_req(t, s, &b);
+    if (rc == 0)
+        rc = mp_buf_take(&b, frame, n);
+    mp_buf_free(&b);
+    return rc;
+}
+
 int msg_encode_err_hint(msg_type t, int err, const char *message, uint64_t hint, mp_buf *out)
 {
     mp_put_array(out, 5);

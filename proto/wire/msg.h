@@ -253,6 +253,11 @@ SX_MESSAGES(MSG__STRUCTS)
  * buffer). Returns 0 or SX_ENOMEM / SX_EINVAL (unknown type). */
 int msg_encode_req(msg_type t, const void *s, mp_buf *out);
 
+/* Encodes a request of type t from s as a frame of its own: on 0, *frame
+ * (malloc'd, the caller frees it) holds *n bytes. Returns 0 or SX_ENOMEM /
+ * SX_EINVAL, with *frame NULL. */
+int msg_encode_req_bytes(msg_type t, const void *s, uint8_t **frame, size_t *n);
+
 /* Encodes a successful reply. */
 int msg_encode_rep(msg_type t, const void *s, mp_buf *out);
 
