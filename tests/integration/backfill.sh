@@ -112,7 +112,7 @@ pass "all $nparts storage partitions hold their backfill of by_grp"
 nb="$(sx status --json | jq '[.nodes[] | select(.role == "storage") | .status.partitions[]
                                 | select(.building == "kv.by_grp")] | length')"
 [ "$nb" -eq "$nparts" ] || fail "status shows $nb of $nparts storage partitions building kv.by_grp"
-sx status | grep -q 'building="kv.by_grp" build_scanned=0' ||
+grep -q 'building="kv.by_grp" build_scanned=0' <<<"$(sx status)" ||
     fail "shardex status does not show the build and its progress"
 pass "status shows every storage partition building kv.by_grp, nothing scanned yet"
 {
@@ -280,7 +280,7 @@ wait_for "a by_g3 build on each storage node holds at its snapshot" 60 \
 lc kill i2
 pass "killed index node i2 while the by_g3 builds held"
 rm -f "$HOLD"
-retried() { cat "$IT_DIR"/logs/s*.log | grep -q 'index build: sending records: '; }
+retried() { grep -qh 'index build: sending records: ' "$IT_DIR"/logs/s*.log; }
 wait_for "a build's round to i2 fails and is sent again" 60 retried
 sx_rc query kv by_g3 --limit 1 --consistency eventual
 [ "$RC" -ne 0 ] || fail "by_g3 answered a query while i2 was down and it was building"

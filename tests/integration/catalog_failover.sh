@@ -92,11 +92,11 @@ for victim in s1 s2 s3; do
     check_tables "${made[@]}"
     # a fresh router view of the catalog: an index made now is seen
     sx index create "t_$victim" by_v --on v >/dev/null
-    sx index list "t_$victim" | grep -q by_v || fail "index by_v on t_$victim not listed"
+    grep -q by_v <<<"$(sx index list "t_$victim")" || fail "index by_v on t_$victim not listed"
     pass "$victim killed: a catalog change succeeded in ${took} ms, every table is there"
     (( took <= 5000 )) || fail "the catalog took ${took} ms to accept a change after $victim died"
     # the leader marks the dead member, never leaves it out
-    marked() { sx status | grep -qE "member [0-9]+ on $victim \(voter\): lag [0-9]+, UNREACHABLE"; }
+    marked() { grep -qE "member [0-9]+ on $victim \(voter\): lag [0-9]+, UNREACHABLE" <<<"$(sx status)"; }
     wait_for "status to mark $victim unreachable" 10 marked
     lc start "$victim" >/dev/null
 done
@@ -146,9 +146,9 @@ rm -rf "$IT_DIR/data/s2"
 lc start s2 >/dev/null
 joined() { grep -q "this node joined as replica" "$IT_DIR/logs/s2.log"; }
 wait_for "s2 to join the catalog as a new replica" 30 joined
-replaced() { cat "$IT_DIR"/logs/s[13].log | grep -q "replica 258 on s2, replaced by"; }
+replaced() { grep -qh "replica 258 on s2, replaced by" "$IT_DIR"/logs/s[13].log; }
 wait_for "the catalog's leader to promote s2's new replica and remove its lost one" 30 replaced
-cat "$IT_DIR"/logs/s[13].log | grep -q "caught up: promoted to voter" ||
+grep -qh "caught up: promoted to voter" "$IT_DIR"/logs/s[13].log ||
     fail "no promotion logged"
 pass "s2, its data lost, rejoined the catalog: $(grep -o 'joined as replica [0-9]*' "$IT_DIR/logs/s2.log")"
 for victim in s1 s3; do
@@ -168,6 +168,6 @@ lc kill s3 >/dev/null
 sx_rc table create t_final --key id
 ((RC == 0)) || fail "after s2's restart, with s3 down, a catalog change failed"
 lc start s3 >/dev/null
-grep -c "this node joined as replica" "$IT_DIR/logs/s2.log" | grep -qx 1 ||
+[ "$(grep -c "this node joined as replica" "$IT_DIR/logs/s2.log")" = 1 ] ||
     fail "s2 joined again after a restart"
 pass "s2 restarted as its new replica; every table made is there"

@@ -197,7 +197,7 @@ it_cluster_up() {
 # refreshes its cached catalog when a queried index still looks building.)
 index_ready() {
     sx query "$1" "$2" --limit 1 --consistency eventual >/dev/null 2>&1 &&
-        sx index list "$1" | grep -E "^[[:space:]]*$2[[:space:]]" | grep -qw ready
+        grep -E "^[[:space:]]*$2[[:space:]]" <<<"$(sx index list "$1")" | grep -qw ready
 }
 
 # expect_eq DESC EXPECTED ACTUAL: compares two multi-line strings.
