@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# tests/integration/launcher.sh — deploy/local-cluster itself: the generated
-# topology, two clusters side by side in two DIRs on different ports, status
-# lines, kill/start of one process, an idempotent `up`, data kept across
-# down/up, and `down` leaving every process stopped.
+# tests/integration/launcher.sh — deploy/local-cluster itself (the layout of
+# --replicas 1; tests/integration/replicas_layout.sh checks the others): the
+# generated topology, two clusters side by side in two DIRs on different
+# ports, status lines, `url`, kill/start of one process, an idempotent `up`,
+# data kept across down/up, and `down` leaving every process stopped.
 source "$(dirname "$0")/lib.sh" "$@"
 
-it_cluster_up
+it_cluster_up --replicas 1
 cfg="$IT_DIR/cluster.json"
 
 # ---- the generated config ---------------------------------------------------------
@@ -35,6 +36,8 @@ while read -r role name pid url state; do
     kill -0 "$pid" || fail "pid $pid of $name is not alive"
 done <<<"$st"
 pass "status: role, name, pid, URL, state for every process"
+[ "$(lc url)" = "$IT_URL" ] || fail "url printed $(lc url), up $IT_URL"
+pass "url prints the router URL up printed last"
 
 # ---- a second cluster side by side ---------------------------------------------------
 D2="$(mktemp -d "$IT_BUILD/it-clusters/$IT_NAME-2.XXXXXX")"
@@ -42,7 +45,7 @@ it_extra_cleanup() {
     "$IT_REPO/deploy/local-cluster" down --dir "$D2" >/dev/null 2>&1 || true
     rm -rf "$D2"
 }
-url2="$("$IT_REPO/deploy/local-cluster" up --dir "$D2" | tail -n 1)"
+url2="$("$IT_REPO/deploy/local-cluster" up --replicas 1 --dir "$D2" | tail -n 1)"
 [ "$url2" != "$IT_URL" ] || fail "the second cluster got the same router URL"
 ports1="$(jq -r '.. | .url? // empty' "$cfg" | sort)"
 ports2="$(jq -r '.. | .url? // empty' "$D2/cluster.json" | sort)"
@@ -73,7 +76,7 @@ new_pid="$(lc status | awk '$2 == "s1" { print $3 }')"
 [ "$new_pid" != "$old_pid" ] || fail "start did not start a new process"
 wait_for "get after restarting s1" 60 sx get one '{"id": 1}'
 pass "kill s1 (pid $old_pid) and start s1 (pid $new_pid); the item is still there"
-tr '\0' ' ' <"/proc/$new_pid/cmdline" | grep -q -- "--cache-mb 48 " \
+grep -q -- "--cache-mb 48 " <<<"$(tr '\0' ' ' <"/proc/$new_pid/cmdline")" \
     || fail "SHARDEX_CACHE_MB did not reach s1's command line: $(tr '\0' ' ' <"/proc/$new_pid/cmdline")"
 grep -q "s1 starting (storage, [0-9]* workers, 48 MiB block cache)" "$IT_DIR/logs/s1.log" \
     || fail "s1's log does not say its 48 MiB block cache"
