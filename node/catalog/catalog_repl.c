@@ -46,7 +46,7 @@ int catrepl_start(catp *c, repl *r, const cfg_cluster *cfg, const char *snapdir,
     int rc = catsm_open(c, snapdir, &cr->sm, &boot_size, &applied);
     if (rc == 0)
         rc = repl_group_add(r, CFG_CATALOG_GROUP, cfg->catalog, cfg->ncatalog, &catsm_ops, cr->sm,
-                            boot_size, applied);
+                            boot_size, applied, NULL, NULL);
     if (rc != 0) {
         catsm_close(cr->sm);
         free(cr);

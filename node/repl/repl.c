@@ -37,6 +37,8 @@ typedef struct held {
     void *sm;
     uint64_t boot_size, applied;
     bool joining; /* not loaded yet: the join thread works on it */
+    repl_role_fn role;
+    void *role_arg;
 } held;
 
 struct repl {
@@ -123,7 +125,16 @@ static void on_role(void *ctx, uint64_t group, int role, uint64_t leader, uint64
     int changed = i < r->nleaders && r->leaders[i].node != node;
     if (i < r->nleaders)
         r->leaders[i].node = node;
+    repl_role_fn fn = NULL;
+    void *fn_arg = NULL;
+    for (int k = 0; k < r->ngroups; k++)
+        if (r->groups[k].group == group) {
+            fn = r->groups[k].role;
+            fn_arg = r->groups[k].role_arg;
+        }
     pthread_mutex_unlock(&r->mu);
+    if (fn != NULL)
+        fn(fn_arg, role, leader, term);
     if (changed || role == RAFT_LEADER)
         LOG_INFO("group %s: %s, term %llu, leader %s",
                  group == CFG_CATALOG_GROUP ? "catalog" : "partition",
@@ -547,7 +558,8 @@ static void *join_main(void *arg)
 }
 
 int repl_group_add(repl *r, uint64_t group, const int *nodes, int n, const rhost_sm_ops *ops,
-                   void *sm, uint64_t boot_size, uint64_t applied)
+                   void *sm, uint64_t boot_size, uint64_t applied, repl_role_fn role,
+                   void *role_arg)
 {
     add_args a;
     memset(&a, 0, sizeof a);
@@ -571,6 +583,8 @@ int repl_group_add(repl *r, uint64_t group, const int *nodes, int n, const rhost
     g->sm = sm;
     g->boot_size = boot_size;
     g->applied = applied;
+    g->role = role;
+    g->role_arg = role_arg;
     g->joining = true; /* not ticked by the membership driver yet */
     r->ngroups++;
     pthread_mutex_unlock(&r->mu);

@@ -55,8 +55,13 @@ void repl_close(repl *r);
  * the leader's ticks). Until then the group is not served here. Returns
  * 0, or SX_EIO with the reason logged (a damaged log: the replica must be
  * replaced), SX_EINVAL, SX_ENOMEM. */
+/* role (may be NULL) is called with role_arg on the loop thread whenever
+ * this replica's view of the group changes: its role (RAFT_LEADER, ...),
+ * the leader's replica id (0: unknown) and the term. */
+typedef void (*repl_role_fn)(void *arg, int role, uint64_t leader, uint64_t term);
 int repl_group_add(repl *r, uint64_t group, const int *nodes, int n, const rhost_sm_ops *ops,
-                   void *sm, uint64_t boot_size, uint64_t applied);
+                   void *sm, uint64_t boot_size, uint64_t applied, repl_role_fn role,
+                   void *role_arg);
 
 /* The node's server's defer hook for MSG_RAFT: hands the frame's batch to
  * the loop and answers at once. Returns false for any other type (and

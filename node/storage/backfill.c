@@ -17,6 +17,7 @@
 #include "net.h"
 #include "node.h"
 #include "shipper.h"
+#include "pgroup.h"
 #include "storage_part.h"
 #include "sx_errors.h"
 
@@ -256,6 +257,8 @@ void bf_step(st_part *p, const cat_catalog *cat, catclient *catpeer)
 
     if (cat == NULL)
         return;
+    if (p->pg != NULL && pg_ready(p->pg) == 0)
+        return; /* a replicated partition's leader builds its indexes */
     tag = build_tag(p, cat);
     if (tag != seen) {
         seen = tag;

@@ -549,6 +549,7 @@ static int bf_emit(bf_scan *s)
         rc = bf_connect(s);
         if (rc == 0) {
             pthread_mutex_lock(&p->wlock);
+            st_part_sync_working(p);
             t = os_mono_us();
             rc = bf_gather(s, &sent, &skipped);
             at = p->w_head;
@@ -657,7 +658,7 @@ static int bf_finish(bf_scan *s)
         return rc;
     }
     rc = st_commit(p, s->b, 0);
-    if (rc != 0)
+    if (rc != 0 || p->pg != NULL) /* a replica loads them as it applies them */
         return rc;
     pthread_mutex_lock(&p->mu);
     nb = realloc(p->bf, (p->nbf + s->nix) * sizeof(*nb));
@@ -833,6 +834,7 @@ int bf_build(st_part *p, const cat_catalog *cat, const cat_table *t, const cat_i
         rc = bf_seal(&s);
     }
     pthread_mutex_lock(&p->wlock);
+    st_part_sync_working(p);
     if (rc == 0 && !s.stop)
         rc = bf_finish(&s);
     p->bf_touch = NULL;

@@ -41,6 +41,7 @@
 #include "log.h"
 #include "net.h"
 #include "outbox.h"
+#include "pgroup.h"
 #include "shipper.h"
 #include "storage_part.h"
 #include "tuple.h"
@@ -120,6 +121,9 @@ typedef struct ship_src {
     uint64_t retry_ms;  /* after a failure: not before this time */
     int backoff_ms;     /* the current retry delay; 0: not failing
                          * (an outage is logged once, at its start) */
+    uint64_t term;      /* a replicated partition's: the term in which
+                         * this replica leads, as the stream last saw
+                         * it (0: it does not lead, and does not ship) */
     ship_batch b;
     msg_I_APPLY_req rq; /* this round's request, when in it */
     uint8_t *frame;     /* its encoding */
@@ -491,6 +495,30 @@ static void slow_round(ship_dest *d, int nsrc, uint32_t n, uint64_t t0, uint64_t
              (unsigned long long)(t2 - t1), (unsigned long long)(t3 - t2), skipped);
 }
 
+/* A replicated partition's stream ships only while its replica leads.
+ * When it starts leading (again), the stream starts over as a restarted
+ * node's does: from the start of the outbox (records the destination has
+ * are ignored there) and with nothing known synced. Returns whether it
+ * leads. */
+static bool src_leads(ship_src *c)
+{
+    uint64_t term = pg_ready(c->p->pg);
+
+    if (term != c->term) {
+        pend_drop(c);
+        c->next_seq = 0;
+        c->refused = false;
+        c->backoff_ms = 0;
+        c->retry_ms = 0;
+        c->last_ms = 0;
+        pthread_mutex_lock(&c->p->mu);
+        c->acked = 0;
+        pthread_mutex_unlock(&c->p->mu);
+        c->term = term;
+    }
+    return term != 0;
+}
+
 /* Whether stream c has something to say now: records or a head past what
  * it sent (unless SHIP_PEND_MAX rounds wait for their sync), what it sent
  * not known synced for SHIP_SYNCED_MS (a heartbeat's reply says whether
@@ -500,7 +528,11 @@ static void slow_round(ship_dest *d, int nsrc, uint32_t n, uint64_t t0, uint64_t
 static bool src_due(ship_src *c, uint64_t now, uint64_t *pending, uint64_t *next)
 {
     st_part *p = c->p;
-    uint64_t head, acked, sent = c->next_seq > 0 ? c->next_seq - 1 : 0, at, idle;
+    uint64_t head, acked, sent, at, idle;
+
+    if (p->pg != NULL && !src_leads(c))
+        return false; /* its leader ships; ship_notify wakes this one if it leads */
+    sent = c->next_seq > 0 ? c->next_seq - 1 : 0;
 
     pthread_mutex_lock(&p->mu);
     head = p->head;

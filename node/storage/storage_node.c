@@ -7,6 +7,7 @@
  * sockets, shippers, the store's committer, partitions, the store, in that
  * order).
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -72,6 +73,29 @@ static void reply_err(mp_buf *out, msg_type t, int err, const char *msg)
     msg_encode_err(t, err, msg, out);
 }
 
+/* The reply to a request a replicated partition's replica cannot serve
+ * (st_part_read_barrier's failure rc): SX_ENOTLEADER names the leader. */
+static void reply_not_served(mp_buf *out, msg_type t, const st_part *p, int rc, int hint)
+{
+    char msg[160];
+
+    mp_buf_free(out);
+    mp_buf_init(out);
+    if (rc == SX_ENOTLEADER) {
+        snprintf(msg, sizeof(msg), "this replica does not lead partition %llu: retry at its leader",
+                 (unsigned long long)p->id);
+        msg_encode_err_hint(t, rc, msg, (uint64_t)hint, out);
+    } else {
+        snprintf(msg, sizeof(msg), "partition %llu: its replica cannot serve now: %s",
+                 (unsigned long long)p->id, sx_strerror(rc));
+        msg_encode_err(t, rc, msg, out);
+    }
+}
+
+/* Set once the node holds a replicated partition: its reads then wait for
+ * a leadership check, so they are not quick (run on the receiving thread). */
+static atomic_bool any_replicated;
+
 static st_part *find_part(st_node *n, uint64_t id)
 {
     for (int i = 0; i < n->nparts; i++)
@@ -90,12 +114,19 @@ static void do_heads(st_node *n, mp_buf *out)
         reply_err(out, MSG_S_HEADS, SX_ENOMEM, "out of memory");
         goto out;
     }
+    int m = 0;
     for (int i = 0; i < n->nparts; i++) {
-        parts[i] = n->parts[i]->id;
-        st_part_stats(n->parts[i], &heads[i], NULL, NULL, NULL);
+        int hint;
+
+        /* a replicated partition's head is its leader's, once confirmed */
+        if (st_part_read_barrier(n->parts[i], &hint) != 0)
+            continue;
+        parts[m] = n->parts[i]->id;
+        st_part_stats(n->parts[i], &heads[m], NULL, NULL, NULL);
+        m++;
     }
     memset(&rep, 0, sizeof(rep));
-    rep.parts.n = rep.heads.n = (uint32_t)n->nparts;
+    rep.parts.n = rep.heads.n = (uint32_t)m;
     rep.parts.v = parts;
     rep.heads.v = heads;
     if (msg_encode_rep(MSG_S_HEADS, &rep, out) != 0)
@@ -216,6 +247,12 @@ static void do_part(st_node *n, msg_type t, const uint8_t *req, size_t len, mp_b
     if (p == NULL) {
         snprintf(msg, sizeof(msg), "partition %llu is not on this node", (unsigned long long)part);
         reply_err(out, t, SX_EWRONGPART, msg);
+        goto out;
+    }
+    int hint, brc;
+
+    if (t != MSG_S_WRITE && (brc = st_part_read_barrier(p, &hint)) != 0) {
+        reply_not_served(out, t, p, brc, hint);
         goto out;
     }
     if (t == MSG_S_WRITE)
@@ -356,7 +393,7 @@ static int open_parts(st_node *n)
     for (int i = 0; i < n->cfg->nstorage; i++) {
         const cfg_part *cp = &n->cfg->storage[i];
 
-        if (cp->node != n->o->self)
+        if (!cfg_part_on(cp, n->o->self))
             continue;
         snprintf(dir, sizeof(dir), "%s/p%llu", n->o->data_dir, (unsigned long long)cp->id);
         if (stat(dir, &st) == 0 && (rc = st_store_migrate(n->store, dir, cp->id)) != 0)
@@ -369,10 +406,49 @@ static int open_parts(st_node *n)
     return st_store_start(n->store, n->parts, n->nparts);
 }
 
-/* Point reads of facts and the heads: local, short, never waiting. */
+/* Point reads of facts and the heads: local, short, never waiting (but
+ * on a node with replicated partitions, where they wait for a leadership
+ * check). */
 static bool quick(msg_type t)
 {
-    return t == MSG_S_GET || t == MSG_S_HEADS || t == MSG_PING;
+    if (t == MSG_PING)
+        return true;
+    return (t == MSG_S_GET || t == MSG_S_HEADS) && !atomic_load(&any_replicated);
+}
+
+/* Makes each replicated partition of the node a replica of its group. */
+static int replicate_parts(st_node *n)
+{
+    for (int i = 0; i < n->nparts; i++) {
+        const cfg_part *cp = NULL;
+        int rc;
+
+        for (int k = 0; k < n->cfg->nstorage; k++)
+            if (n->cfg->storage[k].id == n->parts[i]->id)
+                cp = &n->cfg->storage[k];
+
+        if (cp == NULL || cp->nrep < 2)
+            continue;
+        atomic_store(&any_replicated, true);
+        rc = st_part_replicate(n->parts[i], n->repl, cp, n->o->data_dir);
+        if (rc != 0) {
+            LOG_ERROR("partition %llu: cannot load its replica: %s", (unsigned long long)cp->id,
+                      sx_strerror(rc));
+            return rc;
+        }
+    }
+    return 0;
+}
+
+/* True when node self holds a replica of a replicated group. */
+static bool holds_groups(const cfg_cluster *cfg, int self)
+{
+    if (cfg_catalog_on(cfg, self) && cfg->ncatalog > 1)
+        return true;
+    for (int i = 0; i < cfg->nstorage; i++)
+        if (cfg->storage[i].nrep > 1 && cfg_part_on(&cfg->storage[i], self))
+            return true;
+    return false;
 }
 
 /* A deferred S_WRITE: its decoded request lives until the reply. */
@@ -428,10 +504,12 @@ static int start(st_node *n)
         if (rc != 0)
             return rc;
     }
-    if (n->catp != NULL && n->cfg->ncatalog > 1) {
+    if (holds_groups(n->cfg, n->o->self)) {
         rc = repl_open(n->cfg, n->o->self, n->o->data_dir, n->o->bootstrap, &n->repl);
         if (rc != 0)
             return rc;
+    }
+    if (n->catp != NULL && n->cfg->ncatalog > 1) {
         snprintf(dir, sizeof(dir), "%s/catalog.raft", n->o->data_dir);
         rc = catrepl_start(n->catp, n->repl, n->cfg, dir, &n->catrepl);
         if (rc != 0)
@@ -442,6 +520,8 @@ static int start(st_node *n)
     rc = st_cat_new(n->cfg, n->catrepl != NULL ? NULL : n->catp, &n->cc);
     if (rc == 0)
         rc = open_parts(n);
+    if (rc == 0)
+        rc = replicate_parts(n);
     if (rc == 0)
         rc = dial_catalog(n);
     if (rc != 0)

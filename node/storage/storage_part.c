@@ -11,6 +11,7 @@
 #include <time.h>
 #include "hash.h"
 #include "log.h"
+#include "pgroup.h"
 #include "shipper.h"
 #include "storage_part.h"
 #include "sx_errors.h"
@@ -198,12 +199,13 @@ static int count_visit(void *arg, const uint8_t *k, size_t kn, const uint8_t *v,
     return 0;
 }
 
+static const uint8_t bf_lo[2] = { ST_META_PREFIX, 'B' };
+static const uint8_t bf_hi[2] = { ST_META_PREFIX, 'C' };
+static const uint8_t out_lo[1] = { ST_OUT_PREFIX };
+static const uint8_t out_hi[1] = { ST_OUT_PREFIX + 1 };
+
 static int load_state(st_part *p)
 {
-    static const uint8_t bf_lo[2] = { ST_META_PREFIX, 'B' };
-    static const uint8_t bf_hi[2] = { ST_META_PREFIX, 'C' };
-    static const uint8_t out_lo[1] = { ST_OUT_PREFIX };
-    static const uint8_t out_hi[1] = { ST_OUT_PREFIX + 1 };
     int rc = load_meta(p);
 
     if (rc == 0)
@@ -214,6 +216,54 @@ static int load_state(st_part *p)
     p->w_head = p->head;
     p->w_items = p->items;
     return rc;
+}
+
+int st_part_load_bf(st_part *p)
+{
+    pthread_mutex_lock(&p->mu);
+    free(p->bf);
+    p->bf = NULL;
+    p->nbf = 0;
+    int rc = st_kscan(p, NULL, bf_lo, 2, bf_hi, 2, false, load_bf_visit, p);
+    pthread_mutex_unlock(&p->mu);
+    return rc;
+}
+
+int st_part_count_outbox(st_part *p)
+{
+    uint64_t n = 0;
+    int rc = st_kscan(p, NULL, out_lo, 1, out_hi, 1, false, count_visit, &n);
+
+    if (rc == 0) {
+        pthread_mutex_lock(&p->mu);
+        p->outbox = n;
+        pthread_mutex_unlock(&p->mu);
+    }
+    return rc;
+}
+
+int st_part_reload(st_part *p)
+{
+    pthread_mutex_lock(&p->mu);
+    p->hw = p->head = p->items = 0;
+    int rc = load_meta(p);
+    pthread_mutex_unlock(&p->mu);
+    if (rc == 0)
+        rc = st_part_load_bf(p);
+    if (rc == 0)
+        rc = st_part_count_outbox(p);
+    return rc;
+}
+
+void st_part_sync_working(st_part *p)
+{
+    if (p->pg == NULL)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->w_hw = p->hw;
+    p->w_head = p->head;
+    p->w_items = p->items;
+    pthread_mutex_unlock(&p->mu);
 }
 
 int st_part_open(const cfg_cluster *cfg, const cfg_part *cp, st_cat *cc, st_store *store,
@@ -266,6 +316,7 @@ void st_part_close(st_part *p)
         ob_chunk_free(&p->chunks[i]);
     free(p->chunks);
     free(p->bf);
+    pg_close(p->pg);
     free(p);
 }
 
@@ -351,13 +402,18 @@ int st_outbox_append(st_part *p, leveldb_writebatch_t *b, int kind, uint64_t v, 
     return ob_chunk_full(c) ? chunk_write(p, b, dest->id, c) : 0;
 }
 
-/* Writes deletion batch dels (taken off p) unsynced and destroys it. */
+/* Writes deletion batch dels (taken off p) unsynced and destroys it; a
+ * replicated partition's leader proposes it (a follower drops it: the
+ * leader ships, and deletes, its own). */
 static void shipped_write(st_part *p, leveldb_writebatch_t *dels)
 {
-    if (ldb_write_lazy(p->store->db, dels) != 0) /* logged by ldb */
+    int hint,
+        rc = p->pg != NULL ? st_part_durable(p, dels, &hint) : ldb_write_lazy(p->store->db, dels);
+
+    if (rc != 0 && rc != SX_ENOTLEADER) /* logged by ldb */
         LOG_WARN("partition %llu: shipped outbox records not deleted (shipped again "
-                 "after a restart: harmless)",
-                 (unsigned long long)p->id);
+                 "after a restart: harmless): %s",
+                 (unsigned long long)p->id, sx_strerror(rc));
     leveldb_writebatch_destroy(dels);
 }
 
@@ -466,8 +522,10 @@ int st_commit(st_part *p, leveldb_writebatch_t *b, uint64_t pending)
     st_commit_st c;
     int rc;
 
+    int hint;
+
     st_commit_prepare(p, b, pending, &c);
-    rc = ldb_write_sync(p->store->db, b);
+    rc = st_part_durable(p, b, &hint);
     st_commit_done(p, rc, &c);
     return rc;
 }
@@ -478,7 +536,10 @@ int st_hw_advance(st_part *p, uint64_t idle_us)
     uint64_t now;
     int rc = 0;
 
+    if (p->pg != NULL && pg_ready(p->pg) == 0)
+        return 0; /* its leader's to do */
     pthread_mutex_lock(&p->wlock);
+    st_part_sync_working(p);
     now = st_now_us();
     if (now > p->w_hw && now - p->w_hw >= idle_us) {
         b = leveldb_writebatch_create();

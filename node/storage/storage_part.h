@@ -47,6 +47,8 @@
 
 struct ship;
 struct st_wreq;
+struct pgroup;
+struct repl;
 
 /* A backfill this partition did: index id and the seq of its last record. */
 typedef struct st_bf {
@@ -98,6 +100,8 @@ typedef struct st_part {
                               * node serves writes), or NULL */
     uint64_t range_slice_us; /* an S_RANGE page's time slice
                               * (SHARDEX_SCAN_SLICE_MS) */
+    struct pgroup *pg;       /* its Raft group (storage_repl.c), or NULL:
+                              * a partition of one replica */
 } st_part;
 
 /* Opens the partition's keyspace in store and loads its metadata,
@@ -259,5 +263,41 @@ uint64_t st_fact_tag(const uint8_t *k, size_t kn);
 
 /* Microseconds since the epoch. */
 uint64_t st_now_us(void);
+
+/* ---- replication (storage_repl.c; the reloads in storage_part.c) ---- */
+
+/* Makes p (open, its store's committer started) a replica of its Raft
+ * group cp (cp->nrep > 1) in r, its snapshots in DATA/p<ID>.raft. Its
+ * state then changes only by the entries its replica applies; it serves
+ * writes, reads and shipping only while it leads (pg_ready). Returns 0 or
+ * as pg_open. */
+int st_part_replicate(st_part *p, struct repl *r, const cfg_part *cp, const char *data_dir);
+
+/* Makes batch b of p durable: synced into the store (one replica), or
+ * proposed to its group and applied here (replicated; refused with
+ * SX_ENOTLEADER, *hint the leader's config id or 0, unless this replica
+ * leads). Returns 0 or an sx_err (pgroup.h's codes for a replicated
+ * partition). Call under wlock for batches that carry the metadata. */
+int st_part_durable(st_part *p, leveldb_writebatch_t *b, int *hint);
+
+/* Before a read that must see every acknowledged write: 0 at once for a
+ * partition of one replica; for a replicated one, once this replica has
+ * confirmed it leads and applied everything committed before the call
+ * (ReadIndex), else SX_ENOTLEADER (*hint) or another pgroup.h code.
+ * Blocks for about a round trip to the other replicas. */
+int st_part_read_barrier(st_part *p, int *hint);
+
+/* Under wlock, for a replicated partition: sets the working counters to
+ * the published ones (the state its replica applied), before a change is
+ * computed. Nothing for a partition of one replica. */
+void st_part_sync_working(st_part *p);
+
+/* Reload the partition's in-memory state from its keys: the backfill
+ * table (st_part_load_bf), the outbox count (st_part_count_outbox), or
+ * everything, metadata included (st_part_reload: after its keys were
+ * replaced). Each returns 0 or the read's sx_err. */
+int st_part_load_bf(st_part *p);
+int st_part_count_outbox(st_part *p);
+int st_part_reload(st_part *p);
 
 #endif

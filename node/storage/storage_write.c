@@ -29,6 +29,7 @@
 #include "u64set.h"
 #include "item.h"
 #include "log.h"
+#include "pgroup.h"
 #include "storage_part.h"
 #include "sx_errors.h"
 
@@ -51,7 +52,9 @@ typedef struct st_wreq {
     st_op *ops;
     tup_bytes keys; /* fact keys of ops, concatenated */
     int err;
+    int hint; /* SX_ENOTLEADER's: the leader's config id, or 0 */
     char msg[160];
+    size_t bytes; /* the items' and keys' bytes (a replicated group's bound) */
     uint64_t *versions, *found;
     st_write_cb cb; /* st_write_start's (r is on the heap), or NULL: */
     void *cb_arg;
@@ -417,6 +420,13 @@ static op_ref *sorted_ops(st_part *p, st_wreq *list, size_t nops, size_t *n)
     return refs;
 }
 
+/* The committer's wait for a group's proposals (replicated partitions). */
+typedef struct prop_wait {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int left;
+} prop_wait;
+
 /* One partition's share of a node group. */
 typedef struct part_grp {
     st_part *p;
@@ -426,9 +436,26 @@ typedef struct part_grp {
     st_commit_st cs;
     size_t nops;
     bool locked; /* its write lock is held: in this group */
-    bool commit; /* prepared: b goes into the synced write */
+    bool commit; /* prepared: b goes into the synced write (or, for a
+                  * replicated partition, its proposal) */
     int rc;
+    uint64_t term;   /* replicated: the term the share was computed in */
+    int hint;        /* replicated: SX_ENOTLEADER's hint */
+    int prc;         /* replicated: the proposal's outcome */
+    prop_wait *wait; /* replicated: the committer's, while proposed */
 } part_grp;
+
+/* A replicated partition's group is computed only by its leader, from a
+ * state that holds every committed entry: g->term is the term in which
+ * that was confirmed (at once when known, else by a barrier now, after a
+ * leadership change). Returns 0, or SX_ENOTLEADER (g->hint) and the like. */
+static int group_leading(part_grp *g)
+{
+    g->term = pg_ready(g->p->pg);
+    if (g->term != 0)
+        return 0;
+    return pg_barrier(g->p->pg, &g->term, &g->hint);
+}
 
 /* Under g->p's write lock (group_done releases it): computes its share of
  * the group into g->b: facts, outbox records, then the metadata and
@@ -448,6 +475,13 @@ static void group_build(part_grp *g)
     else
         leveldb_writebatch_clear(g->b);
     rc = g->b ? 0 : SX_ENOMEM;
+    if (rc == 0 && p->pg != NULL)
+        rc = group_leading(g);
+    if (rc != 0) {
+        g->rc = rc;
+        return;
+    }
+    st_part_sync_working(p);
     group_catalog(p, g->list);
     group_deadlines(p, g->list);
     for (st_wreq *r = g->list; r; r = r->next)
@@ -482,15 +516,70 @@ static void group_done(part_grp *g, int wrc)
     }
     pthread_mutex_unlock(&p->wlock);
     if (g->rc != 0) {
-        LOG_ERROR("partition %llu: group of %zu ops failed: %s", (unsigned long long)p->id, g->nops,
-                  sx_strerror(g->rc));
-        for (st_wreq *r = g->list; r; r = r->next)
-            fail_req(r, g->rc,
-                     g->rc == SX_EIO
-                         ? "storage write failed: a disk error on the storage node (this write "
-                           "may or may not survive; the node refuses writes until it restarts)"
-                         : "storage write failed");
+        const char *why = g->rc == SX_EIO
+                              ? "storage write failed: a disk error on the storage node (this "
+                                "write may or may not survive; the node refuses writes until it "
+                                "restarts)"
+                          : g->rc == SX_ENOTLEADER
+                              ? "not applied: this replica does not lead the partition's group; "
+                                "retry at its leader"
+                          : g->rc == SX_ETIMEDOUT
+                              ? "outcome unknown: the partition's replica stopped before the "
+                                "write committed (it may or may not have been applied)"
+                              : "storage write failed";
+        if (g->rc != SX_ENOTLEADER)
+            LOG_ERROR("partition %llu: group of %zu ops failed: %s", (unsigned long long)p->id,
+                      g->nops, sx_strerror(g->rc));
+        for (st_wreq *r = g->list; r; r = r->next) {
+            if (r->err == 0)
+                r->hint = g->hint;
+            fail_req(r, g->rc, why);
+        }
     }
+}
+
+/* A replicated share's proposal finished (on the loop thread). */
+static void share_done(void *arg, int rc, int hint)
+{
+    part_grp *g = arg;
+    prop_wait *w = g->wait;
+
+    pthread_mutex_lock(&w->mu);
+    g->prc = rc;
+    g->hint = hint;
+    if (--w->left == 0)
+        pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* Proposes the replicated partitions' shares of the group and waits until
+ * each is applied here or failed; their outcomes in g[i].prc. */
+static void propose_shares(part_grp *g, int n)
+{
+    prop_wait w = { .left = 1 }; /* this thread's own, dropped below */
+
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    for (int i = 0; i < n; i++) {
+        if (!g[i].commit || g[i].p->pg == NULL)
+            continue;
+        g[i].wait = &w;
+        pthread_mutex_lock(&w.mu);
+        w.left++;
+        pthread_mutex_unlock(&w.mu);
+        int rc = pg_propose(g[i].p->pg, g[i].b, g[i].term, share_done, &g[i]);
+        if (rc != 0) {
+            g[i].hint = pg_leader_hint(g[i].p->pg);
+            share_done(&g[i], rc, g[i].hint);
+        }
+    }
+    pthread_mutex_lock(&w.mu);
+    w.left--;
+    while (w.left > 0)
+        pthread_cond_wait(&w.cv, &w.mu);
+    pthread_mutex_unlock(&w.mu);
+    pthread_cond_destroy(&w.cv);
+    pthread_mutex_destroy(&w.mu);
 }
 
 /* The committer's work for one node group (n partitions with requests, in
@@ -506,12 +595,15 @@ static size_t run_group(st_store *s, part_grp *g, int n, leveldb_writebatch_t **
     leveldb_writebatch_t *one = NULL;
     unsigned skipped;
     size_t nops = 0;
-    int shares = 0, wrc = 0, nlocked = 0;
+    int shares = 0, wrc = 0, nlocked = 0, replicated = 0;
 
     for (int i = 0; i < n; i++) {
         g[i].commit = false; /* a partition left out has no share */
         g[i].nops = 0;
         g[i].rc = 0;
+        g[i].prc = 0;
+        g[i].hint = 0;
+        g[i].term = 0;
         g[i].locked = pthread_mutex_trylock(&g[i].p->wlock) == 0;
         nlocked += g[i].locked;
     }
@@ -526,12 +618,16 @@ static size_t run_group(st_store *s, part_grp *g, int n, leveldb_writebatch_t **
         nlocked++;
         group_build(&g[i]);
         nops += g[i].nops;
-        if (g[i].commit) {
+        if (g[i].commit && g[i].p->pg != NULL) {
+            replicated++;
+        } else if (g[i].commit) {
             one = g[i].b;
             shares++;
         }
     }
     t1 = os_mono_us();
+    if (replicated > 0)
+        propose_shares(g, n);
     if (shares > 1) { /* one batch, one log record, one fsync */
         if (*all == NULL)
             *all = leveldb_writebatch_create();
@@ -541,7 +637,7 @@ static size_t run_group(st_store *s, part_grp *g, int n, leveldb_writebatch_t **
             wrc = SX_ENOMEM;
         } else {
             for (int i = 0; i < n; i++)
-                if (g[i].commit)
+                if (g[i].commit && g[i].p->pg == NULL)
                     leveldb_writebatch_append(*all, g[i].b);
             wrc = ldb_write_sync(s->db, *all);
         }
@@ -550,9 +646,9 @@ static size_t run_group(st_store *s, part_grp *g, int n, leveldb_writebatch_t **
     }
     for (int i = 0; i < n; i++)
         if (g[i].locked)
-            group_done(&g[i], wrc);
+            group_done(&g[i], g[i].p->pg != NULL ? g[i].prc : wrc);
     t2 = os_mono_us();
-    if (shares > 0 && wrc == 0)
+    if ((shares > 0 || replicated > 0) && wrc == 0)
         cstats_add(&s->commits, nops, t1 - t0, t2 - t1);
     if (t2 - t0 >= SX_SLOW_MS * 1000ull && log_ratelimit_ok(&s->slow, 1000, &skipped))
         LOG_WARN("slow group: %zu ops in %d partitions, apply %llu ms, synced write %llu ms "
@@ -610,6 +706,10 @@ static void encode_reply(const st_wreq *r, mp_buf *out)
 {
     msg_S_WRITE_rep rep;
 
+    if (r->err == SX_ENOTLEADER) {
+        msg_encode_err_hint(MSG_S_WRITE, r->err, r->msg, (uint64_t)r->hint, out);
+        return;
+    }
     if (r->err != 0) {
         msg_encode_err(MSG_S_WRITE, r->err, r->msg, out);
         return;
@@ -690,6 +790,33 @@ static void requeue(st_part *p, st_wreq *list)
     pthread_mutex_unlock(&p->mu);
 }
 
+/* Takes p's queued requests for a group (needs p->mu): all of them, or
+ * for a replicated partition those within ST_REPL_GROUP_BYTES (at least
+ * one), its proposal being one Raft entry; *more is set when some stay. */
+#define ST_REPL_GROUP_BYTES ((size_t)4 << 20)
+static st_wreq *take_queue(st_part *p, bool *more)
+{
+    st_wreq *list = p->qhead, *last = NULL;
+    size_t bytes = 0;
+
+    if (p->pg == NULL || list == NULL) {
+        p->qhead = p->qtail = NULL;
+        return list;
+    }
+    for (st_wreq *r = list; r != NULL && (last == NULL || bytes + r->bytes <= ST_REPL_GROUP_BYTES);
+         r = r->next) {
+        bytes += r->bytes;
+        last = r;
+    }
+    p->qhead = last->next;
+    if (p->qhead == NULL)
+        p->qtail = NULL;
+    else
+        *more = true;
+    last->next = NULL;
+    return list;
+}
+
 static void *committer_main(void *arg)
 {
     st_store *s = arg;
@@ -711,13 +838,13 @@ static void *committer_main(void *arg)
         s->work = false;
         pthread_mutex_unlock(&s->mu);
         int n = 0;
+        bool more = false;
         for (int i = 0; i < s->nparts; i++) {
             st_part *p = s->parts[i];
 
             pthread_mutex_lock(&p->mu);
             g[n].p = p;
-            g[n].list = p->qhead;
-            p->qhead = p->qtail = NULL;
+            g[n].list = take_queue(p, &more);
             pthread_mutex_unlock(&p->mu);
             if (g[n].list != NULL)
                 n++;
@@ -737,7 +864,7 @@ static void *committer_main(void *arg)
             }
         }
         pthread_mutex_lock(&s->mu);
-        if (requeued)
+        if (requeued || more)
             s->work = true;
     }
     pthread_mutex_unlock(&s->mu);
@@ -813,6 +940,7 @@ static int prepare_op(st_part *p, const cat_table *t, st_wreq *r, uint32_t i)
     be_put64(hdr + ST_FACT_HDR, op->h);
     op->koff = r->keys.n;
     op->kn = sizeof(hdr) + pk.n;
+    r->bytes += op->on + op->kn;
     rc = tup_bytes_append(&r->keys, hdr, sizeof(hdr));
     if (rc == 0)
         rc = tup_bytes_append(&r->keys, pk.p, pk.n);

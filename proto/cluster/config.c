@@ -603,12 +603,13 @@ int cfg_node_by_name(const cfg_cluster *c, const char *name)
 int cfg_check_supported(const cfg_cluster *c, char *err, size_t errlen)
 {
     cfg_err e = { err, errlen };
-    for (int k = 0; k < c->nstorage + c->nindex; k++) {
-        const cfg_part *p = k < c->nstorage ? &c->storage[k] : &c->index[k - c->nstorage];
+    for (int k = 0; k < c->nindex; k++) {
+        const cfg_part *p = &c->index[k];
         if (p->nrep > 1)
             return fail(&e,
-                        "partition %llu has %d replicas: this version serves fact and index "
-                        "partitions with one replica only",
+                        "index partition %llu has %d replicas: this version replicates the "
+                        "catalog and fact partitions, and serves index partitions with one "
+                        "replica only",
                         (unsigned long long)p->id, p->nrep);
     }
     return 0;

@@ -190,7 +190,7 @@ static void replica_cases(void)
         CHECK_INT(c->nodes[s2].id, 2);
         /* the daemons of this version refuse it rather than serve one replica */
         CHECK_INT(cfg_check_supported(c, err, sizeof(err)), SX_ECONFIG);
-        CHECKF(strstr(err, "partition 1 has 3 replicas") != NULL, "%s", err);
+        CHECKF(strstr(err, "index partition 11 has 3 replicas") != NULL, "%s", err);
         cfg_free(c);
         c = NULL;
     }
