@@ -400,7 +400,10 @@ static ix_apply_op *run_group(ix_part *p, ix_apply_op *group, size_t nrec,
     unsigned skipped;
     group_ctx g;
     ix_apply_op *op, *nx, *now = NULL, *later = NULL, **now_end = &now, **later_end = &later;
-    bool lazy = true, seal = false, piped = group_pipelined(p, group), wrote = false;
+    bool lazy = true, seal = false, wrote = false;
+    /* a replicated partition's groups are durable once applied: no syncer */
+    bool piped = p->pg == NULL && group_pipelined(p, group);
+    uint64_t term = 0;
     bool s_moved = false;
     size_t ns = (size_t)p->nsrc;
     uint64_t *snap = NULL; /* the published state: ns watermarks, ns hw_seen */
@@ -414,6 +417,12 @@ static ix_apply_op *run_group(ix_part *p, ix_apply_op *group, size_t nrec,
         ix_sync_drain(p); /* marker, seals and syncs keep their order */
     if (__atomic_load_n(&p->seal_broken, __ATOMIC_ACQUIRE))
         p->work_valid = false; /* what the failed sync held is not published */
+    int lrc = 0;
+    if (p->pg != NULL) {
+        /* computed from the applied state, by the leader only */
+        p->work_valid = false;
+        lrc = ix_part_leading(p, &term);
+    }
     work_load(p);
     g.entries = p->work_entries;
     g.tombstones = p->work_tombstones;
@@ -424,7 +433,7 @@ static ix_apply_op *run_group(ix_part *p, ix_apply_op *group, size_t nrec,
     else
         leveldb_writebatch_clear(*wb);
     g.b = *wb;
-    rc = g.b ? ov_init(&g.ov, nrec) : SX_ENOMEM;
+    rc = lrc != 0 ? lrc : g.b ? ov_init(&g.ov, nrec) : SX_ENOMEM;
     if (rc == 0)
         rc = apply_ops(&g, group, nrec);
     for (op = group; op != NULL; op = op->next) {
@@ -451,7 +460,9 @@ static ix_apply_op *run_group(ix_part *p, ix_apply_op *group, size_t nrec,
             rc = ix_put_counts(g.b, g.entries, g.tombstones);
         t1 = os_mono_us();
         if (rc == 0)
-            rc = piped ? ldb_write_lazy(p->db, g.b) : ix_write_group(p, g.b, lazy, seal, &seal_rc);
+            rc = piped           ? ldb_write_lazy(p->db, g.b)
+                 : p->pg != NULL ? ix_part_durable(p, g.b, term)
+                                 : ix_write_group(p, g.b, lazy, seal, &seal_rc);
         t2 = os_mono_us();
         wrote = rc == 0;
         if (t2 - t0 >= SX_SLOW_MS * 1000ull && log_ratelimit_ok(&p->slow, 1000, &skipped))
@@ -468,11 +479,15 @@ static ix_apply_op *run_group(ix_part *p, ix_apply_op *group, size_t nrec,
         }
         if (!piped && wrote) { /* synced here, with everything before, unless lazy */
             cstats_add(&p->commits, nrec, t1 - t0, t2 - t1);
-            ix_publish(p, p->work_wm, p->work_hw, g.entries, g.tombstones, lazy ? NULL : p->s_wm);
+            ix_publish(p, p->work_wm, p->work_hw, g.entries, g.tombstones,
+                       p->pg != NULL ? p->work_wm
+                       : lazy        ? NULL
+                                     : p->s_wm);
         }
     } else {
-        LOG_ERROR("index p%llu: apply group failed: %s", (unsigned long long)p->id,
-                  sx_strerror(rc));
+        if (rc != SX_ENOTLEADER)
+            LOG_ERROR("index p%llu: apply group failed: %s", (unsigned long long)p->id,
+                      sx_strerror(rc));
         p->work_valid = false; /* the next group starts from what is published */
     }
     for (op = group; op != NULL; op = op->next)

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "index_part.h"
+#include "pgroup.h"
 #include "hash.h"
 #include "log.h"
 #include "sx_errors.h"
@@ -147,6 +148,8 @@ int ix_part_drop_gc(ix_part *p, const cat_catalog *cat, int max_batches, uint64_
     if (collected)
         *collected = 0;
     *unfinished = false;
+    if (p->pg != NULL && pg_ready(p->pg) == 0)
+        return 0; /* a replicated partition's leader collects */
     while (rc == 0 && batches < max_batches) {
         rc = next_id(p, from, &any, &id);
         if (rc != 0 || !any)

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "index_part.h"
+#include "pgroup.h"
 #include "index_rules.h"
 #include "hash.h"
 #include "log.h"
@@ -108,8 +109,8 @@ int ix_part_gc(ix_part *p, int max_batches, uint64_t *collected)
     ix_part_state(p, NULL, &tombs, NULL, NULL);
     if (collected)
         *collected = 0;
-    if (tombs == 0 || p->ncfg == 0)
-        return 0;
+    if (tombs == 0 || p->ncfg == 0 || (p->pg != NULL && pg_ready(p->pg) == 0))
+        return 0; /* (a replicated partition's leader collects) */
     hw = calloc((size_t)p->nsrc + 1, sizeof(*hw));
     if (hw == NULL)
         return SX_ENOMEM;

@@ -5,6 +5,7 @@
  * second, and every DROP_CHECK_MS the entries of dropped indexes (it
  * fetches the catalog from the catalog node to know them).
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include "link_auth.h"
 #include "log.h"
 #include "net.h"
+#include "repl.h"
 #include "sx_errors.h"
 
 #define GC_INTERVAL_MS 1000
@@ -29,6 +31,7 @@ typedef struct ix_node {
     const cfg_node *self;
     int nparts;
     ix_part **parts; /* immutable after start-up */
+    repl *repl;      /* its replicated partitions' Raft groups, or NULL */
 
     pthread_mutex_t gc_mu; /* guards gc_stop */
     pthread_cond_t gc_cv;
@@ -55,6 +58,43 @@ static ix_part *find_part(ix_node *nd, uint64_t id)
         if (nd->parts[i]->id == id)
             return nd->parts[i];
     return NULL;
+}
+
+/* Set once the node holds a replicated partition: its reads then wait for
+ * a leadership check, so they are not quick. */
+static atomic_bool any_replicated;
+
+/* An error reply for partition p's request of type t: SX_ENOTLEADER names
+ * the node leading p's group (when known), so the caller goes there. */
+static void encode_part_err(const ix_part *p, msg_type t, int err, const char *msg, mp_buf *out)
+{
+    if (err == SX_ENOTLEADER)
+        msg_encode_err_hint(t, err, msg, p != NULL ? (uint64_t)ix_part_leader_hint(p) : 0, out);
+    else
+        msg_encode_err(t, err, msg, out);
+}
+
+/* Before a read of replicated partition p: its leadership confirmed, else
+ * the error reply in out and false. */
+static bool read_ok(ix_part *p, msg_type t, mp_buf *out)
+{
+    int hint, rc = ix_part_read_barrier(p, &hint);
+    char msg[160];
+
+    if (rc == 0)
+        return true;
+    if (rc == SX_ENOTLEADER) {
+        snprintf(msg, sizeof(msg),
+                 "this replica does not lead index partition %llu: retry at "
+                 "its leader",
+                 (unsigned long long)p->id);
+        msg_encode_err_hint(t, rc, msg, (uint64_t)hint, out);
+    } else {
+        snprintf(msg, sizeof(msg), "index partition %llu: its replica cannot serve now: %s",
+                 (unsigned long long)p->id, sx_strerror(rc));
+        msg_encode_err(t, rc, msg, out);
+    }
+    return false;
 }
 
 /* ---- handlers: each appends one reply frame to out ---- */
@@ -114,9 +154,10 @@ static void apply_sync(ix_node *nd, msg_type t, const msg_I_APPLY_req *m, mp_buf
     }
     rc = ix_part_apply(p, m, t == MSG_I_BUILD, &wm, &synced, err, sizeof(err));
     if (rc != 0) {
-        LOG_WARN("%s p%llu from %llu: %s", msg_name(t), (unsigned long long)m->part,
-                 (unsigned long long)m->source, err);
-        msg_encode_err(t, rc, err, out);
+        if (rc != SX_ENOTLEADER)
+            LOG_WARN("%s p%llu from %llu: %s", msg_name(t), (unsigned long long)m->part,
+                     (unsigned long long)m->source, err);
+        encode_part_err(p, t, rc, err, out);
         return;
     }
     if (apply_rep(t, wm, synced, nd->epoch, out) != 0 || out->oom) {
@@ -154,7 +195,8 @@ static void do_range(ix_node *nd, const msg_I_RANGE_req *m, mp_buf *out)
         msg_encode_err(MSG_I_RANGE, SX_EWRONGPART, "index partition not on this node", out);
         return;
     }
-    ix_part_range(p, m, out);
+    if (read_ok(p, MSG_I_RANGE, out))
+        ix_part_range(p, m, out);
 }
 
 static void do_watermarks(ix_node *nd, const msg_I_WATERMARKS_req *m, mp_buf *out)
@@ -167,6 +209,8 @@ static void do_watermarks(ix_node *nd, const msg_I_WATERMARKS_req *m, mp_buf *ou
         msg_encode_err(MSG_I_WATERMARKS, SX_EWRONGPART, "index partition not on this node", out);
         return;
     }
+    if (!read_ok(p, MSG_I_WATERMARKS, out))
+        return;
     wm = calloc((size_t)p->nsrc + 1, sizeof(*wm));
     if (wm == NULL) {
         msg_encode_err(MSG_I_WATERMARKS, SX_ENOMEM, "out of memory", out);
@@ -230,8 +274,17 @@ static void do_status(ix_node *nd, mp_buf *out)
     mp_buf b;
     int i, rc = 0;
 
+    mp_buf groups;
+    mp_buf_init(&groups);
+    bool with_groups = nd->repl != NULL && repl_status(nd->repl, &groups) == 0;
+
     mp_buf_init(&b);
-    mp_put_map(&b, 9);
+    mp_put_map(&b, with_groups ? 10 : 9);
+    if (with_groups) {
+        mp_put_cstr(&b, "groups");
+        mp_put_raw(&b, (const uint8_t *)groups.sb.data, groups.sb.size);
+    }
+    mp_buf_free(&groups);
     mp_put_cstr(&b, "name");
     mp_put_cstr(&b, nd->self->name);
     mp_put_cstr(&b, "links_authenticated");
@@ -295,6 +348,11 @@ static void ix_handle(void *arg, const uint8_t *req, size_t n, mp_buf *out)
     case MSG_I_BUILD: IX_DISPATCH(I_BUILD, do_build); break;
     case MSG_I_RANGE: IX_DISPATCH(I_RANGE, do_range); break;
     case MSG_I_WATERMARKS: IX_DISPATCH(I_WATERMARKS, do_watermarks); break;
+    case MSG_R_PROBE:
+    case MSG_R_JOIN:
+        if (nd->repl == NULL || !repl_handle(nd->repl, t, req, n, out))
+            msg_encode_err(t, SX_EINVAL, "this node holds no replicated group", out);
+        break;
     default: msg_encode_err(t, SX_EINVAL, "message not served by an index node", out); break;
     }
 }
@@ -381,7 +439,7 @@ static int open_parts(ix_node *nd, const node_opts *o)
     if (nd->parts == NULL)
         return SX_ENOMEM;
     for (i = 0; i < cfg->nindex; i++) {
-        if (cfg->index[i].node != o->self)
+        if (!cfg_part_on(&cfg->index[i], o->self))
             continue;
         rc = ix_part_open(cfg, &cfg->index[i], o->data_dir, &nd->parts[nd->nparts]);
         if (rc != 0)
@@ -417,6 +475,7 @@ static void sleep_ms(long ms)
  * reply (an I_BUILD's in b, viewed as an I_APPLY in m). */
 typedef struct ix_deferred {
     msg_type t;
+    ix_part *p;
     uint64_t epoch; /* the node's */
     msg_I_APPLY_req m;
     msg_I_BUILD_req b;
@@ -439,9 +498,10 @@ static void deferred_done(void *arg, int err, uint64_t wm, uint64_t synced, cons
 
     mp_buf_init(&out);
     if (err != 0) {
-        LOG_WARN("%s p%llu from %llu: %s", msg_name(d->t), (unsigned long long)d->m.part,
-                 (unsigned long long)d->m.source, msg);
-        msg_encode_err(d->t, err, msg, &out);
+        if (err != SX_ENOTLEADER)
+            LOG_WARN("%s p%llu from %llu: %s", msg_name(d->t), (unsigned long long)d->m.part,
+                     (unsigned long long)d->m.source, msg);
+        encode_part_err(d->p, d->t, err, msg, &out);
     } else {
         if (apply_rep(d->t, wm, synced, d->epoch, &out) != 0 || out.oom) {
             mp_buf_free(&out);
@@ -467,6 +527,8 @@ static bool ix_defer(void *arg, msg_type t, const uint8_t *req, size_t len, net_
     char err[200];
     int rc;
 
+    if (nd->repl != NULL && repl_defer(nd->repl, t, req, len, r))
+        return true;
     if ((t != MSG_I_APPLY && t != MSG_I_BUILD) || (d = calloc(1, sizeof(*d))) == NULL)
         return false;
     d->t = t;
@@ -480,7 +542,7 @@ static bool ix_defer(void *arg, msg_type t, const uint8_t *req, size_t len, net_
     } else {
         rc = msg_decode_req(MSG_I_APPLY, req, len, &d->m);
     }
-    if (rc != 0 || (p = find_part(nd, d->m.part)) == NULL ||
+    if (rc != 0 || (p = d->p = find_part(nd, d->m.part)) == NULL ||
         ix_part_apply_start(p, &d->m, t == MSG_I_BUILD, deferred_done, d, err, sizeof(err)) != 0) {
         deferred_free(d);
         return false;
@@ -491,7 +553,33 @@ static bool ix_defer(void *arg, msg_type t, const uint8_t *req, size_t len, net_
 /* Index range reads and watermarks: local, short, never waiting. */
 static bool ix_quick(msg_type t)
 {
-    return t == MSG_I_RANGE || t == MSG_I_WATERMARKS || t == MSG_PING;
+    if (t == MSG_PING)
+        return true;
+    return (t == MSG_I_RANGE || t == MSG_I_WATERMARKS) && !atomic_load(&any_replicated);
+}
+
+/* Opens the node's replication service when it holds a replicated
+ * partition, and makes each such partition a replica of its group. */
+static int replicate_parts(ix_node *nd, const node_opts *o)
+{
+    bool any = false;
+    int rc;
+
+    for (int i = 0; i < nd->nparts; i++)
+        any = any || nd->parts[i]->cp->nrep > 1;
+    if (!any)
+        return 0;
+    atomic_store(&any_replicated, true);
+    rc = repl_open(o->cfg, o->self, o->data_dir, o->bootstrap, &nd->repl);
+    for (int i = 0; rc == 0 && i < nd->nparts; i++) {
+        if (nd->parts[i]->cp->nrep < 2)
+            continue;
+        rc = ix_part_replicate(nd->parts[i], nd->repl, o->data_dir);
+        if (rc != 0)
+            LOG_ERROR("index p%llu: cannot load its replica: %s",
+                      (unsigned long long)nd->parts[i]->id, sx_strerror(rc));
+    }
+    return rc;
 }
 
 int ix_node_run(const node_opts *o)
@@ -527,6 +615,9 @@ int ix_node_run(const node_opts *o)
     LOG_INFO("index node %s: epoch %016llx (%s)", nd.self->name, (unsigned long long)nd.epoch,
              kept ? "kept from a clean stop: builds running meanwhile go on"
                   : "new: builds running meanwhile start again");
+    rc = replicate_parts(&nd, o);
+    if (rc != 0)
+        goto out;
     rc = catcache_new(o->cfg, &nd.cc);
     if (rc != 0)
         goto out;
@@ -546,12 +637,17 @@ int ix_node_run(const node_opts *o)
     LOG_INFO("index node %s serving %d partitions on %s", nd.self->name, nd.nparts, nd.self->url);
     printf("ready\n");
     fflush(stdout);
-    while (!node_should_stop())
+    while (!node_should_stop() && !repl_failed(nd.repl))
         sleep_ms(50);
+    if (repl_failed(nd.repl))
+        rc = SX_EIO; /* fail-stop: logged by the replication service */
     LOG_INFO("index node %s stopping", nd.self->name);
     net_shutdown_guard(NET_SHUTDOWN_GRACE_S);
     stopping = true;
 out:
+    /* the replicated partitions' requests in hand are answered as the loop
+     * stops, so the server's stop does not wait for them */
+    repl_stop(nd.repl);
     net_server_stop(srv);
     if (gc_started) {
         pthread_mutex_lock(&nd.gc_mu);
@@ -564,6 +660,7 @@ out:
     if (close_parts(&nd) && stopping && ix_epoch_keep(o->data_dir, nd.epoch) == 0)
         LOG_INFO("index node %s: every partition sealed, epoch kept for the next start",
                  nd.self->name);
+    repl_close(nd.repl); /* after every user of its groups */
     catcache_free(nd.cc);
     pthread_mutex_destroy(&nd.gc_mu);
     pthread_cond_destroy(&nd.gc_cv);

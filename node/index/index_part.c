@@ -10,6 +10,7 @@
 #include "keyfilter_load.h"
 #include "hash.h"
 #include "log.h"
+#include "pgroup.h"
 #include "sx_errors.h"
 
 size_t ix_ekey(uint8_t *k, const uint8_t *local, size_t ln)
@@ -87,7 +88,7 @@ int ix_commit_removal(ix_part *p, leveldb_writebatch_t *b, uint64_t live, uint64
     tombstones = tombstones >= tombs ? tombstones - tombs : 0;
     rc = ix_put_counts(b, entries, tombstones);
     if (rc == 0)
-        rc = ldb_write_sync(p->db, b);
+        rc = ix_part_durable(p, b, 0);
     if (rc == 0) {
         pthread_mutex_lock(&p->state_mu);
         p->entries = entries;
@@ -299,7 +300,10 @@ static int load_synced(ix_part *p)
     bool back = false;
     int rc = ldb_get(p->db, &key, 1, &v, &vn);
 
-    if (rc == SX_ENOTFOUND) {
+    if (rc == SX_ENOTFOUND || (rc == 0 && p->cp->nrep > 1)) {
+        /* a replicated partition's 'W' records are its applied state
+         * (index_repl.c) */
+        free(v);
         rc = 0;
         goto done;
     }
@@ -351,6 +355,33 @@ done:
     return rc;
 }
 
+int ix_part_reload(ix_part *p)
+{
+    wm_load l = { NULL, 0, 0 };
+    uint8_t lo = IX_PFX_WM, hi = IX_PFX_WM + 1;
+    size_t n = (size_t)p->nsrc;
+    int rc = ldb_scan(p->db, NULL, &lo, 1, &hi, 1, false, load_wm_visit, &l);
+
+    if (rc == 0) {
+        pthread_mutex_lock(&p->state_mu);
+        rc = load_counts(p); /* fills p's counters */
+        memset(p->wm, 0, n * sizeof(uint64_t));
+        memset(p->hw, 0, n * sizeof(uint64_t));
+        for (int i = 0; i < l.n; i++) {
+            int j = ix_part_src_index(p, l.v[i].src);
+
+            if (j >= 0) {
+                p->wm[j] = l.v[i].wm;
+                p->hw[j] = l.v[i].hw;
+            }
+        }
+        memcpy(p->dur_wm, p->wm, n * sizeof(uint64_t));
+        pthread_mutex_unlock(&p->state_mu);
+    }
+    free(l.v);
+    return rc;
+}
+
 int ix_put_synced(ix_part *p, leveldb_writebatch_t *b, const uint64_t *wm, const uint64_t *hw)
 {
     static const uint8_t key = IX_PFX_SYNCED;
@@ -378,9 +409,9 @@ static void write_final_synced(ix_part *p)
 {
     leveldb_writebatch_t *b;
 
-    if (p->db == NULL || p->wm == NULL || ldb_failed(p->db) ||
+    if (p->db == NULL || p->wm == NULL || ldb_failed(p->db) || p->cp->nrep > 1 ||
         (b = leveldb_writebatch_create()) == NULL)
-        return;
+        return; /* (a replica's keys change only by its group's entries) */
     if (ix_put_synced(p, b, p->wm, p->hw) == 0 && ldb_write_sync(p->db, b) != 0)
         LOG_WARN("index p%llu: could not record its final state: the next start ships "
                  "some records again",
@@ -500,6 +531,7 @@ bool ix_part_close(ix_part *p)
                  (unsigned long long)p->id);
     kf_load_stop(p->kf_load);
     kf_destroy(p->kf);
+    pg_close(p->pg);
     ldb_close(p->db);
     free(p->src);
     free(p->wm);

@@ -96,6 +96,8 @@
 
 struct ix_apply_op;
 struct ix_written;
+struct pgroup;
+struct repl;
 
 typedef struct ix_part {
     uint64_t id;
@@ -156,6 +158,8 @@ typedef struct ix_part {
                                 * the committer skips the read of a key it
                                 * proves never stored */
     struct kf_loader *kf_load; /* the scan that fills it after open */
+    struct pgroup *pg;         /* its Raft group (index_repl.c), or NULL: a
+                                * partition of one replica */
 } ix_part;
 
 /* A decoded stored entry; proj borrows from the value bytes. */
@@ -276,5 +280,38 @@ int ix_part_gc(ix_part *p, int max_batches, uint64_t *collected);
  * *unfinished says the batch budget ran out with work possibly left. */
 int ix_part_drop_gc(ix_part *p, const cat_catalog *cat, int max_batches, uint64_t *collected,
                     bool *unfinished);
+
+/* ---- replication (index_repl.c; ix_part_reload in index_part.c) ---- */
+
+/* Makes p (open, cp->nrep > 1) a replica of its Raft group in r, its
+ * snapshots in DATA/p<ID>.raft. Its state then changes only by the entries
+ * its replica applies; it applies, serves and collects only while it
+ * leads. Returns 0 or as pg_open. */
+int ix_part_replicate(ix_part *p, struct repl *r, const char *data_dir);
+
+/* A replicated partition's committer, under apply_mu before a group: 0
+ * with *term the term this replica leads in (its state holding every
+ * committed entry: pg_ready, or a barrier now), else SX_ENOTLEADER or
+ * another pgroup.h code. */
+int ix_part_leading(ix_part *p, uint64_t *term);
+
+/* Makes batch b durable: synced into the leveldb (one replica), or
+ * proposed in term (0: the current ready term) and applied here
+ * (replicated). Returns 0 or an sx_err (SX_ENOTLEADER: not the leader). */
+int ix_part_durable(ix_part *p, leveldb_writebatch_t *b, uint64_t term);
+
+/* Before a read that must see every acknowledged apply: 0 at once for one
+ * replica; for a replicated partition, once this replica confirmed it
+ * leads (ReadIndex), else SX_ENOTLEADER (*hint: the leader's config id or
+ * 0) or another pgroup.h code. */
+int ix_part_read_barrier(ix_part *p, int *hint);
+
+/* The config id of the node last known leading p's group, or 0. */
+int ix_part_leader_hint(const ix_part *p);
+
+/* Reloads the published state (each source's watermark and hw_seen from
+ * its 'W' record, the counters) from the leveldb after its contents were
+ * replaced. Returns 0 or an sx_err. */
+int ix_part_reload(ix_part *p);
 
 #endif

@@ -16,6 +16,7 @@
 #include "msg.h"
 #include "net.h"
 #include "node.h"
+#include "ixroute.h"
 #include "storage_part.h"
 #include "sx_errors.h"
 #include "u64set.h"
@@ -75,9 +76,13 @@ typedef struct bf_scan {
     int drr; /* the destination a chunk starts with (in turn) */
     leveldb_writebatch_t *b;
     net_peer **peers; /* by config node: index nodes, opened when needed */
-    bf_dest *dests;   /* by destination (cfg->index order) */
-    net_job *jobs;    /* one per destination a chunk has records for */
-    int *jobdest;     /* the destination of each job */
+    ixroute *ixr;     /* where each destination's calls go (its leader):
+                       * the node's (st_store.ixr), else the scan's own */
+    bool own_ixr;
+    bf_dest *dests; /* by destination (cfg->index order) */
+    net_job *jobs;  /* one per destination a chunk has records for */
+    int *jobdest;   /* the destination of each job */
+    int *jobnode;   /* the node each job went to */
     tup_bytes key;
     mp_buf proj;
     item_view view; /* the fact being scanned, read once */
@@ -194,13 +199,20 @@ static int bf_dests_init(bf_scan *s)
     s->dests = calloc((size_t)n, sizeof(*s->dests));
     s->jobs = calloc((size_t)n, sizeof(*s->jobs));
     s->jobdest = calloc((size_t)n, sizeof(*s->jobdest));
+    s->jobnode = calloc((size_t)n, sizeof(*s->jobnode));
     s->peers = calloc((size_t)cfg->nnodes, sizeof(*s->peers));
     s->dfirst = calloc((size_t)n + 1, sizeof(*s->dfirst));
     s->dnext = calloc((size_t)n, sizeof(*s->dnext));
     s->dstop = calloc((size_t)n, sizeof(*s->dstop));
-    if (s->dests == NULL || s->jobs == NULL || s->jobdest == NULL || s->peers == NULL ||
-        s->dfirst == NULL || s->dnext == NULL || s->dstop == NULL)
+    if (s->dests == NULL || s->jobs == NULL || s->jobdest == NULL || s->jobnode == NULL ||
+        s->peers == NULL || s->dfirst == NULL || s->dnext == NULL || s->dstop == NULL)
         return SX_ENOMEM;
+    s->ixr = s->p->store->ixr;
+    if (s->ixr == NULL) {
+        if (ixroute_new(cfg, &s->ixr) != 0)
+            return SX_ENOMEM;
+        s->own_ixr = true;
+    }
     for (int d = 0; d < cfg->nindex; d++) {
         msg_I_BUILD_req *rq = &s->dests[d].rq;
 
@@ -235,7 +247,11 @@ static void bf_dests_free(bf_scan *s)
     free(s->dests);
     free(s->jobs);
     free(s->jobdest);
+    free(s->jobnode);
     free(s->peers);
+    if (s->own_ixr)
+        ixroute_free(s->ixr);
+    s->ixr = NULL;
     free(s->dfirst);
     free(s->dnext);
     free(s->dstop);
@@ -251,10 +267,12 @@ static int bf_connect(bf_scan *s)
     int rc = 0;
 
     for (int d = 0; rc == 0 && d < cfg->nindex; d++) {
-        int node = cfg->index[d].node;
+        for (int r = 0; rc == 0 && r < cfg->index[d].nrep; r++) {
+            int node = cfg->index[d].rep[r];
 
-        if (s->peers[node] == NULL)
-            rc = net_peer_open_link(cfg->nodes[node].url, 1, &s->peers[node]);
+            if (s->peers[node] == NULL)
+                rc = net_peer_open_link(cfg->nodes[node].url, 1, &s->peers[node]);
+        }
     }
     return rc;
 }
@@ -266,7 +284,7 @@ static bool bf_reachable(bf_scan *s)
     const cfg_cluster *cfg = s->p->cfg;
 
     for (int d = 0; d < cfg->nindex; d++)
-        if (s->dests[d].rq.versions.n > 0 && !net_peer_connected(s->peers[cfg->index[d].node]))
+        if (s->dests[d].rq.versions.n > 0 && !net_peer_connected(s->peers[ixroute_node(s->ixr, d)]))
             return false;
     return true;
 }
@@ -403,10 +421,11 @@ static int bf_send(bf_scan *s, uint64_t at, bool seal, bool *unresponsive)
         bd->rq.upto = at;
         bd->rq.seals = 1; /* bf_seal ends every build */
         rc = msg_encode_req(MSG_I_BUILD, &bd->rq, &bd->frame);
-        s->jobs[m] = (net_job){ .peer = s->peers[cfg->index[d].node],
+        s->jobs[m] = (net_job){ .peer = s->peers[ixroute_node(s->ixr, d)],
                                 .req = (const uint8_t *)bd->frame.sb.data,
                                 .req_n = bd->frame.sb.size };
         s->jobdest[m] = d;
+        s->jobnode[m] = ixroute_node(s->ixr, d);
         m++;
     }
     if (rc == 0 && m > 0)
@@ -421,6 +440,12 @@ static int bf_send(bf_scan *s, uint64_t at, bool seal, bool *unresponsive)
             *unresponsive = true;
         if (rc == 0 && jrc == 0)
             jrc = msg_decode_rep(MSG_I_BUILD, j->resp, j->resp_n, &rep, emsg, sizeof(emsg));
+        /* a replicated destination: on to its leader (ixroute.h) */
+        if (j->err != 0 || rc != 0)
+            ixroute_fail(s->ixr, s->jobdest[k], s->jobnode[k], rc != 0 ? rc : j->err, 0);
+        else if (jrc == SX_ENOTLEADER)
+            ixroute_fail(s->ixr, s->jobdest[k], s->jobnode[k], jrc,
+                         msg_err_hint(j->resp, j->resp_n));
         if (rc == 0 && jrc == 0)
             jrc = bf_check_epoch(s, s->jobdest[k], rep.epoch);
         if (rc == 0 && jrc != 0 && !s->lost) {

@@ -38,6 +38,7 @@
 #include <string.h>
 #include <time.h>
 #include "hash.h"
+#include "ixroute.h"
 #include "log.h"
 #include "net.h"
 #include "outbox.h"
@@ -133,7 +134,6 @@ typedef struct ship_src {
 typedef struct ship_dest {
     struct ship *s;
     const cfg_part *dest;
-    net_peer *peer; /* borrowed: the ship's peer to dest's node */
     pthread_t th;
     bool started;
     ship_src *src;      /* s->nparts streams */
@@ -150,6 +150,7 @@ struct ship {
     int n;
     ship_dest *d;
     net_peer **peers;   /* by cfg node index (index nodes only) */
+    ixroute *ixr;       /* where each destination's calls go (its leader) */
     pthread_mutex_t mu; /* guards gen, idle, stop */
     pthread_cond_t cv;  /* a commit (broadcast only when idle > 0), or stop */
     uint64_t gen;       /* commits notified so far */
@@ -569,6 +570,7 @@ static void ship_round(ship_dest *d, bool *behind)
     int m = 0;
 
     *behind = false;
+    int di = (int)(d - s->d), node = ixroute_node(s->ixr, di);
     for (int i = 0; i < s->nparts; i++) {
         ship_src *c = &d->src[i];
         int prc;
@@ -591,7 +593,7 @@ static void ship_round(ship_dest *d, bool *behind)
             continue;
         }
         memset(&d->jobs[m], 0, sizeof(d->jobs[m]));
-        d->jobs[m].peer = d->peer;
+        d->jobs[m].peer = s->peers[node];
         d->jobs[m].req = c->frame;
         d->jobs[m].req_n = c->fn;
         d->job_src[m] = i;
@@ -611,8 +613,14 @@ static void ship_round(ship_dest *d, bool *behind)
 
         if (crc != 0)
             d->jobs[k].err = crc;
-        if (src_finish(d, c, &d->jobs[k]) == 0 && !c->b.complete)
+        int terr = d->jobs[k].err, frc = src_finish(d, c, &d->jobs[k]);
+        if (frc == 0 && !c->b.complete)
             *behind = true;
+        /* a replicated destination: on to its leader (ixroute.h) */
+        if (terr != 0)
+            ixroute_fail(s->ixr, di, node, terr, 0);
+        else if (frc == SX_ENOTLEADER)
+            ixroute_fail(s->ixr, di, node, frc, msg_err_hint(d->jobs[k].resp, d->jobs[k].resp_n));
         free(d->jobs[k].resp);
         d->jobs[k].resp = NULL;
         src_clear(c);
@@ -775,6 +783,7 @@ static void ship_free(ship *s)
     for (int i = 0; s->peers && i < s->cfg->nnodes; i++)
         net_peer_close(s->peers[i]);
     free(s->peers);
+    ixroute_free(s->ixr);
     free(s->d);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
@@ -788,7 +797,6 @@ static int dest_init(ship *s, ship_dest *d, const cfg_part *dest)
 
     d->s = s;
     d->dest = dest;
-    d->peer = s->peers[dest->node];
     d->src = calloc(np, sizeof(*d->src));
     d->jobs = calloc(np, sizeof(*d->jobs));
     d->job_src = calloc(np, sizeof(*d->job_src));
@@ -815,22 +823,25 @@ int ship_start(st_part **parts, int nparts, const cfg_cluster *cfg, ship **out)
     s->linger_ms = linger_from_env();
     s->d = calloc(s->n ? (size_t)s->n : 1, sizeof(*s->d));
     s->peers = calloc((size_t)cfg->nnodes, sizeof(*s->peers));
-    if (s->d == NULL || s->peers == NULL) {
+    if (s->d == NULL || s->peers == NULL || ixroute_new(cfg, &s->ixr) != 0) {
         ship_free(s);
         return SX_ENOMEM;
     }
-    /* one link per index node, shared by its destinations' threads, each
-     * with one round in flight: as many batches as destinations there */
+    /* one link per index node holding a replica, shared by its
+     * destinations' threads, each with one round in flight: as many
+     * batches as destinations there */
     for (int i = 0; i < s->n && rc == 0; i++) {
-        int node = cfg->index[i].node, batches = 0;
+        for (int r = 0; r < cfg->index[i].nrep && rc == 0; r++) {
+            int node = cfg->index[i].rep[r], batches = 0;
 
-        if (s->peers[node] != NULL)
-            continue;
-        for (int k = 0; k < s->n; k++)
-            batches += cfg->index[k].node == node;
-        if (net_batch_frames(1) == 0)
-            batches = NET_PEER_ALONE;
-        rc = net_peer_open_link(cfg->nodes[node].url, batches, &s->peers[node]);
+            if (s->peers[node] != NULL)
+                continue;
+            for (int k = 0; k < s->n; k++)
+                batches += cfg_part_on(&cfg->index[k], node);
+            if (net_batch_frames(1) == 0)
+                batches = NET_PEER_ALONE;
+            rc = net_peer_open_link(cfg->nodes[node].url, batches, &s->peers[node]);
+        }
     }
     for (int i = 0; i < s->n && rc == 0; i++)
         rc = dest_init(s, &s->d[i], &cfg->index[i]);

@@ -19,6 +19,7 @@
 #include "catalog_repl.h"
 #include "catclient.h"
 #include "link_auth.h"
+#include "ixroute.h"
 #include "log.h"
 #include "msg.h"
 #include "net.h"
@@ -388,6 +389,8 @@ static int open_parts(st_node *n)
         return SX_ENOMEM;
     snprintf(dir, sizeof(dir), "%s/store", n->o->data_dir);
     rc = st_store_open(dir, &n->store);
+    if (rc == 0)
+        rc = ixroute_new(n->cfg, &n->store->ixr);
     if (rc != 0)
         return rc;
     for (int i = 0; i < n->cfg->nstorage; i++) {
@@ -588,14 +591,15 @@ static void stop(st_node *n)
     catrepl_quiesce(n->catrepl);
     repl_stop(n->repl);
     net_server_stop(n->srv);
-    repl_close(n->repl);
-    catrepl_free(n->catrepl);
     ship_stop(n->ship);         /* fails its calls in flight at once */
     catclient_free(n->catpeer); /* the backfill threads that used it are gone */
-    st_store_stop(n->store);    /* commits what is queued */
+    st_store_stop(n->store);    /* commits what is queued (a replicated
+                                 * partition's is refused: its loop stopped) */
     for (int i = 0; i < n->nparts; i++)
         st_part_close(n->parts[i]);
     st_store_close(n->store);
+    repl_close(n->repl); /* after every user of its groups */
+    catrepl_free(n->catrepl);
     free(n->parts);
     st_cat_free(n->cc);
     catp_close(n->catp);

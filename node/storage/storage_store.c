@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "hash.h"
+#include "ixroute.h"
 #include "storage_store.h"
 #include "sx_errors.h"
 
@@ -35,6 +36,7 @@ void st_store_close(st_store *s)
 {
     if (s == NULL)
         return;
+    ixroute_free(s->ixr);
     ldb_close(s->db);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);

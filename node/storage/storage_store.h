@@ -52,6 +52,11 @@ typedef struct st_store {
                            * (atomic access; status:
                            * "writes_past_deadline") */
 
+    struct ixroute *ixr; /* the routes to index partition leaders that
+                          * the node's backfills share (ixroute.h), or
+                          * NULL (each builds its own); freed by
+                          * st_store_close */
+
     /* the absent-key filter (storage_filter.c) */
     struct keyfilter *kf;      /* NULL: none (every write reads) */
     struct kf_loader *kf_load; /* the scan that fills it */

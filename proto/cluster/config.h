@@ -92,9 +92,9 @@ int cfg_load(const char *path, cfg_cluster **out, char *err, size_t errlen);
  * a "user@" part or a URL nng cannot parse is not. */
 bool cfg_url_is_local(const char *url);
 
-/* What this version of the daemons cannot serve yet: an index partition
- * with more than one replica (a replicated catalog and replicated fact
- * partitions are served). Returns 0, or
+/* What this version of the daemons cannot serve of a valid config: the
+ * one place for such a refusal (this version serves every valid config:
+ * the catalog, fact and index partitions replicated or not). Returns 0, or
  * SX_ECONFIG with a one-line reason in err[errlen] (may be NULL).  The
  * daemons refuse to start with such a config rather than serve one
  * replica of it silently. */

@@ -2,7 +2,7 @@
 # Sourced (not run) by each test as:  source lib.sh "$@"   with $1 = build dir.
 #
 # Provides:
-#   it_cluster_up [--netns] [--tls]  start a fresh cluster in a new temp dir
+#   it_cluster_up [--netns] [--tls] [--replicas N]  start a fresh cluster in a new temp dir
 #                          (--netns: each process in a network namespace of
 #                          its own, deploy/netns.sh; --tls: the router's
 #                          client port TLS, deploy/tls.sh, and
@@ -185,8 +185,8 @@ it_cluster_up() {
     fi
     out="$(lc up "$@" "${hosted[@]}")" || { echo "$out" >&2; fail "local-cluster up failed"; }
     IT_URL="$(tail -n 1 <<<"$out")"
-    [[ "$IT_URL" =~ ^(tls\+)?tcp://[0-9.]+:[0-9]+$ ]] ||
-        fail "up did not print the router URL last: $IT_URL"
+    [[ "$IT_URL" =~ ^((tls\+)?tcp://[0-9.]+:[0-9]+,)*(tls\+)?tcp://[0-9.]+:[0-9]+$ ]] ||
+        fail "up did not print the router URLs last: $IT_URL"
     export SHARDEX_ROUTER="$IT_URL"
     if [ -d "$IT_DIR/tls" ]; then export SHARDEX_TLS_DIR="$IT_DIR/tls/client"; fi
     pass "cluster up in $IT_DIR, router $IT_URL${SHARDEX_IT_ROUTER_IN:+ (inside $SHARDEX_IT_ROUTER_IN)}"
