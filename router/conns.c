@@ -2,7 +2,10 @@
  * conns.c — the router's calls to storage and index nodes: one link per
  * node (net_peer_open_link: dialed at start-up, redialed in the
  * background, shared by every request), typed calls that encode a request
- * struct and decode the reply, fan-out in parallel, and raw forwarding.
+ * struct and decode the reply, fan-out in parallel, and raw forwarding. A
+ * call for a replicated storage partition is walked through its replicas
+ * (leader.h): the leader cache picks the first, rt_lw_next each next one,
+ * and the fan-out runs rounds of attempts until every walk is done.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -69,7 +72,7 @@ static bool conn_known_up(router *rt, int i)
  * dialed node of the calls has a connection; nodes still without one are
  * then held "down" for RT_DOWN_HOLD_MS, during which calls to them fail
  * at once (a reconnection ends the hold: the pipe event is seen first). */
-static void conns_wait(router *rt, const rt_rpc *calls, int n)
+static void conns_wait(router *rt, rt_rpc *const *calls, int n)
 {
     int waited, i;
     bool all;
@@ -77,7 +80,7 @@ static void conns_wait(router *rt, const rt_rpc *calls, int n)
     for (waited = 0;; waited += 10) {
         all = true;
         for (i = 0; i < n; i++) {
-            int nd = calls[i].node;
+            int nd = calls[i]->node;
             if (nd >= 0 && nd < rt->cfg->nnodes && rt->dialed[nd] && !conn_known_up(rt, nd) &&
                 rt_now_ms() >= atomic_load(&rt->down_until[nd]))
                 all = false;
@@ -89,7 +92,7 @@ static void conns_wait(router *rt, const rt_rpc *calls, int n)
         fib_sleep_ms(10);
     }
     for (i = 0; i < n; i++) {
-        int nd = calls[i].node;
+        int nd = calls[i]->node;
         if (nd >= 0 && nd < rt->cfg->nnodes && rt->dialed[nd] && !conn_known_up(rt, nd))
             atomic_store(&rt->down_until[nd], rt_now_ms() + RT_DOWN_HOLD_MS);
     }
@@ -97,11 +100,11 @@ static void conns_wait(router *rt, const rt_rpc *calls, int n)
 
 bool rt_conn_up(router *rt, int i)
 {
-    rt_rpc c;
+    rt_rpc c, *one = &c;
 
     memset(&c, 0, sizeof(c));
     c.node = i;
-    conns_wait(rt, &c, 1);
+    conns_wait(rt, &one, 1);
     return conn_known_up(rt, i);
 }
 
@@ -118,6 +121,8 @@ static void rpc_finish(rt_rpc *c, net_job *j)
     c->frame = j->resp;
     j->resp = NULL;
     c->err = msg_decode_rep(c->type, c->frame, j->resp_n, c->rep, c->msg, sizeof(c->msg));
+    if (c->err == SX_ENOTLEADER)
+        c->hint = msg_err_hint(c->frame, j->resp_n);
     if (c->err != 0 && c->msg[0] == '\0') {
         /* not the reply expected: say what came instead, for the log */
         msg_type t = MSG_PING;
@@ -150,12 +155,16 @@ static bool rpc_prepare(router *rt, rt_rpc *c, mp_buf *b)
     c->err = 0;
     c->msg[0] = '\0';
     c->frame = NULL;
+    c->hint = 0;
+    c->down = false;
+    c->no_leader = false;
     if (c->node < 0 || c->node >= rt->cfg->nnodes || !rt->dialed[c->node]) {
         c->err = SX_EINTERNAL;
         snprintf(c->msg, sizeof(c->msg), "no connection to node %d", c->node);
         return false;
     }
     if (!conn_known_up(rt, c->node)) { /* after conns_wait */
+        c->down = true;
         c->err = SX_EUNAVAIL;
         snprintf(c->msg, sizeof(c->msg), "not connected (node down?)");
         return false;
@@ -190,7 +199,10 @@ int rt_rpc_run(router *rt, rt_rpc *calls, int n)
     return rt_rpc_run_ms(rt, calls, n, rt->timeout_ms);
 }
 
-int rt_rpc_run_ms(router *rt, rt_rpc *calls, int n, int timeout_ms)
+/* One attempt of each of the n calls of set, concurrently, each bounded by
+ * timeout_ms. Returns 0 when they ran (look at each err), SX_ENOMEM
+ * otherwise. */
+static int rpc_attempt(router *rt, rt_rpc *const *set, int n, int timeout_ms)
 {
     net_job *jobs = NULL;
     mp_buf *bufs = NULL;
@@ -206,16 +218,16 @@ int rt_rpc_run_ms(router *rt, rt_rpc *calls, int n, int timeout_ms)
         rc = SX_ENOMEM;
         goto out;
     }
-    conns_wait(rt, calls, n);
+    conns_wait(rt, set, n);
     for (i = 0; i < n; i++) {
         mp_buf_init(&bufs[i]);
-        if (!rpc_prepare(rt, &calls[i], &bufs[i]))
+        if (!rpc_prepare(rt, set[i], &bufs[i]))
             continue;
-        jobs[m].peer = rt->peers[calls[i].node];
+        jobs[m].peer = rt->peers[set[i]->node];
         /* a scan page can take long; catalog changes sync: alone, so that
          * they never hold up the calls they would share a frame with */
-        jobs[m].solo = calls[i].type == MSG_S_RANGE || calls[i].type == MSG_CAT_UPDATE ||
-                       calls[i].type == MSG_CAT_BACKFILLED;
+        jobs[m].solo = set[i]->type == MSG_S_RANGE || set[i]->type == MSG_CAT_UPDATE ||
+                       set[i]->type == MSG_CAT_BACKFILLED;
         jobs[m].req = (const uint8_t *)bufs[i].sb.data;
         jobs[m].req_n = bufs[i].sb.size;
         map[m++] = i;
@@ -227,7 +239,7 @@ int rt_rpc_run_ms(router *rt, rt_rpc *calls, int n, int timeout_ms)
         goto out;
     }
     for (i = 0; i < m; i++)
-        rpc_finish(&calls[map[i]], &jobs[i]);
+        rpc_finish(set[map[i]], &jobs[i]);
 out:
     if (bufs != NULL)
         for (i = 0; i < n; i++)
@@ -235,6 +247,112 @@ out:
     free(map);
     free(bufs);
     free(jobs);
+    return rc;
+}
+
+/* Ends call c's walk w, which wants another attempt though the call's time
+ * (began at start) is spent (less than RT_LW_ATTEMPT_MIN_MS would be left
+ * after the pause): its failure becomes rt_lw_giveup's. */
+static void walk_giveup(const router *rt, rt_rpc *c, const rt_lwalk *w, uint64_t start)
+{
+    rt_err last;
+
+    rt_rpc_fail(rt, c, &last);
+    c->err = rt_lw_giveup(w, c->err, last.msg, rt_now_ms() - start, c->msg, sizeof(c->msg));
+    c->no_leader = true;
+}
+
+/* The calls (some for replicated partitions) walked to the end: rounds of
+ * attempts, each of the calls due then (all at first; later those whose
+ * walk asked for another attempt and whose pause has passed), until every
+ * walk is done or the time is spent. set has room for n. */
+static int rpc_walk(router *rt, rt_rpc *calls, rt_rpc **set, int n, int timeout_ms)
+{
+    rt_lwalk *walks = calloc((size_t)n, sizeof(*walks));
+    uint64_t *at = calloc((size_t)n, sizeof(*at));
+    bool *due = calloc((size_t)n, sizeof(*due));
+    uint64_t start = rt_now_ms(), end = start + (uint64_t)timeout_ms;
+    int i, rc = 0;
+
+    if (walks == NULL || at == NULL || due == NULL) {
+        rc = SX_ENOMEM;
+        goto out;
+    }
+    for (i = 0; i < n; i++) {
+        rt_lw_start(&walks[i], &rt->leaders, calls[i].part, calls[i].type == MSG_S_WRITE);
+        if (calls[i].part != NULL)
+            calls[i].node = walks[i].node; /* the cache may have moved since */
+        due[i] = true;
+    }
+    for (;;) {
+        uint64_t now = rt_now_ms(), next = UINT64_MAX;
+        int m = 0;
+
+        for (i = 0; i < n; i++) {
+            if (due[i] && at[i] <= now)
+                set[m++] = &calls[i];
+            else if (due[i] && at[i] < next)
+                next = at[i];
+        }
+        if (m == 0 && next == UINT64_MAX)
+            break;
+        if (m == 0) {
+            fib_sleep_ms((int)(next - now));
+            continue;
+        }
+        rc = rpc_attempt(rt, set, m, now < end ? (int)(end - now) : 1);
+        if (rc != 0)
+            break;
+        for (int k = 0; k < m; k++) {
+            rt_rpc *c = set[k];
+            rt_lwalk *w = &walks[c - calls];
+
+            due[c - calls] = false;
+            if (rt_lw_next(w, c->err, c->hint, c->down) == RT_LW_DONE)
+                continue;
+            now = rt_now_ms();
+            if (now + (uint64_t)w->pause_ms + RT_LW_ATTEMPT_MIN_MS > end ||
+                atomic_load(&rt->stopping)) {
+                walk_giveup(rt, c, w, start);
+                continue;
+            }
+            /* the next attempt decodes into rep afresh (msg_decode_rep
+             * zeroes it first) */
+            rt_rpc_release(c, 1);
+            c->node = w->node;
+            at[c - calls] = now + (uint64_t)w->pause_ms;
+            due[c - calls] = true;
+        }
+    }
+out:
+    free(walks);
+    free(at);
+    free(due);
+    return rc;
+}
+
+int rt_rpc_run_ms(router *rt, rt_rpc *calls, int n, int timeout_ms)
+{
+    rt_rpc **set;
+    bool walks = false;
+    int i, rc;
+
+    if (n <= 0)
+        return 0;
+    if (timeout_ms <= 0)
+        timeout_ms = 1;
+    set = malloc((size_t)n * sizeof(*set));
+    if (set == NULL)
+        return SX_ENOMEM;
+    for (i = 0; i < n; i++) {
+        if (calls[i].part != NULL) {
+            calls[i].node = rt_leader_get(&rt->leaders, calls[i].part);
+            walks = walks || rt_leader_walks(&rt->leaders, calls[i].part);
+        }
+        set[i] = &calls[i];
+    }
+    rc = walks ? rpc_walk(rt, calls, set, n, timeout_ms) : rpc_attempt(rt, set, n, timeout_ms);
+    free(set);
     return rc;
 }
 
@@ -256,7 +374,7 @@ int rt_rpc_fail(const router *rt, const rt_rpc *c, rt_err *e)
 
     if (c->node >= 0 && c->node < rt->cfg->nnodes)
         nd = &rt->cfg->nodes[c->node];
-    if (nd == NULL)
+    if (nd == NULL || c->no_leader)
         return rt_errf(e, c->err, "%s", c->msg);
     if (c->err == SX_EUNAVAIL || c->err == SX_ENET || c->err == SX_ETIMEDOUT)
         return rt_errf(e, c->err, "%s node %s at %s: %s", rt_role_name(nd->role), nd->name, nd->url,

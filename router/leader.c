@@ -32,11 +32,16 @@ void rt_leaders_free(rt_leaders *lc)
 static int part_index(const rt_leaders *lc, const cfg_part *p)
 {
     const cfg_cluster *cfg = lc->cfg;
+    uintptr_t a = (uintptr_t)p, lo, hi;
 
-    if (p == NULL || cfg == NULL || lc->node == NULL || cfg->nstorage <= 0 || p < cfg->storage ||
-        p >= cfg->storage + cfg->nstorage)
+    if (p == NULL || cfg == NULL || lc->node == NULL || cfg->nstorage <= 0)
         return -1;
-    return (int)(p - cfg->storage);
+    /* compared as addresses: p may point anywhere (an index partition) */
+    lo = (uintptr_t)cfg->storage;
+    hi = (uintptr_t)(cfg->storage + cfg->nstorage);
+    if (a < lo || a >= hi || (a - lo) % sizeof(*p) != 0)
+        return -1;
+    return (int)((a - lo) / sizeof(*p));
 }
 
 bool rt_leader_walks(const rt_leaders *lc, const cfg_part *p)
@@ -46,6 +51,8 @@ bool rt_leader_walks(const rt_leaders *lc, const cfg_part *p)
 
 int rt_leader_get(const rt_leaders *lc, const cfg_part *p)
 {
+    if (p == NULL)
+        return -1;
     if (!rt_leader_walks(lc, p))
         return p->node;
     return atomic_load_explicit(&lc->node[part_index(lc, p)], memory_order_relaxed);

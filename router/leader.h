@@ -21,8 +21,9 @@
  *     unknown outcome and is final, as is every other error reply;
  *   - every nrep attempts without success close a cycle: the next attempt
  *     waits first (rt_lw_pause_ms: 20 ms, doubling up to 100 ms).
- * The walk never gives up by itself: its driver stops it when the call's
- * time is spent (rt_lw_giveup says so). A partition of one replica, or a
+ * The walk never gives up by itself: its driver stops it when what is left
+ * of the call's time after the pause is under RT_LW_ATTEMPT_MIN_MS
+ * (rt_lw_giveup says so). A partition of one replica, or a
  * partition that is not one of the cache's storage partitions, is never
  * walked: the first answer is final, as it always was.
  *
@@ -42,6 +43,10 @@
 /* The first pause, after the first cycle without success, and the longest. */
 #define RT_LW_PAUSE_MIN_MS 20
 #define RT_LW_PAUSE_MAX_MS 100
+/* A driver starts no further attempt with less than this left of the
+ * call's time (after the pause): it gives up instead, rather than turn a
+ * clean SX_ENOTLEADER into a timeout (for a write: of unknown outcome). */
+#define RT_LW_ATTEMPT_MIN_MS 50
 
 /* The leader cache: per storage partition of cfg (cfg->storage[g]), the
  * node (index into cfg->nodes) believed to lead it. */
@@ -62,7 +67,7 @@ void rt_leaders_free(rt_leaders *lc);
 bool rt_leader_walks(const rt_leaders *lc, const cfg_part *p);
 
 /* The node to send a call for p to first: its cached leader when p is
- * walked, else p->node. */
+ * walked, else p->node (-1 for p NULL). */
 int rt_leader_get(const rt_leaders *lc, const cfg_part *p);
 
 /* Records node as p's leader. Ignored unless p is walked and node holds a
@@ -98,7 +103,8 @@ typedef struct rt_lwalk {
 
 /* Starts a walk for a call for p (an S_WRITE when write) through cache lc:
  * its first attempt goes to w->node (rt_leader_get). p may be any
- * partition; one that is not walked is attempted once. */
+ * partition, or NULL (a call addressed to a node); one that is not walked
+ * is attempted once. */
 void rt_lw_start(rt_lwalk *w, rt_leaders *lc, const cfg_part *p, bool write);
 
 /* Takes the result of the attempt at w->node: err (0, the node's error

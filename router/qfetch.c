@@ -118,7 +118,7 @@ static void group_calls(fetch *f, const rt_query *qc, int g)
         f->reqs[m].part = cfg->storage[g].id;
         f->reqs[m].table_id = qc->t->id;
         f->reqs[m].keys = (msg_spans){ k, f->gkeys[g] + off };
-        f->calls[m].node = cfg->storage[g].node;
+        f->calls[m].part = &cfg->storage[g];
         f->calls[m].type = MSG_S_GET;
         f->calls[m].req = &f->reqs[m];
         f->calls[m].rep = &f->reps[m];

@@ -101,7 +101,7 @@ int rt_q_primary(rt_query *qc, rt_err *e)
         req.hi = (mp_span){ qc->cur.hi.p, qc->cur.hi_open ? 0 : qc->cur.hi.n };
         req.desc = qc->desc;
         req.limit = qc->limit - qc->nres;
-        c.node = part->node;
+        c.part = part;
         c.type = MSG_S_RANGE;
         c.req = &req;
         c.rep = &rep;

@@ -90,7 +90,7 @@ int rt_h_get(router *rt, const uint8_t *p, size_t n, mp_buf *out, rt_err *e)
     req.part = part->id;
     req.table_id = t->id;
     req.keys = (msg_spans){ 1, &key };
-    c = (rt_rpc){ .node = part->node, .type = MSG_S_GET, .req = &req, .rep = &rep };
+    c = (rt_rpc){ .part = part, .type = MSG_S_GET, .req = &req, .rep = &rep };
     if (rt_rpc_run(rt, &c, 1) != 0) {
         rc = rt_errf(e, SX_ENOMEM, "out of memory");
         goto out;
@@ -141,7 +141,7 @@ static int delete_call(router *rt, const cat_table *t, uint64_t catver, const cf
         req->deadline_ms = rt_write_deadline(rt, deadline_ms);
         rt_rpc_release(c, 1);
         memset(rep, 0, sizeof(*rep));
-        *c = (rt_rpc){ .node = part->node, .type = MSG_S_WRITE, .req = req, .rep = rep };
+        *c = (rt_rpc){ .part = part, .type = MSG_S_WRITE, .req = req, .rep = rep };
         if (rt_rpc_run(rt, c, 1) != 0)
             return rt_errf(e, SX_ENOMEM, "out of memory");
         if (c->err != SX_ESTALECAT || pass == 1)

@@ -44,7 +44,8 @@ int rt_new(const cfg_cluster *cfg, int self, router **out)
     rt->peers = calloc((size_t)cfg->nnodes, sizeof(*rt->peers));
     rt->dialed = calloc((size_t)cfg->nnodes, sizeof(*rt->dialed));
     rt->down_until = calloc((size_t)cfg->nnodes, sizeof(*rt->down_until));
-    if (rt->peers == NULL || rt->dialed == NULL || rt->down_until == NULL) {
+    if (rt->peers == NULL || rt->dialed == NULL || rt->down_until == NULL ||
+        rt_leaders_init(&rt->leaders, cfg) != 0) {
         rc = SX_ENOMEM;
         goto fail;
     }
@@ -92,6 +93,7 @@ void rt_free(router *rt)
     free(rt->peers);
     free(rt->dialed);
     free(rt->down_until);
+    rt_leaders_free(&rt->leaders);
     pthread_cond_destroy(&rt->cv);
     pthread_mutex_destroy(&rt->mu);
     free(rt);

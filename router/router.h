@@ -5,9 +5,9 @@
  * (catalog.c) and the per-message handlers (one file per concept).
  *
  * Threading: a router is built once by rt_new and then only read; every
- * handler may run concurrently on the server's worker threads. Link peers
- * and the catalog cache are thread-safe; nothing else is mutated after
- * start-up.
+ * handler may run concurrently on the server's worker threads. Link peers,
+ * the catalog cache and the leader cache are thread-safe; nothing else is
+ * mutated after start-up.
  */
 #ifndef SX_ROUTER_H
 #define SX_ROUTER_H
@@ -28,6 +28,7 @@
 #include "mp.h"
 #include "tuple.h"
 #include "serve.h"
+#include "leader.h"
 
 #define RT_ERRLEN 256
 /* Items in one QUERY/SCAN reply stop growing past this many bytes (the
@@ -44,7 +45,9 @@ typedef struct router {
     _Atomic uint64_t *down_until; /* per cfg node: found unconnected; calls
                                    * fail at once until then (monotonic ms) */
     catcache *cc;
-    int timeout_ms; /* per inter-node call */
+    rt_leaders leaders; /* per storage partition: the replica believed to lead
+                         * it (leader.h); atomics, written by any call */
+    int timeout_ms;     /* per inter-node call */
     /* the catalog refresher thread (refresh.c); stop/cv guarded by mu */
     pthread_t refresher;
     bool refresher_on;
@@ -101,16 +104,30 @@ void rt_refresher_stop(router *rt);
 
 /* ---- conns.c: calls to storage and index nodes ---- */
 
-/* One call of a fan-out. Fill node/type/req and point rep at a zeroed
- * reply struct of that type; rt_rpc_run fills err/msg/frame. */
+/* One call of a fan-out. Fill node (or part), type and req and point rep
+ * at a zeroed reply struct of that type; rt_rpc_run fills the rest.
+ *
+ * A call for a storage partition sets part instead of node: rt_rpc_run
+ * sends it to the partition's cached leader and, for a partition of
+ * several replicas, walks its replicas (leader.h) until one serves it or
+ * the call's time is spent; node then names the replica that gave the
+ * result. A partition of one replica gets one attempt at part->node. */
 typedef struct rt_rpc {
-    int node;            /* in: index into cfg->nodes */
-    msg_type type;       /* in */
-    const void *req;     /* in: request struct (msg_<type>_req) */
-    void *rep;           /* in: zeroed msg_<type>_rep to fill */
-    int err;             /* out: 0, the peer's code, or a network code */
-    char msg[RT_ERRLEN]; /* out: reason when err != 0 */
-    uint8_t *frame;      /* out: reply bytes that rep borrows from */
+    int node;             /* in: index into cfg->nodes (set from part when
+                           * part is set); out: the node that answered */
+    const cfg_part *part; /* in, optional: the storage partition (an element
+                           * of cfg->storage) the call is for */
+    msg_type type;        /* in */
+    const void *req;      /* in: request struct (msg_<type>_req) */
+    void *rep;            /* in: zeroed msg_<type>_rep to fill */
+    int err;              /* out: 0, the peer's code, or a network code */
+    char msg[RT_ERRLEN];  /* out: reason when err != 0 */
+    uint8_t *frame;       /* out: reply bytes that rep borrows from */
+    uint64_t hint;        /* out: an SX_ENOTLEADER reply's leader hint (the
+                           * node's config "id", 0: none) */
+    bool down;            /* out: the node had no connection: nothing sent */
+    bool no_leader;       /* out: the walk ran out of time; msg says which
+                           * replicas were tried (rt_lw_giveup) */
 } rt_rpc;
 
 /* True when node i has a live connection, waiting briefly (a little over
@@ -120,12 +137,14 @@ typedef struct rt_rpc {
  * reconnects). Thread-safe. */
 bool rt_conn_up(router *rt, int i);
 
-/* Runs every call concurrently and waits for all. Returns 0 when the calls
- * ran (look at each err), SX_ENOMEM otherwise. Each call must later be
- * released with rt_rpc_release, whatever happened. Thread-safe. */
+/* Runs every call concurrently and waits for all, within rt->timeout_ms:
+ * a call for a replicated storage partition (part set) may take several
+ * attempts within that time (see rt_rpc), the others one. Returns 0 when
+ * the calls ran (look at each err), SX_ENOMEM otherwise. Each call must
+ * later be released with rt_rpc_release, whatever happened. Thread-safe. */
 int rt_rpc_run(router *rt, rt_rpc *calls, int n);
 
-/* Same with its own bound on each call (e.g. a deadline's remainder). */
+/* Same within timeout_ms (e.g. a deadline's remainder). */
 int rt_rpc_run_ms(router *rt, rt_rpc *calls, int n, int timeout_ms);
 
 /* Monotonic clock in milliseconds. */
@@ -134,8 +153,9 @@ uint64_t rt_now_ms(void);
 /* Frees a call's decoded lists and reply frame; safe to call twice. */
 void rt_rpc_release(rt_rpc *calls, int n);
 
-/* Copies call c's failure into e as "<role> node NAME: reason" and returns
- * its code. */
+/* Copies call c's failure into e as "<role> node NAME: reason" (a walk
+ * that ran out of time: its own message, rt_lw_giveup's) and returns its
+ * code. */
 int rt_rpc_fail(const router *rt, const rt_rpc *c, rt_err *e);
 
 /* Sends raw request bytes to node and appends the raw reply to out.

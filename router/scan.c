@@ -131,7 +131,7 @@ static int scan_run(scan_st *s, router *rt, const cat_table *t, mp_span where, u
         s->reqs[m].lo = (mp_span){ s->pos[i].p, s->pos[i].n };
         s->reqs[m].limit = per;
         s->reqs[m].where = rt_raw_nil(where) ? (mp_span){ NULL, 0 } : where;
-        s->calls[m] = (rt_rpc){ .node = rt->cfg->storage[i].node,
+        s->calls[m] = (rt_rpc){ .part = &rt->cfg->storage[i],
                                 .type = MSG_S_RANGE,
                                 .req = &s->reqs[m],
                                 .rep = &s->reps[m] };

@@ -159,7 +159,7 @@ static int plan_calls(put_plan *pl, router *rt, const cat_table *t, uint64_t cat
         pl->reqs[m].dels = (msg_u64s){ pl->cnt[g], pl->dels[g] };
         pl->reqs[m].objs = (msg_spans){ pl->cnt[g], pl->objs[g] };
         pl->reqs[m].deadline_ms = rt_write_deadline(rt, q->deadline_ms);
-        pl->calls[m] = (rt_rpc){ .node = rt->cfg->storage[g].node,
+        pl->calls[m] = (rt_rpc){ .part = &rt->cfg->storage[g],
                                  .type = MSG_S_WRITE,
                                  .req = &pl->reqs[m],
                                  .rep = &pl->reps[m] };

@@ -70,6 +70,7 @@ static void cache(void)
     CHECK_INT(rt_leader_get(&lc, &storage[0]), 1);
     CHECK_INT(rt_leader_get(&lc, &storage[1]), 4);
     CHECK_INT(rt_leader_get(&lc, &ixparts[0]), 5);
+    CHECK_INT(rt_leader_get(&lc, NULL), -1);
 
     rt_leader_note(&lc, &storage[0], 3);
     CHECK_INT(rt_leader_get(&lc, &storage[0]), 3);
@@ -263,6 +264,10 @@ static void single(void)
     CHECK(!w.walks);
     CHECK_INT(w.node, 5);
     CHECK_INT(rt_lw_next(&w, SX_ENOTLEADER, 4, false), RT_LW_DONE);
+    rt_lw_start(&w, &lc, NULL, false); /* a call addressed to a node */
+    CHECK(!w.walks);
+    CHECK_INT(rt_lw_next(&w, SX_EUNAVAIL, 0, true), RT_LW_DONE);
+    rt_leader_note(&lc, NULL, 1);
     rt_leaders_free(&lc);
 }
 
