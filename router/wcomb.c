@@ -15,6 +15,15 @@
  * the storage node decodes, queues and answers one request per partition
  * instead of one per PUT; the writes share a synced group there as before.
  * An S_WRITE carries the earliest deadline of its PUTs (msg.h, deadline_ms).
+ * It goes to its partition's cached leader and, for a partition of several
+ * replicas, walks the replicas as rt_rpc_run's calls do (leader.h), still
+ * without a fiber: a replica that answers SX_ENOTLEADER or has no
+ * connection passes it on at once, from the thread that learnt it; the
+ * pause after a cycle of replicas without success waits on an nng timer.
+ * The walk gives up once rt->timeout_ms (but RT_LW_ATTEMPT_MIN_MS) has
+ * passed since the first send; its PUTs then get the walk's error: nothing
+ * of that S_WRITE was written, but they are not run again (their time is
+ * spent).
  *
  * Anything else runs the ordinary handler (rt_h_put, on a fiber), which
  * gives every answer, message and retry it always has: a PUT declined at
@@ -68,8 +77,13 @@ typedef struct wc_call {
     uint32_t n;
     uint32_t *of;        /* per operation: its index in b->items */
     mp_buf req;          /* the encoded request (sent from here) */
+    int node;            /* the node it went to (last) */
+    rt_lwalk w;          /* its way through the partition's replicas */
+    uint64_t start, end; /* when it was first sent; when its walk gives up */
+    nng_aio *pause;      /* a walk's pause between cycles (NULL: none yet) */
     int err;             /* its failure (0: none) */
     bool rerun;          /* nothing of it was written: its PUTs may run again */
+    bool no_leader;      /* its walk gave up (msg: rt_lw_giveup's) */
     uint64_t deadline;   /* the deadline it carried (rt_write_deadline) */
     char msg[RT_ERRLEN]; /* what failed */
 } wc_call;
@@ -109,6 +123,8 @@ static void batch_free(wc_batch *b)
     for (int c = 0; b->calls && c < b->ncalls; c++) {
         free(b->calls[c].of);
         mp_buf_free(&b->calls[c].req);
+        if (b->calls[c].pause != NULL)
+            nng_aio_reap(b->calls[c].pause); /* this may be its callback */
     }
     free(b->calls);
     free(b->puts);
@@ -190,7 +206,9 @@ static void put_failed(wc_batch *b, uint32_t p)
             first = (long)i;
         cnt++;
     }
-    rt_rpc rc = { .node = b->rt->cfg->storage[bad->g].node, .type = MSG_S_WRITE, .err = bad->err };
+    rt_rpc rc = {
+        .node = bad->node, .type = MSG_S_WRITE, .err = bad->err, .no_leader = bad->no_leader
+    };
     rt_err e;
     mp_buf out;
     unsigned long k;
@@ -201,7 +219,8 @@ static void put_failed(wc_batch *b, uint32_t p)
     bool op = rt_op_error(bad->msg, &k, &why) && k < bad->n;
 
     if (op && b->items[bad->of[k]].put == p) {
-        rt_put_refused(b->rt, bad->g, rc.node, bad->err, (long)b->items[bad->of[k]].item, why, &e);
+        rt_put_refused(b->rt, bad->g, bad->node, bad->err, (long)b->items[bad->of[k]].item, why,
+                       &e);
     } else {
         if (op)
             snprintf(rc.msg, sizeof(rc.msg),
@@ -261,21 +280,88 @@ static void call_fail(wc_call *c)
 
 /* Whether a storage node's error reply to an S_WRITE proves that nothing
  * of it was written: a stale catalog, a deadline passed (the batch's
- * earliest: its other PUTs may still be in time alone), or an operation
- * refused while the request was checked ("operation K: ..."), all before
- * any write. */
+ * earliest: its other PUTs may still be in time alone), a replica that is
+ * not the partition's leader, or an operation refused while the request
+ * was checked ("operation K: ..."), all before any write. */
 static bool unwritten(int err, const char *msg)
 {
-    return err == SX_ESTALECAT || err == SX_EDEADLINE || strncmp(msg, "operation ", 10) == 0;
+    return err == SX_ESTALECAT || err == SX_EDEADLINE || err == SX_ENOTLEADER ||
+           strncmp(msg, "operation ", 10) == 0;
+}
+
+/* Call c is over (answered, or failed for good): the last one of its batch
+ * answers the batch. */
+static void call_end(wc_call *c)
+{
+    wc_batch *b = c->b;
+
+    if (c->err != 0)
+        call_fail(c);
+    if (atomic_fetch_sub(&b->left, 1) == 1)
+        batch_finish(b);
+}
+
+/* What a walk's step left call c to do. */
+typedef enum wc_next { WC_END, WC_SEND, WC_PAUSED } wc_next;
+
+static void call_send(wc_call *c);
+
+/* A walk's pause is over: the call goes to its next replica. */
+static void pause_done(void *arg)
+{
+    call_send(arg);
+}
+
+/* Call c's attempt at c->node failed (c->err, c->msg; hint: an
+ * SX_ENOTLEADER's; down: nothing was sent): its walk (leader.h) decides.
+ * WC_SEND: send it now to c->node (the next replica); WC_PAUSED: it will
+ * be, once the pause has passed; WC_END: the failure stands (the walk's
+ * give-up when its time is spent, the attempt's own otherwise). */
+static wc_next walk_on(wc_call *c, uint64_t hint, bool down)
+{
+    router *rt = c->b->rt;
+    uint64_t now;
+
+    if (rt_lw_next(&c->w, c->err, hint, down) == RT_LW_DONE)
+        return WC_END;
+    now = rt_now_ms();
+    if (now + (uint64_t)c->w.pause_ms + RT_LW_ATTEMPT_MIN_MS > c->end ||
+        atomic_load(&rt->stopping)) {
+        rt_rpc last = { .node = c->node, .type = MSG_S_WRITE, .err = c->err };
+        rt_err why;
+
+        snprintf(last.msg, sizeof(last.msg), "%s", c->msg);
+        rt_rpc_fail(rt, &last, &why);
+        c->err = rt_lw_giveup(&c->w, c->err, why.msg, now - c->start, c->msg, sizeof(c->msg));
+        c->no_leader = true;
+        c->rerun = false; /* its time is spent: not again alone */
+        return WC_END;
+    }
+    c->err = 0;
+    c->msg[0] = '\0';
+    c->rerun = false;
+    c->node = c->w.node;
+    if (c->w.pause_ms == 0)
+        return WC_SEND;
+    if (c->pause == NULL && nng_aio_alloc(&c->pause, pause_done, c) != 0) {
+        c->err = SX_ENOMEM;
+        snprintf(c->msg, sizeof(c->msg), "out of memory");
+        c->rerun = true; /* not sent: its PUTs may run alone */
+        return WC_END;
+    }
+    nng_sleep_aio((nng_duration)c->w.pause_ms, c->pause);
+    return WC_PAUSED;
 }
 
 /* An S_WRITE of the batch answered (or failed): its versions go to their
- * PUTs; the last one answers the batch. */
+ * PUTs, or, when its walk goes on, it is sent to another replica; once
+ * over, the last one answers the batch. */
 static void call_done(void *arg, int err, const uint8_t *resp, size_t n)
 {
     wc_call *c = arg;
     wc_batch *b = c->b;
     msg_S_WRITE_rep rep;
+    uint64_t hint = 0;
 
     memset(&rep, 0, sizeof(rep));
     if (err != 0) {
@@ -285,6 +371,8 @@ static void call_done(void *arg, int err, const uint8_t *resp, size_t n)
         if (c->msg[0] == '\0')
             snprintf(c->msg, sizeof(c->msg), "%s", sx_strerror(c->err));
         c->rerun = unwritten(c->err, c->msg);
+        if (c->err == SX_ENOTLEADER)
+            hint = msg_err_hint(resp, n);
     } else if (rep.versions.n != c->n) {
         c->err = SX_EPROTO;
         snprintf(c->msg, sizeof(c->msg), "partition %llu answered %u versions for %u items",
@@ -295,11 +383,48 @@ static void call_done(void *arg, int err, const uint8_t *resp, size_t n)
             b->puts[it->put].versions[it->item] = rep.versions.v[k];
         }
     }
-    if (c->err != 0)
-        call_fail(c);
     msg_free_rep(MSG_S_WRITE, &rep);
-    if (atomic_fetch_sub(&b->left, 1) == 1)
-        batch_finish(b);
+    if (c->err != 0 && c->w.walks) {
+        wc_next next = walk_on(c, hint, false);
+        if (next == WC_SEND)
+            call_send(c);
+        if (next != WC_END)
+            return;
+    }
+    call_end(c);
+}
+
+/* Sends call c to c->node. A replica without a connection is passed over
+ * as the walk says (and the call ends there when it says so). */
+static void call_send(wc_call *c)
+{
+    router *rt = c->b->rt;
+    int timeout = rt->timeout_ms, rc;
+
+    for (;;) {
+        if (!c->w.walks)
+            break;
+        uint64_t now = rt_now_ms();
+        timeout = now < c->end ? (int)(c->end - now) : 1;
+        if (net_peer_connected(rt->peers[c->node]))
+            break;
+        c->err = SX_EUNAVAIL;
+        snprintf(c->msg, sizeof(c->msg), "not connected (node down?)");
+        wc_next next = walk_on(c, 0, true);
+        if (next == WC_SEND)
+            continue;
+        if (next == WC_END)
+            call_end(c);
+        return;
+    }
+    rc = net_peer_submit(rt->peers[c->node], (const uint8_t *)c->req.sb.data, c->req.sb.size,
+                         timeout, call_done, c);
+    if (rc != 0) { /* not sent: its PUTs may run alone */
+        c->rerun = true;
+        call_done(c, rc, NULL, 0);
+    } else {
+        atomic_fetch_add_explicit(&rt->comb_writes, 1, memory_order_relaxed);
+    }
 }
 
 /* Builds the batch's S_WRITEs, one per partition with items. Returns
@@ -324,6 +449,7 @@ static bool batch_calls(wc_batch *b)
         wc_call *c = &b->calls[b->ncalls];
         c->b = b;
         c->g = g;
+        c->node = rt->cfg->storage[g].node; /* until it is sent */
         mp_buf_init(&c->req);
         c->of = malloc(cnt[g] * sizeof(*c->of));
         call_of[g] = b->ncalls++;
@@ -391,16 +517,12 @@ void rt_defer_flush(void *arg)
     atomic_store(&b->left, b->ncalls + 1);
     for (int k = 0; k < b->ncalls; k++) {
         wc_call *c = &b->calls[k];
-        int node = b->rt->cfg->storage[c->g].node;
-        int rc = net_peer_submit(b->rt->peers[node], (const uint8_t *)c->req.sb.data,
-                                 c->req.sb.size, b->rt->timeout_ms, call_done, c);
 
-        if (rc != 0) { /* not sent: its PUTs may run alone */
-            c->rerun = true;
-            call_done(c, rc, NULL, 0);
-        } else {
-            atomic_fetch_add_explicit(&b->rt->comb_writes, 1, memory_order_relaxed);
-        }
+        rt_lw_start(&c->w, &b->rt->leaders, &b->rt->cfg->storage[c->g], true);
+        c->node = c->w.node;
+        c->start = rt_now_ms();
+        c->end = c->start + (uint64_t)b->rt->timeout_ms;
+        call_send(c);
     }
     if (atomic_fetch_sub(&b->left, 1) == 1)
         batch_finish(b);
@@ -443,7 +565,7 @@ static bool batch_add(router *rt, msg_PUT_req *q, net_reply *r)
         it->put = p;
         it->item = i;
         if (rt_put_place(rt, t, &q->items.v[i], i, &it->g, &e) != 0 ||
-            !net_peer_connected(rt->peers[rt->cfg->storage[it->g].node]))
+            !net_peer_connected(rt->peers[rt_leader_get(&rt->leaders, &rt->cfg->storage[it->g])]))
             return false;
     }
     uint64_t *v = calloc(q->items.n, sizeof(*v));
