@@ -113,12 +113,14 @@ static int read_page(rt_query *qc, const cfg_part *part, bool covering, tup_byte
     rt_rpc *calls = calloc((size_t)cfg->nnodes + 1, sizeof(*calls));
     msg_S_HEADS_rep *hreps = calloc((size_t)cfg->nnodes + 1, sizeof(*hreps));
     uint64_t *heads = calloc((size_t)cfg->nstorage + 1, sizeof(*heads));
+    bool *got = calloc((size_t)cfg->nstorage + 1, sizeof(*got));
 
     memset(&hreq, 0, sizeof(hreq));
     if (calls == NULL || hreps == NULL) {
         free(calls);
         free(hreps);
         free(heads);
+        free(got);
         return rt_errf(e, SX_ENOMEM, "out of memory");
     }
 
@@ -145,7 +147,7 @@ static int read_page(rt_query *qc, const cfg_part *part, bool covering, tup_byte
      * takes every storage partition's head, in the same round trip: if the
      * page's watermarks have reached them, the page is current and answers
      * alone; else its hits are checked against their facts. */
-    if (!covering && qc->projectable && heads != NULL)
+    if (!covering && qc->projectable && heads != NULL && got != NULL)
         nheads = rt_heads_calls(qc->rt, &hreq, calls + 1, hreps);
     rc = rt_rpc_run(qc->rt, calls, 1 + nheads);
     if (rc != 0) {
@@ -158,9 +160,10 @@ static int read_page(rt_query *qc, const cfg_part *part, bool covering, tup_byte
     }
     if (nheads > 0) {
         rt_err ignored;
-        /* a storage node that cannot answer only costs the shortcut */
-        if (rt_heads_collect(qc->rt, calls + 1, hreps, nheads, heads, &ignored) == 0 &&
-            page_fresh(qc, &rep, heads))
+        /* a storage node that cannot answer, or a replicated partition
+         * no node reported as its leader, only costs the shortcut */
+        if (rt_heads_collect(qc->rt, calls + 1, hreps, nheads, heads, got, &ignored) == 0 &&
+            rt_heads_missing(qc->rt, got) < 0 && page_fresh(qc, &rep, heads))
             covering = true;
     }
     if ((rc = page_check(qc, &rep, lo, hi, e)) != 0)
@@ -203,6 +206,7 @@ out:
     free(calls);
     free(hreps);
     free(heads);
+    free(got);
     return rc;
 }
 

@@ -86,15 +86,28 @@ int rt_q_index(rt_query *qc, rt_err *e);
  * node, replies into reps[]; returns how many. req is an empty request. */
 int rt_heads_calls(router *rt, const msg_S_HEADS_req *req, rt_rpc *calls, msg_S_HEADS_rep *reps);
 
-/* Reads m finished S_HEADS calls into heads[k] (for cfg->storage[k]).
- * Returns 0 or the first call's error (reason in e). */
+/* Reads m finished S_HEADS calls into heads[k] and got[k] (for
+ * cfg->storage[k]): a partition reported sets got[k] and raises heads[k]
+ * to its head (the highest when several nodes report it; an earlier value
+ * otherwise stays), and its reporter becomes its cached leader. A failed
+ * call fails the heads (as rt_rpc_fail) when its node holds a partition of
+ * one replica not in got yet, or no partition of several replicas; else
+ * its partitions are only left to other nodes (rt_heads_missing). Returns
+ * 0, that error, or SX_EPROTO (reason in e). */
 int rt_heads_collect(router *rt, const rt_rpc *calls, const msg_S_HEADS_rep *reps, int m,
-                     uint64_t *heads, rt_err *e);
+                     uint64_t *heads, bool *got, rt_err *e);
+
+/* The index in cfg->storage of the first partition of several replicas
+ * whose head is not in got (rt_heads_collect), or -1 when there is none:
+ * heads without it must not be relied on. */
+int rt_heads_missing(const router *rt, const bool *got);
 
 /* Strong read: waits until every index partition in cfg->index[first ..
  * first+count) has applied, from every storage partition, everything that
  * partition had written when this call began. Returns 0, SX_ETIMEDOUT
- * (naming the lagging pair), or a network error (reason in e). */
+ * (naming the lagging pair), SX_ENOTLEADER or SX_EUNAVAIL (a partition of
+ * several replicas none of which reported its head as its leader within
+ * timeout_ms, named), or a network error (reason in e). */
 int rt_strong_wait(router *rt, int first, int count, uint64_t timeout_ms, rt_err *e);
 
 #endif

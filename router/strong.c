@@ -1,10 +1,12 @@
 /*
  * strong.c — the wait that makes a strong read strong: take every storage
- * partition's outbox head (S_HEADS to every storage node, in parallel) at
- * query start, then poll the covering index partitions' watermarks
- * (I_WATERMARKS, in parallel) with a short backoff until each has applied,
- * from every storage partition, at least up to that head — or the
- * deadline passes.
+ * partition's outbox head at query start (S_HEADS to every storage node, in
+ * parallel: a node reports the partitions it holds alone and those whose
+ * replicas it leads; a partition of several replicas that no node reported
+ * is asked of its replicas again until its leader does), then poll the
+ * covering index partitions' watermarks (I_WATERMARKS, in parallel) with a
+ * short backoff until each has applied, from every storage partition, at
+ * least up to that head — or the deadline passes.
  *
  * Built with -DSHARDEX_TEST_HOOKS=ON only, the chaos harness's planted bug
  * "strong-skips-wait" (tests/chaos/README.md, "Planted bugs"): with
@@ -52,13 +54,16 @@ static void sleep_ms(uint64_t ms)
     fib_sleep_ms((int)ms);
 }
 
-int rt_heads_calls(router *rt, const msg_S_HEADS_req *req, rt_rpc *calls, msg_S_HEADS_rep *reps)
+/* Fills calls[] with an S_HEADS to every storage node i with ask[i] (every
+ * storage node when ask is NULL), replies into reps[]; returns how many. */
+static int heads_calls(router *rt, const msg_S_HEADS_req *req, const bool *ask, rt_rpc *calls,
+                       msg_S_HEADS_rep *reps)
 {
     const cfg_cluster *cfg = rt->cfg;
     int m = 0;
 
     for (int i = 0; i < cfg->nnodes; i++) {
-        if (cfg->nodes[i].role != SX_ROLE_STORAGE)
+        if (cfg->nodes[i].role != SX_ROLE_STORAGE || (ask != NULL && !ask[i]))
             continue;
         calls[m] = (rt_rpc){ .node = i, .type = MSG_S_HEADS, .req = req, .rep = &reps[m] };
         m++;
@@ -66,50 +71,166 @@ int rt_heads_calls(router *rt, const msg_S_HEADS_req *req, rt_rpc *calls, msg_S_
     return m;
 }
 
+int rt_heads_calls(router *rt, const msg_S_HEADS_req *req, rt_rpc *calls, msg_S_HEADS_rep *reps)
+{
+    return heads_calls(rt, req, NULL, calls, reps);
+}
+
+/* Whether node's failed S_HEADS fails the heads: it holds a partition of
+ * one replica whose head is not in yet (no other node can report it), or
+ * no partition of several replicas at all. */
+static bool heads_need(const cfg_cluster *cfg, int node, const bool *got)
+{
+    bool replicated = false;
+
+    for (int k = 0; k < cfg->nstorage; k++) {
+        if (!cfg_part_on(&cfg->storage[k], node))
+            continue;
+        if (cfg->storage[k].nrep == 1 && !got[k])
+            return true;
+        replicated = replicated || cfg->storage[k].nrep > 1;
+    }
+    return !replicated;
+}
+
 int rt_heads_collect(router *rt, const rt_rpc *calls, const msg_S_HEADS_rep *reps, int m,
-                     uint64_t *heads, rt_err *e)
+                     uint64_t *heads, bool *got, rt_err *e)
 {
     const cfg_cluster *cfg = rt->cfg;
 
     for (int i = 0; i < m; i++) {
-        if (calls[i].err != 0)
-            return rt_rpc_fail(rt, &calls[i], e);
+        if (calls[i].err != 0) {
+            if (heads_need(cfg, calls[i].node, got))
+                return rt_rpc_fail(rt, &calls[i], e);
+            continue;
+        }
         if (reps[i].parts.n != reps[i].heads.n)
             return rt_errf(e, SX_EPROTO, "storage node %s sent malformed heads",
                            cfg->nodes[calls[i].node].name);
         for (uint32_t j = 0; j < reps[i].parts.n; j++)
-            for (int k = 0; k < cfg->nstorage; k++)
-                if (cfg->storage[k].id == reps[i].parts.v[j])
+            for (int k = 0; k < cfg->nstorage; k++) {
+                if (cfg->storage[k].id != reps[i].parts.v[j])
+                    continue;
+                if (!got[k] || reps[i].heads.v[j] > heads[k])
                     heads[k] = reps[i].heads.v[j];
+                got[k] = true;
+                rt_leader_note(&rt->leaders, &cfg->storage[k], calls[i].node);
+            }
     }
     return 0;
 }
 
-/* Every storage partition's head: heads[i] for cfg->storage[i]. */
+int rt_heads_missing(const router *rt, const bool *got)
+{
+    for (int k = 0; k < rt->cfg->nstorage; k++)
+        if (rt->cfg->storage[k].nrep > 1 && !got[k])
+            return k;
+    return -1;
+}
+
+/* The failure of heads still missing storage partition index k after
+ * waited_ms: "storage partition P: no leader reported its head within N
+ * ms (asked s1, s2, s3; last failure: ...)". Its code: SX_EUNAVAIL when a
+ * replica's last call failed (err[node], its reason in why[node]), else
+ * SX_ENOTLEADER (every replica answered, none as the leader). */
+static int heads_giveup(const router *rt, int k, uint64_t waited_ms, const int *err,
+                        char (*why)[RT_ERRLEN], rt_err *e)
+{
+    const cfg_cluster *cfg = rt->cfg;
+    const cfg_part *p = &cfg->storage[k];
+    char names[CFG_MAX_REPLICAS * 64] = "";
+    const char *last = NULL;
+    size_t used = 0;
+
+    for (int r = 0; r < p->nrep; r++) {
+        int nd = p->rep[r];
+        int w = snprintf(names + used, sizeof(names) - used, "%s%s", r > 0 ? ", " : "",
+                         cfg->nodes[nd].name);
+        used = w < 0 || (size_t)w >= sizeof(names) - used ? sizeof(names) - 1 : used + (size_t)w;
+        if (err[nd] != 0)
+            last = why[nd];
+    }
+    if (last != NULL)
+        return rt_errf(e, SX_EUNAVAIL,
+                       "storage partition %llu: no leader reported its head within %llu ms "
+                       "(asked %s; last failure: %s)",
+                       (unsigned long long)p->id, (unsigned long long)waited_ms, names, last);
+    return rt_errf(e, SX_ENOTLEADER,
+                   "storage partition %llu: no leader reported its head within %llu ms (asked %s)",
+                   (unsigned long long)p->id, (unsigned long long)waited_ms, names);
+}
+
+/* Every storage partition's head: heads[i] for cfg->storage[i]. Every
+ * storage node is asked; a partition of several replicas that none
+ * reported (no replica leads it for sure yet: an election, a leader down)
+ * is asked of its replicas again, after a pause growing as a walk's
+ * (rt_lw_pause_ms), until one does or wait_ms is spent. */
 static int take_heads(router *rt, uint64_t *heads, int wait_ms, rt_err *e)
 {
     const cfg_cluster *cfg = rt->cfg;
     rt_rpc *calls = calloc((size_t)cfg->nnodes, sizeof(*calls));
     msg_S_HEADS_rep *reps = calloc((size_t)cfg->nnodes, sizeof(*reps));
+    bool *got = calloc((size_t)cfg->nstorage + 1, sizeof(*got));
+    bool *ask = calloc((size_t)cfg->nnodes, sizeof(*ask));
+    int *err = calloc((size_t)cfg->nnodes, sizeof(*err));
+    char(*why)[RT_ERRLEN] = calloc((size_t)cfg->nnodes, sizeof(*why));
+    uint64_t start = rt_now_ms(), end = start + (uint64_t)wait_ms;
     msg_S_HEADS_req req;
-    int m = 0, rc = 0;
+    int m = 0, rc = 0, cycle = 0;
 
     memset(&req, 0, sizeof(req));
-    if (calls == NULL || reps == NULL) {
+    if (calls == NULL || reps == NULL || got == NULL || ask == NULL || err == NULL || why == NULL) {
         rc = rt_errf(e, SX_ENOMEM, "out of memory");
         goto out;
     }
-    m = rt_heads_calls(rt, &req, calls, reps);
-    if ((rc = rt_rpc_run_ms(rt, calls, m, wait_ms)) != 0) {
-        rc = rt_errf(e, rc, "out of memory");
-        goto out;
+    for (int i = 0; i < cfg->nnodes; i++)
+        ask[i] = true;
+    for (;;) {
+        uint64_t now = rt_now_ms();
+        int miss, pause;
+
+        m = heads_calls(rt, &req, ask, calls, reps);
+        if ((rc = rt_rpc_run_ms(rt, calls, m, now < end ? (int)(end - now) : 1)) != 0) {
+            rc = rt_errf(e, rc, "out of memory");
+            goto out;
+        }
+        if ((rc = rt_heads_collect(rt, calls, reps, m, heads, got, e)) != 0)
+            goto out;
+        for (int i = 0; i < m; i++) {
+            err[calls[i].node] = calls[i].err;
+            if (calls[i].err != 0) {
+                rt_err f;
+                rt_rpc_fail(rt, &calls[i], &f);
+                snprintf(why[calls[i].node], RT_ERRLEN, "%s", f.msg);
+            }
+        }
+        rt_rpc_release(calls, m);
+        m = 0;
+        if ((miss = rt_heads_missing(rt, got)) < 0)
+            break;
+        pause = rt_lw_pause_ms(cycle++);
+        now = rt_now_ms();
+        if (now + (uint64_t)pause + RT_LW_ATTEMPT_MIN_MS > end || atomic_load(&rt->stopping)) {
+            rc = heads_giveup(rt, miss, now - start, err, why, e);
+            goto out;
+        }
+        sleep_ms((uint64_t)pause);
+        /* again: the replicas of every partition still missing */
+        for (int i = 0; i < cfg->nnodes; i++) {
+            ask[i] = false;
+            for (int k = 0; k < cfg->nstorage && !ask[i]; k++)
+                ask[i] = !got[k] && cfg->storage[k].nrep > 1 && cfg_part_on(&cfg->storage[k], i);
+        }
     }
-    rc = rt_heads_collect(rt, calls, reps, m, heads, e);
 out:
     if (calls != NULL)
         rt_rpc_release(calls, m);
     free(calls);
     free(reps);
+    free(got);
+    free(ask);
+    free(err);
+    free(why);
     return rc;
 }
 
