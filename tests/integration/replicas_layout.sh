@@ -9,11 +9,11 @@
 # consecutive loopback ports; `url` lists every router; the options are
 # kept with the folder (another --replicas, or --router-in with 3, is
 # refused, saying why); --tls and (as root) --netns addressing of the larger
-# layouts. Then `up --replicas 3` and `5`: while shardex-node serves fact
-# partitions of one replica only, it must refuse the config with exactly
-# that reason (so the config passed every other check); once it serves
-# them, the cluster must start, list every process and serve through the
-# list of routers.
+# layouts. Then `up --replicas 3` and `5`: every process and router runs
+# (the first start with --bootstrap), status shows the routers inside their
+# storage nodes, a table is made through the list of routers, also with s1
+# (and r1) killed; kill/start, stop/start, down and a second up (without
+# --bootstrap, the tables still there).
 # Usage: tests/integration/replicas_layout.sh BUILD_DIR
 source "$(dirname "$0")/lib.sh" "$@"
 
@@ -191,33 +191,51 @@ else
 fi
 
 # ---- up --replicas 3 and 5 ------------------------------------------------------------
+# cmdline_has NAME WORD: NAME's daemon runs with WORD among its arguments
+cmdline_has() {
+    grep -qw -- "$3" <<<"$(tr '\0' ' ' <"/proc/$(cat "$1/pids/$2.pid")/cmdline")"
+}
 for n in 3 5; do
     d="$ROOT/r$n"
-    rc=0
-    out="$(lcd "$d" up 2>&1)" || rc=$?
-    if ((rc != 0)); then
-        # shardex-node serves fact partitions of one replica only: the first
-        # process started (i1) refuses the config, for that reason alone
-        msg="shardex-node: config $d/cluster.json: partition 1 has $n replicas: this version serves fact and index partitions with one replica only"
-        [ "$(cat "$d/logs/i1.out")" = "$msg" ] ||
-            fail "up --replicas $n failed, and not (only) for replicated fact partitions: $out"
-        [ "$(grep -c ' stopped' <<<"$(lcd "$d" status)")" -eq $((3 * n)) ] ||
-            fail "up --replicas $n left a process running: $(lcd "$d" status)"
-        [ ! -e "$d/bootstrapped" ] || fail "a failed first up marked $d bootstrapped"
-        pass "up --replicas $n: shardex-node read the whole config and refused only its replicated fact partitions"
-        continue
-    fi
+    out="$(lcd "$d" up 2>&1)" || fail "up --replicas $n failed: $out"
     urls="$(tail -n 1 <<<"$out")"
     [ "$urls" = "$(lcd "$d" url)" ] || fail "up --replicas $n printed $urls last, url $(lcd "$d" url)"
+    [ "$(tr ',' '\n' <<<"$urls" | wc -l)" -eq "$n" ] || fail "up --replicas $n printed $urls"
+    [ -e "$d/bootstrapped" ] || fail "the first up of $d did not record its bootstrap"
+    cmdline_has "$d" s1 --bootstrap || fail "s1's first start ran without --bootstrap"
     st="$(lcd "$d" status)"
-    [ "$(grep -c ' running' <<<"$st")" -eq $((3 * n)) ] ||
-        fail "up --replicas $n: not every process and router running: $st"
-    "$IT_CLI" -r "$urls" table create t --key id >/dev/null
-    "$IT_CLI" -r "$urls" put t '{"id": 1, "v": "one"}' >/dev/null
-    [ "$("$IT_CLI" -r "$urls" get t '{"id": 1}' | jq -r .v)" = one ] ||
-        fail "up --replicas $n: the item put is not read back"
+    [ "$(grep -c ' running$' <<<"$st")" -eq $((2 * n)) ] || fail "up --replicas $n: $st"
+    for ((k = 1; k <= n; k++)); do
+        [ "$(awk -v r="r$k" '$2 == r { print $3 " " $5 " " $6 " " $7 }' <<<"$st")" = \
+          "$(awk -v s="s$k" '$2 == s { print $3 }' <<<"$st") running in s$k" ] ||
+            fail "up --replicas $n: r$k is not shown running in s$k: $st"
+    done
+    wait_for "a table made through $urls" 30 "$IT_CLI" -r "$urls" table create t --key id
+    pass "up --replicas $n: $((2 * n)) processes and $n routers inside them running, first start with --bootstrap; a table made through $urls"
+
+    # any one storage node down, its router with it: the others serve
+    lcd "$d" kill s1 >/dev/null
+    st="$(lcd "$d" status)"
+    grep -qE '^storage +s1 +- .* stopped$' <<<"$st" &&
+        grep -qE '^router +r1 +- .* stopped \(in s1\)$' <<<"$st" || fail "kill s1: $st"
+    "$IT_CLI" -r "$urls" --timeout 20000 table create t_s1_down --key id >/dev/null ||
+        fail "up --replicas $n: with s1 killed, no table made through $urls"
+    lcd "$d" start s1 >/dev/null
+    lcd "$d" stop s2 >/dev/null || fail "stop s2 was not clean"
+    lcd "$d" start s2 >/dev/null
+    [ "$(grep -c ' running' <<<"$(lcd "$d" status)")" -eq $((3 * n)) ] ||
+        fail "after kill/start s1, stop/start s2: $(lcd "$d" status)"
+    pass "up --replicas $n: s1 killed (r1 with it), a table made through the other routers; s1 started, s2 stopped and started"
+
     lcd "$d" down >/dev/null
-    pass "up --replicas $n: every process and router running, a put read back through $urls"
+    [ "$(grep -c ' stopped' <<<"$(lcd "$d" status)")" -eq $((3 * n)) ] || fail "down: $(lcd "$d" status)"
+    [ -z "$(ls "$d/pids")" ] || fail "pid files left after down: $(ls "$d/pids")"
+    [ "$(lcd "$d" up | tail -n 1)" = "$urls" ] || fail "a second up printed other URLs"
+    ! cmdline_has "$d" s1 --bootstrap || fail "s1 ran with --bootstrap again"
+    wait_for "tables kept across down and up" 30 \
+        "$IT_CLI" -r "$urls" index create t_s1_down by_v --on v
+    lcd "$d" down >/dev/null
+    pass "up --replicas $n: down stops all; up again (no --bootstrap) serves the tables made before"
 done
 
 rm -rf "$ROOT"
