@@ -21,9 +21,11 @@ static const char *USAGE =
     "  partition and source storage partition, head - watermark; and each group\n"
     "  committer's figures since its node started (synced groups, operations per\n"
     "  group, time computing and syncing a group, the longest sync); and each\n"
-    "  replicated group (the catalog when it has several replicas): every\n"
-    "  replica's role, term, leader, commit and applied index, and, from the\n"
-    "  leader, each member's lag and whether it is reachable.\n"
+    "  replicated group (fact and index partitions of several replicas, the\n"
+    "  catalog): its kind and key range (a fact partition's shard hash range,\n"
+    "  inclusive; an index partition's tuple range [lo, hi), null unbounded),\n"
+    "  every replica's role, term, leader, commit and applied index, and, from\n"
+    "  the leader, each member's lag and whether it is reachable.\n"
     "  --json prints the raw status instead.\n";
 
 #define MAX_HEADS 1024
@@ -158,9 +160,30 @@ static void print_commits(const json_t *nodes)
     }
 }
 
-/* Replicated groups: one row per replica, as its node reports it, then
- * the leader's view of each member (its lag behind the commit index, and
- * whether it answered lately: an unreachable one is marked, not left out). */
+/* A group's key range as text (into buf): a fact partition's "range"
+ * (its hash range, inclusive), an index partition's [lo, hi) (the
+ * config's JSON arrays, null unbounded), "-" for the catalog. */
+static const char *group_range(const json_t *g, char *buf, size_t n)
+{
+    const char *range = json_string_value(json_object_get(g, "range"));
+    const json_t *lo = json_object_get(g, "lo"), *hi = json_object_get(g, "hi");
+
+    if (range != NULL)
+        return range;
+    if (lo == NULL && hi == NULL)
+        return "-";
+    char *l = json_dumps(lo ? lo : json_null(), JSON_ENCODE_ANY | JSON_COMPACT);
+    char *h = json_dumps(hi ? hi : json_null(), JSON_ENCODE_ANY | JSON_COMPACT);
+    snprintf(buf, n, "[%s, %s)", l ? l : "?", h ? h : "?");
+    free(l);
+    free(h);
+    return buf;
+}
+
+/* Replicated groups: one row per replica, as its node reports it (the
+ * group's kind and key range last), then the leader's view of each member
+ * (its lag behind the commit index, and whether it answered lately: an
+ * unreachable one is marked, not left out). */
 static void print_groups(const json_t *nodes)
 {
     size_t k, j, m;
@@ -170,10 +193,10 @@ static void print_groups(const json_t *nodes)
         const json_t *gs = json_object_get(json_object_get(node, "status"), "groups");
         json_array_foreach(gs, j, g) {
             if (!any)
-                printf("\n%-10s %-10s %-8s %-14s %6s %-10s %8s %8s\n", "GROUP", "NODE", "REPLICA",
-                       "ROLE", "TERM", "LEADER", "COMMIT", "APPLIED");
+                printf("\n%-10s %-10s %-8s %-8s %-14s %6s %-10s %8s %8s  %s\n", "GROUP", "NODE",
+                       "KIND", "REPLICA", "ROLE", "TERM", "LEADER", "COMMIT", "APPLIED", "RANGE");
             any = true;
-            char id[32];
+            char id[32], range[512];
             const char *kind = str_or(g, "kind", "?");
             if (strcmp(kind, "catalog") == 0)
                 snprintf(id, sizeof id, "catalog");
@@ -182,16 +205,19 @@ static void print_groups(const json_t *nodes)
                          json_integer_value(json_object_get(g, "id")));
             const char *state = str_or(g, "state", "?");
             if (strcmp(state, "joining") == 0) {
-                printf("%-10s %-10s %-8s %s\n", id, str_or(node, "name", "?"), "-",
-                       "joining (a new replica asking the leader for its place)");
+                printf("%-10s %-10s %-8s %-8s %s (range %s)\n", id, str_or(node, "name", "?"), kind,
+                       "-", "joining: a new replica asking the leader for its place",
+                       group_range(g, range, sizeof range));
                 continue;
             }
-            printf("%-10s %-10s %-8" JSON_INTEGER_FORMAT " %-14s %6" JSON_INTEGER_FORMAT
-                   " %-10s %8" JSON_INTEGER_FORMAT " %8" JSON_INTEGER_FORMAT "%s\n",
-                   id, str_or(node, "name", "?"), json_integer_value(json_object_get(g, "replica")),
-                   str_or(g, "role", "?"), json_integer_value(json_object_get(g, "term")),
-                   str_or(g, "leader", "-"), json_integer_value(json_object_get(g, "commit")),
+            printf("%-10s %-10s %-8s %-8" JSON_INTEGER_FORMAT " %-14s %6" JSON_INTEGER_FORMAT
+                   " %-10s %8" JSON_INTEGER_FORMAT " %8" JSON_INTEGER_FORMAT "  %s%s\n",
+                   id, str_or(node, "name", "?"), kind,
+                   json_integer_value(json_object_get(g, "replica")), str_or(g, "role", "?"),
+                   json_integer_value(json_object_get(g, "term")), str_or(g, "leader", "-"),
+                   json_integer_value(json_object_get(g, "commit")),
                    json_integer_value(json_object_get(g, "applied")),
+                   group_range(g, range, sizeof range),
                    strcmp(state, "member") == 0 ? "" : " (not a member yet)");
             json_array_foreach(json_object_get(g, "members"), m, mem) {
                 const json_t *lag = json_object_get(mem, "lag");

@@ -16,6 +16,7 @@
 #include "repl.h"
 #include "os.h"
 #include "sx_errors.h"
+#include "tuple.h"
 
 #define REPL_MAX_GROUPS 4096
 #define REPL_MAX_HELD 64       /* groups a node holds replicas of */
@@ -814,16 +815,79 @@ static const char *role_name(int role)
     }
 }
 
+/* A bound of an index partition's tuple range: its values as an array
+ * (the config's form), nil when unbounded. */
+static void put_bound(mp_buf *b, const uint8_t *t, size_t n)
+{
+    uint32_t count = 0;
+    size_t off = 0, len;
+
+    if (n == 0) {
+        mp_put_nil(b);
+        return;
+    }
+    while (off < n && (len = tup_component_len(t + off, n - off)) > 0) {
+        count++;
+        off += len;
+    }
+    mp_put_array(b, count);
+    for (off = 0; count > 0; count--)
+        off += tup_decode_to_mp(t + off, n - off, b);
+}
+
+/* The group's kind, id and key range: "fact" with "range", its hash range
+ * as "lo-hi" (inclusive, 16 hex digits each); "index" with "lo" and "hi",
+ * its tuple range [lo, hi); "catalog" (id 0) with neither. */
+static const cfg_part *group_part(const repl *r, uint64_t group, int *role)
+{
+    *role = 0;
+    return group == CFG_CATALOG_GROUP ? NULL : cfg_part_by_id(r->cfg, group, role);
+}
+
+/* How many map entries put_kind puts. */
+static uint32_t kind_entries(const repl *r, uint64_t group)
+{
+    int role;
+    const cfg_part *p = group_part(r, group, &role);
+
+    return p == NULL ? 2 : role == SX_ROLE_INDEX ? 4 : 3;
+}
+
+static void put_kind(const repl *r, uint64_t group, mp_buf *b)
+{
+    int role;
+    const cfg_part *p = group_part(r, group, &role);
+
+    mp_put_cstr(b, "kind");
+    mp_put_cstr(b, group == CFG_CATALOG_GROUP ? "catalog"
+                   : p == NULL                ? "partition" /* not in the config */
+                   : role == SX_ROLE_INDEX    ? "index"
+                                              : "fact");
+    mp_put_cstr(b, "id");
+    mp_put_u64(b, group == CFG_CATALOG_GROUP ? 0 : group);
+    if (p == NULL)
+        return;
+    if (role == SX_ROLE_INDEX) {
+        mp_put_cstr(b, "lo");
+        put_bound(b, p->lo, p->lo_n);
+        mp_put_cstr(b, "hi");
+        put_bound(b, p->hi, p->hi_n);
+        return;
+    }
+    char range[40];
+    snprintf(range, sizeof range, "%016llx-%016llx", (unsigned long long)p->hlo,
+             (unsigned long long)p->hhi);
+    mp_put_cstr(b, "range");
+    mp_put_cstr(b, range);
+}
+
 static void put_group(repl *r, rhost *h, const held *g, mp_buf *b)
 {
     const raft_group *c = rhost_group_core(h, g->group);
-    bool catalog = g->group == CFG_CATALOG_GROUP;
+    uint32_t kn = kind_entries(r, g->group);
     if (g->joining || c == NULL) {
-        mp_put_map(b, 3);
-        mp_put_cstr(b, "kind");
-        mp_put_cstr(b, catalog ? "catalog" : "partition");
-        mp_put_cstr(b, "id");
-        mp_put_u64(b, catalog ? 0 : g->group);
+        mp_put_map(b, kn + 1);
+        put_kind(r, g->group, b);
         mp_put_cstr(b, "state");
         mp_put_cstr(b, "joining");
         return;
@@ -832,11 +896,8 @@ static void put_group(repl *r, rhost *h, const held *g, mp_buf *b)
     uint64_t leader, term;
     rhost_group_state(h, g->group, &role, &leader, &term);
     const raft_conf *conf = raft_conf_get(c);
-    mp_put_map(b, 11);
-    mp_put_cstr(b, "kind");
-    mp_put_cstr(b, catalog ? "catalog" : "partition");
-    mp_put_cstr(b, "id");
-    mp_put_u64(b, catalog ? 0 : g->group);
+    mp_put_map(b, kn + 9);
+    put_kind(r, g->group, b);
     mp_put_cstr(b, "replica");
     mp_put_u64(b, raft_id(c));
     mp_put_cstr(b, "state");
