@@ -104,6 +104,7 @@ int catsm_open(catp *c, const char *dir, catsm **out, uint64_t *boot_size, uint6
     if (rc == 0 && wiped && reload(s) != 0)
         rc = SX_EIO;
     if (rc != 0) {
+        snapdir_close(&s->sd);
         free(s);
         return rc;
     }
@@ -113,5 +114,7 @@ int catsm_open(catp *c, const char *dir, catsm **out, uint64_t *boot_size, uint6
 
 void catsm_close(catsm *s)
 {
+    if (s != NULL)
+        snapdir_close(&s->sd);
     free(s);
 }

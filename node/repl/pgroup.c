@@ -220,7 +220,7 @@ static int apply(void *sm, const raft_entry *e, rhost_result *res)
 static int snap_make(void *sm, uint64_t *index, uint64_t *size)
 {
     pgroup *g = sm;
-    return snapdir_make(&g->sd, g->applied, index, size);
+    return snapdir_make_bg(&g->sd, g->applied, index, size);
 }
 
 static int snap_read(void *sm, uint64_t index, uint64_t off, uint8_t *buf, uint32_t len)
@@ -509,6 +509,7 @@ int pg_open(repl *r, const pg_config *c, pgroup **out)
         rc = repl_group_add(r, c->group, c->nodes, c->n, &pg_ops, g, boot_size, g->applied, on_role,
                             g);
     if (rc != 0) {
+        snapdir_close(&g->sd);
         free(g);
         return rc;
     }
@@ -518,5 +519,8 @@ int pg_open(repl *r, const pg_config *c, pgroup **out)
 
 void pg_close(pgroup *g)
 {
+    if (g == NULL)
+        return;
+    snapdir_close(&g->sd);
     free(g);
 }

@@ -162,6 +162,7 @@ int snapdir_open(snapdir *s, const char *dir, const char *what, ldb *db, const v
                  uint64_t *applied)
 {
     memset(s, 0, sizeof *s);
+    pthread_mutex_init(&s->mu, NULL);
     *wiped = false;
     *boot_size = *applied = 0;
     if (!fits(lo_n) || !fits(hi_n) || !fits(marker_n) || !fits(akey_n) || marker_n == 0 ||
@@ -247,6 +248,66 @@ int snapdir_make(snapdir *s, uint64_t applied, uint64_t *index, uint64_t *size)
     prune(s, applied, s->newest);
     s->newest = applied;
     return 0;
+}
+
+static void *bg_main(void *arg)
+{
+    snapdir *s = arg;
+    char path[4096], err[256];
+    uint64_t size = 0;
+
+    snap_path(s, s->job_index, path, sizeof path);
+    int rc = ldb_snap_make(s->db, s->job_snap, s->lo, s->lo_n, s->hi, s->hi_n, s->job_index, NULL,
+                           0, path, &size, err, sizeof err);
+    if (rc != 0)
+        LOG_WARN("%s: no snapshot at %llu: %s", s->what, (unsigned long long)s->job_index, err);
+    leveldb_release_snapshot(s->db->db, s->job_snap);
+    pthread_mutex_lock(&s->mu);
+    s->job_rc = rc;
+    s->job_size = size;
+    s->done = true;
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+int snapdir_make_bg(snapdir *s, uint64_t applied, uint64_t *index, uint64_t *size)
+{
+    pthread_mutex_lock(&s->mu);
+    bool busy = s->busy, done = s->done;
+    pthread_mutex_unlock(&s->mu);
+    if (busy && !done)
+        return -1;
+    if (busy) { /* finished */
+        pthread_join(s->th, NULL);
+        s->busy = s->done = false;
+        if (s->job_rc != 0)
+            return -1;
+        *index = s->job_index;
+        *size = s->job_size;
+        prune(s, s->job_index, s->newest);
+        s->newest = s->job_index;
+        return 0;
+    }
+    s->job_snap = leveldb_create_snapshot(s->db->db);
+    s->job_index = applied;
+    s->busy = true;
+    if (pthread_create(&s->th, NULL, bg_main, s) != 0) {
+        leveldb_release_snapshot(s->db->db, s->job_snap);
+        s->busy = false;
+        LOG_WARN("%s: no thread to make a snapshot", s->what);
+    }
+    return -1;
+}
+
+void snapdir_close(snapdir *s)
+{
+    if (s == NULL || s->dir[0] == '\0')
+        return;
+    if (s->busy)
+        pthread_join(s->th, NULL);
+    s->busy = s->done = false;
+    pthread_mutex_destroy(&s->mu);
+    s->dir[0] = '\0';
 }
 
 int snapdir_read(snapdir *s, uint64_t index, uint64_t off, uint8_t *buf, uint32_t len)

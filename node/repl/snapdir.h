@@ -33,6 +33,7 @@
 #ifndef SX_SNAPDIR_H
 #define SX_SNAPDIR_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -51,6 +52,14 @@ typedef struct snapdir {
     uint8_t marker[SNAPDIR_KEY_MAX], akey[SNAPDIR_KEY_MAX];
     size_t marker_n, akey_n;
     uint64_t newest; /* newest snap-<N> present (1: only the empty one) */
+
+    /* snapdir_make_bg's job (mu guards busy, done, job_rc, job_size) */
+    pthread_mutex_t mu;
+    pthread_t th;
+    bool busy, done;
+    const leveldb_snapshot_t *job_snap;
+    uint64_t job_index, job_size;
+    int job_rc;
 } snapdir;
 
 /* Sets s up for range [lo, hi) of db (lo_n 0: from the start; hi_n 0: to
@@ -83,6 +92,20 @@ void snapdir_put_applied(const snapdir *s, leveldb_writebatch_t *b, uint64_t app
  * meta; snap_install of meta's snapshot (staged or already renamed). Each
  * returns 0 or -1, the reason logged. */
 int snapdir_make(snapdir *s, uint64_t applied, uint64_t *index, uint64_t *size);
+
+/* snap_make for a range too large to scan on the loop thread: the first
+ * call takes a leveldb snapshot of the range as it is now (at applied
+ * index `applied`), starts a thread that writes it to snap-<applied>, and
+ * returns -1 (no snapshot yet: the host asks again later); so do the calls
+ * while it runs. The first call after it finished returns it (0, *index
+ * its applied index, below the current one by what was applied meanwhile,
+ * which the host accepts), or -1 if it failed (logged; the next call
+ * starts another). */
+int snapdir_make_bg(snapdir *s, uint64_t applied, uint64_t *index, uint64_t *size);
+
+/* Waits for snapdir_make_bg's job, if one runs, and frees what it holds;
+ * s may be opened again. Accepts a zeroed or unopened s. */
+void snapdir_close(snapdir *s);
 int snapdir_read(snapdir *s, uint64_t index, uint64_t off, uint8_t *buf, uint32_t len);
 int snapdir_stage(snapdir *s, uint64_t off, const uint8_t *p, uint32_t len);
 int snapdir_verify(snapdir *s, const raft_snap_meta *m);
