@@ -205,9 +205,12 @@ static void print_groups(const json_t *nodes)
                          json_integer_value(json_object_get(g, "id")));
             const char *state = str_or(g, "state", "?");
             if (strcmp(state, "joining") == 0) {
-                printf("%-10s %-10s %-8s %-8s %s (range %s)\n", id, str_or(node, "name", "?"), kind,
-                       "-", "joining: a new replica asking the leader for its place",
-                       group_range(g, range, sizeof range));
+                const char *rg = group_range(g, range, sizeof range);
+                bool has = strcmp(rg, "-") != 0;
+                printf("%-10s %-10s %-8s %-8s joining: a new replica asking the leader for its "
+                       "place%s%s%s\n",
+                       id, str_or(node, "name", "?"), kind, "-", has ? " (range " : "",
+                       has ? rg : "", has ? ")" : "");
                 continue;
             }
             printf("%-10s %-10s %-8s %-8" JSON_INTEGER_FORMAT " %-14s %6" JSON_INTEGER_FORMAT
