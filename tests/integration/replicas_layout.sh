@@ -109,8 +109,8 @@ check_layout() {
                     and $p.node == $p.replicas[0])' "$c" >/dev/null ||
         fail "--replicas $n: fact partitions: $(jq -c '[.storage[] | {name, p: .partitions}]' "$c")"
     # index partitions: N, one per index node, split at SPLITS; each with
-    # the same number of replicas (1 while the daemons replicate no index
-    # partition, else N), from its node on, rotating
+    # the same number of replicas (local-cluster's index_partition_replicas:
+    # 1 for now, or N), from its node on, rotating
     jq -e --argjson n "$n" --argjson s "$splits" '
         [.index[] as $nd | $nd.partitions[] | . + {node: $nd.name}] as $x
         | ($x[0].replicas | length) as $r
