@@ -23,6 +23,7 @@
 #define REPL_JOIN_RETRY_MS 500 /* between a join's attempts */
 #define REPL_JOIN_CALL_MS 2000 /* one probe or join call */
 #define REPL_SEND_TIMEOUT_MS 2000
+#define REPL_COMPACT_ENTRIES 10000 /* entries applied between two snapshots */
 
 typedef struct leader_rec {
     uint64_t group;
@@ -103,6 +104,8 @@ static void on_fail(void *ctx, const char *why)
     atomic_store(&r->failed, true);
 }
 
+static const char *group_name(const repl *r, uint64_t group, char *buf, size_t n);
+
 static void on_role(void *ctx, uint64_t group, int role, uint64_t leader, uint64_t term)
 {
     repl *r = ctx;
@@ -136,9 +139,9 @@ static void on_role(void *ctx, uint64_t group, int role, uint64_t leader, uint64
     pthread_mutex_unlock(&r->mu);
     if (fn != NULL)
         fn(fn_arg, role, leader, term);
+    char gn[64];
     if (changed || role == RAFT_LEADER)
-        LOG_INFO("group %s: %s, term %llu, leader %s",
-                 group == CFG_CATALOG_GROUP ? "catalog" : "partition",
+        LOG_INFO("%s: %s, term %llu, leader %s", group_name(r, group, gn, sizeof gn),
                  role == RAFT_LEADER     ? "leading"
                  : role == RAFT_FOLLOWER ? "following"
                                          : "campaigning",
@@ -196,12 +199,15 @@ int repl_read(repl *r, uint64_t group, rloop_done_fn done, void *arg)
 
 /* ---- membership, driven by a group's leader on its ticks ---- */
 
-static const char *group_name(uint64_t group, char *buf, size_t n)
+static const char *group_name(const repl *r, uint64_t group, char *buf, size_t n)
 {
+    bool index = false;
+    for (int i = 0; i < r->cfg->nindex; i++)
+        index = index || r->cfg->index[i].id == group;
     if (group == CFG_CATALOG_GROUP)
         snprintf(buf, n, "the catalog");
     else
-        snprintf(buf, n, "partition %llu", (unsigned long long)group);
+        snprintf(buf, n, "%s partition %llu", index ? "index" : "fact", (unsigned long long)group);
     return buf;
 }
 
@@ -227,7 +233,7 @@ static void drive_membership(repl *r, rhost *h, uint64_t group)
         uint64_t id = c->m[i].id;
         if (rhost_conf(h, group, RAFT_CONF_PROMOTE, id) == RAFT_OK) {
             LOG_INFO("%s: replica %llu on %s caught up: promoted to voter",
-                     group_name(group, gn, sizeof gn), (unsigned long long)id, node_name(r, id));
+                     group_name(r, group, gn, sizeof gn), (unsigned long long)id, node_name(r, id));
             return;
         }
     }
@@ -240,7 +246,7 @@ static void drive_membership(repl *r, rhost *h, uint64_t group)
                 continue;
             if (rhost_conf(h, group, RAFT_CONF_REMOVE, old.id) == RAFT_OK)
                 LOG_INFO("%s: replica %llu on %s, replaced by %llu, removed",
-                         group_name(group, gn, sizeof gn), (unsigned long long)old.id,
+                         group_name(r, group, gn, sizeof gn), (unsigned long long)old.id,
                          node_name(r, old.id), (unsigned long long)nw.id);
             return;
         }
@@ -308,7 +314,11 @@ int repl_open(const cfg_cluster *cfg, int self, const char *data_dir, bool boots
     lc.role_ctx = r;
     lc.on_tick = on_tick;
     lc.tick_ctx = r;
-    lc.host.compact_entries = 1000;
+    /* a snapshot of a partition is a scan of it (in the background:
+     * snapdir_make_bg), so not too often; the log between two is kept
+     * meanwhile (SHARDEX_RAFT_COMPACT_ENTRIES: tests lower it) */
+    lc.host.compact_entries = (uint64_t)os_env_long("SHARDEX_RAFT_COMPACT_ENTRIES", 16, 100000000,
+                                                    REPL_COMPACT_ENTRIES);
     int rc = rloop_start(&lc, r->st, &r->loop);
     if (rc != RAFT_OK) {
         repl_close(r);
@@ -438,7 +448,7 @@ static int add_result(repl *r, held *g, int rc, const add_args *a)
     if (rc == RAFT_OK)
         return 0;
     LOG_ERROR("the replica of %s on this node cannot start: %s%s",
-              group_name(g->group, gn, sizeof gn), a->err[0] ? a->err : raft_strerror(rc),
+              group_name(r, g->group, gn, sizeof gn), a->err[0] ? a->err : raft_strerror(rc),
               a->bad ? " (its Raft log is damaged: replace the replica)" : "");
     return rc == RAFT_ERR_NOMEM ? SX_ENOMEM : rc == RAFT_ERR_INVALID ? SX_EINVAL : SX_EIO;
 }
@@ -487,7 +497,7 @@ static uint64_t try_join(repl *r, held *g)
     if (leader < 0) {
         LOG_INFO("joining %s: %d of its other nodes answered, %d hold a replica, no leader "
                  "known yet (a new cluster's nodes start with --bootstrap)",
-                 group_name(g->group, gn, sizeof gn), answered, holders);
+                 group_name(r, g->group, gn, sizeof gn), answered, holders);
         return 0;
     }
     msg_R_JOIN_req jq = { .group = g->group, .node = (uint64_t)r->cfg->nodes[r->self].id };
@@ -507,44 +517,63 @@ static uint64_t try_join(repl *r, held *g)
     }
     if (id == 0)
         LOG_INFO("joining %s: its leader %s did not add this node yet: %s %s",
-                 group_name(g->group, gn, sizeof gn), r->cfg->nodes[leader].name, sx_strerror(rc),
-                 emsg);
+                 group_name(r, g->group, gn, sizeof gn), r->cfg->nodes[leader].name,
+                 sx_strerror(rc), emsg);
     return id;
 }
 
+/* Tries to join held group g once (R_PROBE, R_JOIN, then loading it
+ * empty); true once it is loaded. */
+static bool join_one(repl *r, held *g)
+{
+    char gn[64];
+    uint64_t id = try_join(r, g);
+    if (id == 0)
+        return false;
+    add_args a;
+    memset(&a, 0, sizeof a);
+    a.r = r;
+    a.g = g;
+    a.id = id;
+    int rc = loop_call(r, do_add, &a);
+    if (rc != RAFT_OK) {
+        add_result(r, g, rc, &a);
+        return false;
+    }
+    LOG_INFO("%s: this node joined as replica %llu; it receives a snapshot and the "
+             "log, and the leader promotes it once it has caught up",
+             group_name(r, g->group, gn, sizeof gn), (unsigned long long)id);
+    pthread_mutex_lock(&r->mu);
+    g->joining = false;
+    pthread_mutex_unlock(&r->mu);
+    return true;
+}
+
+/* The join thread: each pass tries every group still joining (a leader
+ * answers a join once the learner's addition committed, so most need a
+ * second pass), then waits REPL_JOIN_RETRY_MS, until none is left. */
 static void *join_main(void *arg)
 {
     repl *r = arg;
-    char gn[64];
     os_thread_name("sx-join");
     for (;;) {
+        held *todo[REPL_MAX_HELD];
+        int n = 0;
         pthread_mutex_lock(&r->mu);
-        held *g = NULL;
-        for (int i = 0; i < r->ngroups && !g; i++)
+        for (int i = 0; i < r->ngroups; i++)
             if (r->groups[i].joining)
-                g = &r->groups[i];
+                todo[n++] = &r->groups[i];
         bool stop = r->stopped;
         pthread_mutex_unlock(&r->mu);
-        if (stop || g == NULL)
+        if (stop || n == 0)
             return NULL;
-        uint64_t id = try_join(r, g);
-        if (id != 0) {
-            add_args a;
-            memset(&a, 0, sizeof a);
-            a.r = r;
-            a.g = g;
-            a.id = id;
-            int rc = loop_call(r, do_add, &a);
-            if (rc == RAFT_OK) {
-                LOG_INFO("%s: this node joined as replica %llu; it receives a snapshot and the "
-                         "log, and the leader promotes it once it has caught up",
-                         group_name(g->group, gn, sizeof gn), (unsigned long long)id);
-                pthread_mutex_lock(&r->mu);
-                g->joining = false;
-                pthread_mutex_unlock(&r->mu);
-                continue;
-            }
-            add_result(r, g, rc, &a);
+        for (int i = 0; i < n; i++) {
+            pthread_mutex_lock(&r->mu);
+            stop = r->stopped;
+            pthread_mutex_unlock(&r->mu);
+            if (stop)
+                return NULL;
+            join_one(r, todo[i]);
         }
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -607,7 +636,7 @@ int repl_group_add(repl *r, uint64_t group, const int *nodes, int n, const rhost
     char gn[64];
     LOG_WARN("%s: this node's Raft log holds nothing of it and it was not started with "
              "--bootstrap: it joins as a new replica (its data was lost or is new)",
-             group_name(group, gn, sizeof gn));
+             group_name(r, group, gn, sizeof gn));
     if (!r->join_started) {
         if (pthread_create(&r->join_th, NULL, join_main, r) != 0)
             return SX_EINTERNAL;
@@ -753,7 +782,8 @@ bool repl_handle(repl *r, msg_type t, const uint8_t *req, size_t n, mp_buf *out)
         msg_R_JOIN_rep rep = { .id = a.id };
         msg_encode_rep(t, &rep, out);
         LOG_INFO("%s: node %s asked to join: its replica %llu is a learner",
-                 group_name(a.group, gn, sizeof gn), node_name(r, a.id), (unsigned long long)a.id);
+                 group_name(r, a.group, gn, sizeof gn), node_name(r, a.id),
+                 (unsigned long long)a.id);
     }
     return true;
 }

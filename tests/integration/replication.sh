@@ -26,6 +26,9 @@
 # Usage: tests/integration/replication.sh BUILD_DIR
 source "$(dirname "$0")/lib.sh" "$@"
 
+# a log compacted every 1,000 entries (the default is 10,000), so that a
+# rejoining replica below gets a snapshot with data
+export SHARDEX_RAFT_COMPACT_ENTRIES=1000
 it_cluster_up --replicas 3
 [ "$(jq '[.storage[].partitions[]] | length' "$IT_DIR/cluster.json")" = 4 ] ||
     fail "the --replicas 3 layout has not 4 fact partitions"
@@ -192,7 +195,7 @@ pass "$victim started again: every group has a leader, $victim's replicas lag 0"
 
 # ---- 2. a lost disk, then another node's death ----
 # 1,100 writes to one key: its partition's replicas apply more entries
-# than a log keeps (1,000) and compact it, so a new replica of that
+# than a log keeps here (1,000) and compact it, so a new replica of that
 # partition gets a snapshot of its data, not the whole log
 sx table create hot --key id >/dev/null
 awk 'BEGIN { for (n = 1; n <= 1100; n++) printf "{\"id\": 0, \"n\": %d}\n", n }' >"$IT_DIR/hot.jsonl"
