@@ -62,6 +62,8 @@ struct repl {
     pthread_cond_t idle; /* users dropped to 0 */
     leader_rec *leaders;
     size_t nleaders, capleaders;
+    uint32_t lead_ticks[REPL_MAX_HELD]; /* loop thread: ticks each held
+                                         * group has been led here */
 };
 
 static void sent(void *arg, int err, const uint8_t *resp, size_t n)
@@ -217,16 +219,46 @@ static const char *node_name(const repl *r, uint64_t replica)
     return k >= 0 ? r->cfg->nodes[k].name : "?";
 }
 
-/* One change at a time, on the leader: promote a caught-up learner; then
- * remove a voter that a newer voter on the same node replaced (the node
- * lost its data and joined again). */
-static void drive_membership(repl *r, rhost *h, uint64_t group)
+/* True when replica id's node is one of the group's configured nodes. */
+static bool configured_member(const repl *r, const int *nodes, int n, uint64_t id)
+{
+    for (int k = 0; k < n; k++)
+        if (r->cfg->nodes[nodes[k]].id == (int)rhost_node_of(id))
+            return true;
+    return false;
+}
+
+/* How long a leader leads before it hands leadership to the group's
+ * preferred replica (so that a node just back is not handed it while it
+ * still catches up, and leadership does not swing after every election). */
+#define REPL_PREFER_TICKS 40 /* 2 s of 50 ms ticks */
+
+/* One change at a time, on the leader (held g: its configured nodes,
+ * nodes[0] the preferred one; *lead_ticks counts the ticks it has led):
+ *   1. promote a caught-up learner;
+ *   2. remove a voter that a newer voter on the same node replaced (the
+ *      node lost its data and joined again);
+ *   3. remove a member whose node the config no longer lists for the
+ *      group (a replica moved, a dead node removed: the operator changed
+ *      the config), once as many voters as the config lists sit on its
+ *      nodes; a leader that is such a member hands leadership over first;
+ *   4. after REPL_PREFER_TICKS of leading, hand leadership to the replica
+ *      on the preferred node once it is a voter that has every entry, so
+ *      that each node leads the partitions listed first on it and the
+ *      load spreads as the config lays it out. */
+static void drive_membership(repl *r, rhost *h, const held *g, uint32_t *lead_ticks)
 {
     int role;
     char gn[64];
-    if (rhost_group_state(h, group, &role, NULL, NULL) != RAFT_OK || role != RAFT_LEADER)
+    uint64_t group = g->group;
+    if (rhost_group_state(h, group, &role, NULL, NULL) != RAFT_OK || role != RAFT_LEADER) {
+        *lead_ticks = 0;
         return;
-    const raft_conf *c = raft_conf_get(rhost_group_core(h, group));
+    }
+    if (*lead_ticks < UINT32_MAX)
+        (*lead_ticks)++;
+    const raft_group *core = rhost_group_core(h, group);
+    const raft_conf *c = raft_conf_get(core);
     for (uint32_t i = 0; i < c->n; i++) {
         if (c->m[i].voter)
             continue;
@@ -251,6 +283,54 @@ static void drive_membership(repl *r, rhost *h, uint64_t group)
             return;
         }
     }
+    uint32_t placed = 0;
+    uint64_t stray = 0, self = raft_id(core), last = raft_last_index(core);
+    for (uint32_t i = 0; i < c->n; i++) {
+        if (configured_member(r, g->nodes, g->n, c->m[i].id))
+            placed += c->m[i].voter;
+        else if (stray == 0 || c->m[i].id != self)
+            stray = c->m[i].id; /* the leader's own last */
+    }
+    if (stray != 0 && placed >= (uint32_t)g->n) {
+        if (stray != self) {
+            uint64_t id = stray;
+            if (rhost_conf(h, group, RAFT_CONF_REMOVE, id) == RAFT_OK)
+                LOG_INFO("%s: replica %llu on %s, a node the config no longer lists for it, "
+                         "removed",
+                         group_name(r, group, gn, sizeof gn), (unsigned long long)id,
+                         node_name(r, id));
+            return;
+        }
+        for (uint32_t i = 0; i < c->n; i++) { /* the leader leaves: hand over first */
+            uint64_t match = 0;
+            if (c->m[i].voter && c->m[i].id != self &&
+                configured_member(r, g->nodes, g->n, c->m[i].id) &&
+                raft_progress_of(core, c->m[i].id, &match, NULL) == RAFT_OK && match == last) {
+                if (rhost_transfer(h, group, c->m[i].id) == RAFT_OK)
+                    LOG_INFO("%s: this node is no longer configured for it: leadership handed "
+                             "to %s",
+                             group_name(r, group, gn, sizeof gn), node_name(r, c->m[i].id));
+                return;
+            }
+        }
+        return;
+    }
+    if (*lead_ticks < REPL_PREFER_TICKS || g->n < 2 ||
+        r->cfg->nodes[g->nodes[0]].id == r->cfg->nodes[r->self].id)
+        return;
+    for (uint32_t i = 0; i < c->n; i++) {
+        uint64_t match = 0;
+        int active = 0;
+        if (!c->m[i].voter || (int)rhost_node_of(c->m[i].id) != r->cfg->nodes[g->nodes[0]].id)
+            continue;
+        if (raft_progress_of(core, c->m[i].id, &match, &active) == RAFT_OK && active &&
+            match == last && rhost_transfer(h, group, c->m[i].id) == RAFT_OK) {
+            LOG_INFO("%s: leadership handed to its preferred replica on %s",
+                     group_name(r, group, gn, sizeof gn), node_name(r, c->m[i].id));
+            *lead_ticks = 0;
+        }
+        return;
+    }
 }
 
 static void on_tick(void *ctx, rhost *h)
@@ -258,13 +338,13 @@ static void on_tick(void *ctx, rhost *h)
     repl *r = ctx;
     pthread_mutex_lock(&r->mu);
     int n = r->ngroups;
-    uint64_t g[REPL_MAX_HELD];
+    held g[REPL_MAX_HELD];
     for (int i = 0; i < n; i++)
-        g[i] = r->groups[i].joining ? 0 : r->groups[i].group;
+        g[i] = r->groups[i];
     pthread_mutex_unlock(&r->mu);
     for (int i = 0; i < n; i++)
-        if (g[i])
-            drive_membership(r, h, g[i]);
+        if (!g[i].joining)
+            drive_membership(r, h, &g[i], &r->lead_ticks[i]);
 }
 
 int repl_open(const cfg_cluster *cfg, int self, const char *data_dir, bool bootstrap, repl **out)
