@@ -34,7 +34,7 @@ trap 'exit 143' TERM INT
 fail() { echo "FAIL [failover]: $*" >&2; exit 1; }
 
 # generate the config, then add a second router on the slot's next free port
-"$lc" up --dir "$dir" >/dev/null || fail "local-cluster up"
+"$lc" up --replicas 1 --dir "$dir" >/dev/null || fail "local-cluster up"
 "$lc" down --dir "$dir" >/dev/null || fail "local-cluster down"
 r1="$(jq -r '.routers[0].url' "$dir/cluster.json")"
 r2="${r1%:*}:$(( ${r1##*:} + 5 ))"

@@ -3,6 +3,7 @@
 #
 # Provides:
 #   it_cluster_up [--netns] [--tls] [--replicas N]  start a fresh cluster in a new temp dir
+#                          (one replica a partition unless --replicas says)
 #                          (--netns: each process in a network namespace of
 #                          its own, deploy/netns.sh; --tls: the router's
 #                          client port TLS, deploy/tls.sh, and
@@ -183,7 +184,12 @@ it_cluster_up() {
         hosted=(--router-in "$SHARDEX_IT_ROUTER_IN")
         IT_ROUTER_PROC="$SHARDEX_IT_ROUTER_IN"
     fi
-    out="$(lc up "$@" "${hosted[@]}")" || { echo "$out" >&2; fail "local-cluster up failed"; }
+    # one replica a partition unless the test asks for more (--replicas 3):
+    # most tests check one behaviour each, on the layout their node names
+    # (s1 s2 i1 i2) and faults assume
+    local layout=(--replicas 1)
+    [[ " $* " != *" --replicas "* ]] || layout=()
+    out="$(lc up "$@" "${layout[@]}" "${hosted[@]}")" || { echo "$out" >&2; fail "local-cluster up failed"; }
     IT_URL="$(tail -n 1 <<<"$out")"
     [[ "$IT_URL" =~ ^((tls\+)?tcp://[0-9.]+:[0-9]+,)*(tls\+)?tcp://[0-9.]+:[0-9]+$ ]] ||
         fail "up did not print the router URLs last: $IT_URL"

@@ -30,7 +30,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 143' TERM INT     # a signal still runs the cleanup
 
-out="$(SHARDEX_BIN="$bindir" "$lc" up --dir "$dir")"
+out="$(SHARDEX_BIN="$bindir" "$lc" up --replicas 1 --dir "$dir")"
 rc=$?
 if [ $rc -ne 0 ]; then
     echo "model.sh: local-cluster up failed ($rc):" >&2
