@@ -20,10 +20,19 @@
  * server ran it is unknown, and only the caller knows whether running it
  * again is harmless.
  *
+ * A call that asks to know whether it was sent (net_peer_call.unsent: a
+ * caller with somewhere else to send it, the router walking a partition's
+ * replicas) waits for no connection instead: made while none is up, or
+ * still unsent when the connection drops, it fails at once with
+ * SX_EUNAVAIL and *unsent set; sent on a connection that drops, it fails
+ * with SX_EUNAVAIL (never sent twice); at its deadline SX_ETIMEDOUT, with
+ * *unsent telling whether it had left.
+ *
  * The dialer runs one aio: after a failed dial it sleeps (20 ms, doubling
  * to 500 ms) and dials again; it dials as soon as the connection drops. A
  * connection that answered nothing for a second while a call sent on it
- * expired is closed as dead (LP_SILENT_MS).
+ * expired is closed as dead (LP_SILENT_MS); the calls waiting for room in
+ * its window are not sent on it.
  *
  * Callbacks (the calls' done) run with no lock held, on nng threads.
  */
@@ -66,6 +75,7 @@ typedef struct lp_call {
     nng_time sent_at; /* when it went out (sent) */
     net_done_fn done;
     void *arg;
+    bool *unsent; /* net_peer_call.unsent (NULL: wait for a connection) */
 } lp_call;
 
 struct lpeer {
@@ -132,16 +142,47 @@ static void calls_fail(lp_call *c, int err)
     }
 }
 
-/* Unlinks the calls matching (sent, expired-by-now) filters into a list. */
-static lp_call *take_where(lpeer *p, bool sent_only, bool expired_only)
+/* Which calls take_where takes. */
+typedef enum lp_take {
+    LP_TAKE_ALL,     /* every call */
+    LP_TAKE_EXPIRED, /* those whose deadline has passed */
+    LP_TAKE_DROPPED  /* those a dropped connection fails: sent, or asking
+                      * about it (net_peer_call.unsent) */
+} lp_take;
+
+/* Unlinks the calls `which` names into a list, each asking about it told
+ * whether it was sent (caller holds p->mu). */
+static lp_call *take_where(lpeer *p, lp_take which)
 {
     nng_time now = nng_clock();
     lp_call *gone = NULL, **gt = &gone;
 
     for (lp_call *c = p->head, *next; c != NULL; c = next) {
         next = c->next;
-        if ((sent_only && !c->sent) || (expired_only && (c->forever || c->deadline > now)))
+        if ((which == LP_TAKE_DROPPED && !c->sent && c->unsent == NULL) ||
+            (which == LP_TAKE_EXPIRED && (c->forever || c->deadline > now)))
             continue;
+        if (c->unsent != NULL)
+            *c->unsent = !c->sent;
+        list_del(p, c);
+        *gt = c;
+        gt = &c->next;
+    }
+    return gone;
+}
+
+/* Unlinks, from first to the end of p's list, the calls not sent that ask
+ * whether they were (net_peer_call.unsent: set) into a list (caller holds
+ * p->mu). */
+static lp_call *take_unsent(lpeer *p, lp_call *first)
+{
+    lp_call *gone = NULL, **gt = &gone;
+
+    for (lp_call *c = first, *next; c != NULL; c = next) {
+        next = c->next;
+        if (c->sent || c->unsent == NULL)
+            continue;
+        *c->unsent = true;
         list_del(p, c);
         *gt = c;
         gt = &c->next;
@@ -184,7 +225,7 @@ static void timer_cb(void *arg)
         pthread_mutex_unlock(&p->mu);
         return;
     }
-    gone = take_where(p, false, true);
+    gone = take_where(p, LP_TAKE_EXPIRED);
     /* nothing heard since an expired call went out, for LP_SILENT_MS: the
      * connection is dead */
     link_conn *dead = NULL;
@@ -194,8 +235,9 @@ static void timer_cb(void *arg)
             dead = p->link;
             link_ref(dead);
         }
-    if (p->link != NULL)
-        flush_locked(p); /* an expired call may have finished a batch */
+    if (p->link != NULL && dead == NULL)
+        flush_locked(p); /* an expired call may have finished a batch (not
+                          * onto a dead connection: they wait for the next) */
     for (lp_call *c = p->head; c != NULL; c = c->next)
         if (!c->forever && (at == 0 || c->deadline < at))
             at = c->deadline;
@@ -248,14 +290,14 @@ static void on_closed(void *arg, link_conn *l, int err)
         msg_type t;
         int is_reply = 0;
 
-        if (c->sent && !c->resent && msg_peek(c->req, c->n, &t, &is_reply) == 0 &&
-            msg_rerunnable(t)) {
+        if (c->sent && !c->resent && c->unsent == NULL &&
+            msg_peek(c->req, c->n, &t, &is_reply) == 0 && msg_rerunnable(t)) {
             c->sent = false; /* a read: out again on the next link */
             c->resent = true;
             (void)unbatch(p, c);
         }
     }
-    gone = take_where(p, true, false);
+    gone = take_where(p, LP_TAKE_DROPPED);
     if (!p->closing) {
         LOG_DEBUG("link to %s lost (%s); redialing", p->url, sx_strerror(err));
         p->backoff_ms = LP_REDIAL_MIN_MS;
@@ -429,6 +471,7 @@ int lpeer_submit_n(lpeer *p, const net_peer_call *calls, int n, int timeout_ms, 
         c->n = calls[i].n;
         c->done = calls[i].done;
         c->arg = calls[i].arg;
+        c->unsent = calls[i].unsent;
         c->solo = solo;
         c->forever = timeout_ms < 0;
         c->deadline = now + (nng_time)(timeout_ms < 0 ? 0 : timeout_ms);
@@ -461,9 +504,12 @@ int lpeer_submit_n(lpeer *p, const net_peer_call *calls, int n, int timeout_ms, 
         flush_locked(p);
     else
         dial_start_locked(p);
-    if (timeout_ms >= 0)
+    /* with no connection, those asking whether they were sent fail now */
+    lp_call *gone = p->link == NULL ? take_unsent(p, first) : NULL;
+    if (timeout_ms >= 0 && p->head != NULL)
         timer_want_locked(p, now + (nng_time)timeout_ms);
     pthread_mutex_unlock(&p->mu);
+    calls_fail(gone, SX_EUNAVAIL);
     return 0;
 }
 
@@ -482,7 +528,7 @@ void lpeer_shut(lpeer *p)
 
     pthread_mutex_lock(&p->mu);
     p->closing = true;
-    gone = take_where(p, false, false);
+    gone = take_where(p, LP_TAKE_ALL);
     l = p->link;
     if (l != NULL)
         link_ref(l); /* its closed callback may run any time now */

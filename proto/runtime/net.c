@@ -141,9 +141,25 @@ static void peer_job_done(void *arg, int err, const uint8_t *resp, size_t n)
         ev_set(&pj->w->done);
 }
 
-/* Starts every peer job, the jobs of one peer in one net_peer_submit_n so
- * that they can share a frame. A job that cannot start completes at once
- * with the error. */
+/* Job j's timeout: its own, else the call's. */
+static int job_timeout(const net_job *j, int timeout_ms)
+{
+    return j->timeout_ms > 0 ? j->timeout_ms : timeout_ms;
+}
+
+/* Job j as a peer call completing into pj. */
+static net_peer_call job_call(net_job *j, peer_job *pj)
+{
+    return (net_peer_call){ .req = j->req,
+                            .n = j->req_n,
+                            .done = peer_job_done,
+                            .arg = pj,
+                            .unsent = j->fail_unsent ? &j->unsent : NULL };
+}
+
+/* Starts every peer job, the jobs of one peer with the same timeout in one
+ * net_peer_submit_n so that they can share a frame. A job that cannot
+ * start completes at once with the error. */
 static void submit_peers(net_job *jobs, peer_job *pj, int n, int timeout_ms)
 {
     net_peer_call *calls = malloc((size_t)n * sizeof(*calls));
@@ -151,35 +167,31 @@ static void submit_peers(net_job *jobs, peer_job *pj, int n, int timeout_ms)
 
     for (int i = 0; i < n; i++) {
         net_peer *peer = jobs[i].peer;
-        int m = 0, rv;
+        int m = 0, rv, tmo = job_timeout(&jobs[i], timeout_ms);
 
         if (peer == NULL || (sent && sent[i]))
             continue;
         if (jobs[i].solo) {
-            rv = net_peer_submit_solo(peer, jobs[i].req, jobs[i].req_n, timeout_ms, peer_job_done,
-                                      &pj[i]);
+            rv = net_peer_submit_solo(peer, jobs[i].req, jobs[i].req_n, tmo, peer_job_done, &pj[i]);
             if (rv != 0)
                 peer_job_done(&pj[i], rv, NULL, 0);
             continue;
         }
         if (calls == NULL || sent == NULL) { /* no memory to group: one by one */
-            rv = net_peer_submit(peer, jobs[i].req, jobs[i].req_n, timeout_ms, peer_job_done,
-                                 &pj[i]);
+            net_peer_call one = job_call(&jobs[i], &pj[i]);
+            rv = net_peer_submit_n(peer, &one, 1, tmo);
             if (rv != 0)
                 peer_job_done(&pj[i], rv, NULL, 0);
             continue;
         }
         for (int k = i; k < n; k++) {
-            if (jobs[k].peer != peer || jobs[k].solo || sent[k])
+            if (jobs[k].peer != peer || jobs[k].solo || sent[k] ||
+                job_timeout(&jobs[k], timeout_ms) != tmo)
                 continue;
             sent[k] = true;
-            calls[m].req = jobs[k].req;
-            calls[m].n = jobs[k].req_n;
-            calls[m].done = peer_job_done;
-            calls[m].arg = &pj[k];
-            m++;
+            calls[m++] = job_call(&jobs[k], &pj[k]);
         }
-        rv = net_peer_submit_n(peer, calls, m, timeout_ms);
+        rv = net_peer_submit_n(peer, calls, m, tmo);
         if (rv != 0)
             for (int k = 0; k < m; k++)
                 peer_job_done(calls[k].arg, rv, NULL, 0);
@@ -202,7 +214,7 @@ static nng_duration recv_wait(nng_time deadline, int timeout_ms)
 
 int net_call_all(net_job *jobs, int n, int timeout_ms)
 {
-    nng_time deadline = nng_clock() + (nng_time)(timeout_ms > 0 ? timeout_ms : 0);
+    nng_time now = nng_clock();
     call_state *st;
     peer_job *pj;
     peer_wait w;
@@ -232,6 +244,7 @@ int net_call_all(net_job *jobs, int n, int timeout_ms)
         int rv;
 
         jobs[i].err = 0;
+        jobs[i].unsent = false;
         jobs[i].resp = NULL;
         jobs[i].resp_n = 0;
         if (jobs[i].peer != NULL) {
@@ -250,7 +263,8 @@ int net_call_all(net_job *jobs, int n, int timeout_ms)
             jobs[i].err = net_map_nng(rv);
             continue;
         }
-        nng_aio_set_timeout(st[i].aio, timeout_ms < 0 ? NNG_DURATION_INFINITE : timeout_ms);
+        int tmo = job_timeout(&jobs[i], timeout_ms);
+        nng_aio_set_timeout(st[i].aio, tmo < 0 ? NNG_DURATION_INFINITE : tmo);
         nng_aio_set_msg(st[i].aio, m);
         nng_ctx_send(st[i].ctx, st[i].aio);
     }
@@ -268,7 +282,8 @@ int net_call_all(net_job *jobs, int n, int timeout_ms)
             jobs[i].err = net_map_nng(rv);
             continue;
         }
-        nng_aio_set_timeout(st[i].aio, recv_wait(deadline, timeout_ms));
+        int tmo = job_timeout(&jobs[i], timeout_ms);
+        nng_aio_set_timeout(st[i].aio, recv_wait(now + (nng_time)(tmo > 0 ? tmo : 0), tmo));
         nng_ctx_recv(st[i].ctx, st[i].aio);
     }
     for (int i = 0; i < n; i++) {

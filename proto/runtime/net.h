@@ -116,7 +116,9 @@ int net_peer_open(nng_socket sock, int max_frames, net_peer **out);
  * background and redialed when it drops; every call is its own frame, and
  * calls made while the connection is down wait for it (or their
  * deadline). A call in flight when the connection drops fails with
- * SX_EUNAVAIL. At most max_batches batches of calls are unanswered at
+ * SX_EUNAVAIL (a read goes out again on the next connection, once). A call
+ * with net_peer_call.unsent set waits for no connection and is sent at
+ * most once (see there). At most max_batches batches of calls are unanswered at
  * once: calls made meanwhile leave together when one is answered in full
  * (as max_frames for REQ; solo calls do not count). Returns 0, SX_EINVAL
  * (bad url) or SX_ENOMEM. */
@@ -178,6 +180,15 @@ typedef struct net_peer_call {
     size_t n;
     net_done_fn done;
     void *arg;
+    /* Optional, for a link's peer (NULL: the call waits for a connection,
+     * and a read sent on one that drops goes out again on the next). Set:
+     * the call never waits for a connection and is never sent twice. It
+     * fails with SX_EUNAVAIL at once when no connection is up, and when
+     * the one it waits on or was sent on drops; with SX_ETIMEDOUT at its
+     * deadline. Before done runs, *unsent says whether it failed without
+     * having been sent (it was not run: safe to send anywhere). Other
+     * peers ignore it. */
+    bool *unsent;
 } net_peer_call;
 
 /* Starts n calls at once: queued together, so they leave in as few frames
@@ -199,15 +210,20 @@ typedef struct net_job {
     bool solo; /* with peer: net_peer_submit_solo */
     const uint8_t *req;
     size_t req_n;
+    int timeout_ms;   /* > 0: this job's own timeout (else net_call_all's) */
+    bool fail_unsent; /* with a link's peer, not solo: net_peer_call.unsent's
+                       * rules (no wait for a connection, no second send) */
     int err;
+    bool unsent; /* out, with fail_unsent: it failed without being sent */
     uint8_t *resp;
     size_t resp_n;
 } net_job;
 
-/* Runs every job concurrently and waits for all, each for at most
- * timeout_ms from the call (send and receive together; negative: no
- * limit). Returns 0 if the jobs could be started (look at each job's err),
- * SX_ENOMEM otherwise. */
+/* Runs every job concurrently and waits for all, each for at most its
+ * timeout_ms, or else timeout_ms, from the call (send and receive
+ * together; negative: no limit). Jobs of one peer with the same timeout
+ * are submitted together (they may share a frame). Returns 0 if the jobs
+ * could be started (look at each job's err), SX_ENOMEM otherwise. */
 int net_call_all(net_job *jobs, int n, int timeout_ms);
 
 /* Request handler: decode req..n, append the reply frame to out. Called

@@ -671,7 +671,7 @@ int net_peer_submit_n(net_peer *p, const net_peer_call *calls, int n, int timeou
 int net_peer_submit_solo(net_peer *p, const uint8_t *req, size_t n, int timeout_ms,
                          net_done_fn done, void *arg)
 {
-    net_peer_call c = { req, n, done, arg };
+    net_peer_call c = { .req = req, .n = n, .done = done, .arg = arg };
     peer_ent *e;
     peer_car *car = NULL;
     int rv;
@@ -735,7 +735,7 @@ int net_peer_submit_solo(net_peer *p, const uint8_t *req, size_t n, int timeout_
 int net_peer_submit(net_peer *p, const uint8_t *req, size_t n, int timeout_ms, net_done_fn done,
                     void *arg)
 {
-    net_peer_call c = { req, n, done, arg };
+    net_peer_call c = { .req = req, .n = n, .done = done, .arg = arg };
 
     return net_peer_submit_n(p, &c, 1, timeout_ms);
 }

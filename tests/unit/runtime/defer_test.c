@@ -723,6 +723,7 @@ static void test_defer_stop(const char *url, const net_server_opts *o, bool same
         pc[i].n = m[i].req_n;
         pc[i].done = pcall_done;
         pc[i].arg = &m[i];
+        pc[i].unsent = NULL;
     }
     CHECK_INT(net_peer_submit_n(pb, pc, DS_MULTI, WAIT_MS), 0);
     CHECK(wait_ge(&g_dq_n, DS_SINGLE + 2));

@@ -217,7 +217,9 @@ static void test_many(net_peer *p)
         static const char *const kinds[] = { "quick", "echo", "defer", "dsync", "err" };
         const char *k = kinds[i % 5];
         pcall_init_t(&c[i], strcmp(k, "quick") == 0 ? MSG_GET : MSG_DELETE, k, 100 + i);
-        pc[i] = (net_peer_call){ c[i].req, c[i].req_n, pcall_done, &c[i] };
+        pc[i] = (net_peer_call){
+            .req = c[i].req, .n = c[i].req_n, .done = pcall_done, .arg = &c[i]
+        };
         c[i].submit_rc = 0;
     }
     rc = net_peer_submit_n(p, pc, solo, WAIT_MS);

@@ -18,7 +18,15 @@
  *      and is answered there, the write fails SX_EUNAVAIL;
  *   8. a connection silent for a second while a call on it expires is
  *      closed as dead: a write in flight on it fails SX_EUNAVAIL, later
- *      calls are answered on a new connection.
+ *      calls are answered on a new connection;
+ *   9. calls that ask whether they were sent (net_peer_call.unsent): with
+ *      nothing listening, one fails at once, unsent; with the window held
+ *      by a batch a server never answers, the calls queued behind it fail
+ *      at once, unsent, when the connection drops, while the batch's own
+ *      (a read among them: not sent again) fail sent and a call that does
+ *      not ask still waits; at their deadline the sent one and the queued
+ *      one say which they were; a connection found dead sends none of the
+ *      calls queued behind the expired one.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +61,9 @@ static void many_calls(net_peer *p, bool quick_order)
     for (int i = 0; i < N; i++) {
         pcall_init(&c[i], i % 3 == 0 ? "quick" : "echo", i);
         c[i].submit_rc = 0;
-        v[i] = (net_peer_call){ c[i].req, c[i].req_n, pcall_done, &c[i] };
+        v[i] = (net_peer_call){
+            .req = c[i].req, .n = c[i].req_n, .done = pcall_done, .arg = &c[i]
+        };
     }
     CHECK_INT(net_peer_submit_n(p, v, N, WAIT_MS), 0);
     CHECK(wait_done(N));
@@ -241,6 +251,136 @@ static void lost_connection(const char *url, const net_server_opts *o)
     pcall_free(&wr, 1);
 }
 
+/* Starts call c (kind "echo", id; a GET unless write) on p with timeout
+ * ms, asking whether it was sent (*unsent). */
+static void submit_asking(net_peer *p, pcall *c, bool write, int id, int ms, bool *unsent)
+{
+    net_peer_call v;
+
+    pcall_init_t(c, write ? MSG_DELETE : MSG_GET, "echo", id);
+    *unsent = false;
+    v = (net_peer_call){
+        .req = c->req, .n = c->req_n, .done = pcall_done, .arg = c, .unsent = unsent
+    };
+    c->submit_rc = net_peer_submit_n(p, &v, 1, ms);
+    CHECK_INT(c->submit_rc, 0);
+}
+
+/* Checks that call c ended once with err, *unsent as want. */
+static void check_ended(const pcall *c, int err, const bool *unsent, bool want)
+{
+    pthread_mutex_lock(&g_mu);
+    CHECK_INT(c->ndone, 1);
+    CHECK_INT(c->err, err);
+    CHECK(*unsent == want);
+    pthread_mutex_unlock(&g_mu);
+}
+
+/* Scenario 9 (see the file comment), against a server at url that never
+ * answers (mute) and, first, nothing at all. */
+static void asking_unsent(const char *url)
+{
+    link_listener *mute = NULL;
+    net_peer *p = NULL;
+    pcall a, b, c, d, e;
+    bool ua, ub, uc, ud;
+    int got = 0;
+
+    /* nothing listens: failed at once, unsent */
+    reset_state();
+    CHECK_INT(net_peer_open_link(url, 1, &p), 0);
+    if (p == NULL)
+        return;
+    submit_asking(p, &a, true, 1, WAIT_MS, &ua);
+    check_ended(&a, SX_EUNAVAIL, &ua, true);
+    pcall_free(&a, 1);
+    net_peer_close(p);
+    p = NULL;
+
+    /* a batch of a read and a write sent, never answered; a write and a
+     * read queued behind it, asking; a read queued, not asking */
+    reset_state();
+    CHECK_INT(link_listen(url, mute_frame, NULL, &got, 0, &mute), 0);
+    CHECK_INT(net_peer_open_link(url, 1, &p), 0);
+    if (mute == NULL || p == NULL) {
+        net_peer_close(p);
+        link_listener_close(mute);
+        return;
+    }
+    for (int waited = 0; waited < WAIT_MS && !net_peer_connected(p); waited += 10)
+        usleep(10 * 1000);
+    {
+        net_peer_call v[2];
+        pcall_init(&a, "echo", 10);
+        pcall_init_t(&b, MSG_DELETE, "echo", 11);
+        v[0] = (net_peer_call){
+            .req = a.req, .n = a.req_n, .done = pcall_done, .arg = &a, .unsent = &ua
+        };
+        v[1] = (net_peer_call){
+            .req = b.req, .n = b.req_n, .done = pcall_done, .arg = &b, .unsent = &ub
+        };
+        CHECK_INT(net_peer_submit_n(p, v, 2, WAIT_MS), 0);
+    }
+    CHECK(wait_ge(&got, 2)); /* the batch went out */
+    submit_asking(p, &c, true, 12, WAIT_MS, &uc);
+    submit_asking(p, &d, false, 13, WAIT_MS, &ud);
+    pcall_init(&e, "echo", 14);
+    pcall_submit(p, &e);
+    usleep(100 * 1000);
+    CHECK_INT(get_int(&got), 2); /* the window held the rest */
+    link_listener_close(mute);   /* the connection drops */
+    mute = NULL;
+    CHECK(wait_ge_for(&d.ndone, 1, 1000)); /* at once, not at the deadline */
+    CHECK(wait_ge_for(&c.ndone, 1, 1000));
+    CHECK(wait_ge_for(&b.ndone, 1, 1000));
+    CHECK(wait_ge_for(&a.ndone, 1, 1000));
+    check_ended(&a, SX_EUNAVAIL, &ua, false); /* a read, asking: not sent again */
+    check_ended(&b, SX_EUNAVAIL, &ub, false);
+    check_ended(&c, SX_EUNAVAIL, &uc, true);
+    check_ended(&d, SX_EUNAVAIL, &ud, true);
+    CHECK_INT(get_int(&e.ndone), 0); /* not asking: waits for a connection */
+    net_peer_close(p);               /* fails it */
+    CHECK_INT(get_int(&e.ndone), 1);
+    pcall_free(&a, 1);
+    pcall_free(&b, 1);
+    pcall_free(&c, 1);
+    pcall_free(&d, 1);
+    pcall_free(&e, 1);
+
+    /* deadlines: the sent call and the one queued behind it say which they
+     * were; a second of silence before the first expires: the connection
+     * is dead, and the one queued behind (a later deadline) is not sent on
+     * it but fails unsent when it closes */
+    for (int dead = 0; dead < 2; dead++) {
+        reset_state();
+        got = 0;
+        p = NULL;
+        CHECK_INT(link_listen(url, mute_frame, NULL, &got, 0, &mute), 0);
+        CHECK_INT(net_peer_open_link(url, 1, &p), 0);
+        if (mute == NULL || p == NULL) {
+            net_peer_close(p);
+            link_listener_close(mute);
+            return;
+        }
+        for (int waited = 0; waited < WAIT_MS && !net_peer_connected(p); waited += 10)
+            usleep(10 * 1000);
+        submit_asking(p, &a, true, 20, dead ? 1100 : 300, &ua);
+        CHECK(wait_ge(&got, 1));
+        submit_asking(p, &b, true, 21, dead ? WAIT_MS : 300, &ub);
+        CHECK(wait_ge_for(&a.ndone, 1, 3000));
+        CHECK(wait_ge_for(&b.ndone, 1, 3000));
+        check_ended(&a, SX_ETIMEDOUT, &ua, false);
+        check_ended(&b, dead ? SX_EUNAVAIL : SX_ETIMEDOUT, &ub, true);
+        usleep(100 * 1000);
+        CHECK_INT(get_int(&got), 1); /* b never went out */
+        net_peer_close(p);
+        link_listener_close(mute);
+        mute = NULL;
+        pcall_free(&a, 1);
+        pcall_free(&b, 1);
+    }
+}
+
 static void restart(const char *url, net_server **srv, const net_server_opts *o)
 {
     net_peer *p = NULL;
@@ -330,6 +470,8 @@ int main(void)
     restart(url, &srv, &wo);
     snprintf(furl, sizeof(furl), "ipc://%s/lost.sock", base);
     lost_connection(furl, &wo);
+    snprintf(furl, sizeof(furl), "ipc://%s/asking.sock", base);
+    asking_unsent(furl);
     net_peer_close(p);
     reset_state();
     net_server_stop(srv);

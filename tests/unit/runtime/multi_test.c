@@ -181,6 +181,7 @@ static void test_submit_n_solo(const char *px_url, const char *srv_url, proxy *p
         pc[i].n = calls[i].req_n;
         pc[i].done = pcall_done;
         pc[i].arg = &calls[i];
+        pc[i].unsent = NULL;
     }
     CHECK_INT(net_peer_submit_n(p, pc, 8, WAIT_MS), 0);
     CHECK(wait_ge(&g_finished, 8));
