@@ -157,7 +157,9 @@ int ix_part_durable(ix_part *p, leveldb_writebatch_t *b, uint64_t term)
 int ix_part_read_barrier(ix_part *p, int *hint)
 {
     *hint = 0;
-    return p->pg == NULL ? 0 : pg_barrier(p->pg, NULL, hint);
+    if (p->pg == NULL)
+        return 0;
+    return pg_redirect(p->pg, hint) ? SX_ENOTLEADER : pg_barrier(p->pg, NULL, hint);
 }
 
 int ix_part_leader_hint(const ix_part *p)

@@ -327,6 +327,12 @@ int pg_leader_hint(const pgroup *g)
     return atomic_load(&((pgroup *)g)->hint);
 }
 
+bool pg_redirect(const pgroup *g, int *hint)
+{
+    *hint = pg_leader_hint(g);
+    return pg_ready(g) == 0 && *hint != 0 && *hint != repl_self_id(g->r);
+}
+
 /* ---- proposals and barriers ---- */
 
 static int outcome(pgroup *g, int err, uint64_t leader, int *hint)

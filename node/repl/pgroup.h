@@ -90,6 +90,11 @@ uint64_t pg_ready(const pgroup *g);
  * SX_ENOTLEADER hint), or 0. Lock-free. */
 int pg_leader_hint(const pgroup *g);
 
+/* True when this replica does not lead and knows which other node does
+ * (*hint its config id): a request for the leader can be refused at once,
+ * without asking the group. Lock-free. */
+bool pg_redirect(const pgroup *g, int *hint);
+
 /* A proposal's or barrier's outcome, for pg_propose's callback and the
  * blocking calls: 0 (applied here / confirmed); SX_ENOTLEADER (certainly
  * not applied; hint the leader's config id or 0); SX_ETIMEDOUT (the

@@ -903,6 +903,11 @@ int repl_leader(repl *r, uint64_t group)
     return node;
 }
 
+int repl_self_id(const repl *r)
+{
+    return r->cfg->nodes[r->self].id;
+}
+
 int repl_node_id(const repl *r, int node)
 {
     return node >= 0 && node < r->cfg->nnodes ? r->cfg->nodes[node].id : 0;

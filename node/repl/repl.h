@@ -99,4 +99,7 @@ bool repl_failed(repl *r);
 /* The config id of node index `node` (for hints), 0 if none. */
 int repl_node_id(const repl *r, int node);
 
+/* The config id of this node. */
+int repl_self_id(const repl *r);
+
 #endif

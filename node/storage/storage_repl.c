@@ -165,5 +165,7 @@ int st_part_durable(st_part *p, leveldb_writebatch_t *b, int *hint)
 int st_part_read_barrier(st_part *p, int *hint)
 {
     *hint = 0;
-    return p->pg == NULL ? 0 : pg_barrier(p->pg, NULL, hint);
+    if (p->pg == NULL)
+        return 0;
+    return pg_redirect(p->pg, hint) ? SX_ENOTLEADER : pg_barrier(p->pg, NULL, hint);
 }

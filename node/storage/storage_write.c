@@ -964,6 +964,12 @@ static int prepare(st_part *p, st_wreq *r, bool may_block)
         fail_req(r, SX_EINVAL, "dels and objs differ in length");
         return SX_EINVAL;
     }
+    if (p->pg != NULL && pg_redirect(p->pg, &r->hint)) { /* refused before any work */
+        fail_req(r, SX_ENOTLEADER,
+                 "not applied: this replica does not lead the partition's group; retry at its "
+                 "leader");
+        return SX_ENOTLEADER;
+    }
     if (!may_block) { /* only what is cached: nothing else is set */
         if (st_cat_peek(p->cc, rq->catver, &cat) != 0)
             return SX_ESTALECAT;
