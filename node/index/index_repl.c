@@ -140,7 +140,9 @@ int ix_part_leading(ix_part *p, uint64_t *term)
     int hint;
 
     *term = pg_ready(p->pg);
-    return *term != 0 ? 0 : pg_barrier(p->pg, term, &hint);
+    if (*term != 0)
+        return 0;
+    return pg_redirect(p->pg, &hint) ? SX_ENOTLEADER : pg_barrier(p->pg, term, &hint);
 }
 
 int ix_part_durable(ix_part *p, leveldb_writebatch_t *b, uint64_t term)

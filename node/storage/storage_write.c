@@ -454,6 +454,8 @@ static int group_leading(part_grp *g)
     g->term = pg_ready(g->p->pg);
     if (g->term != 0)
         return 0;
+    if (pg_redirect(g->p->pg, &g->hint))
+        return SX_ENOTLEADER;
     return pg_barrier(g->p->pg, &g->term, &g->hint);
 }
 
