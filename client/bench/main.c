@@ -7,7 +7,7 @@
  *    "p999_us","ops","errors","bad","items","seconds"}
  *
  * Usage:
- *   shardex-bench --router URL --workload W1..W8 [--clients N] [--items N]
+ *   shardex-bench --router URL --workload W1..W9 [--clients N] [--items N]
  *                 [--duration S] [--warmup S] [--seed N] [--table T]
  *                 [--indexes 0|1|2] [--index-order before|after] [--batch N]
  *                 [--rate R] [--name NAME]
@@ -19,6 +19,14 @@
  * INDEX). W6 sends --batch items a request (default 2,000, as `shardex load`
  * does), --clients requests in flight. W7 runs --clients probes at once
  * over its background load of --rate puts per second (lag.c).
+ *
+ * W9 runs W8's mix until SIGTERM (or --duration after the warm-up): each
+ * SIGUSR1 marks an event (tests/bench/failover: a kill -9 of a partition's
+ * leader), and each kind of operation's longest gap in service after each
+ * event is reported (failover.c): lines named W9-put, W9-get and W9-query,
+ * with "marks", "gaps_ms", "gap_max_ms" and "gap_median_ms" besides the
+ * fields above. Failed operations are counted in "errors" and do not set
+ * the exit status; failed checks do.
  *
  * Exit status: 0, 1 when any request failed or a check failed (W2 item
  * absent, W3/W5 not exactly the pair's 10 items; W4 mismatches are only
@@ -45,7 +53,7 @@ static int usage(const char *why)
     if (why)
         fprintf(stderr, "shardex-bench: %s\n", why);
     fprintf(stderr,
-            "usage: shardex-bench --router URL --workload W1..W8 [--clients N] [--items N]\n"
+            "usage: shardex-bench --router URL --workload W1..W9 [--clients N] [--items N]\n"
             "                     [--duration S] [--warmup S] [--seed N] [--table T]\n"
             "                     [--indexes 0|1|2] [--index-order before|after] [--batch N]\n"
             "                     [--rate R] [--name NAME]\n"
@@ -78,7 +86,7 @@ static int parse(int argc, char **argv, opts *o)
         else if (strcmp(a, "--name") == 0)
             o->name = v;
         else if (strcmp(a, "--workload") == 0) {
-            if ((v[0] != 'W' && v[0] != 'w') || v[1] < '1' || v[1] > '8' || v[2])
+            if ((v[0] != 'W' && v[0] != 'w') || v[1] < '1' || v[1] > '9' || v[2])
                 return -2;
             o->wl = v[1] - '0';
         } else if (strcmp(a, "--clients") == 0)
@@ -161,6 +169,12 @@ int main(int argc, char **argv)
         b.t_end = t0 + (uint64_t)((o.warmup + o.duration) * 1e9);
         rc = bench_lag(&b, &ops_per_s);
         secs = (double)(b.t_end - t0) / 1e9;
+    } else if (o.wl == W9) {
+        rc = w9_init(&b);
+        if (!rc) { /* (the signals' handlers are in place from here on) */
+            fprintf(stderr, "shardex-bench: W9 running: SIGUSR1 marks an event, SIGTERM ends\n");
+            rc = bench_loop(&b);
+        }
     } else {
         rc = bench_loop(&b);
         uint64_t last = b.last_done > b.t_end ? b.last_done : b.t_end;
@@ -174,20 +188,37 @@ int main(int argc, char **argv)
         snprintf(name, sizeof name, "W6-%didx%s", o.indexes, o.index_after ? "-after" : "");
     else
         snprintf(name, sizeof name, "W%d", o.wl);
-    printf("{\"name\":\"%s\",\"system\":\"shardex\",\"clients\":%d,\"ops_per_s\":%.3f,"
-           "\"p50_us\":%.1f,\"p99_us\":%.1f,\"p999_us\":%.1f,\"ops\":%llu,\"errors\":%llu,"
-           "\"bad\":%llu,\"items\":%llu,\"seconds\":%.2f}\n",
-           name, o.clients, ops_per_s, hist_quantile_us(&b.h, 0.5), hist_quantile_us(&b.h, 0.99),
-           hist_quantile_us(&b.h, 0.999), (unsigned long long)b.ops, (unsigned long long)b.errors,
-           (unsigned long long)b.bad, (unsigned long long)o.items, secs);
-    fflush(stdout);
+    if (o.wl == W9) {
+        int wrc = w9_report(&b, name, o.items);
+        if (wrc) {
+            fprintf(stderr, "shardex-bench: %s: cannot write its rows: %s\n", name,
+                    sx_strerror(wrc));
+            rc = wrc;
+        }
+    } else if (printf(
+                   "{\"name\":\"%s\",\"system\":\"shardex\",\"clients\":%d,\"ops_per_s\":%.3f,"
+                   "\"p50_us\":%.1f,\"p99_us\":%.1f,\"p999_us\":%.1f,\"ops\":%llu,\"errors\":%llu,"
+                   "\"bad\":%llu,\"items\":%llu,\"seconds\":%.2f}\n",
+                   name, o.clients, ops_per_s, hist_quantile_us(&b.h, 0.5),
+                   hist_quantile_us(&b.h, 0.99), hist_quantile_us(&b.h, 0.999),
+                   (unsigned long long)b.ops, (unsigned long long)b.errors,
+                   (unsigned long long)b.bad, (unsigned long long)o.items, secs) < 0 ||
+               fflush(stdout)) {
+        fprintf(stderr, "shardex-bench: %s: cannot write its row\n", name);
+        rc = SX_EIO;
+    }
     if (b.firsterr[0])
         fprintf(stderr, "shardex-bench: %s: first error: %s\n", name, b.firsterr);
     if (b.bad && o.wl != W4)
         fprintf(stderr, "shardex-bench: %s: %llu operations failed their check\n", name,
                 (unsigned long long)b.bad);
-    int status = rc || b.errors || (b.bad && o.wl != W4) ? 1 : 0;
+    if (b.errors && o.wl == W9)
+        fprintf(stderr, "shardex-bench: %s: %llu operations failed (counted per kind)\n", name,
+                (unsigned long long)b.errors);
+    int status = rc || (b.errors && o.wl != W9) || (b.bad && o.wl != W4) ? 1 : 0;
     sx_client_close(b.c);
+    if (o.wl == W9)
+        pthread_mutex_destroy(&b.w9.lock);
     free(b.slots);
     pthread_mutex_destroy(&b.lock);
     pthread_cond_destroy(&b.idle);

@@ -1,8 +1,9 @@
 /*
  * run.c — shardex-bench's closed loop (bench_loop) and the request kinds
  * of W1 (durable put), W2 (point get), W3 (verified query, ~10 items),
- * W4 (covering eventual query), W5 (scan with a filter, every page) and
- * W8 (90% get, 5% put, 5% query). Checks: a get must find its item with
+ * W4 (covering eventual query), W5 (scan with a filter, every page), W8
+ * (90% get, 5% put, 5% query) and W9 (W8's mix, accounted per kind by
+ * failover.c). Checks: a get must find its item with
  * the asked id; a query or scan must return exactly the pair's 10 items,
  * each with the asked town and last name.
  */
@@ -31,9 +32,18 @@ void slot_retire(slot *s)
     pthread_mutex_unlock(&b->lock);
 }
 
-void slot_done(slot *s, bool ok)
+void slot_done(slot *s, int rc, bool ok)
 {
     bench *b = s->b;
+    if (b->wl == W9) {
+        w9_record(s, rc, ok);
+        if (now_ns() >= w9_end(b)) {
+            slot_retire(s);
+            return;
+        }
+        slot_issue(s);
+        return;
+    }
     uint64_t t = now_ns();
     if (s->t0 >= b->t_measure && s->t0 < b->t_end) {
         hist_add(&b->h, t - s->t0);
@@ -77,7 +87,7 @@ static void done_put(sx_op *op, void *arg)
     int rc = sx_op_status(op);
     if (rc)
         bench_error(s->b, "put", rc, sx_op_errmsg(op));
-    slot_done(s, rc == SX_OK);
+    slot_done(s, rc, rc == SX_OK);
 }
 
 static void done_get(sx_op *op, void *arg)
@@ -89,7 +99,7 @@ static void done_get(sx_op *op, void *arg)
     sx_item *it = sx_op_take_item(op);
     bool ok = rc == SX_OK && id_is(it, s->id);
     sx_item_free(it);
-    slot_done(s, ok);
+    slot_done(s, rc, ok);
 }
 
 static void done_query(sx_op *op, void *arg)
@@ -103,7 +113,7 @@ static void done_query(sx_op *op, void *arg)
     for (size_t k = 0; ok && k < sx_result_count(r); k++)
         ok = pair_is(sx_result_item(r, k), s->pair);
     sx_result_free(r);
-    slot_done(s, ok);
+    slot_done(s, rc, ok);
 }
 
 static int issue_scan_page(slot *s, const char *token);
@@ -115,7 +125,7 @@ static void done_scan(sx_op *op, void *arg)
     sx_result *r = sx_op_take_result(op);
     if (rc) {
         bench_error(s->b, "scan", rc, sx_op_errmsg(op));
-        slot_done(s, false);
+        slot_done(s, rc, false);
         return;
     }
     bool ok = true;
@@ -128,12 +138,12 @@ static void done_scan(sx_op *op, void *arg)
         sx_result_free(r);
         if (rc) {
             bench_error(s->b, "scan page", rc, sx_strerror(rc));
-            slot_done(s, false);
+            slot_done(s, rc, false);
         }
         return;
     }
     sx_result_free(r);
-    slot_done(s, ok && s->got == DATA_PER_PAIR);
+    slot_done(s, SX_OK, ok && s->got == DATA_PER_PAIR);
 }
 
 /* ---- requests ---- */
@@ -215,16 +225,20 @@ void slot_issue(slot *s)
         }
         break;
     }
-    case W8: {
+    case W8:
+    case W9: {
         uint64_t r = rng_next(&s->rng) % 100;
         if (r < 90) {
+            s->kind = W9_GET;
             issue_get(s);
         } else if (r < 95) { /* overwrite an item of the data set, same pair */
             char t[16], l[16];
             uint64_t id = rng_next(&s->rng) % b->n;
+            s->kind = W9_PUT;
             data_pair(id % data_npairs(b->n), t, l);
             issue_put(s, id, t, l);
         } else {
+            s->kind = W9_QUERY;
             issue_query(s, SX_VERIFIED);
         }
         break;
