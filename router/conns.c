@@ -3,9 +3,14 @@
  * node (net_peer_open_link: dialed at start-up, redialed in the
  * background, shared by every request), typed calls that encode a request
  * struct and decode the reply, fan-out in parallel, and raw forwarding. A
- * call for a replicated storage partition is walked through its replicas
- * (leader.h): the leader cache picks the first, rt_lw_next each next one,
- * and the fan-out runs rounds of attempts until every walk is done.
+ * call for a replicated storage or index partition is walked through its
+ * replicas (leader.h): the leader cache picks the first, rt_lw_attempt_ms
+ * bounds each attempt, rt_lw_next picks each next one, and the fan-out runs
+ * rounds of attempts until every walk is done. Such a call asks its link
+ * whether it was sent (net_peer_call.unsent), so that one that never left
+ * (its connection dropped, or stayed busy with a stalled node) moves on at
+ * once, a write too. Every attempt's outcome goes to the leader cache
+ * (rt_leader_seen): a node that stops answering is passed over.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -113,11 +118,24 @@ static void rpc_finish(rt_rpc *c, net_job *j)
 {
     if (j->err != 0) {
         c->err = j->err;
-        snprintf(c->msg, sizeof(c->msg), "call failed (%s)", sx_strerror(j->err));
+        if (j->unsent) {
+            c->how = RT_LH_UNSENT;
+            c->down = true;
+            if (j->err == SX_ETIMEDOUT)
+                snprintf(c->msg, sizeof(c->msg),
+                         "not sent within %d ms (the connection stayed busy: node stalled?)",
+                         c->attempt_ms);
+            else
+                snprintf(c->msg, sizeof(c->msg), "not sent: %s (node down?)", sx_strerror(j->err));
+        } else {
+            c->how = RT_LH_LOST;
+            snprintf(c->msg, sizeof(c->msg), "call failed (%s)", sx_strerror(j->err));
+        }
         free(j->resp);
         j->resp = NULL;
         return;
     }
+    c->how = RT_LH_ANSWERED;
     c->frame = j->resp;
     j->resp = NULL;
     c->err = msg_decode_rep(c->type, c->frame, j->resp_n, c->rep, c->msg, sizeof(c->msg));
@@ -156,6 +174,7 @@ static bool rpc_prepare(router *rt, rt_rpc *c, mp_buf *b)
     c->msg[0] = '\0';
     c->frame = NULL;
     c->hint = 0;
+    c->how = RT_LH_LOCAL;
     c->down = false;
     c->no_leader = false;
     if (c->node < 0 || c->node >= rt->cfg->nnodes || !rt->dialed[c->node]) {
@@ -164,6 +183,7 @@ static bool rpc_prepare(router *rt, rt_rpc *c, mp_buf *b)
         return false;
     }
     if (!conn_known_up(rt, c->node)) { /* after conns_wait */
+        c->how = RT_LH_UNSENT;
         c->down = true;
         c->err = SX_EUNAVAIL;
         snprintf(c->msg, sizeof(c->msg), "not connected (node down?)");
@@ -200,9 +220,9 @@ int rt_rpc_run(router *rt, rt_rpc *calls, int n)
 }
 
 /* One attempt of each of the n calls of set, concurrently, each bounded by
- * timeout_ms. Returns 0 when they ran (look at each err), SX_ENOMEM
- * otherwise. */
-static int rpc_attempt(router *rt, rt_rpc *const *set, int n, int timeout_ms)
+ * its attempt_ms; what each showed of its node goes to the leader cache.
+ * Returns 0 when they ran (look at each err), SX_ENOMEM otherwise. */
+static int rpc_attempt(router *rt, rt_rpc *const *set, int n)
 {
     net_job *jobs = NULL;
     mp_buf *bufs = NULL;
@@ -230,9 +250,11 @@ static int rpc_attempt(router *rt, rt_rpc *const *set, int n, int timeout_ms)
                        set[i]->type == MSG_CAT_BACKFILLED;
         jobs[m].req = (const uint8_t *)bufs[i].sb.data;
         jobs[m].req_n = bufs[i].sb.size;
+        jobs[m].timeout_ms = set[i]->attempt_ms > 0 ? set[i]->attempt_ms : 1;
+        jobs[m].fail_unsent = set[i]->fail_unsent;
         map[m++] = i;
     }
-    if (m > 0 && net_call_all(jobs, m, timeout_ms > 0 ? timeout_ms : 1) != 0) {
+    if (m > 0 && net_call_all(jobs, m, 1) != 0) {
         for (i = 0; i < m; i++)
             free(jobs[i].resp);
         rc = SX_ENOMEM;
@@ -240,6 +262,9 @@ static int rpc_attempt(router *rt, rt_rpc *const *set, int n, int timeout_ms)
     }
     for (i = 0; i < m; i++)
         rpc_finish(set[map[i]], &jobs[i]);
+    uint64_t now = rt_now_ms();
+    for (i = 0; i < n; i++)
+        rt_leader_seen(&rt->leaders, set[i]->node, set[i]->how, now);
 out:
     if (bufs != NULL)
         for (i = 0; i < n; i++)
@@ -262,6 +287,24 @@ static void walk_giveup(const router *rt, rt_rpc *c, const rt_lwalk *w, uint64_t
     c->no_leader = true;
 }
 
+/* Sets call c's attempt_ms and fail_unsent for an attempt of walk w (the
+ * call not walked: its bound_ms, if any) with left_ms of its time left. */
+static void attempt_bound(router *rt, rt_rpc *c, const rt_lwalk *w, int left_ms)
+{
+    if (left_ms < 1)
+        left_ms = 1;
+    if (w != NULL && w->walks) {
+        c->attempt_ms = rt_lw_attempt_ms(w, left_ms);
+        c->fail_unsent = true;
+    } else if (c->bound_ms > 0) {
+        c->attempt_ms = c->bound_ms < left_ms ? c->bound_ms : left_ms;
+        c->fail_unsent = true;
+    } else {
+        c->attempt_ms = left_ms;
+        c->fail_unsent = false;
+    }
+}
+
 /* The calls (some for replicated partitions) walked to the end: rounds of
  * attempts, each of the calls due then (all at first; later those whose
  * walk asked for another attempt and whose pause has passed), until every
@@ -270,16 +313,17 @@ static int rpc_walk(router *rt, rt_rpc *calls, rt_rpc **set, int n, int timeout_
 {
     rt_lwalk *walks = calloc((size_t)n, sizeof(*walks));
     uint64_t *at = calloc((size_t)n, sizeof(*at));
+    uint64_t *sent = calloc((size_t)n, sizeof(*sent));
     bool *due = calloc((size_t)n, sizeof(*due));
     uint64_t start = rt_now_ms(), end = start + (uint64_t)timeout_ms;
     int i, rc = 0;
 
-    if (walks == NULL || at == NULL || due == NULL) {
+    if (walks == NULL || at == NULL || sent == NULL || due == NULL) {
         rc = SX_ENOMEM;
         goto out;
     }
     for (i = 0; i < n; i++) {
-        rt_lw_start(&walks[i], &rt->leaders, calls[i].part, calls[i].type == MSG_S_WRITE);
+        rt_lw_start(&walks[i], &rt->leaders, calls[i].part, calls[i].type == MSG_S_WRITE, start);
         if (calls[i].part != NULL)
             calls[i].node = walks[i].node; /* the cache may have moved since */
         due[i] = true;
@@ -289,10 +333,13 @@ static int rpc_walk(router *rt, rt_rpc *calls, rt_rpc **set, int n, int timeout_
         int m = 0;
 
         for (i = 0; i < n; i++) {
-            if (due[i] && at[i] <= now)
+            if (due[i] && at[i] <= now) {
+                attempt_bound(rt, &calls[i], &walks[i], now < end ? (int)(end - now) : 1);
+                sent[i] = now;
                 set[m++] = &calls[i];
-            else if (due[i] && at[i] < next)
+            } else if (due[i] && at[i] < next) {
                 next = at[i];
+            }
         }
         if (m == 0 && next == UINT64_MAX)
             break;
@@ -300,16 +347,20 @@ static int rpc_walk(router *rt, rt_rpc *calls, rt_rpc **set, int n, int timeout_
             fib_sleep_ms((int)(next - now));
             continue;
         }
-        rc = rpc_attempt(rt, set, m, now < end ? (int)(end - now) : 1);
+        rc = rpc_attempt(rt, set, m);
         if (rc != 0)
             break;
+        now = rt_now_ms();
         for (int k = 0; k < m; k++) {
             rt_rpc *c = set[k];
             rt_lwalk *w = &walks[c - calls];
 
             due[c - calls] = false;
-            if (rt_lw_next(w, c->err, c->hint, c->down) == RT_LW_DONE)
+            if (rt_lw_next(w, c->err, c->hint, c->how, now) == RT_LW_DONE) {
+                if (rt_lw_unknown_outcome(w, c->how))
+                    rt_lw_unknown(c->err, (int)(now - sent[c - calls]), c->msg, sizeof(c->msg));
                 continue;
+            }
             now = rt_now_ms();
             if (now + (uint64_t)w->pause_ms + RT_LW_ATTEMPT_MIN_MS > end ||
                 atomic_load(&rt->stopping)) {
@@ -327,6 +378,7 @@ static int rpc_walk(router *rt, rt_rpc *calls, rt_rpc **set, int n, int timeout_
 out:
     free(walks);
     free(at);
+    free(sent);
     free(due);
     return rc;
 }
@@ -351,7 +403,10 @@ int rt_rpc_run_ms(router *rt, rt_rpc *calls, int n, int timeout_ms)
         }
         set[i] = &calls[i];
     }
-    rc = walks ? rpc_walk(rt, calls, set, n, timeout_ms) : rpc_attempt(rt, set, n, timeout_ms);
+    if (!walks)
+        for (i = 0; i < n; i++)
+            attempt_bound(rt, &calls[i], NULL, timeout_ms);
+    rc = walks ? rpc_walk(rt, calls, set, n, timeout_ms) : rpc_attempt(rt, set, n);
     free(set);
     return rc;
 }

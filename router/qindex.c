@@ -1,7 +1,8 @@
 /*
  * qindex.c — queries on a secondary index: the query's tuple range names a
  * contiguous run of index partitions (cfg_index_range); each is read in
- * order (reverse for descending) with I_RANGE pages clipped to its bounds,
+ * order (reverse for descending) with I_RANGE pages clipped to its bounds
+ * (from its leader: a partition of several replicas is walked, leader.h),
  * and each page's entries go to qfetch.c (facts, verification) until the
  * limit is reached or the range ends. Strong reads first wait for the
  * index to catch up (strong.c).
@@ -139,7 +140,7 @@ static int read_page(rt_query *qc, const cfg_part *part, bool covering, tup_byte
     req.hi = (mp_span){ hi->p, hi->n };
     req.desc = qc->desc;
     req.limit = ask;
-    calls[0].node = part->node;
+    calls[0].part = part; /* to its leader (walked when it has several replicas) */
     calls[0].type = MSG_I_RANGE;
     calls[0].req = &req;
     calls[0].rep = &rep;

@@ -83,7 +83,11 @@ int rt_q_index_range(rt_query *qc, rt_err *e);
 int rt_q_index(rt_query *qc, rt_err *e);
 
 /* Fills calls[] (room for one per node) with an S_HEADS to every storage
- * node, replies into reps[]; returns how many. req is an empty request. */
+ * node, replies into reps[]; returns how many. req is an empty request. A
+ * node holding only partitions of several replicas is asked with a bounded
+ * wait (RT_LW_READ_ATTEMPT_MS), and not at all while it is unanswered
+ * (rt_leader_unanswered): the partitions it leads are then missing
+ * (rt_heads_missing) unless another replica reports them. */
 int rt_heads_calls(router *rt, const msg_S_HEADS_req *req, rt_rpc *calls, msg_S_HEADS_rep *reps);
 
 /* Reads m finished S_HEADS calls into heads[k] and got[k] (for

@@ -45,8 +45,9 @@ typedef struct router {
     _Atomic uint64_t *down_until; /* per cfg node: found unconnected; calls
                                    * fail at once until then (monotonic ms) */
     catcache *cc;
-    rt_leaders leaders; /* per storage partition: the replica believed to lead
-                         * it (leader.h); atomics, written by any call */
+    rt_leaders leaders; /* per storage and index partition: the replica
+                         * believed to lead it, and what calls saw of each
+                         * node (leader.h); atomics, written by any call */
     int timeout_ms;     /* per inter-node call */
     /* the catalog refresher thread (refresh.c); stop/cv guarded by mu */
     pthread_t refresher;
@@ -107,27 +108,39 @@ void rt_refresher_stop(router *rt);
 /* One call of a fan-out. Fill node (or part), type and req and point rep
  * at a zeroed reply struct of that type; rt_rpc_run fills the rest.
  *
- * A call for a storage partition sets part instead of node: rt_rpc_run
- * sends it to the partition's cached leader and, for a partition of
- * several replicas, walks its replicas (leader.h) until one serves it or
- * the call's time is spent; node then names the replica that gave the
- * result. A partition of one replica gets one attempt at part->node. */
+ * A call for a storage or index partition sets part instead of node:
+ * rt_rpc_run sends it to the partition's cached leader and, for a partition
+ * of several replicas, walks its replicas (leader.h: each attempt bounded,
+ * a stalled replica passed over) until one serves it or the call's time is
+ * spent; node then names the replica that gave the result. A partition of
+ * one replica gets one attempt at part->node, for the call's whole time. */
 typedef struct rt_rpc {
     int node;             /* in: index into cfg->nodes (set from part when
                            * part is set); out: the node that answered */
-    const cfg_part *part; /* in, optional: the storage partition (an element
-                           * of cfg->storage) the call is for */
+    const cfg_part *part; /* in, optional: the partition (an element of
+                           * cfg->storage or cfg->index) the call is for */
     msg_type type;        /* in */
     const void *req;      /* in: request struct (msg_<type>_req) */
     void *rep;            /* in: zeroed msg_<type>_rep to fill */
+    int bound_ms;         /* in, optional (a call not walked): > 0, its one
+                           * attempt waits at most this long, and fails at
+                           * once, unsent, on a connection that drops or is
+                           * down (a call whose failure only costs a
+                           * shortcut, or that is asked elsewhere too) */
     int err;              /* out: 0, the peer's code, or a network code */
     char msg[RT_ERRLEN];  /* out: reason when err != 0 */
     uint8_t *frame;       /* out: reply bytes that rep borrows from */
     uint64_t hint;        /* out: an SX_ENOTLEADER reply's leader hint (the
                            * node's config "id", 0: none) */
-    bool down;            /* out: the node had no connection: nothing sent */
+    rt_lhow how;          /* out: how the last attempt ended (leader.h) */
+    bool down;            /* out: nothing was sent (no connection, or it
+                           * dropped or stayed busy before the call left):
+                           * how == RT_LH_UNSENT */
     bool no_leader;       /* out: the walk ran out of time; msg says which
                            * replicas were tried (rt_lw_giveup) */
+    /* rt_rpc_run's own, per attempt */
+    int attempt_ms;   /* how long it may wait */
+    bool fail_unsent; /* it asks its link whether it was sent */
 } rt_rpc;
 
 /* True when node i has a live connection, waiting briefly (a little over
@@ -138,10 +151,11 @@ typedef struct rt_rpc {
 bool rt_conn_up(router *rt, int i);
 
 /* Runs every call concurrently and waits for all, within rt->timeout_ms:
- * a call for a replicated storage partition (part set) may take several
- * attempts within that time (see rt_rpc), the others one. Returns 0 when
- * the calls ran (look at each err), SX_ENOMEM otherwise. Each call must
- * later be released with rt_rpc_release, whatever happened. Thread-safe. */
+ * a call for a replicated partition (part set) may take several attempts
+ * within that time (see rt_rpc), the others one. Every attempt's outcome
+ * is recorded in the leader cache (rt_leader_seen). Returns 0 when the
+ * calls ran (look at each err), SX_ENOMEM otherwise. Each call must later
+ * be released with rt_rpc_release, whatever happened. Thread-safe. */
 int rt_rpc_run(router *rt, rt_rpc *calls, int n);
 
 /* Same within timeout_ms (e.g. a deadline's remainder). */

@@ -4,9 +4,19 @@
  * parallel: a node reports the partitions it holds alone and those whose
  * replicas it leads; a partition of several replicas that no node reported
  * is asked of its replicas again until its leader does), then poll the
- * covering index partitions' watermarks (I_WATERMARKS, in parallel) with a
- * short backoff until each has applied, from every storage partition, at
- * least up to that head — or the deadline passes.
+ * covering index partitions' watermarks (I_WATERMARKS, in parallel, each
+ * from the partition's leader: a call for the index partition, walked
+ * through its replicas when it has several) with a short backoff until
+ * each has applied, from every storage partition, at least up to that
+ * head — or the deadline passes.
+ *
+ * A storage node holding only partitions of several replicas is not needed
+ * by itself (its leaders' heads are reported by whichever replica leads
+ * them), so its S_HEADS waits at most RT_LW_READ_ATTEMPT_MS, and while it
+ * has answered nothing since a call to it failed (paused, cut off, down:
+ * rt_leader_unanswered) it is not asked at first, only when a partition it
+ * holds is still missing and it is not suspect (or every replica of that
+ * partition is).
  *
  * Built with -DSHARDEX_TEST_HOOKS=ON only, the chaos harness's planted bug
  * "strong-skips-wait" (tests/chaos/README.md, "Planted bugs"): with
@@ -54,8 +64,26 @@ static void sleep_ms(uint64_t ms)
     fib_sleep_ms((int)ms);
 }
 
-/* Fills calls[] with an S_HEADS to every storage node i with ask[i] (every
- * storage node when ask is NULL), replies into reps[]; returns how many. */
+/* Whether storage node i holds partitions of several replicas only (at
+ * least one): its heads are not needed from it. */
+static bool heads_optional(const cfg_cluster *cfg, int i)
+{
+    bool replicated = false;
+
+    for (int k = 0; k < cfg->nstorage; k++) {
+        if (!cfg_part_on(&cfg->storage[k], i))
+            continue;
+        if (cfg->storage[k].nrep == 1)
+            return false;
+        replicated = true;
+    }
+    return replicated;
+}
+
+/* Fills calls[] with an S_HEADS to every storage node i with ask[i] (when
+ * ask is NULL: every storage node but the optional ones that are
+ * unanswered), replies into reps[]; returns how many. An optional node's
+ * call is bounded (rt_rpc.bound_ms). */
 static int heads_calls(router *rt, const msg_S_HEADS_req *req, const bool *ask, rt_rpc *calls,
                        msg_S_HEADS_rep *reps)
 {
@@ -63,9 +91,18 @@ static int heads_calls(router *rt, const msg_S_HEADS_req *req, const bool *ask, 
     int m = 0;
 
     for (int i = 0; i < cfg->nnodes; i++) {
+        bool opt;
+
         if (cfg->nodes[i].role != SX_ROLE_STORAGE || (ask != NULL && !ask[i]))
             continue;
-        calls[m] = (rt_rpc){ .node = i, .type = MSG_S_HEADS, .req = req, .rep = &reps[m] };
+        opt = heads_optional(cfg, i);
+        if (ask == NULL && opt && rt_leader_unanswered(&rt->leaders, i))
+            continue;
+        calls[m] = (rt_rpc){ .node = i,
+                             .type = MSG_S_HEADS,
+                             .req = req,
+                             .rep = &reps[m],
+                             .bound_ms = opt ? RT_LW_READ_ATTEMPT_MS : 0 };
         m++;
     }
     return m;
@@ -160,11 +197,21 @@ static int heads_giveup(const router *rt, int k, uint64_t waited_ms, const int *
                    (unsigned long long)p->id, (unsigned long long)waited_ms, names);
 }
 
+/* Whether every replica of p is suspect at now. */
+static bool all_suspect(router *rt, const cfg_part *p, uint64_t now)
+{
+    for (int r = 0; r < p->nrep; r++)
+        if (!rt_leader_suspect(&rt->leaders, p, p->rep[r], now))
+            return false;
+    return true;
+}
+
 /* Every storage partition's head: heads[i] for cfg->storage[i]. Every
- * storage node is asked; a partition of several replicas that none
- * reported (no replica leads it for sure yet: an election, a leader down)
- * is asked of its replicas again, after a pause growing as a walk's
- * (rt_lw_pause_ms), until one does or wait_ms is spent. */
+ * storage node is asked (heads_calls: but an optional one unanswered); a
+ * partition of several replicas that none reported (no replica leads it
+ * for sure yet: an election, a leader down) is asked of its replicas
+ * again, after a pause growing as a walk's (rt_lw_pause_ms), until one
+ * does or wait_ms is spent. */
 static int take_heads(router *rt, uint64_t *heads, int wait_ms, rt_err *e)
 {
     const cfg_cluster *cfg = rt->cfg;
@@ -183,8 +230,9 @@ static int take_heads(router *rt, uint64_t *heads, int wait_ms, rt_err *e)
         rc = rt_errf(e, SX_ENOMEM, "out of memory");
         goto out;
     }
+    /* first every storage node but the optional ones that are unanswered */
     for (int i = 0; i < cfg->nnodes; i++)
-        ask[i] = true;
+        ask[i] = !heads_optional(cfg, i) || !rt_leader_unanswered(&rt->leaders, i);
     for (;;) {
         uint64_t now = rt_now_ms();
         int miss, pause;
@@ -215,11 +263,15 @@ static int take_heads(router *rt, uint64_t *heads, int wait_ms, rt_err *e)
             goto out;
         }
         sleep_ms((uint64_t)pause);
-        /* again: the replicas of every partition still missing */
+        /* again: the replicas of every partition still missing, but those
+         * suspect (unless all of that partition's are) */
+        now = rt_now_ms();
         for (int i = 0; i < cfg->nnodes; i++) {
             ask[i] = false;
             for (int k = 0; k < cfg->nstorage && !ask[i]; k++)
-                ask[i] = !got[k] && cfg->storage[k].nrep > 1 && cfg_part_on(&cfg->storage[k], i);
+                ask[i] = !got[k] && cfg->storage[k].nrep > 1 && cfg_part_on(&cfg->storage[k], i) &&
+                         (!rt_leader_suspect(&rt->leaders, &cfg->storage[k], i, now) ||
+                          all_suspect(rt, &cfg->storage[k], now));
         }
     }
 out:
@@ -262,7 +314,7 @@ static int poll_once(router *rt, int first, int count, const uint64_t *heads, in
     }
     for (i = 0; i < count; i++) {
         reqs[i].part = cfg->index[first + i].id;
-        calls[i] = (rt_rpc){ .node = cfg->index[first + i].node,
+        calls[i] = (rt_rpc){ .part = &cfg->index[first + i],
                              .type = MSG_I_WATERMARKS,
                              .req = &reqs[i],
                              .rep = &reps[i] };

@@ -17,9 +17,13 @@
  * An S_WRITE carries the earliest deadline of its PUTs (msg.h, deadline_ms).
  * It goes to its partition's cached leader and, for a partition of several
  * replicas, walks the replicas as rt_rpc_run's calls do (leader.h), still
- * without a fiber: a replica that answers SX_ENOTLEADER or has no
- * connection passes it on at once, from the thread that learnt it; the
- * pause after a cycle of replicas without success waits on an nng timer.
+ * without a fiber: a replica that answers SX_ENOTLEADER, has no connection,
+ * or never got it (its connection dropped, or stayed busy with a stalled
+ * node, before it left) passes it on at once, from the thread that learnt
+ * it; the pause after a cycle of replicas without success waits on an nng
+ * timer. Each attempt waits at most RT_LW_WRITE_ATTEMPT_MS: an S_WRITE sent
+ * and unanswered by then has an unknown outcome and fails at once
+ * (rt_lw_unknown), its replica suspect for the next writes.
  * The walk gives up once rt->timeout_ms (but RT_LW_ATTEMPT_MIN_MS) has
  * passed since the first send; its PUTs then get the walk's error: nothing
  * of that S_WRITE was written, but they are not run again (their time is
@@ -80,6 +84,9 @@ typedef struct wc_call {
     int node;            /* the node it went to (last) */
     rt_lwalk w;          /* its way through the partition's replicas */
     uint64_t start, end; /* when it was first sent; when its walk gives up */
+    uint64_t sent_at;    /* when its last attempt was sent */
+    bool unsent;         /* that attempt failed before it left (a walked
+                          * call asks its link: net_peer_call.unsent) */
     nng_aio *pause;      /* a walk's pause between cycles (NULL: none yet) */
     int err;             /* its failure (0: none) */
     bool rerun;          /* nothing of it was written: its PUTs may run again */
@@ -312,18 +319,21 @@ static void pause_done(void *arg)
     call_send(arg);
 }
 
-/* Call c's attempt at c->node failed (c->err, c->msg; hint: an
- * SX_ENOTLEADER's; down: nothing was sent): its walk (leader.h) decides.
+/* Call c's attempt at c->node ended (c->err, c->msg; hint: an
+ * SX_ENOTLEADER's; how: leader.h), at now: its walk (leader.h) decides.
  * WC_SEND: send it now to c->node (the next replica); WC_PAUSED: it will
- * be, once the pause has passed; WC_END: the failure stands (the walk's
- * give-up when its time is spent, the attempt's own otherwise). */
-static wc_next walk_on(wc_call *c, uint64_t hint, bool down)
+ * be, once the pause has passed; WC_END: the result stands (a success; the
+ * walk's give-up when its time is spent; the attempt's own failure
+ * otherwise, "outcome unknown" when it went unanswered). */
+static wc_next walk_on(wc_call *c, uint64_t hint, rt_lhow how, uint64_t now)
 {
     router *rt = c->b->rt;
-    uint64_t now;
 
-    if (rt_lw_next(&c->w, c->err, hint, down) == RT_LW_DONE)
+    if (rt_lw_next(&c->w, c->err, hint, how, now) == RT_LW_DONE) {
+        if (c->err != 0 && rt_lw_unknown_outcome(&c->w, how))
+            rt_lw_unknown(c->err, (int)(now - c->sent_at), c->msg, sizeof(c->msg));
         return WC_END;
+    }
     now = rt_now_ms();
     if (now + (uint64_t)c->w.pause_ms + RT_LW_ATTEMPT_MIN_MS > c->end ||
         atomic_load(&rt->stopping)) {
@@ -361,10 +371,15 @@ static void call_done(void *arg, int err, const uint8_t *resp, size_t n)
     wc_call *c = arg;
     wc_batch *b = c->b;
     msg_S_WRITE_rep rep;
-    uint64_t hint = 0;
+    uint64_t hint = 0, now = rt_now_ms();
+    rt_lhow how = err == 0 ? RT_LH_ANSWERED : c->unsent ? RT_LH_UNSENT : RT_LH_LOST;
 
     memset(&rep, 0, sizeof(rep));
-    if (err != 0) {
+    rt_leader_seen(&b->rt->leaders, c->node, how, now);
+    if (err != 0 && c->unsent) {
+        c->err = err;
+        snprintf(c->msg, sizeof(c->msg), "not sent: %s (node down or stalled?)", sx_strerror(err));
+    } else if (err != 0) {
         c->err = err;
         snprintf(c->msg, sizeof(c->msg), "call failed (%s)", sx_strerror(err));
     } else if ((c->err = msg_decode_rep(MSG_S_WRITE, resp, n, &rep, c->msg, sizeof(c->msg))) != 0) {
@@ -384,8 +399,8 @@ static void call_done(void *arg, int err, const uint8_t *resp, size_t n)
         }
     }
     msg_free_rep(MSG_S_WRITE, &rep);
-    if (c->err != 0 && c->w.walks) {
-        wc_next next = walk_on(c, hint, false);
+    if (c->w.walks) {
+        wc_next next = walk_on(c, hint, how, now);
         if (next == WC_SEND)
             call_send(c);
         if (next != WC_END)
@@ -395,33 +410,45 @@ static void call_done(void *arg, int err, const uint8_t *resp, size_t n)
 }
 
 /* Sends call c to c->node. A replica without a connection is passed over
- * as the walk says (and the call ends there when it says so). */
+ * as the walk says (and the call ends there when it says so). A walked
+ * call's attempt is bounded (rt_lw_attempt_ms) and asks its link whether
+ * it was sent. */
 static void call_send(wc_call *c)
 {
     router *rt = c->b->rt;
     int timeout = rt->timeout_ms, rc;
+    net_peer_call pc;
 
     for (;;) {
         if (!c->w.walks)
             break;
         uint64_t now = rt_now_ms();
-        timeout = now < c->end ? (int)(c->end - now) : 1;
+        timeout = rt_lw_attempt_ms(&c->w, now < c->end ? (int)(c->end - now) : 1);
         if (net_peer_connected(rt->peers[c->node]))
             break;
         c->err = SX_EUNAVAIL;
         snprintf(c->msg, sizeof(c->msg), "not connected (node down?)");
-        wc_next next = walk_on(c, 0, true);
+        rt_leader_seen(&rt->leaders, c->node, RT_LH_UNSENT, now);
+        wc_next next = walk_on(c, 0, RT_LH_UNSENT, now);
         if (next == WC_SEND)
             continue;
         if (next == WC_END)
             call_end(c);
         return;
     }
-    rc = net_peer_submit(rt->peers[c->node], (const uint8_t *)c->req.sb.data, c->req.sb.size,
-                         timeout, call_done, c);
+    c->unsent = false;
+    c->sent_at = rt_now_ms();
+    pc = (net_peer_call){ .req = (const uint8_t *)c->req.sb.data,
+                          .n = c->req.sb.size,
+                          .done = call_done,
+                          .arg = c,
+                          .unsent = c->w.walks ? &c->unsent : NULL };
+    rc = net_peer_submit_n(rt->peers[c->node], &pc, 1, timeout);
     if (rc != 0) { /* not sent: its PUTs may run alone */
         c->rerun = true;
-        call_done(c, rc, NULL, 0);
+        c->err = rc;
+        snprintf(c->msg, sizeof(c->msg), "call failed (%s)", sx_strerror(rc));
+        call_end(c);
     } else {
         atomic_fetch_add_explicit(&rt->comb_writes, 1, memory_order_relaxed);
     }
@@ -518,9 +545,9 @@ void rt_defer_flush(void *arg)
     for (int k = 0; k < b->ncalls; k++) {
         wc_call *c = &b->calls[k];
 
-        rt_lw_start(&c->w, &b->rt->leaders, &b->rt->cfg->storage[c->g], true);
-        c->node = c->w.node;
         c->start = rt_now_ms();
+        rt_lw_start(&c->w, &b->rt->leaders, &b->rt->cfg->storage[c->g], true, c->start);
+        c->node = c->w.node;
         c->end = c->start + (uint64_t)b->rt->timeout_ms;
         call_send(c);
     }

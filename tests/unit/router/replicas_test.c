@@ -1,14 +1,19 @@
 /*
- * replicas_test.c — the router against scripted storage nodes that hold
- * replicas of a replicated fact partition and behave as the storage nodes'
- * contract says: partition 1 has replicas on s1, s2 and s3 (config ids 1,
- * 2, 3), of which only the one the test names the leader serves S_WRITE,
- * S_GET and S_RANGE and reports the partition's head in S_HEADS; the others
- * answer SX_ENOTLEADER with a hint (the leader's id, 0 during an election,
- * or whatever the test makes them say). Partition 2 has one replica, on
- * s4. Each node is a link server on an IPC socket in a scratch dir; the
- * router's handler is called directly (and through a server of its own for
- * the combined PUT path). Checks, through the router's real calls:
+ * replicas_test.c — the router against scripted storage and index nodes
+ * that hold replicas of replicated partitions and behave as the nodes'
+ * contract says: fact partition 1 has replicas on s1, s2 and s3 (config
+ * ids 1, 2, 3), of which only the one the test names the leader serves
+ * S_WRITE, S_GET and S_RANGE and reports the partition's head in S_HEADS;
+ * index partition 101 has replicas on i1, i2 and i3 (ids 11, 12, 13), of
+ * which only the one the test names serves I_RANGE and I_WATERMARKS; the
+ * others answer SX_ENOTLEADER with a hint (the leader's id, 0 during an
+ * election, or whatever the test makes them say). Partition 2 has one
+ * replica, on s4. A node can be frozen (every request waits, as a node
+ * stopped with SIGSTOP) while the others elect a new leader and keep
+ * naming the frozen one until then. Each node is a link server on an IPC
+ * socket in a scratch dir; the router's handler is called directly (and
+ * through a server of its own for the combined PUT path). Checks, through
+ * the router's real calls:
  *   - GET and PUT go to the cached leader, follow a hint, and keep the
  *     leader they found for the next call; a hint naming a node that holds
  *     no replica is passed over;
@@ -23,8 +28,21 @@
  *     again while no replica leads, and fail naming the partition when none
  *     does; a failed node holding only replicated partitions does not fail
  *     them, one holding a partition of one replica does;
- *   - a replica down is passed over, for reads and writes.
+ *   - a replica down is passed over, for reads and writes;
+ *   - a query's I_RANGE and a strong read's I_WATERMARKS go to the index
+ *     partition's leader: they follow hints, keep the leader found, wait
+ *     out an election, and give up naming the index partition;
+ *   - a frozen leader holds a GET for about a second, then the GET is served
+ *     by the replica elected meanwhile, and the next goes straight there; a
+ *     PUT at a frozen leader fails within 2 s as of unknown outcome and is
+ *     sent nowhere else, and the next PUT (alone or combined) goes to the
+ *     new leader at once; a frozen index leader holds a strong read about a
+ *     second; a frozen storage node holding only replicated partitions
+ *     holds the heads about a second, and is then not asked until it
+ *     answers again.
  */
+#define CHECK_TALLY_SHARED /* fixture.c checks too */
+#define CHECK_TALLY_DEFINE
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +50,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "fixture.h"
 #include "router.h"
 #include "query.h"
 #include "catalog.h"
@@ -43,12 +62,12 @@
 
 #define CALL_MS 1500 /* the router's call timeout (SHARDEX_ROUTER_CALL_MS) */
 
-enum { S1, S2, S3, S4, I1, NNODES };
+enum { S1, S2, S3, S4, I1, I2, I3, NNODES };
 
 /* One scripted node. */
 typedef struct fnode {
     const char *name;
-    int id; /* config "id" (0 for i1) */
+    int id; /* config "id" */
     net_server *srv;
     int calls[64]; /* requests received, by type */
 } fnode;
@@ -60,10 +79,17 @@ static struct {
     int lead;          /* id of partition 1's leader (0: none) */
     uint64_t elect_at; /* lead 0: at this time (rt_now_ms) elect becomes it (0: never) */
     int elect;
-    int hint;     /* >= 0: what every non-leader hints (-1: the leader's id) */
-    int stall_id; /* the node whose S_WRITEs answer only after stall_ms */
+    int hint;       /* >= 0: what every non-leader hints (-1: the leader's id) */
+    int elect_hint; /* T.hint once elect becomes the leader */
+    int ilead;      /* id of index partition 101's leader (0: none) */
+    int ihint;      /* >= 0: what its other replicas hint (-1: ilead) */
+    uint64_t ielect_at;
+    int ielect, ielect_hint; /* as elect_at, elect, elect_hint for 101 */
+    int stall_id;            /* the node whose S_WRITEs answer only after stall_ms */
     int stall_ms;
-    uint8_t *cat; /* the catalog CATALOG answers */
+    int frozen_id;    /* the node every request of which waits until thaw_at */
+    uint64_t thaw_at; /* (rt_now_ms) */
+    uint8_t *cat;     /* the catalog CATALOG answers */
     size_t catn;
     uint64_t catver;
     uint8_t hash_key[SX_HASH_KEY_BYTES];
@@ -94,8 +120,27 @@ static uint64_t req_part(msg_type t, const uint8_t *p, size_t n)
         if (msg_decode_req(t, p, n, &q) == 0)
             part = q.part;
         msg_free_req(t, &q);
+    } else if (t == MSG_I_RANGE) {
+        msg_I_RANGE_req q;
+        if (msg_decode_req(t, p, n, &q) == 0)
+            part = q.part;
+        msg_free_req(t, &q);
+    } else if (t == MSG_I_WATERMARKS) {
+        msg_I_WATERMARKS_req q;
+        if (msg_decode_req(t, p, n, &q) == 0)
+            part = q.part;
+        msg_free_req(t, &q);
     }
     return part;
+}
+
+/* I_RANGE: an empty page (the partition holds nothing in range). */
+static void serve_irange(mp_buf *out)
+{
+    msg_I_RANGE_rep r;
+
+    memset(&r, 0, sizeof(r));
+    msg_encode_rep(MSG_I_RANGE, &r, out);
 }
 
 /* S_GET: every key holds {"id": 1}, at version 100 * the node's id. */
@@ -183,18 +228,35 @@ static void handler(void *arg, const uint8_t *p, size_t n, mp_buf *out)
     pthread_mutex_lock(&T.mu);
     if ((int)t < 64)
         nd->calls[t]++;
+    while (T.frozen_id == nd->id && rt_now_ms() < T.thaw_at) {
+        pthread_mutex_unlock(&T.mu);
+        usleep(5 * 1000);
+        pthread_mutex_lock(&T.mu);
+    }
     if (T.lead == 0 && T.elect_at != 0 && rt_now_ms() >= T.elect_at) {
         T.lead = T.elect;
+        T.hint = T.elect_hint;
         T.elect_at = 0;
     }
+    if (T.ilead == 0 && T.ielect_at != 0 && rt_now_ms() >= T.ielect_at) {
+        T.ilead = T.ielect;
+        T.ihint = T.ielect_hint;
+        T.ielect_at = 0;
+    }
+    uint64_t part = req_part(t, p, n);
     if (t == MSG_CATALOG) {
         msg_CATALOG_rep r = { 0 };
         r.version = T.catver;
         r.catalog = (mp_span){ T.cat, T.catn };
         msg_encode_rep(MSG_CATALOG, &r, out);
-    } else if (req_part(t, p, n) == 1 && nd->id != T.lead) {
+    } else if (part == 1 && nd->id != T.lead) {
         msg_encode_err_hint(t, SX_ENOTLEADER, "not the leader of partition 1",
                             (uint64_t)(T.hint >= 0 ? T.hint : T.lead), out);
+    } else if (part == 101 && nd->id != T.ilead) {
+        msg_encode_err_hint(t, SX_ENOTLEADER, "not the leader of index partition 101",
+                            (uint64_t)(T.ihint >= 0 ? T.ihint : T.ilead), out);
+    } else if (t == MSG_I_RANGE) {
+        serve_irange(out);
     } else if (t == MSG_S_GET) {
         serve_get(nd, p, n, out);
     } else if (t == MSG_S_WRITE) {
@@ -234,15 +296,18 @@ static bool write_config(void)
         "  {\"name\": \"s3\", \"id\": 3, \"url\": \"ipc://%s/s3.sock\", \"partitions\": []},\n"
         "  {\"name\": \"s4\", \"id\": 4, \"url\": \"ipc://%s/s4.sock\", \"partitions\": [\n"
         "   {\"id\": 2, \"lo\": \"8000000000000000\", \"hi\": \"ffffffffffffffff\"}]}],\n"
-        " \"index\": [{\"name\": \"i1\", \"url\": \"ipc://%s/i1.sock\", \"partitions\": [\n"
-        "   {\"id\": 101, \"lo\": null, \"hi\": null}]}]}\n",
-        dir, dir, dir, dir, dir);
+        " \"index\": [{\"name\": \"i1\", \"id\": 11, \"url\": \"ipc://%s/i1.sock\",\n"
+        "   \"partitions\": [{\"id\": 101, \"lo\": null, \"hi\": null,\n"
+        "                   \"replicas\": [\"i1\", \"i2\", \"i3\"]}]},\n"
+        "  {\"name\": \"i2\", \"id\": 12, \"url\": \"ipc://%s/i2.sock\", \"partitions\": []},\n"
+        "  {\"name\": \"i3\", \"id\": 13, \"url\": \"ipc://%s/i3.sock\", \"partitions\": []}]}\n",
+        dir, dir, dir, dir, dir, dir, dir);
     return fclose(f) == 0 && w > 0;
 }
 
 static bool open_nodes(void)
 {
-    static const char *names[NNODES] = { "s1", "s2", "s3", "s4", "i1" };
+    static const char *names[NNODES] = { "s1", "s2", "s3", "s4", "i1", "i2", "i3" };
     char path[400], err[300];
     net_server_opts no = { .workers = 2 };
 
@@ -256,23 +321,32 @@ static bool open_nodes(void)
     memcpy(T.hash_key, cfg->hash_key, sizeof(T.hash_key));
     for (int k = 0; k < NNODES; k++) {
         T.n[k].name = names[k];
-        T.n[k].id = k < I1 ? k + 1 : 0;
+        T.n[k].id = k < I1 ? k + 1 : 11 + (k - I1);
         snprintf(path, sizeof(path), "ipc://%s/%s.sock", dir, names[k]);
         CHECK(net_server_open_link(path, &no, handler, &T.n[k], &T.n[k].srv) == 0);
     }
     return true;
 }
 
-/* Publishes the catalog: table t, key id. */
+/* Publishes the catalog: table t, key id, index by_x on x (ready). */
 static void make_catalog(void)
 {
     cat_catalog *cat = cat_new();
+    const char *attrs[] = { "x" };
+    uint64_t parts[] = { 1, 2 };
     mp_buf b;
 
     CHECK(cat != NULL);
     if (cat == NULL)
         return;
     CHECK(cat_create_table(cat, "t", "id", NULL) == 0);
+    CHECK(cat_create_index(cat, "t", "by_x", attrs, 1, CAT_PROJ_KEYS, NULL, 0) == 0);
+    const cat_index *ix = cat_index_by_name(cat_table_by_name(cat, "t", 1), "by_x", 4);
+    CHECK(ix != NULL);
+    if (ix != NULL) {
+        CHECK(cat_mark_backfilled(cat, ix->id, 1, parts, 2) == 0);
+        CHECK(cat_mark_backfilled(cat, ix->id, 2, parts, 2) == 0);
+    }
     mp_buf_init(&b);
     CHECK(cat_encode(cat, &b) == 0);
     CHECK(mp_buf_take(&b, &T.cat, &T.catn) == 0);
@@ -297,7 +371,8 @@ static int id_in(int part, int from)
     }
 }
 
-/* Sets the scripted state. */
+/* Sets the scripted state of partition 1 (once elected, the others hint
+ * the leader). */
 static void script(int lead, uint64_t elect_in_ms, int elect, int hint)
 {
     pthread_mutex_lock(&T.mu);
@@ -305,7 +380,47 @@ static void script(int lead, uint64_t elect_in_ms, int elect, int hint)
     T.elect_at = elect_in_ms != 0 ? rt_now_ms() + elect_in_ms : 0;
     T.elect = elect;
     T.hint = hint;
+    T.elect_hint = -1;
     pthread_mutex_unlock(&T.mu);
+}
+
+/* The same for index partition 101. */
+static void iscript(int lead, uint64_t elect_in_ms, int elect, int hint)
+{
+    pthread_mutex_lock(&T.mu);
+    T.ilead = lead;
+    T.ielect_at = elect_in_ms != 0 ? rt_now_ms() + elect_in_ms : 0;
+    T.ielect = elect;
+    T.ihint = hint;
+    T.ielect_hint = -1;
+    pthread_mutex_unlock(&T.mu);
+}
+
+/* Freezes node id's requests for ms (0: none frozen). */
+static void freeze(int id, int ms)
+{
+    pthread_mutex_lock(&T.mu);
+    T.frozen_id = id;
+    T.thaw_at = rt_now_ms() + (uint64_t)ms;
+    pthread_mutex_unlock(&T.mu);
+}
+
+/* Waits until no node is frozen any more, then tells the router every node
+ * answers again (as its next answered call would). */
+static void thaw_all(router *rt)
+{
+    uint64_t at;
+
+    pthread_mutex_lock(&T.mu);
+    at = T.thaw_at;
+    pthread_mutex_unlock(&T.mu);
+    while (rt_now_ms() < at + 50)
+        usleep(10 * 1000);
+    freeze(0, 0);
+    for (int k = 0; k < cfg->nnodes; k++)
+        rt_leader_seen(&rt->leaders, k, RT_LH_ANSWERED, rt_now_ms() + 1);
+    for (int k = 0; k < rt->leaders.nparts * CFG_MAX_REPLICAS; k++)
+        atomic_store(&rt->leaders.lost_at[k], 0); /* (as a success there would) */
 }
 
 /* Requests of type t node k received so far. */
@@ -563,6 +678,44 @@ static void combined(router *rt, int k1)
         if (round == 1)
             CHECK(rt_now_ms() - t0 >= 250);
     }
+
+    /* a frozen leader (s2), s3 elected after 600 ms: the combined PUT at
+     * s2 fails within 2 s as of unknown outcome, not run again alone; the
+     * next goes to s3 at once */
+    int saved = rt->timeout_ms, w2;
+    rt->timeout_ms = 5000;
+    script(2, 0, 0, -1);
+    rt_leader_note(&rt->leaders, &cfg->storage[0], node("s2"));
+    freeze(2, 3000);
+    script(0, 600, 3, 2);
+    w2 = calls(S2, MSG_S_WRITE);
+    for (int round = 0; round < 2; round++) {
+        unsigned long long r0 = atomic_load(&rt->comb_reruns);
+        uint64_t t0 = rt_now_ms(), dt;
+        int rc;
+
+        CHECK(nng_send(c, f.sb.data, f.sb.size, 0) == 0);
+        CHECK(nng_recv(c, &r, &rn, NNG_FLAG_ALLOC) == 0);
+        dt = rt_now_ms() - t0;
+        rc = put_reply(r, rn, &v, msg, sizeof(msg));
+        if (r != NULL)
+            nng_free(r, rn);
+        r = NULL;
+        if (round == 0) {
+            CHECK_RC(rc, SX_ETIMEDOUT);
+            CHECKF(strstr(msg, "storage node s2") != NULL && strstr(msg, "outcome unknown") != NULL,
+                   "%s", msg);
+            CHECKF(dt >= 1900 && dt < 3500, "%llu ms", (unsigned long long)dt);
+        } else {
+            CHECKF(rc == 0, "%d %s", rc, msg);
+            CHECK_INT((int)v, 300);
+            CHECKF(dt < 1500, "%llu ms", (unsigned long long)dt);
+        }
+        CHECK_INT((int)(atomic_load(&rt->comb_reruns) - r0), 0);
+    }
+    CHECK_INT(calls(S2, MSG_S_WRITE) - w2, 1);
+    thaw_all(rt);
+    rt->timeout_ms = saved;
     mp_buf_free(&f);
     nng_close(c);
     net_server_stop(srv);
@@ -639,12 +792,190 @@ static void down(router *rt, int k1)
     CHECKF(strstr(e.msg, "storage node s4") != NULL, "%s", e.msg);
 }
 
+/* A query on by_x (eventual: I_RANGE pages only; every page is empty):
+ * its code and message. */
+static int query_x(router *rt, char *msg, size_t mlen)
+{
+    msg_QUERY_req q;
+    rtf_qres r;
+    mp_buf eq;
+
+    mp_buf_init(&eq);
+    mp_put_array(&eq, 1);
+    mp_put_cstr(&eq, "a");
+    memset(&q, 0, sizeof(q));
+    q.table = (mp_span){ (const uint8_t *)"t", 1 };
+    q.index = (mp_span){ (const uint8_t *)"by_x", 4 };
+    q.eq = (mp_span){ (const uint8_t *)eq.sb.data, eq.sb.size };
+    q.limit = 10;
+    q.consistency = Q_EVENTUAL;
+    rtf_query(rt, &q, NULL, &r);
+    mp_buf_free(&eq);
+    snprintf(msg, mlen, "%s", r.msg);
+    return r.rc;
+}
+
+/* I_RANGE and I_WATERMARKS go to index partition 101's leader. */
+static void index_leaders(router *rt)
+{
+    const cfg_part *ix = &cfg->index[0];
+    char msg[256];
+    rt_err e;
+    uint64_t t0;
+    int r1, r2, rc;
+
+    script(1, 0, 0, -1);
+    /* i2 leads; the cache starts at i1, which names it */
+    iscript(12, 0, 0, -1);
+    CHECK(rt_leader_walks(&rt->leaders, ix));
+    CHECK_INT(rt_leader_get(&rt->leaders, ix), node("i1"));
+    r1 = calls(I1, MSG_I_RANGE);
+    r2 = calls(I2, MSG_I_RANGE);
+    rc = query_x(rt, msg, sizeof(msg));
+    CHECKF(rc == 0, "%d %s", rc, msg);
+    CHECK_INT(calls(I1, MSG_I_RANGE) - r1, 1);
+    CHECK_INT(calls(I2, MSG_I_RANGE) - r2, 1);
+    CHECK_INT(rt_leader_get(&rt->leaders, ix), node("i2"));
+    rc = query_x(rt, msg, sizeof(msg)); /* straight to i2 */
+    CHECKF(rc == 0, "%d %s", rc, msg);
+    CHECK_INT(calls(I1, MSG_I_RANGE) - r1, 1);
+    CHECK_INT(calls(I2, MSG_I_RANGE) - r2, 2);
+
+    /* a strong read's watermarks: i3 leads now, i2 names it */
+    iscript(13, 0, 0, -1);
+    int w3 = calls(I3, MSG_I_WATERMARKS);
+    rc = rt_strong_wait(rt, 0, 1, 1000, &e);
+    CHECKF(rc == 0, "%s", e.msg);
+    CHECK_INT(calls(I3, MSG_I_WATERMARKS) - w3, 1);
+    CHECK_INT(rt_leader_get(&rt->leaders, ix), node("i3"));
+
+    /* an election of 300 ms, then i1 */
+    iscript(0, 300, 11, 0);
+    t0 = rt_now_ms();
+    rc = rt_strong_wait(rt, 0, 1, 1200, &e);
+    CHECKF(rc == 0, "%s", e.msg);
+    CHECK(rt_now_ms() - t0 >= 250);
+    CHECK_INT(rt_leader_get(&rt->leaders, ix), node("i1"));
+    iscript(0, 300, 12, 0);
+    rc = query_x(rt, msg, sizeof(msg));
+    CHECKF(rc == 0, "%d %s", rc, msg);
+    CHECK_INT(rt_leader_get(&rt->leaders, ix), node("i2"));
+
+    /* no leader at all: the index partition is named */
+    iscript(0, 0, 0, 0);
+    rc = query_x(rt, msg, sizeof(msg));
+    CHECK_RC(rc, SX_ENOTLEADER);
+    CHECKF(strstr(msg, "index partition 101: no leader answered within ") != NULL &&
+               strstr(msg, "(tried i1, i2, i3; last: index node i") != NULL,
+           "%s", msg);
+    rc = rt_strong_wait(rt, 0, 1, 600, &e);
+    CHECK_RC(rc, SX_ENOTLEADER);
+    CHECKF(strstr(e.msg, "index partition 101: no leader answered within ") != NULL, "%s", e.msg);
+    iscript(11, 0, 0, -1);
+}
+
+/* Frozen leaders (a node paused: its connection stays up, nothing comes
+ * back), while the other replicas elect another after 600 ms and name
+ * the frozen one until then. */
+static void frozen(router *rt, int k1)
+{
+    const cfg_part *p1 = &cfg->storage[0];
+    int saved = rt->timeout_ms, g2, w1, w2, w3, h2, rc;
+    uint64_t v, t0, dt;
+    char msg[256];
+    rt_err e;
+
+    rt->timeout_ms = 5000; /* room for the attempts' own bounds */
+
+    /* a GET: a second at s2, then s3, elected meanwhile */
+    script(2, 0, 0, -1);
+    rt_leader_note(&rt->leaders, p1, node("s2"));
+    freeze(2, 2500);
+    script(0, 600, 3, 2);
+    g2 = calls(S2, MSG_S_GET);
+    t0 = rt_now_ms();
+    rc = get(rt, k1, &v, msg, sizeof(msg));
+    dt = rt_now_ms() - t0;
+    CHECKF(rc == 0, "%d %s", rc, msg);
+    CHECK_INT((int)v, 300);
+    CHECKF(dt >= 900 && dt < 2500, "%llu ms", (unsigned long long)dt);
+    CHECK_INT(calls(S2, MSG_S_GET) - g2, 1);
+    CHECK_INT(rt_leader_get(&rt->leaders, p1), node("s3"));
+    t0 = rt_now_ms();
+    CHECK_RC(get(rt, k1, &v, msg, sizeof(msg)), 0); /* straight to s3 */
+    CHECK(rt_now_ms() - t0 < 900);
+    CHECK_INT(calls(S2, MSG_S_GET) - g2, 1);
+    thaw_all(rt);
+
+    /* a PUT at a frozen s2: unknown outcome within 2 s, sent nowhere
+     * else; the next PUT goes to s3 at once */
+    script(2, 0, 0, -1);
+    rt_leader_note(&rt->leaders, p1, node("s2"));
+    freeze(2, 3000);
+    script(0, 600, 3, 2);
+    w1 = calls(S1, MSG_S_WRITE);
+    w2 = calls(S2, MSG_S_WRITE);
+    w3 = calls(S3, MSG_S_WRITE);
+    t0 = rt_now_ms();
+    rc = put(rt, k1, &v, msg, sizeof(msg));
+    dt = rt_now_ms() - t0;
+    CHECK_RC(rc, SX_ETIMEDOUT);
+    CHECKF(strstr(msg, "storage node s2") != NULL && strstr(msg, "outcome unknown") != NULL, "%s",
+           msg);
+    CHECKF(dt >= 1900 && dt < 3500, "%llu ms", (unsigned long long)dt);
+    CHECK_INT(calls(S1, MSG_S_WRITE) - w1, 0);
+    CHECK_INT(calls(S3, MSG_S_WRITE) - w3, 0);
+    t0 = rt_now_ms();
+    rc = put(rt, k1, &v, msg, sizeof(msg));
+    CHECKF(rc == 0, "%d %s", rc, msg);
+    CHECK_INT((int)v, 300);
+    CHECK(rt_now_ms() - t0 < 1500);
+    CHECK_INT(calls(S2, MSG_S_WRITE) - w2, 1);
+    thaw_all(rt);
+
+    /* heads: s2 frozen holds only replicated partitions: a second, then
+     * not asked again while it answers nothing */
+    script(3, 0, 0, -1);
+    freeze(2, 2500);
+    h2 = calls(S2, MSG_S_HEADS);
+    t0 = rt_now_ms();
+    rc = rt_strong_wait(rt, 0, 1, 4000, &e);
+    dt = rt_now_ms() - t0;
+    CHECKF(rc == 0, "%s", e.msg);
+    CHECKF(dt >= 900 && dt < 2500, "%llu ms", (unsigned long long)dt);
+    CHECK_INT(calls(S2, MSG_S_HEADS) - h2, 1);
+    t0 = rt_now_ms();
+    rc = rt_strong_wait(rt, 0, 1, 4000, &e);
+    CHECKF(rc == 0, "%s", e.msg);
+    CHECK(rt_now_ms() - t0 < 900); /* s2 was not waited for */
+    CHECK_INT(calls(S2, MSG_S_HEADS) - h2, 1);
+    thaw_all(rt);
+
+    /* a frozen index leader: the watermarks from i2, elected meanwhile */
+    iscript(11, 0, 0, -1);
+    rt_leader_note(&rt->leaders, &cfg->index[0], node("i1"));
+    freeze(11, 2500);
+    iscript(0, 600, 12, 11);
+    t0 = rt_now_ms();
+    rc = rt_strong_wait(rt, 0, 1, 4000, &e);
+    dt = rt_now_ms() - t0;
+    CHECKF(rc == 0, "%s", e.msg);
+    CHECKF(dt >= 900 && dt < 2500, "%llu ms", (unsigned long long)dt);
+    CHECK_INT(rt_leader_get(&rt->leaders, &cfg->index[0]), node("i2"));
+    thaw_all(rt);
+    iscript(11, 0, 0, -1);
+
+    rt->timeout_ms = saved;
+}
+
 int main(void)
 {
     router *rt = NULL;
 
     pthread_mutex_init(&T.mu, NULL);
     T.hint = -1;
+    T.ihint = -1;
+    T.ilead = 11;
     CHECK(proto_init() == 0);
     CHECK(setenv("SHARDEX_ROUTER_CALL_MS", "1500", 1) == 0);
     if (!open_nodes()) {
@@ -662,6 +993,8 @@ int main(void)
         write_timeout(rt, k1);
         combined(rt, k1);
         heads(rt);
+        index_leaders(rt);
+        frozen(rt, k1);
         down(rt, k1);
     }
     rt_free(rt);
