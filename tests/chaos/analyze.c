@@ -11,14 +11,19 @@
  *   - availability: the share of completions that were ok, overall, during
  *     faults and outside them, and the worst one-second bin;
  *   - failover: per fault and operation kind (put, get, delete, add, read,
- *     move, query-strong, query-verified), the time from the reference
- *     instant until an operation of that kind on each affected key (one
- *     that had an operation of that kind end fail or info while the fault
- *     lasted; the set is one key, a query's key is its value) completed ok
- *     again, the maximum over the keys; p50 and max over the faults. The
- *     reference is the fault's start with replicas > 1, its heal with one
- *     replica (a single replica cannot fail over: its keys come back with
- *     their node);
+ *     move, query-strong, query-verified; the set is one key, a query's
+ *     key is its value), the service gap, the maximum over the keys; p50
+ *     and max over the faults. With replicas > 1 (failover_from "fault"):
+ *     for each key with an operation of that kind invoked while the fault
+ *     lasted, the time from the fault's start until an operation of that
+ *     kind on it invoked at or after the start completed ok (a client
+ *     that moves to another router turns a failure into a slow success:
+ *     the gap counts either). With one replica (failover_from "heal": it
+ *     cannot fail over, its keys come back with their node): for each key
+ *     with an operation of that kind invoked during the fault that ended
+ *     fail or info, the time from the heal until an operation of that
+ *     kind on it invoked no earlier than its first failed one completed
+ *     ok;
  *   - repair: per heal, the time until a strong query invoked after it
  *     completed ok and every index partition's watermark reached the
  *     storage partitions' heads of the first lag sample after the heal;
@@ -304,29 +309,82 @@ static int cmp_ll(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The failover time (ms) of kind k for fault x: the maximum over affected
- * keys of the time from ref to the first ok completion at or after ref;
- * -1 when a key never recovered; -2 when no key was affected. */
+/* Whether a, of kind k, failed (fail or info) and was invoked during x. */
+static bool failed_in(const op *a, int k, const fault *x)
+{
+    return a->kind == k && a->outcome != OUT_OK && a->inv >= x->start && a->inv <= x->done;
+}
+
+/* The service gap (ms) of kind k after fault x, with replicas: the
+ * maximum over the keys with an operation of kind k invoked during x of
+ * the time from x's start until an operation of kind k on the key invoked
+ * at or after the start completed ok; -1 when one never did; -2 when no
+ * operation of kind k was invoked during x. */
+static long long gap_ms(const state *s, const fault *x, int k)
+{
+    long long worst = -2;
+    const char **keys = NULL;
+    size_t nkeys = 0, cap = 0;
+
+    for (size_t i = 0; i < s->nops; i++) { /* the keys, each once */
+        const op *a = &s->ops[i];
+        if (a->kind != k || a->inv < x->start || a->inv > x->done)
+            continue;
+        bool seen = false;
+        for (size_t j = 0; j < nkeys && !seen; j++)
+            seen = strcmp(keys[j], a->key) == 0;
+        if (seen)
+            continue;
+        if (grow((void **)&keys, &cap, nkeys, sizeof(*keys)) != 0) {
+            free(keys);
+            return oom(), -1;
+        }
+        keys[nkeys++] = a->key;
+    }
+    for (size_t j = 0; j < nkeys && worst != -1; j++) {
+        uint64_t first = 0;
+        for (size_t i = 0; i < s->nops; i++) {
+            const op *b = &s->ops[i];
+            if (b->kind == k && b->outcome == OUT_OK && b->inv >= x->start &&
+                (first == 0 || b->done < first) && strcmp(b->key, keys[j]) == 0)
+                first = b->done;
+        }
+        long long ms = first == 0 ? -1 : (long long)(first - x->start) / 1000000;
+        if (ms == -1 || ms > worst)
+            worst = ms;
+    }
+    free(keys);
+    return worst;
+}
+
+/* The failover time (ms) of kind k for fault x with one replica: the
+ * maximum over affected keys of the time from ref (the heal) to the first
+ * ok completion at or after ref of an operation invoked no earlier than
+ * the key's first failed one; -1 when a key never recovered; -2 when no
+ * key was affected. */
 static long long failover_ms(const state *s, const fault *x, int k, uint64_t ref)
 {
     long long worst = -2;
 
     for (size_t i = 0; i < s->nops; i++) {
         const op *a = &s->ops[i];
-        if (a->kind != k || a->outcome == OUT_OK || a->inv < x->start || a->inv > x->done)
+        if (!failed_in(a, k, x))
             continue;
         bool seen = false; /* this key counted already (an earlier failed op) */
-        for (size_t j = 0; j < i && !seen; j++) {
-            const op *b = &s->ops[j];
-            seen = b->kind == k && b->outcome != OUT_OK && b->inv >= x->start &&
-                   b->inv <= x->done && strcmp(b->key, a->key) == 0;
-        }
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = failed_in(&s->ops[j], k, x) && strcmp(s->ops[j].key, a->key) == 0;
         if (seen)
             continue;
+        uint64_t since = a->inv; /* the key's first failure in x */
+        for (size_t j = i + 1; j < s->nops; j++) {
+            const op *b = &s->ops[j];
+            if (failed_in(b, k, x) && b->inv < since && strcmp(b->key, a->key) == 0)
+                since = b->inv;
+        }
         uint64_t first = 0;
         for (size_t j = 0; j < s->nops; j++) {
             const op *b = &s->ops[j];
-            if (b->kind == k && b->outcome == OUT_OK && b->done >= ref &&
+            if (b->kind == k && b->outcome == OUT_OK && b->done >= ref && b->inv >= since &&
                 strcmp(b->key, a->key) == 0 && (first == 0 || b->done < first))
                 first = b->done;
         }
@@ -549,7 +607,7 @@ int main(int argc, char **argv)
         json_object_set_new(fj, "start_s", json_real((double)(x->start - s.t0) / 1e9));
         json_object_set_new(fj, "healed_s", json_real((double)(x->done - s.t0) / 1e9));
         for (int k = 0; k < NKINDS; k++) {
-            long long ms = failover_ms(&s, x, k, ref);
+            long long ms = replicas > 1 ? gap_ms(&s, x, k) : failover_ms(&s, x, k, ref);
             if (ms == -2)
                 continue; /* no key of this kind affected */
             if (fo[k] != NULL)
