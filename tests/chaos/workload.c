@@ -25,7 +25,18 @@
  * The table (partition key "id", no sort key) is made with
  * sx_table_create(c, NAME, "id", NULL) when missing (SX_EEXIST is fine).
  * Each thread has its own sx_client (a client is one thread at a time) and
- * starts as process <thread>; after an operation ends "info" the thread
+ * starts as process <thread>. With several router URLs, thread t's client
+ * is given the list rotated to begin at URL (t + m) mod n, m the model's
+ * number (register 0, set 1, index 2): libshardex calls the first router of
+ * its list until that one fails, so the threads are spread over the
+ * routers, as independent clients would be. In the register model each
+ * get goes instead through one router drawn at random, alone (a client of
+ * that router only, thread t's pin[j]): it reads what that router's node
+ * can reach, as a client given a single router URL does. Clients of the
+ * whole list leave a router that stops answering at their first timeout,
+ * so without these a node cut off by a partition is never read through
+ * its own router; its completion line names the router ("router": j, the
+ * URL's index in the list); after an operation ends "info" the thread
  * goes on as a new process (thread + N * m), as Jepsen does with a crashed
  * process. When the duration is over, one more process makes the final
  * reads, each retried up to 20 times until ok: register a get of every
@@ -78,7 +89,8 @@
 #define MAX_KEYS 1000
 
 /* The indexed values: two below the local cluster's index split "M", two
- * above it, so that moves cross index partitions. */
+ * above it (one replica a partition; with 3 replicas the splits are "H"
+ * and "P": two, one and one), so that moves cross index partitions. */
 static const char *const g_values[NVALUES] = { "Amber", "Blue", "Red", "Teal" };
 
 enum model { M_REGISTER, M_SET, M_INDEX };
@@ -103,6 +115,8 @@ typedef struct worker {
     const opts *o;
     int thread;
     sx_client *c;
+    sx_client **pin; /* register gets: a client of each router alone, or NULL */
+    int npin;
     uint64_t rng;
     long ops, ok, fail, info;
     int err; /* nonzero when the thread stopped on a local error */
@@ -119,6 +133,32 @@ static pthread_mutex_t out_mu = PTHREAD_MUTEX_INITIALIZER;
 static FILE *out_f;
 static int out_err; /* a write to out_f failed */
 static uint64_t end_ns;
+
+/* The comma-separated list with its URLs rotated to begin at URL by mod
+ * their count (malloc'd; NULL when out of memory). */
+static char *rotated(const char *list, int by)
+{
+    size_t len = strlen(list);
+    char *out = malloc(len + 1);
+    int n = 1;
+
+    if (out == NULL)
+        return NULL;
+    for (const char *p = list; *p; p++)
+        n += *p == ',';
+    const char *start = list;
+    for (int k = by % n; k > 0; k--)
+        start = strchr(start, ',') + 1;
+    /* from start to the end, a comma, then the URLs before start */
+    size_t head = (size_t)(start - list);
+    memcpy(out, start, len - head);
+    if (head > 0) {
+        out[len - head] = ',';
+        memcpy(out + len - head + 1, list, head - 1);
+    }
+    out[len] = '\0';
+    return out;
+}
 
 static uint64_t now_ns(void)
 {
@@ -249,11 +289,13 @@ static void tally(worker *w, int64_t *process, const char *res)
 /* ---- register -------------------------------------------------------------- */
 
 /* Runs and records register operation f on key as process *process
- * (value: what a put writes). Returns the outcome, or NULL on a local
- * error (out of memory) with nothing recorded. */
-static const char *reg_op(worker *w, int64_t *process, int f, int key, int64_t value)
+ * (value: what a put writes) through w's client, or through its pinned
+ * client via when via >= 0. Returns the outcome, or NULL on a local error
+ * (out of memory) with nothing recorded. */
+static const char *reg_op(worker *w, int64_t *process, int f, int key, int64_t value, int via)
 {
     const opts *o = w->o;
+    sx_client *c = via >= 0 ? w->pin[via] : w->c;
     sx_item *it = id_item("k", key);
     sx_item *got = NULL;
     const char *res;
@@ -272,11 +314,11 @@ static const char *reg_op(worker *w, int64_t *process, int f, int key, int64_t v
         snprintf(fields, sizeof(fields), ", \"key\": \"k%d\"", key);
     record(*process, "invoke", f, fields, NULL);
     if (f == F_PUT)
-        rc = sx_put(w->c, o->table, it, NULL);
+        rc = sx_put(c, o->table, it, NULL);
     else if (f == F_GET)
-        rc = sx_get(w->c, o->table, it, &got);
+        rc = sx_get(c, o->table, it, &got);
     else
-        rc = sx_delete(w->c, o->table, it);
+        rc = sx_delete(c, o->table, it);
     res = outcome(o, f, rc);
     if (f == F_GET && rc == SX_OK) {
         if (sx_item_get_int(got, "v", &v) == 0)
@@ -289,6 +331,10 @@ static const char *reg_op(worker *w, int64_t *process, int f, int key, int64_t v
             snprintf(fields, sizeof(fields), ", \"key\": \"k%d\", \"value\": null", key);
         else
             snprintf(fields, sizeof(fields), ", \"key\": \"k%d\", \"value\": %" PRId64, key, v);
+    }
+    if (via >= 0) {
+        size_t n = strlen(fields);
+        snprintf(fields + n, sizeof(fields) - n, ", \"router\": %d", via);
     }
     record(*process, res, f, fields, rc ? sx_strerror(rc) : NULL);
     sx_item_free(got);
@@ -305,8 +351,9 @@ static const char *reg_step(worker *w, int64_t *process, int64_t *counter)
     int pick = (int)((r >> 20) % 10);
     int f = pick < 4 ? F_PUT : pick < 8 ? F_GET : F_DELETE;
     int64_t value = (int64_t)(w->thread + 1) * 1000000000 + ++*counter;
+    int via = f == F_GET && w->npin > 0 ? (int)((r >> 40) % (uint64_t)w->npin) : -1;
 
-    return reg_op(w, process, f, key, value);
+    return reg_op(w, process, f, key, value, via);
 }
 
 /* ---- set ------------------------------------------------------------------- */
@@ -624,6 +671,39 @@ static int final_index_check(sx_client *c, const opts *o)
 
 /* ---- the run --------------------------------------------------------------- */
 
+/* Opens w's pinned clients, one for each router of the list alone; 0, or 1
+ * (said on stderr). */
+static int open_pins(worker *w)
+{
+    int n = 1;
+
+    for (const char *p = w->o->router; *p; p++)
+        n += *p == ',';
+    if ((w->pin = calloc((size_t)n, sizeof(*w->pin))) == NULL) {
+        fprintf(stderr, "shardex-chaos-workload: out of memory\n");
+        return 1;
+    }
+    for (int j = 0; j < n; j++) {
+        char *url = rotated(w->o->router, j), *comma;
+        if (url == NULL) {
+            fprintf(stderr, "shardex-chaos-workload: out of memory\n");
+            return 1;
+        }
+        if ((comma = strchr(url, ',')) != NULL)
+            *comma = '\0';
+        int err = sx_client_open(url, &w->pin[j]);
+        if (err != 0) {
+            fprintf(stderr, "shardex-chaos-workload: cannot open %s: %s\n", url, sx_strerror(err));
+            free(url);
+            return 1;
+        }
+        free(url);
+        sx_client_set_timeout(w->pin[j], w->o->timeout_ms);
+        w->npin++;
+    }
+    return 0;
+}
+
 /* Thread body: random operations of the model until end_ns. */
 static void *worker_main(void *arg)
 {
@@ -658,7 +738,7 @@ static void final_reads(worker *fin)
         for (int t = 0; t < FINAL_TRIES && (res == NULL || strcmp(res, "ok") != 0); t++) {
             if (t > 0)
                 sleep_ms(o->backoff_ms);
-            res = o->model == M_REGISTER ? reg_op(fin, &process, F_GET, k, 0)
+            res = o->model == M_REGISTER ? reg_op(fin, &process, F_GET, k, 0, -1)
                   : o->model == M_SET    ? set_op(fin, &process, F_READ, 0)
                                          : query_op(fin, &process, k, true);
             if (res == NULL)
@@ -771,12 +851,21 @@ int main(int argc, char **argv)
         ws[t].rng = (o.seed + 1) * 0x9E3779B97F4A7C15ULL + (uint64_t)t * 0xBF58476D1CE4E5B9ULL;
         if (ws[t].rng == 0)
             ws[t].rng = 1;
-        if ((err = sx_client_open(o.router, &ws[t].c)) != 0) {
+        char *urls = rotated(o.router, t + (int)o.model);
+        if (urls == NULL) {
+            fprintf(stderr, "shardex-chaos-workload: out of memory\n");
+            goto out;
+        }
+        err = sx_client_open(urls, &ws[t].c);
+        free(urls);
+        if (err != 0) {
             fprintf(stderr, "shardex-chaos-workload: cannot open %s: %s\n", o.router,
                     sx_strerror(err));
             goto out;
         }
         sx_client_set_timeout(ws[t].c, o.timeout_ms);
+        if (o.model == M_REGISTER && !o.one_router && open_pins(&ws[t]) != 0)
+            goto out;
     }
     end_ns = now_ns() + (uint64_t)o.duration * 1000000000u;
     for (; started < o.clients; started++)
@@ -809,8 +898,12 @@ int main(int argc, char **argv)
         rc = 0;
 out:
     if (ws != NULL)
-        for (int t = 0; t < o.clients; t++)
+        for (int t = 0; t < o.clients; t++) {
             sx_client_close(ws[t].c);
+            for (int j = 0; j < ws[t].npin; j++)
+                sx_client_close(ws[t].pin[j]);
+            free(ws[t].pin);
+        }
     sx_client_close(c0);
     if (out_f != NULL) {
         if (fclose(out_f) != 0)
