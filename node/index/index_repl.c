@@ -11,6 +11,13 @@
  * before their sync, build records never synced one by one) has no use
  * here: an entry is durable on a quorum before anyone is answered, so
  * every applied group is synced as far as its sources are concerned.
+ *
+ * Built with -DSHARDEX_TEST_HOOKS=ON only, the chaos harness's planted bug
+ * "stale-leader-read" (tests/chaos/README.md, "Planted bugs"; the fact
+ * partitions' side is in storage_repl.c): with SHARDEX_PLANT=
+ * stale-leader-read in the node's environment, I_RANGE and I_WATERMARKS
+ * skip the ReadIndex barrier on a replica that does not know of another
+ * leader. Never reachable from a config file; absent from other builds.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +33,25 @@
 /* The group's own keys ('R' is not an index prefix). */
 static const uint8_t applied_key[2] = { 'R', 'a' };
 static const uint8_t marker_key[2] = { 'R', 'i' };
+
+#ifdef SHARDEX_TEST_HOOKS
+#include <stdatomic.h>
+
+/* 1 when the planted bug is on (SHARDEX_PLANT names it), read once: the
+ * cache is an atomic any thread may fill (all fill it alike). */
+static bool plant_stale_read(void)
+{
+    static atomic_int on = -1;
+    int v = atomic_load(&on);
+
+    if (v < 0) {
+        const char *e = getenv("SHARDEX_PLANT");
+        v = e != NULL && strcmp(e, "stale-leader-read") == 0;
+        atomic_store(&on, v);
+    }
+    return v == 1;
+}
+#endif
 
 typedef struct apply_st {
     ix_part *p;
@@ -161,6 +187,10 @@ int ix_part_read_barrier(ix_part *p, int *hint)
     *hint = 0;
     if (p->pg == NULL)
         return 0;
+#ifdef SHARDEX_TEST_HOOKS
+    if (plant_stale_read()) /* planted: no ReadIndex */
+        return pg_redirect(p->pg, hint) ? SX_ENOTLEADER : 0;
+#endif
     return pg_redirect(p->pg, hint) ? SX_ENOTLEADER : pg_barrier(p->pg, NULL, hint);
 }
 

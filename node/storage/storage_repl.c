@@ -11,6 +11,17 @@
  * of each batch it applies; its leader's working counters are reset from
  * the published ones at the start of each group (st_part.h), so a replica
  * that becomes leader computes from the group's state.
+ *
+ * Built with -DSHARDEX_TEST_HOOKS=ON only, the chaos harness's planted bug
+ * "stale-leader-read" (tests/chaos/README.md, "Planted bugs"): with
+ * SHARDEX_PLANT=stale-leader-read in the node's environment, reads skip
+ * the ReadIndex barrier: a replica that does not know of another leader
+ * serves S_GET, S_RANGE and S_HEADS from its own state at once. The leader
+ * serves what it has applied without confirming it still leads, and a
+ * leader cut off by a partition goes on serving once it has stepped down
+ * (it hears of no successor), as does any replica cut off with it, while
+ * the majority elects another leader and writes. Never reachable from a
+ * config file; absent from other builds.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +38,25 @@
  * so snapshots carry them; 'M' metadata keys the partition does not use). */
 static const uint8_t applied_local[2] = { ST_META_PREFIX, 'a' };
 static const uint8_t marker_local[2] = { ST_META_PREFIX, 'i' };
+
+#ifdef SHARDEX_TEST_HOOKS
+#include <stdatomic.h>
+
+/* 1 when the planted bug is on (SHARDEX_PLANT names it), read once: the
+ * cache is an atomic any thread may fill (all fill it alike). */
+static bool plant_stale_read(void)
+{
+    static atomic_int on = -1;
+    int v = atomic_load(&on);
+
+    if (v < 0) {
+        const char *e = getenv("SHARDEX_PLANT");
+        v = e != NULL && strcmp(e, "stale-leader-read") == 0;
+        atomic_store(&on, v);
+    }
+    return v == 1;
+}
+#endif
 
 typedef struct apply_st {
     st_part *p;
@@ -167,5 +197,9 @@ int st_part_read_barrier(st_part *p, int *hint)
     *hint = 0;
     if (p->pg == NULL)
         return 0;
+#ifdef SHARDEX_TEST_HOOKS
+    if (plant_stale_read()) /* planted: no ReadIndex */
+        return pg_redirect(p->pg, hint) ? SX_ENOTLEADER : 0;
+#endif
     return pg_redirect(p->pg, hint) ? SX_ENOTLEADER : pg_barrier(p->pg, NULL, hint);
 }

@@ -20,6 +20,17 @@
  * encodes and sends the reply, so no thread sleeps per request) and
  * st_write (a worker that waits; used when validation needs a catalog
  * fetch first).
+ *
+ * Built with -DSHARDEX_TEST_HOOKS=ON only, the chaos harness's planted bug
+ * "ack-before-commit" (tests/chaos/README.md, "Planted bugs"): with
+ * SHARDEX_PLANT=ack-before-commit in the node's environment, a replicated
+ * partition's leader answers the writes of its share of a group as soon
+ * as the share is proposed, without waiting for a quorum to have it and
+ * for its replica to apply it (the committer itself still waits for the
+ * outcome before it computes the next group, so the state stays whole): a
+ * write is acknowledged that a leader cut off before replicating it loses,
+ * and that a read right after it may not see. Never reachable from a
+ * config file; absent from other builds.
  */
 #include <limits.h>
 #include <stdio.h>
@@ -32,6 +43,28 @@
 #include "pgroup.h"
 #include "storage_part.h"
 #include "sx_errors.h"
+
+#ifdef SHARDEX_TEST_HOOKS
+#include <stdatomic.h>
+
+/* 1 when the planted bug is on (SHARDEX_PLANT names it), read once: the
+ * cache is an atomic any thread may fill (all fill it alike). */
+static bool plant_ack_before_commit(void)
+{
+    static atomic_int on = -1;
+    int v = atomic_load(&on);
+
+    if (v < 0) {
+        const char *p = getenv("SHARDEX_PLANT");
+        v = p != NULL && strcmp(p, "ack-before-commit") == 0;
+        atomic_store(&on, v);
+    }
+    return v == 1;
+}
+
+struct st_wreq;
+static void finish_group(st_part *p, struct st_wreq *list);
+#endif
 
 /* The committer keeps its batches after a group of at least this many
  * operations (a load's); after a smaller one it frees them. */
@@ -574,6 +607,12 @@ static void propose_shares(part_grp *g, int n)
             g[i].hint = pg_leader_hint(g[i].p->pg);
             share_done(&g[i], rc, g[i].hint);
         }
+#ifdef SHARDEX_TEST_HOOKS
+        if (rc == 0 && plant_ack_before_commit()) { /* planted: answered once proposed */
+            finish_group(g[i].p, g[i].list);
+            g[i].list = NULL; /* nothing left to answer or fail */
+        }
+#endif
     }
     pthread_mutex_lock(&w.mu);
     w.left--;
