@@ -2,12 +2,15 @@
 # implementation for a cluster of deploy/local-cluster --netns, where every
 # process is a host of its own in a network namespace (deploy/netns.sh).
 # Sourced (not run) by tests/chaos/run; needs root. A schedule names nodes
-# (the config's process names: r1 s1 s2 i1 i2) and calls only these
-# functions, so another implementation (ssh to real hosts) can replace this
-# file:
+# (the config's process names: r1 s1 s2 i1 i2 with one replica a partition,
+# s1..sN i1..iN with N replicas, each storage node hosting a router) and
+# calls only these functions, so another implementation (ssh to real hosts)
+# can replace this file:
 #
 #   nem_init DIR              the cluster folder (cluster.json, pids/, netns)
-#   nem_nodes                 every process name, one a line
+#   nem_nodes                 every process name, one a line (a router a
+#                             storage node hosts is not a process: killing,
+#                             pausing or cutting off the node does it too)
 #   nem_kill NODE             SIGKILL, and wait until it is gone
 #   nem_start NODE            start it again, and wait until it is ready
 #   nem_pause NODE            SIGSTOP          nem_resume NODE   SIGCONT
@@ -40,26 +43,33 @@
 
 NEM_REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)"
 NEM_DIR=""
+declare -A NEM_ADDRS=() # node -> address, read once by nem_init
 NEM_FAKETIME_LIB="/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
 nem_init() {
+    local n a
     NEM_DIR="$1"
     [ -f "$NEM_DIR/cluster.json" ] && [ -f "$NEM_DIR/netns" ] || {
         echo "nemesis: $NEM_DIR is not a --netns local cluster" >&2
         return 1
     }
+    NEM_ADDRS=()
+    while read -r n a; do NEM_ADDRS[$n]="$a"; done < <(
+        jq -r '(.index[], .storage[], .routers[]) | "\(.name) \(.url)"' "$NEM_DIR/cluster.json" |
+            sed -E 's| [a-z+]+://| |; s|:[0-9]+$||')
 }
 
 nem_lc() { "$NEM_REPO/deploy/local-cluster" "$@" --dir "$NEM_DIR"; }
 
 nem_nodes() {
-    jq -r '(.index[], .storage[], .routers[]) | .name' "$NEM_DIR/cluster.json"
+    jq -r '(.index[], .storage[], (.routers[] | select(.host == null))) | .name' \
+        "$NEM_DIR/cluster.json"
 }
 
 # nem_addr NODE: its address; nem_ns NODE: its namespace
 nem_addr() {
-    jq -r --arg n "$1" '(.index[], .storage[], .routers[]) | select(.name == $n) | .url' \
-        "$NEM_DIR/cluster.json" | sed -E 's|^[a-z+]+://||; s|:[0-9]+$||'
+    [ -n "${NEM_ADDRS[$1]:-}" ] || { echo "nemesis: no node $1" >&2; return 1; }
+    echo "${NEM_ADDRS[$1]}"
 }
 nem_ns() { echo "sx$(cat "$NEM_DIR/netns")-$1"; }
 
@@ -81,18 +91,25 @@ nem_cut() {
     nem_drop "$1" "$2" && nem_drop "$2" "$1"
 }
 
+# one rule per node, naming every address of the other groups, all nodes
+# at once (a rule a pair, one after the other, took over a second)
 nem_isolate() {
-    local spec="$1" groups=() i j a b
+    local spec="$1" groups=() i j a b src pids=() rc=0
     IFS=/ read -r -a groups <<<"$spec"
     for ((i = 0; i < ${#groups[@]}; i++)); do
-        for ((j = i + 1; j < ${#groups[@]}; j++)); do
-            for a in ${groups[$i]//,/ }; do
-                for b in ${groups[$j]//,/ }; do
-                    nem_cut "$a" "$b" || return 1
-                done
+        for a in ${groups[$i]//,/ }; do
+            src=""
+            for ((j = 0; j < ${#groups[@]}; j++)); do
+                ((j != i)) || continue
+                for b in ${groups[$j]//,/ }; do src+="${src:+,}$(nem_addr "$b")"; done
             done
+            [ -n "$src" ] || continue
+            ip netns exec "$(nem_ns "$a")" iptables -w -A INPUT -s "$src" -j DROP &
+            pids+=($!)
         done
     done
+    for i in "${pids[@]}"; do wait "$i" || rc=1; done
+    return "$rc"
 }
 
 nem_heal() {
