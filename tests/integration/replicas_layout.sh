@@ -158,7 +158,7 @@ refused "--router-in with --replicas 3" "every storage node hosts a router alrea
 refused "--replicas 2" "--replicas takes 1, 3 or 5" lcd "$ROOT/new" config --replicas 2
 refused "--replicas with status" "--replicas goes with up or config" \
     lcd "$ROOT/r3" status --replicas 3
-lcd "$ROOT/rin" config --router-in s2 >/dev/null
+lcd "$ROOT/rin" config --replicas 1 --router-in s2 >/dev/null
 jq -e '.routers == [{"name": "r1", "url": .routers[0].url, "host": "s2"}]' \
     "$ROOT/rin/cluster.json" >/dev/null || fail "--router-in s2: $(jq -c .routers "$ROOT/rin/cluster.json")"
 pass "--router-in s2 with --replicas 1: r1 inside s2"
