@@ -72,6 +72,10 @@ _Static_assert(OB_CHUNK_MAX_RECORDS <= SHIP_BATCH, "a chunk fits in one batch");
  * elsewhere can be collected while it takes no writes. */
 #define SHIP_HW_IDLE_MS 10000
 #define SHIP_TIMEOUT_MS 5000
+/* A round's bound at a replicated destination: an index leader answers a
+ * round in milliseconds, so one silent for a second is stalled or dead,
+ * and strong queries wait for its records (their deadline is 5 s) */
+#define SHIP_REPL_ATTEMPT_MS 1000
 #define SHIP_BACKOFF_MIN_MS 10
 #define SHIP_BACKOFF_MAX_MS 1000
 /* Back-to-back rounds linger: a round that would carry fewer than
@@ -596,6 +600,14 @@ static void ship_round(ship_dest *d, bool *behind)
         d->jobs[m].peer = s->peers[node];
         d->jobs[m].req = c->frame;
         d->jobs[m].req_n = c->fn;
+        if (d->dest->nrep > 1) {
+            /* a replicated destination's leader may be stalled or gone:
+             * after SHIP_REPL_ATTEMPT_MS the round ends and the next goes
+             * to another replica (ixroute.h); records sent twice are
+             * applied once (watermarks) */
+            d->jobs[m].timeout_ms = SHIP_REPL_ATTEMPT_MS;
+            d->jobs[m].fail_unsent = true;
+        }
         d->job_src[m] = i;
         nrec += c->b.n;
         m++;

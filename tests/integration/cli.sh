@@ -47,10 +47,10 @@ one_line() {
 
 # a clock skew of 5 s (the default is 100 ms), so that a write with a 1 s
 # timeout is refused by its storage node well before the client gives up
-SHARDEX_BIN="$bindir" "$lc" up --dir "$dir" >/dev/null && "$lc" down --dir "$dir" >/dev/null &&
+SHARDEX_BIN="$bindir" "$lc" up --replicas 1 --dir "$dir" >/dev/null && "$lc" down --dir "$dir" >/dev/null &&
     jq '.max_clock_skew_ms = 5000' "$dir/cluster.json" >"$dir/c.tmp" &&
     mv "$dir/c.tmp" "$dir/cluster.json" || fail "cannot set max_clock_skew_ms"
-out="$(SHARDEX_BIN="$bindir" "$lc" up --dir "$dir")" || fail "local-cluster up failed: $out"
+out="$(SHARDEX_BIN="$bindir" "$lc" up --replicas 1 --dir "$dir")" || fail "local-cluster up failed: $out"
 export SHARDEX_ROUTER="$(tail -n 1 <<<"$out")"
 echo "cli.sh: router $SHARDEX_ROUTER"
 
