@@ -47,11 +47,12 @@ typedef struct slot {
     uint64_t rng;
     uint64_t t0;    /* start of the current measured operation */
     int kind;       /* W8/W9: the current operation's kind (W9_PUT...) */
-    uint64_t pair;  /* W3/W4/W5: the pair asked for */
+    uint64_t pair;  /* W3/W4/W5: the pair asked for; W6: the batch's number */
     uint64_t id;    /* W2/W8: the key asked for */
     size_t got;     /* W5: matches collected so far */
     uint64_t tack;  /* W7: acknowledgement time of the probe */
     uint64_t probe; /* W7: the current probe's number */
+    int resends;    /* W6: times the current batch was sent again */
 } slot;
 
 struct bench {
@@ -65,6 +66,7 @@ struct bench {
     uint64_t t_measure, t_end;
     hist h;
     uint64_t ops, errors, bad; /* atomics */
+    uint64_t resent;           /* atomic: W6 batches sent again after a timeout */
     uint64_t last_done;        /* atomic max, ns */
     uint64_t next;             /* atomic: W1 ids, W6 batches, W7 probes */
     uint64_t id_base;          /* W1/W7 fresh ids start here */

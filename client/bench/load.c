@@ -6,6 +6,10 @@
  * and finally waits until the index partitions have applied every write
  * (a strong query: watermarks >= outbox heads). Items per second are
  * counted over all of it: the load is done when the indexes are current.
+ * A batch whose put timed out (SX_ETIMEDOUT: outcome unknown, e.g. a router
+ * giving up on a slow replicated partition) is sent again, up to
+ * W6_RESENDS times (putting the same items again is harmless); b->resent
+ * counts those, and its latency runs from the first send.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,16 +55,28 @@ static int make_indexes(bench *b, int nidx, bool over_data)
     return SX_ETIMEDOUT;
 }
 
+#define W6_RESENDS 3 /* sends of a batch after its first that timed out */
+
 static void issue_batch(slot *s);
+static void send_batch(slot *s);
 
 static void done_batch(sx_op *op, void *arg)
 {
     slot *s = arg;
+    bench *b = s->b;
     int rc = sx_op_status(op);
+    if (rc == SX_ETIMEDOUT && s->resends < W6_RESENDS) {
+        s->resends++;
+        if (__atomic_fetch_add(&b->resent, 1, __ATOMIC_RELAXED) == 0)
+            fprintf(stderr, "shardex-bench: W6: a batch timed out, sent again: %s\n",
+                    sx_op_errmsg(op));
+        send_batch(s);
+        return;
+    }
     if (rc)
-        bench_error(s->b, "put batch", rc, sx_op_errmsg(op));
-    hist_add(&s->b->h, now_ns() - s->t0);
-    __atomic_fetch_add(&s->b->ops, 1, __ATOMIC_RELAXED);
+        bench_error(b, "put batch", rc, sx_op_errmsg(op));
+    hist_add(&b->h, now_ns() - s->t0);
+    __atomic_fetch_add(&b->ops, 1, __ATOMIC_RELAXED);
     if (rc) {
         slot_retire(s);
         return;
@@ -68,16 +84,12 @@ static void done_batch(sx_op *op, void *arg)
     issue_batch(s);
 }
 
-/* Sends the next batch of the data set, or retires s when all are sent. */
-static void issue_batch(slot *s)
+/* Sends s's batch (s->pair: its number in the data set); on a submission
+ * failure records it and retires s. */
+static void send_batch(slot *s)
 {
     bench *b = s->b;
-    uint64_t k = __atomic_fetch_add(&b->next, 1, __ATOMIC_RELAXED);
-    uint64_t lo = k * (uint64_t)b->batch, hi = lo + (uint64_t)b->batch;
-    if (lo >= b->n) {
-        slot_retire(s);
-        return;
-    }
+    uint64_t lo = s->pair * (uint64_t)b->batch, hi = lo + (uint64_t)b->batch;
     if (hi > b->n)
         hi = b->n;
     size_t cnt = (size_t)(hi - lo), made = 0;
@@ -86,7 +98,6 @@ static void issue_batch(slot *s)
     for (; !rc && made < cnt; made++)
         if (!(items[made] = data_item(b->seed, b->n, lo + made)))
             rc = SX_ENOMEM;
-    s->t0 = now_ns();
     if (!rc)
         rc = sx_put_batch_async(b->c, b->table, (const sx_item *const *)items, cnt, done_batch, s);
     for (size_t j = 0; j < made; j++)
@@ -96,6 +107,21 @@ static void issue_batch(slot *s)
         bench_error(b, "put batch", rc, sx_strerror(rc));
         slot_retire(s);
     }
+}
+
+/* Sends the next batch of the data set, or retires s when all are sent. */
+static void issue_batch(slot *s)
+{
+    bench *b = s->b;
+    uint64_t k = __atomic_fetch_add(&b->next, 1, __ATOMIC_RELAXED);
+    if (k * (uint64_t)b->batch >= b->n) {
+        slot_retire(s);
+        return;
+    }
+    s->pair = k;
+    s->resends = 0;
+    s->t0 = now_ns();
+    send_batch(s);
 }
 
 /* Waits until every index of the table has applied every acknowledged

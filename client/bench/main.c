@@ -4,7 +4,9 @@
  * client, not a thread per request). One invocation runs one workload at
  * one concurrency and prints one JSON object on stdout:
  *   {"name","system":"shardex","clients","ops_per_s","p50_us","p99_us",
- *    "p999_us","ops","errors","bad","items","seconds"}
+ *    "p999_us","ops","errors","bad","items","seconds","resent"}
+ * ("resent": W6's batches sent again after a timeout, load.c; 0 for the
+ * others)
  *
  * Usage:
  *   shardex-bench --router URL --workload W1..W9 [--clients N] [--items N]
@@ -198,11 +200,12 @@ int main(int argc, char **argv)
     } else if (printf(
                    "{\"name\":\"%s\",\"system\":\"shardex\",\"clients\":%d,\"ops_per_s\":%.3f,"
                    "\"p50_us\":%.1f,\"p99_us\":%.1f,\"p999_us\":%.1f,\"ops\":%llu,\"errors\":%llu,"
-                   "\"bad\":%llu,\"items\":%llu,\"seconds\":%.2f}\n",
+                   "\"bad\":%llu,\"items\":%llu,\"seconds\":%.2f,\"resent\":%llu}\n",
                    name, o.clients, ops_per_s, hist_quantile_us(&b.h, 0.5),
                    hist_quantile_us(&b.h, 0.99), hist_quantile_us(&b.h, 0.999),
                    (unsigned long long)b.ops, (unsigned long long)b.errors,
-                   (unsigned long long)b.bad, (unsigned long long)o.items, secs) < 0 ||
+                   (unsigned long long)b.bad, (unsigned long long)o.items, secs,
+                   (unsigned long long)b.resent) < 0 ||
                fflush(stdout)) {
         fprintf(stderr, "shardex-bench: %s: cannot write its row\n", name);
         rc = SX_EIO;
