@@ -639,7 +639,15 @@ int rhost_round(rhost *h, int *did)
                 return fail(h);
         }
         drop_superseded(h, n);
-        if (h->env.persist(h->env.ctx, n, h->r_ids, h->r_rds, h->ncomp, h->comp_groups, h->comps))
+        /* a round with nothing durable to write (messages only: a
+         * heartbeat, a ReadIndex round, their answers) skips the synced
+         * write: a linearizable read then costs a round trip, not two
+         * fsyncs */
+        int durable = h->ncomp > 0;
+        for (size_t i = 0; i < n && !durable; i++)
+            durable = h->r_rds[i]->hs_changed || h->r_rds[i]->n_entries || h->r_rds[i]->has_snap;
+        if (durable &&
+            h->env.persist(h->env.ctx, n, h->r_ids, h->r_rds, h->ncomp, h->comp_groups, h->comps))
             return fail(h);
         h->ncomp = 0;
         if (h->env.phase && h->env.phase(h->env.ctx, RHOST_PHASE_PERSISTED))

@@ -833,8 +833,12 @@ static void requeue(st_part *p, st_wreq *list)
 
 /* Takes p's queued requests for a group (needs p->mu): all of them, or
  * for a replicated partition those within ST_REPL_GROUP_BYTES (at least
- * one), its proposal being one Raft entry; *more is set when some stay. */
-#define ST_REPL_GROUP_BYTES ((size_t)4 << 20)
+ * one), its proposal being one Raft entry; *more is set when some stay.
+ * An entry is persisted, sent and applied whole on each replica's Raft
+ * loop, which meanwhile sends no heartbeat: 1 MiB keeps that to tens of
+ * milliseconds (4 MiB entries took over a second on a loaded machine,
+ * long enough for followers to call elections and writers to time out). */
+#define ST_REPL_GROUP_BYTES ((size_t)1 << 20)
 static st_wreq *take_queue(st_part *p, bool *more)
 {
     st_wreq *list = p->qhead, *last = NULL;
