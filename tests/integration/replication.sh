@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
 # replication.sh — replicated fact partitions under a steady put load
-# (local-cluster up --replicas 3: the catalog and every fact partition a
-# Raft group on s1, s2 and s3; index partitions as local-cluster lays
-# them out).
+# (local-cluster up --replicas 3: the catalog and every fact and index
+# partition a Raft group of three).
 #
 # A writer puts items with increasing ids and an indexed attribute v (one
 # of four values), one `shardex put` at a time, and records each
 # acknowledged id with the time of its acknowledgement.
-#  1. kill -9 of the storage node leading the most fact partitions: puts go
-#     on (the longest gap between acknowledged puts after the kill is at
-#     most 3 s), and within 3 s of the kill a get, a strong query, a
-#     verified query and a scan succeed, the strong query and the scan
-#     seeing every put acknowledged before the kill. Started again, the
-#     node catches up: every group has a leader and the node's replicas
-#     lag 0 on their leaders.
+#  1. three faults, one after the other: kill -9 of the storage node
+#     leading the most fact partitions, SIGSTOP of the one leading the most
+#     then but s1 (its router stalls with it; s1's router r1 is the one the
+#     clients try first), kill -9 of the index node leading
+#     the most index partitions. After each, puts go on (the longest gap
+#     between acknowledged puts is at most 3 s), and within 3 s of the
+#     fault a get, a strong query, a verified query and a scan succeed,
+#     the strong query and the scan seeing every put acknowledged before
+#     it. Started again (or continued), the node catches up: every group
+#     has a leader and the node's replicas lag 0 on their leaders.
 #  2. a lost disk: a storage node killed, its data folder removed, started
 #     again: it joins every group as a new replica, receives a snapshot and
 #     is promoted, its lost replica removed. Then another storage node is
@@ -121,18 +123,13 @@ grep -qE '^catalog +s[123] +catalog +[0-9]+ .* -$' <<<"$(sx status)" ||
     fail "shardex status shows no catalog row: $(sx status)"
 pass "shardex status: kind and range of each group"
 
-# ---- 1. kill -9 of the node leading the most fact partitions ----
-victim="$(most_leading "")"
-[ -n "$victim" ] || fail "no fact partition leader in status"
-nled="$(jq -r --arg n "$victim" '[.nodes[] | select(.name == $n) | .status.groups[]
-    | select(.kind == "fact" and .role == "leader")] | length' <<<"$(status_json)")"
-before="$(acked)"
-t_kill="$(now_ms)"
-lc kill "$victim" >/dev/null
-pass "killed $victim (leading $nled of the 4 fact partitions) after $before acknowledged puts"
-
-# within 3 s of the kill: gets of the last 8 ids acknowledged before it, a
-# strong and a verified query, a scan; each tried until it succeeds
+# ---- 1. faults of a leader under the writer: kill -9, SIGSTOP ----
+# the index node leading the most index partitions
+most_leading_index() {
+    jq -r '[.nodes[].status.groups // [] | .[]
+        | select(.kind == "index" and .role == "leader" and .leader != null)
+        | .leader] | group_by(.) | max_by(length) | .[0] // empty' <<<"$(status_json)"
+}
 left_ms() { echo $((t_kill + 3000 - $(now_ms))); }
 attempt_get() {
     local id
@@ -147,7 +144,7 @@ attempt_verified() {
     "$IT_CLI" -r "$IT_URL" --timeout "$(left_ms)" query t by_v --eq '["v2"]' --consistency verified
 }
 attempt_scan() { "$IT_CLI" -r "$IT_URL" --timeout "$(left_ms)" scan t; }
-probe() { # NAME: "NAME ms-after-kill exit-status" into $IT_DIR/probe.NAME
+probe() { # NAME: "NAME ms-after-the-fault exit-status" into $IT_DIR/probe.NAME
     local rc=1
     while (($(left_ms) > 0)); do
         rc=0
@@ -156,42 +153,71 @@ probe() { # NAME: "NAME ms-after-kill exit-status" into $IT_DIR/probe.NAME
     done
     echo "$1 $(($(now_ms) - t_kill)) $rc" >"$IT_DIR/probe.$1"
 }
-probes=()
-for p in get strong verified scan; do
-    probe "$p" &
-    probes+=($!)
-done
-wait "${probes[@]}"
-for p in get strong verified scan; do
-    read -r name ms rc <"$IT_DIR/probe.$p"
-    ((rc == 0 && ms <= 3000)) || fail "$name did not succeed within 3 s of the kill (exit $rc after $ms ms): $(tail -n 3 "$IT_DIR/probe.$p.out")"
-    pass "$name succeeded $ms ms after the kill"
-done
-# the strong query and the scan saw every put acknowledged before the kill
 before_ids() { head -n "$before" "$ACKS" | awk -v m="$1" 'm == "" || $1 % 4 == m {print $1}' | sort; }
-missing="$(comm -23 <(before_ids 1) <(ids_of <"$IT_DIR/probe.strong.out" | sort) | head -n 5)"
-[ -z "$missing" ] || fail "the strong query after the kill missed acknowledged ids: $missing"
-missing="$(comm -23 <(before_ids "") <(ids_of <"$IT_DIR/probe.scan.out" | sort) | head -n 5)"
-[ -z "$missing" ] || fail "the scan after the kill missed acknowledged ids: $missing"
-pass "the strong query (v1: $(wc -l <"$IT_DIR/probe.strong.out") items) and the scan saw every put acknowledged before the kill"
-
-# puts go on
 after_kill() { awk -v t="$t_kill" '$2 > t' "$ACKS" | wc -l; }
 enough_after() { (($(after_kill) >= 30)); }
-wait_for "30 puts acknowledged after the kill" 20 enough_after
-t_restart="$(now_ms)"
-# the longest gap between consecutive acknowledged puts from the last one
-# before the kill until now
-read -r gap gap_from gap_to < <(awk -v t="$t_kill" -v e="$t_restart" '
-    prev != "" && $2 > t && prevt <= e { g = $2 - prevt; if (g > max) { max = g; a = prev; b = $1 } }
-    { prev = $1; prevt = $2 }
-    END { print max + 0, a + 0, b + 0 }' "$ACKS")
-pass "longest gap between acknowledged puts after the kill: $gap ms (ids $gap_from to $gap_to); $(wc -l <"$ERRS") put(s) failed so far"
-((gap <= 3000)) || fail "puts stalled for $gap ms after $victim's death"
 
-lc start "$victim" >/dev/null
-wait_for "$victim's replicas to catch up on every group's leader" 30 caught_up "$victim"
-pass "$victim started again: every group has a leader, $victim's replicas lag 0"
+# fault KIND NODE WHAT: kill (kill -9) or stop (SIGSTOP) NODE under the
+# writer; within 3 s a get of ids acknowledged before, a strong and a
+# verified query and a scan succeed (the strong query and the scan seeing
+# every put acknowledged before), and the writer's longest gap between
+# acknowledged puts is at most 3 s; then NODE is started (or continued) and
+# every group catches up
+fault() {
+    local kind="$1" victim="$2" what="$3" p name ms rc missing gap gap_from gap_to pid
+    before="$(acked)"
+    t_kill="$(now_ms)"
+    if [ "$kind" = kill ]; then
+        lc kill "$victim" >/dev/null
+    else
+        pid="$(cat "$IT_DIR/pids/$victim.pid")"
+        kill -STOP "$pid"
+    fi
+    pass "$kind $victim ($what) after $before acknowledged puts"
+    local probes=()
+    for p in get strong verified scan; do
+        probe "$p" &
+        probes+=($!)
+    done
+    wait "${probes[@]}"
+    for p in get strong verified scan; do
+        read -r name ms rc <"$IT_DIR/probe.$p"
+        ((rc == 0 && ms <= 3000)) || fail "$name did not succeed within 3 s of the $kind of $victim (exit $rc after $ms ms): $(tail -n 3 "$IT_DIR/probe.$p.out")"
+        pass "$name succeeded $ms ms after the $kind of $victim"
+    done
+    missing="$(comm -23 <(before_ids 1) <(ids_of <"$IT_DIR/probe.strong.out" | sort) | head -n 5)"
+    [ -z "$missing" ] || fail "the strong query after the $kind missed acknowledged ids: $missing"
+    missing="$(comm -23 <(before_ids "") <(ids_of <"$IT_DIR/probe.scan.out" | sort) | head -n 5)"
+    [ -z "$missing" ] || fail "the scan after the $kind missed acknowledged ids: $missing"
+    pass "the strong query (v1: $(wc -l <"$IT_DIR/probe.strong.out") items) and the scan saw every put acknowledged before the $kind"
+    wait_for "30 puts acknowledged after the $kind of $victim" 20 enough_after
+    # the longest gap between consecutive acknowledged puts from the last
+    # one before the fault until now
+    read -r gap gap_from gap_to < <(awk -v t="$t_kill" -v e="$(now_ms)" '
+        prev != "" && $2 > t && prevt <= e { g = $2 - prevt; if (g > max) { max = g; a = prev; b = $1 } }
+        { prev = $1; prevt = $2 }
+        END { print max + 0, a + 0, b + 0 }' "$ACKS")
+    pass "longest gap between acknowledged puts after the $kind of $victim: $gap ms (ids $gap_from to $gap_to); $(wc -l <"$ERRS") put(s) failed so far"
+    ((gap <= 3000)) || fail "puts stalled for $gap ms after the $kind of $victim"
+    if [ "$kind" = kill ]; then lc start "$victim" >/dev/null; else kill -CONT "$pid"; fi
+    wait_for "$victim's replicas to catch up on every group's leader" 30 caught_up "$victim"
+    pass "$victim back: every group has a leader, $victim's replicas lag 0"
+}
+
+victim="$(most_leading "")"
+[ -n "$victim" ] || fail "no fact partition leader in status"
+nled="$(jq -r --arg n "$victim" '[.nodes[] | select(.name == $n) | .status.groups[]
+    | select(.kind == "fact" and .role == "leader")] | length' <<<"$(status_json)")"
+fault kill "$victim" "leading $nled of the 4 fact partitions"
+# (not s1: the clients here try r1, inside s1, first, and a client waits
+# its whole attempt on a router that is stalled, not dead)
+victim="$(most_leading s1)"
+[ -n "$victim" ] || fail "no fact partition leader but s1 in status"
+fault stop "$victim" "a storage node leading fact partitions, and its router"
+victim="$(most_leading_index)"
+if [ -n "$victim" ]; then
+    fault kill "$victim" "the index node leading the most index partitions"
+fi
 
 # ---- 2. a lost disk, then another node's death ----
 # 1,100 writes to one key: its partition's replicas apply more entries
