@@ -35,22 +35,8 @@ static const uint8_t applied_key[2] = { 'R', 'a' };
 static const uint8_t marker_key[2] = { 'R', 'i' };
 
 #ifdef SHARDEX_TEST_HOOKS
-#include <stdatomic.h>
-
-/* 1 when the planted bug is on (SHARDEX_PLANT names it), read once: the
- * cache is an atomic any thread may fill (all fill it alike). */
-static bool plant_stale_read(void)
-{
-    static atomic_int on = -1;
-    int v = atomic_load(&on);
-
-    if (v < 0) {
-        const char *e = getenv("SHARDEX_PLANT");
-        v = e != NULL && strcmp(e, "stale-leader-read") == 0;
-        atomic_store(&on, v);
-    }
-    return v == 1;
-}
+#include "plant.h"
+#define plant_stale_read() plant_on("stale-leader-read")
 #endif
 
 typedef struct apply_st {

@@ -16,23 +16,8 @@
 #include "index_rules.h"
 
 #ifdef SHARDEX_TEST_HOOKS
-#include <stdatomic.h>
-#include <stdlib.h>
-
-/* 1 when the planted bug is on (SHARDEX_PLANT names it), read once: the
- * cache is an atomic any thread may fill (all fill it alike). */
-static bool plant_ignores_version(void)
-{
-    static atomic_int on = -1;
-    int v = atomic_load(&on);
-
-    if (v < 0) {
-        const char *p = getenv("SHARDEX_PLANT");
-        v = p != NULL && strcmp(p, "index-ignores-version") == 0;
-        atomic_store(&on, v);
-    }
-    return v == 1;
-}
+#include "plant.h"
+#define plant_ignores_version() plant_on("index-ignores-version")
 #else
 #define plant_ignores_version() false
 #endif

@@ -45,22 +45,8 @@
 #include "sx_errors.h"
 
 #ifdef SHARDEX_TEST_HOOKS
-#include <stdatomic.h>
-
-/* 1 when the planted bug is on (SHARDEX_PLANT names it), read once: the
- * cache is an atomic any thread may fill (all fill it alike). */
-static bool plant_ack_before_commit(void)
-{
-    static atomic_int on = -1;
-    int v = atomic_load(&on);
-
-    if (v < 0) {
-        const char *p = getenv("SHARDEX_PLANT");
-        v = p != NULL && strcmp(p, "ack-before-commit") == 0;
-        atomic_store(&on, v);
-    }
-    return v == 1;
-}
+#include "plant.h"
+#define plant_ack_before_commit() plant_on("ack-before-commit")
 
 struct st_wreq;
 static void finish_group(st_part *p, struct st_wreq *list);
