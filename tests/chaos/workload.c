@@ -31,8 +31,9 @@
  * its list until that one fails, so the threads are spread over the
  * routers, as independent clients would be. In the register model each
  * get goes instead through one router drawn at random, alone (a client of
- * that router only, thread t's pin[j]): it reads what that router's node
- * can reach, as a client given a single router URL does. Clients of the
+ * that router only, thread t's pin[j], with a timeout of at most 1 s): it
+ * reads what that router's node can reach, as a client given a single
+ * router URL does. Clients of the
  * whole list leave a router that stops answering at their first timeout,
  * so without these a node cut off by a partition is never read through
  * its own router; its completion line names the router ("router": j, the
@@ -87,6 +88,9 @@
 #define READY_WAIT_MS 60000
 #define QUIESCENT_WAIT_MS 10000
 #define MAX_KEYS 1000
+/* A pinned get's timeout at most (a read is safe to give up): a thread
+ * whose get meets a paused router is held that long, not --timeout-ms. */
+#define PIN_TIMEOUT_MS 1000
 
 /* The indexed values: two below the local cluster's index split "M", two
  * above it (one replica a partition; with 3 replicas the splits are "H"
@@ -698,7 +702,8 @@ static int open_pins(worker *w)
             return 1;
         }
         free(url);
-        sx_client_set_timeout(w->pin[j], w->o->timeout_ms);
+        sx_client_set_timeout(w->pin[j], w->o->timeout_ms < PIN_TIMEOUT_MS ? w->o->timeout_ms
+                                                                           : PIN_TIMEOUT_MS);
         w->npin++;
     }
     return 0;
