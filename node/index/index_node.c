@@ -79,22 +79,10 @@ static void encode_part_err(const ix_part *p, msg_type t, int err, const char *m
 static bool read_ok(ix_part *p, msg_type t, mp_buf *out)
 {
     int hint, rc = ix_part_read_barrier(p, &hint);
-    char msg[160];
 
-    if (rc == 0)
-        return true;
-    if (rc == SX_ENOTLEADER) {
-        snprintf(msg, sizeof(msg),
-                 "this replica does not lead index partition %llu: retry at "
-                 "its leader",
-                 (unsigned long long)p->id);
-        msg_encode_err_hint(t, rc, msg, (uint64_t)hint, out);
-    } else {
-        snprintf(msg, sizeof(msg), "index partition %llu: its replica cannot serve now: %s",
-                 (unsigned long long)p->id, sx_strerror(rc));
-        msg_encode_err(t, rc, msg, out);
-    }
-    return false;
+    if (rc != 0)
+        msg_encode_not_served(t, "index partition", p->id, rc, (uint64_t)hint, out);
+    return rc == 0;
 }
 
 /* ---- handlers: each appends one reply frame to out ---- */

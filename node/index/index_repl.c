@@ -11,13 +11,6 @@
  * before their sync, build records never synced one by one) has no use
  * here: an entry is durable on a quorum before anyone is answered, so
  * every applied group is synced as far as its sources are concerned.
- *
- * Built with -DSHARDEX_TEST_HOOKS=ON only, the chaos harness's planted bug
- * "stale-leader-read" (tests/chaos/README.md, "Planted bugs"; the fact
- * partitions' side is in storage_repl.c): with SHARDEX_PLANT=
- * stale-leader-read in the node's environment, I_RANGE and I_WATERMARKS
- * skip the ReadIndex barrier on a replica that does not know of another
- * leader. Never reachable from a config file; absent from other builds.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,11 +26,6 @@
 /* The group's own keys ('R' is not an index prefix). */
 static const uint8_t applied_key[2] = { 'R', 'a' };
 static const uint8_t marker_key[2] = { 'R', 'i' };
-
-#ifdef SHARDEX_TEST_HOOKS
-#include "plant.h"
-#define plant_stale_read() plant_on("stale-leader-read")
-#endif
 
 typedef struct apply_st {
     ix_part *p;
@@ -151,10 +139,7 @@ int ix_part_leading(ix_part *p, uint64_t *term)
 {
     int hint;
 
-    *term = pg_ready(p->pg);
-    if (*term != 0)
-        return 0;
-    return pg_redirect(p->pg, &hint) ? SX_ENOTLEADER : pg_barrier(p->pg, term, &hint);
+    return pg_lead(p->pg, term, &hint);
 }
 
 int ix_part_durable(ix_part *p, leveldb_writebatch_t *b, uint64_t term)
@@ -163,21 +148,13 @@ int ix_part_durable(ix_part *p, leveldb_writebatch_t *b, uint64_t term)
 
     if (p->pg == NULL)
         return ldb_write_sync(p->db, b);
-    if (term == 0 && (term = pg_ready(p->pg)) == 0)
-        return SX_ENOTLEADER;
-    return pg_commit(p->pg, b, term, &hint);
+    return term == 0 ? pg_commit_ready(p->pg, b, &hint) : pg_commit(p->pg, b, term, &hint);
 }
 
 int ix_part_read_barrier(ix_part *p, int *hint)
 {
     *hint = 0;
-    if (p->pg == NULL)
-        return 0;
-#ifdef SHARDEX_TEST_HOOKS
-    if (plant_stale_read()) /* planted: no ReadIndex */
-        return pg_redirect(p->pg, hint) ? SX_ENOTLEADER : 0;
-#endif
-    return pg_redirect(p->pg, hint) ? SX_ENOTLEADER : pg_barrier(p->pg, NULL, hint);
+    return p->pg == NULL ? 0 : pg_read_barrier(p->pg, hint);
 }
 
 int ix_part_leader_hint(const ix_part *p)

@@ -7,8 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hash.h"
 #include "log.h"
 #include "pgroup.h"
+#ifdef SHARDEX_TEST_HOOKS
+#include "plant.h"
+#endif
 #include "snapdir.h"
 #include "sx_errors.h"
 
@@ -27,25 +31,6 @@ struct pgroup {
 };
 
 /* ---- the entry's bytes ---- */
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (24 - 8 * i));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = v << 8 | p[i];
-    return v;
-}
 
 typedef struct enc {
     uint8_t *p;
@@ -81,11 +66,11 @@ static void enc_rec(enc *e, uint8_t op, const char *k, size_t kn, const char *v,
 {
     uint8_t h[5];
     h[0] = op;
-    put32(h + 1, (uint32_t)kn);
+    be_put32(h + 1, (uint32_t)kn);
     enc_add(e, h, 5);
     enc_add(e, k, kn);
     if (op == 'P') {
-        put32(h, (uint32_t)vn);
+        be_put32(h, (uint32_t)vn);
         enc_add(e, h, 4);
         enc_add(e, v, vn);
     }
@@ -108,7 +93,7 @@ int pg_records_each(const uint8_t *recs, size_t n, pg_rec_fn fn, void *arg)
         if (n - off < 5)
             return SX_EPROTO;
         uint8_t op = recs[off];
-        size_t kn = get32(recs + off + 1);
+        size_t kn = be_get32(recs + off + 1);
         off += 5;
         if ((op != 'P' && op != 'D') || kn > n - off)
             return SX_EPROTO;
@@ -118,7 +103,7 @@ int pg_records_each(const uint8_t *recs, size_t n, pg_rec_fn fn, void *arg)
         if (op == 'P') {
             if (n - off < 4)
                 return SX_EPROTO;
-            vn = get32(recs + off);
+            vn = be_get32(recs + off);
             off += 4;
             if (vn > n - off)
                 return SX_EPROTO;
@@ -189,7 +174,7 @@ static int apply(void *sm, const raft_entry *e, rhost_result *res)
                   g->sd.what, (unsigned long long)e->index, e->len, e->len ? e->data[0] : 0);
         return -1;
     }
-    if (get64(e->data + 1) != e->term) {
+    if (be_get64(e->data + 1) != e->term) {
         /* computed by a leader of another term: skipped everywhere */
         res->code = SX_ENOTLEADER;
         return mark_applied(g, e->index);
@@ -377,8 +362,7 @@ int pg_propose(pgroup *g, leveldb_writebatch_t *b, uint64_t term, pg_done_fn don
     enc e = { 0 };
     uint8_t hdr[PG_HDR];
     hdr[0] = PG_ENTRY_VERSION;
-    for (int i = 0; i < 8; i++)
-        hdr[1 + i] = (uint8_t)(term >> (56 - 8 * i));
+    be_put64(hdr + 1, term);
     enc_add(&e, hdr, sizeof hdr);
     leveldb_writebatch_iterate(b, &e, enc_put, enc_del);
     prop_arg *p = malloc(sizeof *p);
@@ -490,6 +474,37 @@ int pg_barrier(pgroup *g, uint64_t *term, int *hint)
         *term = w.term;
     *hint = w.hint;
     return w.rc;
+}
+
+int pg_lead(pgroup *g, uint64_t *term, int *hint)
+{
+    *hint = 0;
+    *term = pg_ready(g);
+    if (*term != 0)
+        return 0;
+    return pg_redirect(g, hint) ? SX_ENOTLEADER : pg_barrier(g, term, hint);
+}
+
+int pg_read_barrier(pgroup *g, int *hint)
+{
+    *hint = 0;
+    if (pg_redirect(g, hint))
+        return SX_ENOTLEADER;
+#ifdef SHARDEX_TEST_HOOKS
+    if (plant_on("stale-leader-read")) /* planted: no ReadIndex */
+        return 0;
+#endif
+    return pg_barrier(g, NULL, hint);
+}
+
+int pg_commit_ready(pgroup *g, leveldb_writebatch_t *b, int *hint)
+{
+    uint64_t term = pg_ready(g);
+    if (term == 0) {
+        *hint = pg_leader_hint(g);
+        return SX_ENOTLEADER;
+    }
+    return pg_commit(g, b, term, hint);
 }
 
 /* ---- open and close ---- */

@@ -25,6 +25,14 @@
  * records until the end: op u8 ('P' put, 'D' delete), kn u32, key, and for
  * a put vn u32, value. Every key lies in the group's range.
  *
+ * Built with -DSHARDEX_TEST_HOOKS=ON only, the chaos harness's planted bug
+ * "stale-leader-read" (tests/chaos/README.md, "Planted bugs"): with
+ * SHARDEX_PLANT=stale-leader-read in the node's environment,
+ * pg_read_barrier skips the ReadIndex on a replica that knows of no other
+ * leader: a leader cut off by a partition (or a replica cut off with it)
+ * goes on serving what it holds. Never reachable from a config file;
+ * absent from other builds.
+ *
  * Threading: pg_open and pg_close on the node's main thread; the rest
  * from any thread. Hooks run on the node's Raft loop thread: keep them
  * short.
@@ -118,6 +126,19 @@ int pg_commit(pgroup *g, leveldb_writebatch_t *b, uint64_t term, int *hint);
  * applied everything committed before the call (ReadIndex), with *term
  * (may be NULL) its ready term; else as pg_done_fn's codes. Blocks. */
 int pg_barrier(pgroup *g, uint64_t *term, int *hint);
+
+/* What an owner calls, each refusing at once (SX_ENOTLEADER, *hint) a
+ * replica that knows another leader (pg_redirect), and asking the group
+ * only otherwise:
+ * pg_lead: before computing a change: 0 with *term the term this replica
+ *   leads in with the group's state applied (pg_ready, else a barrier);
+ * pg_read_barrier: before a read that must see every acknowledged write
+ *   (pg_barrier);
+ * pg_commit_ready: pg_commit of b in the current ready term (SX_ENOTLEADER
+ *   when this replica does not lead). Each blocks; codes as pg_done_fn's. */
+int pg_lead(pgroup *g, uint64_t *term, int *hint);
+int pg_read_barrier(pgroup *g, int *hint);
+int pg_commit_ready(pgroup *g, leveldb_writebatch_t *b, int *hint);
 
 /* Calls fn for each record of an entry's records (hooks.applied's recs):
  * put (del false, val/vn its value) or delete. Stops at fn's non-zero

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "hash.h"
 #include "ldb_snap.h"
 #include "log.h"
 #include "snapdir.h"
@@ -79,18 +80,16 @@ int snapdir_applied(const snapdir *s, uint64_t *applied)
         LOG_ERROR("%s: its applied index record has %zu bytes, not 8", s->what, vn);
         return SX_EIO;
     }
-    for (int i = 0; i < 8; i++)
-        *applied = (*applied << 8) | v[i];
+    *applied = be_get64(v);
     free(v);
     return 0;
 }
 
 void snapdir_put_applied(const snapdir *s, leveldb_writebatch_t *b, uint64_t applied)
 {
-    char be[8];
-    for (int i = 0; i < 8; i++)
-        be[i] = (char)(applied >> (56 - 8 * i));
-    leveldb_writebatch_put(b, (const char *)s->akey, s->akey_n, be, 8);
+    uint8_t be[8];
+    be_put64(be, applied);
+    leveldb_writebatch_put(b, (const char *)s->akey, s->akey_n, (const char *)be, 8);
 }
 
 /* ---- wipe ---- */

@@ -78,19 +78,9 @@ static void reply_err(mp_buf *out, msg_type t, int err, const char *msg)
  * (st_part_read_barrier's failure rc): SX_ENOTLEADER names the leader. */
 static void reply_not_served(mp_buf *out, msg_type t, const st_part *p, int rc, int hint)
 {
-    char msg[160];
-
     mp_buf_free(out);
     mp_buf_init(out);
-    if (rc == SX_ENOTLEADER) {
-        snprintf(msg, sizeof(msg), "this replica does not lead partition %llu: retry at its leader",
-                 (unsigned long long)p->id);
-        msg_encode_err_hint(t, rc, msg, (uint64_t)hint, out);
-    } else {
-        snprintf(msg, sizeof(msg), "partition %llu: its replica cannot serve now: %s",
-                 (unsigned long long)p->id, sx_strerror(rc));
-        msg_encode_err(t, rc, msg, out);
-    }
+    msg_encode_not_served(t, "partition", p->id, rc, (uint64_t)hint, out);
 }
 
 /* Set once the node holds a replicated partition: its reads then wait for

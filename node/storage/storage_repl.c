@@ -11,17 +11,6 @@
  * of each batch it applies; its leader's working counters are reset from
  * the published ones at the start of each group (st_part.h), so a replica
  * that becomes leader computes from the group's state.
- *
- * Built with -DSHARDEX_TEST_HOOKS=ON only, the chaos harness's planted bug
- * "stale-leader-read" (tests/chaos/README.md, "Planted bugs"): with
- * SHARDEX_PLANT=stale-leader-read in the node's environment, reads skip
- * the ReadIndex barrier: a replica that does not know of another leader
- * serves S_GET, S_RANGE and S_HEADS from its own state at once. The leader
- * serves what it has applied without confirming it still leads, and a
- * leader cut off by a partition goes on serving once it has stepped down
- * (it hears of no successor), as does any replica cut off with it, while
- * the majority elects another leader and writes. Never reachable from a
- * config file; absent from other builds.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,11 +27,6 @@
  * so snapshots carry them; 'M' metadata keys the partition does not use). */
 static const uint8_t applied_local[2] = { ST_META_PREFIX, 'a' };
 static const uint8_t marker_local[2] = { ST_META_PREFIX, 'i' };
-
-#ifdef SHARDEX_TEST_HOOKS
-#include "plant.h"
-#define plant_stale_read() plant_on("stale-leader-read")
-#endif
 
 typedef struct apply_st {
     st_part *p;
@@ -168,24 +152,11 @@ int st_part_replicate(st_part *p, repl *r, const cfg_part *cp, const char *data_
 int st_part_durable(st_part *p, leveldb_writebatch_t *b, int *hint)
 {
     *hint = 0;
-    if (p->pg == NULL)
-        return ldb_write_sync(p->store->db, b);
-    uint64_t term = pg_ready(p->pg);
-    if (term == 0) {
-        *hint = pg_leader_hint(p->pg);
-        return SX_ENOTLEADER;
-    }
-    return pg_commit(p->pg, b, term, hint);
+    return p->pg == NULL ? ldb_write_sync(p->store->db, b) : pg_commit_ready(p->pg, b, hint);
 }
 
 int st_part_read_barrier(st_part *p, int *hint)
 {
     *hint = 0;
-    if (p->pg == NULL)
-        return 0;
-#ifdef SHARDEX_TEST_HOOKS
-    if (plant_stale_read()) /* planted: no ReadIndex */
-        return pg_redirect(p->pg, hint) ? SX_ENOTLEADER : 0;
-#endif
-    return pg_redirect(p->pg, hint) ? SX_ENOTLEADER : pg_barrier(p->pg, NULL, hint);
+    return p->pg == NULL ? 0 : pg_read_barrier(p->pg, hint);
 }

@@ -470,12 +470,7 @@ typedef struct part_grp {
  * leadership change). Returns 0, or SX_ENOTLEADER (g->hint) and the like. */
 static int group_leading(part_grp *g)
 {
-    g->term = pg_ready(g->p->pg);
-    if (g->term != 0)
-        return 0;
-    if (pg_redirect(g->p->pg, &g->hint))
-        return SX_ENOTLEADER;
-    return pg_barrier(g->p->pg, &g->term, &g->hint);
+    return pg_lead(g->p->pg, &g->term, &g->hint);
 }
 
 /* Under g->p's write lock (group_done releases it): computes its share of

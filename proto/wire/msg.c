@@ -189,6 +189,21 @@ int msg_encode_err_hint(msg_type t, int err, const char *message, uint64_t hint,
     return out->oom ? SX_ENOMEM : 0;
 }
 
+int msg_encode_not_served(msg_type t, const char *what, uint64_t id, int err, uint64_t hint,
+                          mp_buf *out)
+{
+    char msg[160];
+
+    if (err == SX_ENOTLEADER) {
+        snprintf(msg, sizeof(msg), "this replica does not lead %s %llu: retry at its leader", what,
+                 (unsigned long long)id);
+        return msg_encode_err_hint(t, err, msg, hint, out);
+    }
+    snprintf(msg, sizeof(msg), "%s %llu: its replica cannot serve now: %s", what,
+             (unsigned long long)id, sx_strerror(err));
+    return msg_encode_err(t, err, msg, out);
+}
+
 /* ---- decoding ---- */
 
 static int read_header(mp_cur *c, uint32_t *count, uint64_t *type)

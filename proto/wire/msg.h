@@ -270,6 +270,14 @@ int msg_encode_err(msg_type t, int err, const char *message, mp_buf *out);
  * element after the message, which a reader of plain error replies skips. */
 int msg_encode_err_hint(msg_type t, int err, const char *message, uint64_t hint, mp_buf *out);
 
+/* The reply of a replica of partition `what` `id` (e.g. "index partition",
+ * 101) that cannot serve a request of type t: for SX_ENOTLEADER "this
+ * replica does not lead WHAT ID: retry at its leader" with hint (the
+ * leader's node id, 0: unknown); for any other err, "WHAT ID: its replica
+ * cannot serve now: REASON". Returns 0 or SX_ENOMEM. */
+int msg_encode_not_served(msg_type t, const char *what, uint64_t id, int err, uint64_t hint,
+                          mp_buf *out);
+
 /* The hint of an error reply (msg_encode_err_hint): 0 when the frame is
  * not an error reply or carries none. */
 uint64_t msg_err_hint(const uint8_t *p, size_t n);
