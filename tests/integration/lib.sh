@@ -14,6 +14,9 @@
 #                          tests), the router runs inside that storage node
 #                          (local-cluster --router-in); IT_ROUTER_PROC names
 #                          the process serving the router either way
+#   it_own_cluster N       for a test writing its own config: IT_DIR, IT_BASE
+#                          (N free ports in a row), secrets IT_HK IT_TK IT_LK
+#   it_mktemp              prints a new folder of the test's (it-clusters/)
 #   lc ARGS...             deploy/local-cluster ARGS --dir IT_DIR
 #   sx ARGS...             the shardex CLI against the cluster
 #   sx_rc ARGS...          same, sets RC to its exit status instead of failing
@@ -174,10 +177,36 @@ netns_probe() {
     ((ok)) || { echo "$why"; return 1; }
 }
 
+# it_mktemp: prints a new folder of this test's under $IT_BUILD/it-clusters
+it_mktemp() {
+    mkdir -p "$IT_BUILD/it-clusters" && mktemp -d "$IT_BUILD/it-clusters/$IT_NAME.XXXXXX"
+}
+
+# it_own_cluster N: for a test that writes its own cluster.json: sets
+# IT_DIR (a new folder, torn down at exit like it_cluster_up's), IT_BASE
+# (the first of N free loopback ports in a row) and fresh secrets IT_HK
+# (hash_key), IT_TK (token_key), IT_LK (link_key), in hex
+it_own_cluster() {
+    local try b p ok
+    IT_DIR="$(it_mktemp)"
+    IT_BASE=""
+    for ((try = 0; try < 200; try++)); do
+        b=$((20000 + (RANDOM % 1500) * 8))
+        ok=1
+        for ((p = b; p < b + $1; p++)); do
+            [ -z "$(ss -Hltn "sport = :$p" 2>/dev/null)" ] || { ok=0; break; }
+        done
+        if ((ok)); then IT_BASE=$b; break; fi
+    done
+    [ -n "$IT_BASE" ] || fail "no $1 free ports in a row"
+    IT_HK="$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')"
+    IT_TK="$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')"
+    IT_LK="$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')"
+}
+
 it_cluster_up() {
     local out
-    mkdir -p "$IT_BUILD/it-clusters"
-    IT_DIR="$(mktemp -d "$IT_BUILD/it-clusters/$IT_NAME.XXXXXX")"
+    IT_DIR="$(it_mktemp)"
     local hosted=()
     IT_ROUTER_PROC=r1
     if [ -n "${SHARDEX_IT_ROUTER_IN:-}" ]; then

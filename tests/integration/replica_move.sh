@@ -11,42 +11,27 @@
 # Usage: tests/integration/replica_move.sh BUILD_DIR
 source "$(dirname "$0")/lib.sh" "$@"
 
-mkdir -p "$IT_BUILD/it-clusters"
-IT_DIR="$(mktemp -d "$IT_BUILD/it-clusters/$IT_NAME.XXXXXX")"
-
-# seven free loopback ports in a row: r1 s1 s2 s3 s4 i1 i2
-port_free() { [ -z "$(ss -Hltn "sport = :$1" 2>/dev/null)" ]; }
-base=""
-for ((try = 0; try < 200; try++)); do
-    b=$((20000 + (RANDOM % 1500) * 8))
-    ok=1
-    for ((p = b; p < b + 7; p++)); do port_free "$p" || { ok=0; break; }; done
-    if ((ok)); then base=$b; break; fi
-done
-[ -n "$base" ] || fail "no free ports"
-hk="$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')"
-tk="$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')"
-lk="$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')"
+it_own_cluster 7
 # config P1_REPLICAS: the cluster's config with partition 1 on those nodes
 config() {
     cat <<JSON
 {
-  "cluster": "move", "hash_key": "$hk", "token_key": "$tk", "link_key": "$lk",
+  "cluster": "move", "hash_key": "$IT_HK", "token_key": "$IT_TK", "link_key": "$IT_LK",
   "catalog_node": ["s1", "s2", "s3"],
-  "routers": [{"name": "r1", "url": "tcp://127.0.0.1:$base"}],
+  "routers": [{"name": "r1", "url": "tcp://127.0.0.1:$IT_BASE"}],
   "storage": [
-    {"name": "s1", "id": 1, "url": "tcp://127.0.0.1:$((base + 1))", "partitions": [
+    {"name": "s1", "id": 1, "url": "tcp://127.0.0.1:$((IT_BASE + 1))", "partitions": [
       {"id": 1, "lo": "0000000000000000", "hi": "7fffffffffffffff", "replicas": $1}]},
-    {"name": "s2", "id": 2, "url": "tcp://127.0.0.1:$((base + 2))", "partitions": [
+    {"name": "s2", "id": 2, "url": "tcp://127.0.0.1:$((IT_BASE + 2))", "partitions": [
       {"id": 2, "lo": "8000000000000000", "hi": "ffffffffffffffff",
        "replicas": ["s2", "s3", "s1"]}]},
-    {"name": "s3", "id": 3, "url": "tcp://127.0.0.1:$((base + 3))", "partitions": []},
-    {"name": "s4", "id": 4, "url": "tcp://127.0.0.1:$((base + 4))", "partitions": []}
+    {"name": "s3", "id": 3, "url": "tcp://127.0.0.1:$((IT_BASE + 3))", "partitions": []},
+    {"name": "s4", "id": 4, "url": "tcp://127.0.0.1:$((IT_BASE + 4))", "partitions": []}
   ],
   "index": [
-    {"name": "i1", "url": "tcp://127.0.0.1:$((base + 5))", "partitions": [
+    {"name": "i1", "url": "tcp://127.0.0.1:$((IT_BASE + 5))", "partitions": [
       {"id": 101, "lo": null, "hi": ["M"]}]},
-    {"name": "i2", "url": "tcp://127.0.0.1:$((base + 6))", "partitions": [
+    {"name": "i2", "url": "tcp://127.0.0.1:$((IT_BASE + 6))", "partitions": [
       {"id": 102, "lo": ["M"], "hi": null}]}
   ]
 }

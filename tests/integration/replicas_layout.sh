@@ -18,8 +18,7 @@
 source "$(dirname "$0")/lib.sh" "$@"
 
 LC="$IT_REPO/deploy/local-cluster"
-mkdir -p "$IT_BUILD/it-clusters"
-ROOT="$(mktemp -d "$IT_BUILD/it-clusters/$IT_NAME.XXXXXX")"
+ROOT="$(it_mktemp)"
 it_extra_cleanup() {
     local d
     [ ! -d "$ROOT" ] || echo "[$IT_NAME] folders kept for inspection: $ROOT" >&2
